@@ -1,0 +1,97 @@
+package zone
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Role is what pgdns has decided a host is, from the probe's evidence.
+type Role uint8
+
+// Roles of a host. Only RolePrimary and RoleReplica hosts are ever answered.
+const (
+	RoleUnknown Role = iota // never probed successfully, or set aside (see Host.Note)
+	RolePrimary             // the one writable host of its cluster
+	RoleReplica             // in recovery, streaming or replaying WAL
+	RoleDown                // max_fails probes failed in a row, or no good probe for too long
+)
+
+// String returns the role's name as the HTTP API and TXT records show it.
+func (r Role) String() string {
+	switch r {
+	case RolePrimary:
+		return "primary"
+	case RoleReplica:
+		return "replica"
+	case RoleDown:
+		return "down"
+	}
+	return "unknown"
+}
+
+// Host is one PostgreSQL server as of the last probe: the facts the probe
+// read (the Observed fields) and what pgdns derived from them.
+type Host struct {
+	Cluster string // name of the cluster it belongs to
+	Addr    string // "host:port" as configured
+	IP      netip.Addr
+
+	// Observed by the last successful probe.
+	Seen       bool      // at least one probe has succeeded
+	ProbedAt   time.Time // when the last successful probe read its values
+	InRecovery bool      // pg_is_in_recovery()
+	Timeline   uint32
+	SystemID   uint64 // pg_control_system().system_identifier
+	WriteLSN   LSN    // primary: pg_current_wal_lsn()
+	ReceiveLSN LSN    // replica: pg_last_wal_receive_lsn()
+	ReplayLSN  LSN    // replica: pg_last_wal_replay_lsn(); primary: WriteLSN
+	Sync       bool   // a synchronous standby, by the primary's pg_stat_replication
+
+	// History lists where earlier timelines ended, when known; it decides
+	// lsn- tokens that carry a timeline.
+	History []TimelineEnd
+
+	// Probe failures since the last success.
+	Fails     int
+	LastError string
+
+	// Derived when the snapshot is built.
+	Role     Role
+	Note     string        // why a host is set aside, e.g. split brain
+	LagKnown bool          // Lag and LagBytes can be vouched for
+	Lag      time.Duration // how old the newest data is that the replica lacks
+	LagBytes uint64        // WAL bytes between the primary and the replica's replay
+}
+
+// Age is how long ago the last successful probe read the host's values.
+func (h *Host) Age(now time.Time) time.Duration {
+	if !h.Seen {
+		return 0
+	}
+	return now.Sub(h.ProbedAt)
+}
+
+// TimelineEnd is one line of a timeline history file: timeline Timeline
+// ended, and the next one branched off, at LSN End.
+type TimelineEnd struct {
+	Timeline uint32
+	End      LSN
+}
+
+// hasHistory reports whether h's WAL contains position lsn as written on
+// timeline tli: h is on tli, or on a later timeline that branched off tli
+// (directly or not) at or after lsn.
+func (h *Host) hasHistory(tli uint32, lsn LSN) bool {
+	if h.Timeline == tli {
+		return true
+	}
+	if h.Timeline < tli {
+		return false
+	}
+	for _, e := range h.History {
+		if e.Timeline == tli {
+			return e.End >= lsn
+		}
+	}
+	return false // history not known: fail closed
+}

@@ -1,0 +1,333 @@
+package zone
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Target is the role a name asks for.
+type Target uint8
+
+// The targets of the name grammar. Aliases (master, standby, prefer-standby)
+// parse to the same values.
+const (
+	TargetPrimary       Target = iota + 1 // the current primary
+	TargetReplica                         // live replicas that pass the filters
+	TargetPreferReplica                   // as TargetReplica; the primary when none passes
+	TargetAny                             // the primary and the replicas that pass
+)
+
+var targetNames = [...]string{
+	TargetPrimary:       "primary",
+	TargetReplica:       "replica",
+	TargetPreferReplica: "prefer-replica",
+	TargetAny:           "any",
+}
+
+// String returns the canonical label of t.
+func (t Target) String() string {
+	if int(t) < len(targetNames) && targetNames[t] != "" {
+		return targetNames[t]
+	}
+	return "target(" + strconv.Itoa(int(t)) + ")"
+}
+
+// ParseTarget maps a lower-case role label, or one of its aliases, to a Target.
+func ParseTarget(label string) (Target, bool) {
+	switch label {
+	case "primary", "master":
+		return TargetPrimary, true
+	case "replica", "standby":
+		return TargetReplica, true
+	case "prefer-replica", "prefer-standby":
+		return TargetPreferReplica, true
+	case "any":
+		return TargetAny, true
+	}
+	return 0, false
+}
+
+// Kind says what part of the zone a name addresses.
+type Kind uint8
+
+// Kinds of names inside the zone.
+const (
+	KindHosts      Kind = iota + 1 // a role with filters: answered from the probe
+	KindApex                       // the zone apex: SOA and NS
+	KindNameServer                 // "ns.<zone>", the name the NS record points at
+)
+
+// NameServerLabel is the label of the name server's own name under the zone.
+const NameServerLabel = "ns"
+
+// Query is a parsed name: which role of which cluster, under which filters.
+// The zero value of each filter field means "no such filter".
+type Query struct {
+	Kind    Kind
+	Target  Target
+	Cluster string // "" is the default cluster
+
+	HasLag bool
+	MaxLag time.Duration // time lag at most this
+
+	HasBytes bool
+	MaxBytes uint64 // WAL byte lag at most this
+
+	HasLSN   bool
+	MinLSN   LSN    // has replayed at least this position
+	Timeline uint32 // 0: any; else MinLSN was taken on this timeline
+}
+
+// Errors returned by Parse. They map one to one onto DNS rcodes.
+var (
+	ErrOutsideZone = errors.New("name is outside the zone")     // REFUSED
+	ErrNoSuchName  = errors.New("name is not in the grammar") // NXDOMAIN
+)
+
+// Parse reads a lower-case, fully qualified name (trailing dot) under origin
+// (also lower-case and fully qualified) into a Query. It does no I/O and
+// does not allocate: the Cluster field is a substring of name.
+//
+// Whether the cluster exists is not its business: selection answers that.
+func Parse(name, origin string) (Query, error) {
+	if name == origin {
+		return Query{Kind: KindApex}, nil
+	}
+	if len(name) <= len(origin) || !strings.HasSuffix(name, origin) || name[len(name)-len(origin)-1] != '.' {
+		return Query{}, ErrOutsideZone
+	}
+	rest := name[:len(name)-len(origin)-1]
+	if rest == "" || rest[0] == '.' || rest[len(rest)-1] == '.' || strings.Contains(rest, "..") {
+		return Query{}, ErrNoSuchName // an empty label
+	}
+	if rest == NameServerLabel {
+		return Query{Kind: KindNameServer}, nil
+	}
+
+	q := Query{Kind: KindHosts}
+	label, rest := lastLabel(rest)
+	t, ok := ParseTarget(label)
+	if !ok {
+		if !validClusterLabel(label) {
+			return Query{}, ErrNoSuchName
+		}
+		q.Cluster = label
+		label, rest = lastLabel(rest)
+		if t, ok = ParseTarget(label); !ok {
+			return Query{}, ErrNoSuchName
+		}
+	}
+	q.Target = t
+
+	for rest != "" {
+		label, rest = lastLabel(rest)
+		if !q.parseFilter(label) {
+			return Query{}, ErrNoSuchName
+		}
+	}
+	return q, nil
+}
+
+// lastLabel splits the rightmost label off s. When s holds one label, rest
+// is "". Parse has already rejected empty labels.
+func lastLabel(s string) (label, rest string) {
+	i := strings.LastIndexByte(s, '.')
+	if i < 0 {
+		return s, ""
+	}
+	return s[i+1:], s[:i]
+}
+
+// validClusterLabel reports whether label may name a cluster: letters,
+// digits, '-' and '_', not empty. It keeps escaped wire bytes (\DDD, \.)
+// from ever reaching a cluster lookup.
+func validClusterLabel(label string) bool {
+	if label == "" || len(label) > 63 {
+		return false
+	}
+	for i := 0; i < len(label); i++ {
+		c := label[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidClusterName reports whether name can be used as a cluster label:
+// lower-case letters, digits, '-' and '_', and not a word of the grammar.
+func ValidClusterName(name string) bool {
+	if !validClusterLabel(name) || name == NameServerLabel {
+		return false
+	}
+	if _, ok := ParseTarget(name); ok {
+		return false
+	}
+	var q Query
+	return !q.parseFilter(name)
+}
+
+// parseFilter applies one filter label to q. It fails on a malformed label
+// and on a second filter of the same kind.
+func (q *Query) parseFilter(label string) bool {
+	switch {
+	case strings.HasPrefix(label, "lag-"):
+		if q.HasLag {
+			return false
+		}
+		d, ok := parseLag(label[len("lag-"):])
+		q.HasLag, q.MaxLag = ok, d
+		return ok
+	case strings.HasPrefix(label, "bytes-"):
+		if q.HasBytes {
+			return false
+		}
+		n, ok := parseBytes(label[len("bytes-"):])
+		q.HasBytes, q.MaxBytes = ok, n
+		return ok
+	case strings.HasPrefix(label, "lsn-"):
+		if q.HasLSN {
+			return false
+		}
+		lsn, tli, ok := parseLSNToken(label[len("lsn-"):])
+		q.HasLSN, q.MinLSN, q.Timeline = ok, lsn, tli
+		return ok
+	}
+	return false
+}
+
+// parseLag reads N followed by "ms" or "s".
+func parseLag(s string) (time.Duration, bool) {
+	var unit time.Duration
+	switch {
+	case strings.HasSuffix(s, "ms"):
+		s, unit = s[:len(s)-2], time.Millisecond
+	case strings.HasSuffix(s, "s"):
+		s, unit = s[:len(s)-1], time.Second
+	default:
+		return 0, false
+	}
+	n, ok := parseDecimal(s)
+	if !ok || n > uint64(math.MaxInt64/int64(unit)) {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}
+
+// parseBytes reads N followed by b, kb, mb or gb (powers of 1024).
+func parseBytes(s string) (uint64, bool) {
+	var shift uint
+	switch {
+	case strings.HasSuffix(s, "kb"):
+		s, shift = s[:len(s)-2], 10
+	case strings.HasSuffix(s, "mb"):
+		s, shift = s[:len(s)-2], 20
+	case strings.HasSuffix(s, "gb"):
+		s, shift = s[:len(s)-2], 30
+	case strings.HasSuffix(s, "b"):
+		s = s[:len(s)-1]
+	default:
+		return 0, false
+	}
+	n, ok := parseDecimal(s)
+	if !ok || n > math.MaxUint64>>shift {
+		return 0, false
+	}
+	return n << shift, true
+}
+
+// parseLSNToken reads HI "-" LO ["-t" TLI].
+func parseLSNToken(s string) (LSN, uint32, bool) {
+	hi, s, ok := strings.Cut(s, "-")
+	if !ok {
+		return 0, 0, false
+	}
+	lo, tl, hasTL := strings.Cut(s, "-")
+	h, ok1 := parseHex32(hi)
+	l, ok2 := parseHex32(lo)
+	if !ok1 || !ok2 || !isLowerHex(hi) || !isLowerHex(lo) {
+		return 0, 0, false
+	}
+	lsn := LSN(uint64(h)<<32 | uint64(l))
+	if !hasTL {
+		return lsn, 0, true
+	}
+	if !strings.HasPrefix(tl, "t") {
+		return 0, 0, false
+	}
+	n, ok := parseDecimal(tl[1:])
+	if !ok || n == 0 || n > math.MaxUint32 {
+		return 0, 0, false
+	}
+	return lsn, uint32(n), true
+}
+
+// isLowerHex rejects upper-case hex so that the canonical, lower-cased form
+// is the only spelling; Parse is handed lower-cased names anyway.
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'F' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseDecimal reads 1 to 19 decimal digits (so it cannot overflow uint64).
+func parseDecimal(s string) (uint64, bool) {
+	if len(s) == 0 || len(s) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
+}
+
+// String returns the canonical relative name of q (without the zone), such
+// that Parse(q.String()+"."+origin, origin) returns q again: filters in the
+// order lag, bytes, lsn; lag in ms; bytes in b; the canonical role word.
+func (q Query) String() string {
+	switch q.Kind {
+	case KindApex:
+		return ""
+	case KindNameServer:
+		return NameServerLabel
+	}
+	b := make([]byte, 0, 64)
+	if q.HasLag {
+		b = append(b, "lag-"...)
+		b = strconv.AppendInt(b, q.MaxLag.Milliseconds(), 10)
+		b = append(b, "ms."...)
+	}
+	if q.HasBytes {
+		b = append(b, "bytes-"...)
+		b = strconv.AppendUint(b, q.MaxBytes, 10)
+		b = append(b, "b."...)
+	}
+	if q.HasLSN {
+		b = append(b, "lsn-"...)
+		b = strconv.AppendUint(b, uint64(q.MinLSN.Hi()), 16)
+		b = append(b, '-')
+		b = strconv.AppendUint(b, uint64(q.MinLSN.Lo()), 16)
+		if q.Timeline != 0 {
+			b = append(b, "-t"...)
+			b = strconv.AppendUint(b, uint64(q.Timeline), 10)
+		}
+		b = append(b, '.')
+	}
+	b = append(b, q.Target.String()...)
+	if q.Cluster != "" {
+		b = append(b, '.')
+		b = append(b, q.Cluster...)
+	}
+	return string(b)
+}

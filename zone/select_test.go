@@ -1,0 +1,186 @@
+package zone
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+const stale = 1750 * time.Millisecond
+
+// seen returns a host that was probed successfully at t0.
+func seen(ip string, inRecovery bool, replay LSN) Host {
+	return Host{
+		Cluster: "main", Addr: ip + ":5432", IP: netip.MustParseAddr(ip),
+		Seen: true, ProbedAt: t0, InRecovery: inRecovery, Timeline: 1, SystemID: 7,
+		ReplayLSN: replay, LagKnown: inRecovery,
+	}
+}
+
+// cluster builds a decided, ready snapshot of one cluster.
+func cluster(hosts ...Host) *Snapshot {
+	c := &Cluster{Name: "main", Hosts: hosts}
+	c.Decide(t0, stale, 3)
+	return &Snapshot{Ready: true, Clusters: []*Cluster{c}, Default: "main", StaleAfter: stale}
+}
+
+func selectIPs(t *testing.T, s *Snapshot, name string, now time.Time, turn uint64) []string {
+	t.Helper()
+	q, err := Parse(name, origin)
+	if err != nil {
+		t.Fatalf("Parse(%q): %v", name, err)
+	}
+	hosts, err := s.Select(&q, now, turn, nil)
+	if err != nil {
+		t.Fatalf("Select(%q): %v", name, err)
+	}
+	ips := []string{}
+	for _, h := range hosts {
+		ips = append(ips, h.IP.String())
+	}
+	return ips
+}
+
+func TestSelect(t *testing.T) {
+	p := seen("10.0.0.1", false, 0x5000)
+	p.WriteLSN = 0x5000
+	fresh := seen("10.0.0.2", true, 0x5000)
+	behind := seen("10.0.0.3", true, 0x4000)
+	behind.Lag, behind.LagBytes = 800*time.Millisecond, 0x1000
+	unknownLag := seen("10.0.0.4", true, 0x5000)
+	unknownLag.LagKnown = false
+	down := seen("10.0.0.5", true, 0x5000)
+	down.Fails = 3
+	s := cluster(p, fresh, behind, unknownLag, down)
+
+	cases := []struct {
+		name string
+		want []string
+	}{
+		{"primary.db.local.", []string{"10.0.0.1"}},
+		{"master.db.local.", []string{"10.0.0.1"}},
+		{"replica.db.local.", []string{"10.0.0.2", "10.0.0.3", "10.0.0.4"}},
+		{"any.db.local.", []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"}},
+		{"lag-500ms.replica.db.local.", []string{"10.0.0.2"}},
+		{"lag-1s.replica.db.local.", []string{"10.0.0.2", "10.0.0.3"}},
+		{"bytes-4kb.replica.db.local.", []string{"10.0.0.2", "10.0.0.3"}},
+		{"bytes-4095b.replica.db.local.", []string{"10.0.0.2"}},
+		{"lag-1s.bytes-1kb.replica.db.local.", []string{"10.0.0.2"}},
+		{"lsn-0-5000.replica.db.local.", []string{"10.0.0.2", "10.0.0.4"}},
+		{"lsn-0-5001.replica.db.local.", []string{}},
+		{"lsn-0-5001.prefer-replica.db.local.", []string{"10.0.0.1"}},
+		{"lsn-0-5001.any.db.local.", []string{"10.0.0.1"}},
+		{"lsn-0-5001.primary.db.local.", []string{"10.0.0.1"}},
+		{"lag-0ms.any.db.local.", []string{"10.0.0.1", "10.0.0.2"}},
+		{"lsn-0-4000-t1.replica.db.local.", []string{"10.0.0.2", "10.0.0.3", "10.0.0.4"}},
+		{"lsn-0-4000-t2.replica.db.local.", []string{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := selectIPs(t, s, tc.name, t0, 0)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSelectRotatesReplicas(t *testing.T) {
+	s := cluster(seen("10.0.0.1", false, 9), seen("10.0.0.2", true, 9), seen("10.0.0.3", true, 9), seen("10.0.0.4", true, 9))
+	firsts := map[string]bool{}
+	for turn := uint64(0); turn < 3; turn++ {
+		got := selectIPs(t, s, "replica.db.local.", t0, turn)
+		if len(got) != 3 {
+			t.Fatalf("turn %d: %v", turn, got)
+		}
+		firsts[got[0]] = true
+	}
+	if len(firsts) != 3 {
+		t.Fatalf("rotation put only %v first", firsts)
+	}
+}
+
+func TestSelectFailsClosedWithoutPrimary(t *testing.T) {
+	r := seen("10.0.0.2", true, 0x5000)
+	s := cluster(r)
+	if got := selectIPs(t, s, "lag-10s.replica.db.local.", t0, 0); len(got) != 0 {
+		t.Fatalf("lag filter without a primary answered %v", got)
+	}
+	if got := selectIPs(t, s, "lsn-0-5000.replica.db.local.", t0, 0); len(got) != 1 {
+		t.Fatalf("lsn filter without a primary answered %v", got)
+	}
+	if got := selectIPs(t, s, "primary.db.local.", t0, 0); len(got) != 0 {
+		t.Fatalf("primary answered %v", got)
+	}
+}
+
+func TestSelectDropsStaleHosts(t *testing.T) {
+	s := cluster(seen("10.0.0.1", false, 9), seen("10.0.0.2", true, 9))
+	later := t0.Add(stale + time.Millisecond)
+	for _, name := range []string{"primary.db.local.", "replica.db.local.", "any.db.local."} {
+		if got := selectIPs(t, s, name, later, 0); len(got) != 0 {
+			t.Fatalf("%s with a stale snapshot answered %v", name, got)
+		}
+	}
+}
+
+func TestSelectErrors(t *testing.T) {
+	s := cluster(seen("10.0.0.1", false, 9))
+	q, _ := Parse("primary.nope.db.local.", origin)
+	if _, err := s.Select(&q, t0, 0, nil); !errors.Is(err, ErrUnknownCluster) {
+		t.Fatalf("unknown cluster: %v", err)
+	}
+	notReady := &Snapshot{}
+	q, _ = Parse("primary.db.local.", origin)
+	if _, err := notReady.Select(&q, t0, 0, nil); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("not ready: %v", err)
+	}
+}
+
+func TestSelectAsyncOnly(t *testing.T) {
+	syncR := seen("10.0.0.2", true, 9)
+	syncR.Sync = true
+	s := cluster(seen("10.0.0.1", false, 9), syncR, seen("10.0.0.3", true, 9))
+	if got := selectIPs(t, s, "replica.db.local.", t0, 0); len(got) != 2 {
+		t.Fatalf("replicas: all answered %v", got)
+	}
+	s.Clusters[0].AsyncOnly = true
+	if got := selectIPs(t, s, "replica.db.local.", t0, 0); !slices.Equal(got, []string{"10.0.0.3"}) {
+		t.Fatalf("replicas: async answered %v", got)
+	}
+}
+
+func TestSelectTimelineHistory(t *testing.T) {
+	r := seen("10.0.0.2", true, 0x9000)
+	r.Timeline = 3
+	r.History = []TimelineEnd{{Timeline: 1, End: 0x3000}, {Timeline: 2, End: 0x8000}}
+	s := cluster(seen("10.0.0.1", false, 0x9000), r)
+	for name, want := range map[string]int{
+		"lsn-0-2000-t1.replica.db.local.": 1, // before timeline 1 ended: still history
+		"lsn-0-3500-t1.replica.db.local.": 0, // written on timeline 1 after the switch: lost
+		"lsn-0-7000-t2.replica.db.local.": 1,
+		"lsn-0-8800-t3.replica.db.local.": 1,
+		"lsn-0-9001-t3.replica.db.local.": 0, // not replayed yet
+		"lsn-0-1000-t4.replica.db.local.": 0, // a timeline the host has not reached
+	} {
+		if got := selectIPs(t, s, name, t0, 0); len(got) != want {
+			t.Errorf("%s answered %v, want %d hosts", name, got, want)
+		}
+	}
+}
+
+func TestSelectAllocations(t *testing.T) {
+	s := cluster(seen("10.0.0.1", false, 9), seen("10.0.0.2", true, 9), seen("10.0.0.3", true, 9))
+	q, _ := Parse("lag-50ms.replica.db.local.", origin)
+	buf := make([]*Host, 0, 8)
+	allocs := testing.AllocsPerRun(100, func() {
+		buf, _ = s.Select(&q, t0, 1, buf[:0])
+	})
+	if allocs != 0 {
+		t.Fatalf("Select allocates %v times per call", allocs)
+	}
+}

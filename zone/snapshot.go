@@ -1,0 +1,79 @@
+package zone
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Cluster is one PostgreSQL cluster in a Snapshot: its hosts in configured
+// order and which one, if any, is the primary.
+type Cluster struct {
+	Name    string
+	Hosts   []Host
+	Primary int // index into Hosts, -1 when there is no trusted primary
+
+	// AsyncOnly leaves synchronous standbys out of replica answers
+	// (config "replicas: async").
+	AsyncOnly bool
+}
+
+// PrimaryHost returns the primary, or nil.
+func (c *Cluster) PrimaryHost() *Host {
+	if c.Primary < 0 || c.Primary >= len(c.Hosts) {
+		return nil
+	}
+	return &c.Hosts[c.Primary]
+}
+
+// Snapshot is the whole table at one moment. Once published it is never
+// modified: builders make a new one.
+type Snapshot struct {
+	// Ready is false until every host has been probed at least once, so
+	// that the first answers are not made from a partial view.
+	Ready    bool
+	Built    time.Time
+	Clusters []*Cluster
+	Default  string // cluster answered for names without a cluster label
+
+	// StaleAfter is how old a host's last good probe may be before its
+	// state cannot be vouched for: max_fails × interval + timeout.
+	StaleAfter time.Duration
+}
+
+// Cluster returns the named cluster; "" means the default one.
+func (s *Snapshot) Cluster(name string) *Cluster {
+	if name == "" {
+		name = s.Default
+	}
+	for _, c := range s.Clusters {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Table holds the current Snapshot. Readers Load it once per request; the
+// probe Stores a new one. An atomic pointer instead of a lock keeps readers
+// from ever contending with each other or with the writer.
+type Table struct {
+	snap atomic.Pointer[Snapshot]
+	turn atomic.Uint64
+}
+
+// NewTable returns a Table holding an empty, not ready Snapshot.
+func NewTable() *Table {
+	t := &Table{}
+	t.snap.Store(&Snapshot{})
+	return t
+}
+
+// Load returns the current Snapshot. It is never nil.
+func (t *Table) Load() *Snapshot { return t.snap.Load() }
+
+// Store publishes s. The caller must not modify s afterwards.
+func (t *Table) Store(s *Snapshot) { t.snap.Store(s) }
+
+// Turn returns a new value for each call, used to rotate the order of
+// replicas from one answer to the next so that clients spread their load.
+func (t *Table) Turn() uint64 { return t.turn.Add(1) }
