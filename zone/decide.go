@@ -9,8 +9,8 @@ import (
 // observed fields. The probe calls it on a Cluster it is building, before
 // the Snapshot is published. The rules, in order:
 //
-//   - never probed successfully: unknown;
 //   - maxFails failed probes in a row, or no good probe for staleAfter: down;
+//   - never probed successfully (and not down yet): unknown;
 //   - a system identifier other than the cluster's (the one most live hosts
 //     share; on a tie, the first configured host's): unknown, set aside,
 //     since it belongs to another cluster;
@@ -26,10 +26,10 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		h := &c.Hosts[i]
 		h.Note = ""
 		switch {
-		case !h.Seen:
-			h.Role = RoleUnknown
 		case h.Fails >= maxFails:
 			h.Role = RoleDown
+		case !h.Seen:
+			h.Role = RoleUnknown
 		case now.Sub(h.ProbedAt) > staleAfter:
 			h.Role = RoleDown
 			h.Note = "no successful probe for " + now.Sub(h.ProbedAt).Round(time.Millisecond).String()

@@ -1,0 +1,207 @@
+package dnsserver
+
+import (
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// Case is one query and the whole answer expected, records written as in a
+// zone file.
+type Case struct {
+	Qname  string
+	Qtype  uint16
+	Rcode  int
+	AA     bool
+	Answer []string
+	Ns     []string
+}
+
+const soa = "db.local. 1 IN SOA ns.db.local. hostmaster.db.local. 1767268800 60 10 3600 1"
+
+func host(ip string, inRecovery bool, replay zone.LSN) zone.Host {
+	return zone.Host{
+		Cluster: "main", Addr: ip + ":5432", IP: netip.MustParseAddr(ip),
+		Seen: true, ProbedAt: t0.Add(-120 * time.Millisecond), InRecovery: inRecovery,
+		Timeline: 1, SystemID: 7, ReplayLSN: replay, LagKnown: inRecovery,
+	}
+}
+
+func testSnapshot() *zone.Snapshot {
+	primary := host("127.0.0.11", false, 0x3000060)
+	fresh := host("127.0.0.12", true, 0x3000060)
+	fresh.Lag, fresh.LagBytes = 3*time.Millisecond, 0
+	behind := host("127.0.0.13", true, 0x3000000)
+	behind.Lag, behind.LagBytes = 900*time.Millisecond, 0x60
+	v6 := host("::1", true, 0x3000060)
+	v6.Addr = "[::1]:5432"
+	main := &zone.Cluster{Name: "main", Hosts: []zone.Host{primary, fresh, behind}}
+	orders := &zone.Cluster{Name: "orders", Hosts: []zone.Host{host("127.0.0.21", false, 5), v6}}
+	for _, c := range []*zone.Cluster{main, orders} {
+		c.Decide(t0, 2*time.Second, 3)
+	}
+	return &zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{main, orders}, Default: "main", StaleAfter: 2 * time.Second}
+}
+
+func newTestHandler(snap *zone.Snapshot) *Handler {
+	table := zone.NewTable()
+	table.Store(snap)
+	h := NewHandler(Config{Zone: "DB.local", TTL: 1, NameServerIPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}},
+		table, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h.now = func() time.Time { return t0 }
+	h.serial = uint32(t0.Unix())
+	return h
+}
+
+var cases = []Case{
+	{Qname: "primary.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"primary.db.local. 1 IN A 127.0.0.11"}},
+	{Qname: "PRIMARY.Db.Local.", Qtype: dns.TypeA, AA: true, Answer: []string{"PRIMARY.Db.Local. 1 IN A 127.0.0.11"}},
+	{Qname: "master.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"master.db.local. 1 IN A 127.0.0.11"}},
+	{Qname: "replica.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"replica.db.local. 1 IN A 127.0.0.12", "replica.db.local. 1 IN A 127.0.0.13"}},
+	{Qname: "lag-50ms.replica.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"lag-50ms.replica.db.local. 1 IN A 127.0.0.12"}},
+	{Qname: "bytes-1kb.standby.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"bytes-1kb.standby.db.local. 1 IN A 127.0.0.12", "bytes-1kb.standby.db.local. 1 IN A 127.0.0.13"}},
+	{Qname: "bytes-16b.standby.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"bytes-16b.standby.db.local. 1 IN A 127.0.0.12"}},
+	{Qname: "lsn-0-3000060.replica.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"lsn-0-3000060.replica.db.local. 1 IN A 127.0.0.12"}},
+	{Qname: "lsn-0-3000061.replica.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
+	{Qname: "lsn-0-3000061.prefer-replica.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"lsn-0-3000061.prefer-replica.db.local. 1 IN A 127.0.0.11"}},
+	{Qname: "lag-10ms.any.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"lag-10ms.any.db.local. 1 IN A 127.0.0.11", "lag-10ms.any.db.local. 1 IN A 127.0.0.12"}},
+	{Qname: "primary.orders.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"primary.orders.db.local. 1 IN A 127.0.0.21"}},
+	{Qname: "replica.orders.db.local.", Qtype: dns.TypeAAAA, AA: true, Answer: []string{"replica.orders.db.local. 1 IN AAAA ::1"}},
+	{Qname: "replica.orders.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},           // only IPv6 replicas: NODATA
+	{Qname: "primary.db.local.", Qtype: dns.TypeMX, AA: true, Ns: []string{soa}},                 // a type with no data
+	{Qname: "lag-50ms.replica.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`lag-50ms.replica.db.local. 1 IN TXT "host=127.0.0.12:5432 role=replica lag_ms=3 lag_bytes=0 replay_lsn=0/3000060 age_ms=120"`}},
+	{Qname: "db.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{soa}},
+	{Qname: "db.local.", Qtype: dns.TypeNS, AA: true, Answer: []string{"db.local. 1 IN NS ns.db.local."}},
+	{Qname: "db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
+	{Qname: "ns.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"ns.db.local. 1 IN A 127.0.0.1"}},
+	{Qname: "nope.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "primary.nope.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "lag-5.replica.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "lag-1s.lag-2s.replica.db.local.", Qtype: dns.TypeTXT, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "example.com.", Qtype: dns.TypeA, Rcode: dns.RcodeRefused},
+	{Qname: ".", Qtype: dns.TypeNS, Rcode: dns.RcodeRefused},
+}
+
+func TestHandler(t *testing.T) {
+	h := newTestHandler(testSnapshot())
+	for _, tc := range cases {
+		t.Run(tc.Qname+"/"+dns.TypeToString[tc.Qtype], func(t *testing.T) {
+			req := new(dns.Msg)
+			req.SetQuestion(tc.Qname, tc.Qtype)
+			checkReply(t, tc, h.answer(req))
+		})
+	}
+}
+
+// checkReply compares a reply with a Case whole. Answers of more than one
+// record are compared as sets: replica order rotates.
+func checkReply(t *testing.T, tc Case, m *dns.Msg) {
+	t.Helper()
+	if m.Rcode != tc.Rcode {
+		t.Errorf("rcode %s, want %s", dns.RcodeToString[m.Rcode], dns.RcodeToString[tc.Rcode])
+	}
+	if m.Authoritative != tc.AA {
+		t.Errorf("AA %v, want %v", m.Authoritative, tc.AA)
+	}
+	if m.RecursionAvailable {
+		t.Error("RA set")
+	}
+	compareSection(t, "answer", m.Answer, tc.Answer)
+	compareSection(t, "authority", m.Ns, tc.Ns)
+}
+
+func compareSection(t *testing.T, section string, got []dns.RR, want []string) {
+	t.Helper()
+	var g, w []string
+	for _, rr := range got {
+		g = append(g, normalise(rr.String()))
+	}
+	for _, s := range want {
+		rr, err := dns.NewRR(s)
+		if err != nil {
+			t.Fatalf("bad expected record %q: %v", s, err)
+		}
+		w = append(w, normalise(rr.String()))
+	}
+	slices.Sort(g)
+	slices.Sort(w)
+	if !slices.Equal(g, w) {
+		t.Errorf("%s section:\n got  %q\n want %q", section, g, w)
+	}
+}
+
+func normalise(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func TestHandlerNotReady(t *testing.T) {
+	h := newTestHandler(&zone.Snapshot{})
+	for _, name := range []string{"primary.db.local.", "lag-1s.replica.db.local."} {
+		req := new(dns.Msg)
+		req.SetQuestion(name, dns.TypeA)
+		checkReply(t, Case{Rcode: dns.RcodeServerFailure}, h.answer(req))
+	}
+	// The apex does not depend on the probe.
+	req := new(dns.Msg)
+	req.SetQuestion("db.local.", dns.TypeSOA)
+	checkReply(t, Case{AA: true, Answer: []string{soa}}, h.answer(req))
+}
+
+func TestHandlerRotatesReplicas(t *testing.T) {
+	h := newTestHandler(testSnapshot())
+	firsts := map[string]bool{}
+	for range 4 {
+		req := new(dns.Msg)
+		req.SetQuestion("replica.db.local.", dns.TypeA)
+		m := h.answer(req)
+		firsts[m.Answer[0].(*dns.A).A.String()] = true
+	}
+	if len(firsts) != 2 {
+		t.Fatalf("the first replica was always one of %v", firsts)
+	}
+}
+
+func TestHandlerEDNS(t *testing.T) {
+	h := newTestHandler(testSnapshot())
+	req := new(dns.Msg)
+	req.SetQuestion("primary.db.local.", dns.TypeA)
+	req.SetEdns0(4096, false)
+	m := h.answer(req)
+	opt := m.IsEdns0()
+	if opt == nil || opt.UDPSize() != maxUDPSize {
+		t.Fatalf("OPT = %v, want UDP size %d", opt, maxUDPSize)
+	}
+	req.IsEdns0().SetVersion(1)
+	if m := h.answer(req); m.Rcode != dns.RcodeBadVers {
+		t.Fatalf("EDNS version 1: rcode %s", dns.RcodeToString[m.Rcode])
+	}
+}
+
+func TestHandlerRejectsOddRequests(t *testing.T) {
+	h := newTestHandler(testSnapshot())
+	req := new(dns.Msg)
+	req.SetQuestion("primary.db.local.", dns.TypeA)
+	req.Opcode = dns.OpcodeUpdate
+	if m := h.answer(req); m.Rcode != dns.RcodeNotImplemented {
+		t.Errorf("UPDATE: %s", dns.RcodeToString[m.Rcode])
+	}
+	req = new(dns.Msg)
+	req.SetQuestion("primary.db.local.", dns.TypeA)
+	req.Question[0].Qclass = dns.ClassCHAOS
+	if m := h.answer(req); m.Rcode != dns.RcodeRefused {
+		t.Errorf("class CH: %s", dns.RcodeToString[m.Rcode])
+	}
+	req = new(dns.Msg)
+	if m := h.answer(req); m.Rcode != dns.RcodeFormatError {
+		t.Errorf("no question: %s", dns.RcodeToString[m.Rcode])
+	}
+}

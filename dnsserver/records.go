@@ -1,0 +1,72 @@
+package dnsserver
+
+import (
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// Helpers that build records with the header set in full. Every record
+// carries the configured TTL, so that no part of an answer outlives the
+// probe data it came from.
+
+func header(name string, rrtype uint16, ttl uint32) dns.RR_Header {
+	return dns.RR_Header{Name: name, Rrtype: rrtype, Class: dns.ClassINET, Ttl: ttl}
+}
+
+func aRecord(name string, ttl uint32, ip netip.Addr) dns.RR {
+	return &dns.A{Hdr: header(name, dns.TypeA, ttl), A: ip.AsSlice()}
+}
+
+func aaaaRecord(name string, ttl uint32, ip netip.Addr) dns.RR {
+	return &dns.AAAA{Hdr: header(name, dns.TypeAAAA, ttl), AAAA: ip.AsSlice()}
+}
+
+// soaRecord is the zone's SOA. MINIMUM equals the TTL so that resolvers
+// cache a negative answer no longer than a positive one (RFC 2308).
+func (h *Handler) soaRecord() dns.RR {
+	return &dns.SOA{
+		Hdr:     header(h.origin, dns.TypeSOA, h.ttl),
+		Ns:      h.nsName,
+		Mbox:    "hostmaster." + h.origin,
+		Serial:  h.serial,
+		Refresh: 60,
+		Retry:   10,
+		Expire:  3600,
+		Minttl:  h.ttl,
+	}
+}
+
+func (h *Handler) nsRecord() dns.RR {
+	return &dns.NS{Hdr: header(h.origin, dns.TypeNS, h.ttl), Ns: h.nsName}
+}
+
+// txtRecord is the evidence behind one host in an answer, for dig:
+// host=127.0.0.12:5432 role=replica lag_ms=3 lag_bytes=0 replay_lsn=0/3000060 age_ms=120
+func txtRecord(name string, ttl uint32, host *zone.Host, now time.Time) dns.RR {
+	b := make([]byte, 0, 128)
+	b = append(b, "host="...)
+	b = append(b, host.Addr...)
+	b = append(b, " role="...)
+	b = append(b, host.Role.String()...)
+	if host.LagKnown {
+		b = append(b, " lag_ms="...)
+		b = strconv.AppendInt(b, host.Lag.Milliseconds(), 10)
+		b = append(b, " lag_bytes="...)
+		b = strconv.AppendUint(b, host.LagBytes, 10)
+	} else {
+		b = append(b, " lag_ms=unknown lag_bytes=unknown"...)
+	}
+	b = append(b, " replay_lsn="...)
+	b = host.ReplayLSN.AppendText(b)
+	b = append(b, " age_ms="...)
+	b = strconv.AppendInt(b, host.Age(now).Milliseconds(), 10)
+	if len(b) > 255 { // one character-string holds at most 255 bytes
+		b = b[:255]
+	}
+	return &dns.TXT{Hdr: header(name, dns.TypeTXT, ttl), Txt: []string{string(b)}}
+}

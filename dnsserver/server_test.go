@@ -1,0 +1,128 @@
+package dnsserver
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+func startServer(t *testing.T, h *Handler) string {
+	t.Helper()
+	srv, err := Start("127.0.0.1:0", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Shutdown(t.Context()) })
+	return srv.Addr()
+}
+
+func exchange(t *testing.T, network, addr string, req *dns.Msg) *dns.Msg {
+	t.Helper()
+	c := &dns.Client{Net: network, Timeout: 2 * time.Second}
+	m, _, err := c.Exchange(req, addr)
+	if err != nil {
+		t.Fatalf("%s exchange: %v", network, err)
+	}
+	return m
+}
+
+func TestServerUDPAndTCP(t *testing.T) {
+	addr := startServer(t, newTestHandler(testSnapshot()))
+	for _, network := range []string{"udp", "tcp"} {
+		for _, tc := range cases {
+			t.Run(network+"/"+tc.Qname+"/"+dns.TypeToString[tc.Qtype], func(t *testing.T) {
+				req := new(dns.Msg)
+				req.SetQuestion(tc.Qname, tc.Qtype)
+				checkReply(t, tc, exchange(t, network, addr, req))
+			})
+		}
+	}
+}
+
+// An answer too large for UDP comes back truncated with TC set, and whole
+// over TCP.
+func TestServerTruncatesUDP(t *testing.T) {
+	c := &zone.Cluster{Name: "main"}
+	for i := range 200 {
+		h := host(fmt.Sprintf("10.0.%d.%d", i/250, i%250+1), i > 0, 9)
+		c.Hosts = append(c.Hosts, h)
+	}
+	c.Decide(t0, 2*time.Second, 3)
+	addr := startServer(t, newTestHandler(&zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{c}, Default: "main", StaleAfter: 2 * time.Second}))
+
+	req := new(dns.Msg)
+	req.SetQuestion("replica.db.local.", dns.TypeA)
+	m := exchange(t, "udp", addr, req)
+	if !m.Truncated || len(m.Answer) >= 199 {
+		t.Fatalf("UDP: TC %v with %d answers", m.Truncated, len(m.Answer))
+	}
+	req.SetEdns0(4096, false)
+	m = exchange(t, "udp", addr, req)
+	m.Compress = true // as it was sent
+	if !m.Truncated || m.Len() > maxUDPSize {
+		t.Fatalf("UDP with EDNS: TC %v, %d bytes", m.Truncated, m.Len())
+	}
+	m = exchange(t, "tcp", addr, req)
+	if m.Truncated || len(m.Answer) != 199 {
+		t.Fatalf("TCP: TC %v with %d answers", m.Truncated, len(m.Answer))
+	}
+}
+
+// A panic while answering becomes SERVFAIL and the server keeps serving.
+func TestServerRecoversFromPanic(t *testing.T) {
+	broken := &zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{nil}, Default: "main"}
+	h := newTestHandler(broken)
+	addr := startServer(t, h)
+	req := new(dns.Msg)
+	req.SetQuestion("primary.db.local.", dns.TypeA)
+	if m := exchange(t, "udp", addr, req); m.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("rcode %s, want SERVFAIL", dns.RcodeToString[m.Rcode])
+	}
+	h.table.Store(testSnapshot())
+	if m := exchange(t, "tcp", addr, req); m.Rcode != dns.RcodeSuccess || len(m.Answer) != 1 {
+		t.Fatalf("after the panic: %v", m)
+	}
+}
+
+func TestStartReportsAddressInUse(t *testing.T) {
+	addr := startServer(t, newTestHandler(testSnapshot()))
+	if _, err := Start(addr, newTestHandler(testSnapshot())); err == nil {
+		t.Fatal("a second server on the same address started")
+	}
+}
+
+// FuzzHandler feeds raw wire bytes to the whole handler: whatever unpacks
+// must get an answer that packs, and nothing may panic.
+func FuzzHandler(f *testing.F) {
+	for _, tc := range cases {
+		req := new(dns.Msg)
+		req.SetQuestion(tc.Qname, tc.Qtype)
+		req.SetEdns0(1232, true)
+		b, err := req.Pack()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	h := newTestHandler(testSnapshot())
+	h.nsIPs = []netip.Addr{netip.MustParseAddr("::1")}
+	f.Fuzz(func(t *testing.T, wire []byte) {
+		req := new(dns.Msg)
+		if err := req.Unpack(wire); err != nil {
+			return
+		}
+		m := h.answer(req)
+		m.Truncate(udpSize(req))
+		if _, err := m.Pack(); err != nil {
+			t.Fatalf("answer does not pack: %v\n%v", err, m)
+		}
+		if len(req.Question) == 1 && m.Id != req.Id {
+			t.Fatal("answer id differs")
+		}
+	})
+}

@@ -1,0 +1,214 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// Sample is what one probe of one host read, in one round trip.
+type Sample struct {
+	At         time.Time  // the midpoint of the round trip: when the values were read
+	IP         netip.Addr // the address actually connected to
+	InRecovery bool
+	WriteLSN   zone.LSN // primary only: pg_current_wal_lsn()
+	ReceiveLSN zone.LSN // replica only
+	ReplayLSN  zone.LSN // replica: pg_last_wal_replay_lsn(); primary: WriteLSN
+	Timeline   uint32
+	SystemID   uint64
+}
+
+// Checker probes one host. Check is never called concurrently on one
+// Checker; it must return by the context's deadline.
+type Checker interface {
+	Check(ctx context.Context) (Sample, error)
+	Close()
+}
+
+// NewCheckerFunc makes the Checker of the host at addr ("host:port").
+type NewCheckerFunc func(addr string) (Checker, error)
+
+// probeSQL reads everything pgdns needs in one statement, so one probe is
+// one round trip. pg_current_wal_lsn() and pg_walfile_name() fail during
+// recovery, hence the CASEs. The primary's timeline is the one its current
+// WAL segment is named after; a replica's is the one its WAL receiver last
+// received (falling back to the last restartpoint's when it has no
+// receiver). Text casts keep scanning independent of pg_lsn support.
+const probeSQL = `SELECT
+  pg_is_in_recovery(),
+  CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END,
+  coalesce(pg_last_wal_receive_lsn()::text, ''),
+  coalesce(pg_last_wal_replay_lsn()::text, ''),
+  CASE WHEN pg_is_in_recovery()
+    THEN coalesce((SELECT received_tli FROM pg_stat_wal_receiver), (SELECT timeline_id FROM pg_control_checkpoint()))::bigint
+    ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+  END,
+  (SELECT system_identifier FROM pg_control_system())::text`
+
+// PostgresCheckers returns a NewCheckerFunc that probes hosts with pgx,
+// using dsn (libpq keyword/value or URL, without host) for everything but
+// the host and port. It fails at once on a DSN pgx cannot parse.
+func PostgresCheckers(dsn string) (NewCheckerFunc, error) {
+	if _, err := hostConfig(dsn, "127.0.0.1", "5432"); err != nil {
+		return nil, err
+	}
+	return func(addr string) (Checker, error) {
+		host, port, err := SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := hostConfig(dsn, host, port)
+		if err != nil {
+			return nil, err
+		}
+		return &pgChecker{cfg: cfg}, nil
+	}, nil
+}
+
+// SplitHostPort splits "host:port", defaulting the port to 5432.
+func SplitHostPort(addr string) (host, port string, err error) {
+	host, port, err = net.SplitHostPort(addr)
+	if err != nil {
+		if strings.Contains(err.Error(), "missing port") {
+			return strings.Trim(addr, "[]"), "5432", nil
+		}
+		return "", "", err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", "", fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	if host == "" {
+		return "", "", errors.New("host is empty")
+	}
+	return host, port, nil
+}
+
+// hostConfig parses dsn with host and port set, so that TLS server name
+// checks (sslmode=verify-full) see the configured host name.
+func hostConfig(dsn, host, port string) (*pgx.ConnConfig, error) {
+	var full string
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return nil, errors.New("cannot parse the DSN as a URL") // the error would quote a password
+		}
+		u.Host = net.JoinHostPort(host, port)
+		q := u.Query()
+		q.Del("host")
+		q.Del("port")
+		u.RawQuery = q.Encode()
+		full = u.String()
+	} else {
+		full = dsn + " host='" + host + "' port=" + port
+	}
+	cfg, err := pgx.ParseConfig(full)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse the DSN: %w", redact(err))
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "pgdns"
+	}
+	// One round trip per probe: no Parse/Describe before the first Execute.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	cfg.StatementCacheCapacity = 0
+	cfg.DescriptionCacheCapacity = 0
+	return cfg, nil
+}
+
+// redact keeps pgx parse errors, which may quote the DSN, from reaching logs.
+func redact(err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, "password"); i >= 0 {
+		return errors.New(msg[:i] + "(rest redacted)")
+	}
+	return err
+}
+
+// pgChecker keeps one connection to one host and reconnects when it breaks.
+type pgChecker struct {
+	cfg  *pgx.ConnConfig
+	conn *pgx.Conn
+}
+
+// Check implements Checker.
+func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
+	if c.conn == nil || c.conn.IsClosed() {
+		conn, err := pgx.ConnectConfig(ctx, c.cfg)
+		if err != nil {
+			return Sample{}, connectError(err)
+		}
+		c.conn = conn
+	}
+	var (
+		s                      Sample
+		write, receive, replay string
+		timeline               int64
+		sysid                  string
+	)
+	start := time.Now()
+	err := c.conn.QueryRow(ctx, probeSQL).Scan(&s.InRecovery, &write, &receive, &replay, &timeline, &sysid)
+	end := time.Now()
+	if err != nil {
+		c.Close()
+		return Sample{}, fmt.Errorf("probe query: %w", err)
+	}
+	s.At = start.Add(end.Sub(start) / 2)
+	if ta, ok := c.conn.PgConn().Conn().RemoteAddr().(*net.TCPAddr); ok {
+		s.IP = ta.AddrPort().Addr().Unmap()
+	}
+	if s.WriteLSN, err = optionalLSN(write); err == nil {
+		if s.ReceiveLSN, err = optionalLSN(receive); err == nil {
+			s.ReplayLSN, err = optionalLSN(replay)
+		}
+	}
+	if err != nil {
+		return Sample{}, fmt.Errorf("probe query: %w", err)
+	}
+	if !s.InRecovery {
+		s.ReplayLSN = s.WriteLSN
+	}
+	id, err := strconv.ParseInt(sysid, 10, 64)
+	if err != nil || timeline <= 0 || timeline > 1<<32-1 {
+		return Sample{}, fmt.Errorf("probe query: bad system identifier %q or timeline %d", sysid, timeline)
+	}
+	s.SystemID, s.Timeline = uint64(id), uint32(timeline)
+	return s, nil
+}
+
+// connectError shortens pgx's connect errors, which repeat the user and
+// database for every fallback, to their last cause.
+func connectError(err error) error {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.HasPrefix(msg, "failed to connect") {
+		return errors.New("connect: " + msg[i+2:])
+	}
+	return fmt.Errorf("connect: %w", err)
+}
+
+func optionalLSN(s string) (zone.LSN, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return zone.ParseLSN(s)
+}
+
+// Close implements Checker.
+func (c *pgChecker) Close() {
+	if c.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = c.conn.Close(ctx)
+	c.conn = nil
+}

@@ -1,0 +1,290 @@
+package probe
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// Config is what the prober needs to know.
+type Config struct {
+	Interval time.Duration // between two probes of one host
+	Timeout  time.Duration // hard deadline of one probe, connect included
+	MaxFails int           // consecutive failures before a host is down
+	Clusters []ClusterConfig
+}
+
+// ClusterConfig lists the hosts of one cluster.
+type ClusterConfig struct {
+	Name      string
+	Hosts     []string // "host:port"
+	AsyncOnly bool     // leave synchronous standbys out of replica answers
+}
+
+// StaleAfter is how old a host's last good probe may be before pgdns no
+// longer vouches for it: max_fails probes that each took the full timeout
+// would have marked it down by then.
+func (c Config) StaleAfter() time.Duration {
+	return time.Duration(c.MaxFails)*c.Interval + c.Timeout
+}
+
+// maxBackoff caps the wait between probes of a host that is down, so a
+// restarted server is back in answers within seconds.
+const maxBackoff = 2 * time.Second
+
+// Prober probes every configured host and publishes snapshots to a Table.
+type Prober struct {
+	cfg        Config
+	table      *zone.Table
+	newChecker NewCheckerFunc
+	log        *slog.Logger
+	now        func() time.Time
+
+	results chan result
+
+	// Owned by the aggregator goroutine (Run).
+	state   []*zone.Cluster      // observed fields of every host, configured order
+	history map[*zone.Host]*walHistory
+	probed  int // hosts that have had at least one result
+	done    []bool
+	last    *zone.Snapshot
+}
+
+type result struct {
+	cluster, host int
+	sample        Sample
+	err           error
+}
+
+// New returns a Prober. Run starts it.
+func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Logger) *Prober {
+	p := &Prober{
+		cfg: cfg, table: table, newChecker: newChecker, log: log, now: time.Now,
+		results: make(chan result, 64),
+		history: map[*zone.Host]*walHistory{},
+	}
+	for _, cc := range cfg.Clusters {
+		c := &zone.Cluster{Name: cc.Name, Primary: -1, AsyncOnly: cc.AsyncOnly}
+		for _, addr := range cc.Hosts {
+			c.Hosts = append(c.Hosts, zone.Host{Cluster: cc.Name, Addr: addr})
+		}
+		p.state = append(p.state, c)
+	}
+	for _, c := range p.state {
+		p.done = append(p.done, make([]bool, len(c.Hosts))...)
+	}
+	return p
+}
+
+// Run probes until ctx is done. It returns after every host goroutine has
+// stopped and closed its connection.
+func (p *Prober) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ci, c := range p.state {
+		for hi := range c.Hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.watch(ctx, ci, hi, c.Hosts[hi].Addr)
+			}()
+		}
+	}
+
+	// Rebuild at least once an interval even when no result arrives, so
+	// that a host whose probes all hang ages out of the answers.
+	tick := time.NewTicker(p.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-p.results:
+			p.record(r)
+			// Take whatever else is queued, then publish once.
+			for drained := false; !drained; {
+				select {
+				case r := <-p.results:
+					p.record(r)
+				default:
+					drained = true
+				}
+			}
+		case <-tick.C:
+		}
+		p.publish()
+	}
+}
+
+// watch probes one host every interval until ctx is done. At most one
+// probe of the host is in flight, and each has a hard deadline, so a hung
+// host delays nobody but itself.
+func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
+	checker, err := p.newChecker(addr)
+	if err != nil {
+		p.send(ctx, result{cluster: ci, host: hi, err: err})
+		return
+	}
+	defer checker.Close()
+
+	tick := time.NewTicker(p.cfg.Interval)
+	defer tick.Stop()
+	fails := 0
+	var notBefore time.Time
+	for {
+		if !time.Now().Before(notBefore) {
+			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+			s, err := checker.Check(pctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			p.send(ctx, result{cluster: ci, host: hi, sample: s, err: err})
+			if err == nil {
+				fails = 0
+				notBefore = time.Time{}
+			} else if fails++; fails >= p.cfg.MaxFails {
+				// Down: back off, doubling up to maxBackoff.
+				wait := p.cfg.Interval << min(fails-p.cfg.MaxFails+1, 16)
+				notBefore = time.Now().Add(min(wait, max(maxBackoff, p.cfg.Interval)) - p.cfg.Interval/2)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (p *Prober) send(ctx context.Context, r result) {
+	select {
+	case p.results <- r:
+	case <-ctx.Done():
+	}
+}
+
+// record folds one result into the observed state.
+func (p *Prober) record(r result) {
+	h := &p.state[r.cluster].Hosts[r.host]
+	if idx := p.flatIndex(r.cluster, r.host); !p.done[idx] {
+		p.done[idx] = true
+		p.probed++
+	}
+	if r.err != nil {
+		h.Fails++
+		h.LastError = r.err.Error()
+		return
+	}
+	s := r.sample
+	h.Seen, h.ProbedAt, h.Fails, h.LastError = true, s.At, 0, ""
+	h.IP, h.InRecovery, h.Timeline, h.SystemID = s.IP, s.InRecovery, s.Timeline, s.SystemID
+	h.WriteLSN, h.ReceiveLSN, h.ReplayLSN = s.WriteLSN, s.ReceiveLSN, s.ReplayLSN
+
+	// The WAL clock of a writable host. It starts over when the host
+	// changes timeline or goes back into recovery: positions on another
+	// timeline are not comparable.
+	w := p.history[h]
+	if s.InRecovery {
+		delete(p.history, h)
+		return
+	}
+	if w == nil || w.timeline != s.Timeline {
+		w = &walHistory{owner: h.Addr, timeline: s.Timeline}
+		p.history[h] = w
+	}
+	w.add(s.At, s.WriteLSN)
+}
+
+func (p *Prober) flatIndex(ci, hi int) int {
+	n := 0
+	for _, c := range p.state[:ci] {
+		n += len(c.Hosts)
+	}
+	return n + hi
+}
+
+// publish builds a new snapshot from the observed state, derives roles and
+// lags, logs what changed, and stores it.
+func (p *Prober) publish() {
+	now := p.now()
+	stale := p.cfg.StaleAfter()
+	snap := &zone.Snapshot{
+		Ready:      p.probed == len(p.done),
+		Built:      now,
+		StaleAfter: stale,
+	}
+	if len(p.state) == 1 {
+		snap.Default = p.state[0].Name
+	}
+	for _, src := range p.state {
+		c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...)}
+		c.Decide(now, stale, p.cfg.MaxFails)
+		p.computeLag(src, c, now, stale)
+		snap.Clusters = append(snap.Clusters, c)
+	}
+	p.logChanges(snap)
+	p.last = snap
+	p.table.Store(snap)
+}
+
+// computeLag fills Lag, LagBytes and LagKnown of every replica of c from
+// the WAL clock of c's primary (see lag.go). src holds the same hosts in
+// the same order; its elements key the history.
+func (p *Prober) computeLag(src, c *zone.Cluster, now time.Time, stale time.Duration) {
+	pi := c.Primary
+	if pi < 0 {
+		return
+	}
+	primary := &c.Hosts[pi]
+	primary.LagKnown = true
+	w := p.history[&src.Hosts[pi]]
+	if w == nil || now.Sub(primary.ProbedAt) > stale {
+		return
+	}
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if h.Role != zone.RoleReplica || h.Timeline != primary.Timeline {
+			continue // WAL positions on different timelines do not compare
+		}
+		h.LagBytes, h.Lag, h.LagKnown = w.lag(h.ProbedAt, h.ReplayLSN)
+	}
+}
+
+// logChanges logs each host whose role or note changed since the last
+// snapshot: once per change, never on every probe.
+func (p *Prober) logChanges(snap *zone.Snapshot) {
+	if !snap.Ready {
+		return
+	}
+	for ci, c := range snap.Clusters {
+		for hi := range c.Hosts {
+			h := &c.Hosts[hi]
+			was, wasNote := zone.RoleUnknown, ""
+			if p.last != nil && p.last.Ready {
+				old := &p.last.Clusters[ci].Hosts[hi]
+				was, wasNote = old.Role, old.Note
+			} else if h.Role == zone.RoleUnknown && h.Note == "" && h.LastError == "" {
+				continue
+			}
+			if h.Role == was && h.Note == wasNote {
+				continue
+			}
+			attrs := []any{"cluster", c.Name, "host", h.Addr, "from", was.String(), "to", h.Role.String()}
+			if h.Note != "" {
+				attrs = append(attrs, "why", h.Note)
+			}
+			if h.LastError != "" {
+				attrs = append(attrs, "error", h.LastError)
+			}
+			if h.Role == zone.RoleDown || h.Note != "" {
+				p.log.Warn("host state changed", attrs...)
+			} else {
+				p.log.Info("host state changed", attrs...)
+			}
+		}
+	}
+}
