@@ -42,11 +42,12 @@ type Prober struct {
 	newChecker NewCheckerFunc
 	log        *slog.Logger
 	now        func() time.Time
+	defCluster string
 
 	results chan result
 
 	// Owned by the aggregator goroutine (Run).
-	state   []*zone.Cluster      // observed fields of every host, configured order
+	state   []*zone.Cluster // observed fields of every host, configured order
 	history map[*zone.Host]*walHistory
 	probed  int // hosts that have had at least one result
 	done    []bool
@@ -59,10 +60,11 @@ type result struct {
 	err           error
 }
 
-// New returns a Prober. Run starts it.
-func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Logger) *Prober {
+// New returns a Prober. Run starts it. defaultCluster names the cluster
+// answered for names without a cluster label.
+func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Logger, defaultCluster string) *Prober {
 	p := &Prober{
-		cfg: cfg, table: table, newChecker: newChecker, log: log, now: time.Now,
+		cfg: cfg, table: table, newChecker: newChecker, log: log, now: time.Now, defCluster: defaultCluster,
 		results: make(chan result, 64),
 		history: map[*zone.Host]*walHistory{},
 	}
@@ -216,9 +218,7 @@ func (p *Prober) publish() {
 		Ready:      p.probed == len(p.done),
 		Built:      now,
 		StaleAfter: stale,
-	}
-	if len(p.state) == 1 {
-		snap.Default = p.state[0].Name
+		Default:    p.defCluster,
 	}
 	for _, src := range p.state {
 		c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...)}

@@ -1,0 +1,78 @@
+// Command pgdns is an authoritative DNS server that tells applications
+// which PostgreSQL host to connect to: primary.db.local, replica.db.local,
+// lag-50ms.replica.db.local, lsn-0-3000060.replica.db.local.
+//
+//	pgdns -config FILE          serve DNS and HTTP until SIGINT/SIGTERM
+//	pgdns -config FILE -check   validate the config, print what is wrong
+//	pgdns -version
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/pgdns/pgdns/internal/app"
+	"github.com/pgdns/pgdns/internal/config"
+)
+
+// version is set at build time: -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pgdns", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "configs/pgdns.yaml", "path of the YAML configuration file")
+	check := fs.Bool("check", false, "validate the configuration, print every problem, and exit 0 or 1")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "pgdns: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "pgdns", version)
+		return 0
+	}
+
+	cfg, err := config.Load(*configPath, environ)
+	if err == nil {
+		err = app.Check(cfg)
+	}
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "pgdns: config:", line)
+		}
+		return 1
+	}
+	if *check {
+		fmt.Fprintf(stdout, "%s: OK (%d clusters, zone %s)\n", *configPath, len(cfg.Clusters), cfg.DNS.Zone)
+		return 0
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a, err := app.New(cfg, log)
+	if err == nil {
+		err = a.Run(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "pgdns:", err)
+		return 1
+	}
+	return 0
+}

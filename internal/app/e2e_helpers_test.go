@@ -1,0 +1,179 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/internal/config"
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// env is a running cluster with pgdns in front of it.
+type env struct {
+	pg  *pgtest.Cluster
+	app *App
+	cfg *config.Config
+}
+
+// startApp loads yaml through the real config loader and starts pgdns on a
+// free loopback port.
+func startApp(t *testing.T, yaml string) (*App, *config.Config) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "pgdns.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logOut io.Writer = io.Discard
+	if testing.Verbose() {
+		logOut = os.Stderr
+	}
+	a, err := New(cfg, slog.New(slog.NewTextHandler(logOut, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+		defer cancel()
+		if err := a.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return a, cfg
+}
+
+// newEnv starts a primary and replicas on ips and pgdns probing them every
+// interval.
+func newEnv(t *testing.T, ips []string, interval string) *env {
+	t.Helper()
+	pg := pgtest.New(t, pgtest.Options{IPs: ips})
+	var hosts []string
+	for _, n := range pg.Nodes {
+		hosts = append(hosts, n.Addr())
+	}
+	a, cfg := startApp(t, fmt.Sprintf(`
+dns:
+  listen: 127.0.0.1:0
+  ttl: 1
+http:
+  listen: ""
+probe:
+  interval: %s
+  timeout: 1s
+  max_fails: 3
+  dsn: "user=postgres dbname=postgres sslmode=disable"
+clusters:
+  main:
+    hosts: [%s]
+`, interval, strings.Join(hosts, ", ")))
+	e := &env{pg: pg, app: a, cfg: cfg}
+	e.waitFor(t, "primary.db.local.", ips[:1])
+	return e
+}
+
+// query asks pgdns over network ("udp" or "tcp").
+func (e *env) query(t *testing.T, network, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	return query(t, network, e.app.DNSAddr(), name, qtype)
+}
+
+func query(t *testing.T, network, addr, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	req := new(dns.Msg)
+	req.SetQuestion(name, qtype)
+	req.SetEdns0(1232, false)
+	c := &dns.Client{Net: network, Timeout: 2 * time.Second}
+	m, _, err := c.Exchange(req, addr)
+	if err != nil {
+		t.Fatalf("%s %s: %v", network, name, err)
+	}
+	return m
+}
+
+// ips returns the sorted A records of name, failing on anything but
+// NOERROR.
+func (e *env) ips(t *testing.T, name string) []string {
+	t.Helper()
+	return answerIPs(t, e.query(t, "udp", name, dns.TypeA))
+}
+
+func answerIPs(t *testing.T, m *dns.Msg) []string {
+	t.Helper()
+	if m.Rcode != dns.RcodeSuccess {
+		t.Fatalf("%s: rcode %s", m.Question[0].Name, dns.RcodeToString[m.Rcode])
+	}
+	ips := []string{}
+	for _, rr := range m.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			ips = append(ips, a.A.String())
+		}
+	}
+	slices.Sort(ips)
+	return ips
+}
+
+// waitFor polls until name answers exactly want (in any order) and returns
+// how long that took.
+func (e *env) waitFor(t *testing.T, name string, want []string) time.Duration {
+	t.Helper()
+	want = slices.Sorted(slices.Values(want))
+	start := time.Now()
+	deadline := start.Add(20 * time.Second)
+	var got []string
+	for time.Now().Before(deadline) {
+		m := e.query(t, "udp", name, dns.TypeA)
+		if m.Rcode == dns.RcodeSuccess {
+			if got = answerIPs(t, m); slices.Equal(got, want) {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s answered %v, want %v (evidence: %q)", name, got, want, e.txt(t, "any.db.local."))
+	return 0
+}
+
+// txt returns the TXT evidence for name.
+func (e *env) txt(t *testing.T, name string) []string {
+	t.Helper()
+	var out []string
+	for _, rr := range e.query(t, "tcp", name, dns.TypeTXT).Answer {
+		if txt, ok := rr.(*dns.TXT); ok {
+			out = append(out, strings.Join(txt.Txt, ""))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// insertAndTakeLSN writes a row on node and returns its WAL insert
+// position after the commit as a token for lsn- names: "hi-lo", lower-case.
+func (e *env) insertAndTakeLSN(t *testing.T, node *pgtest.Node) string {
+	t.Helper()
+	conn := node.Conn(t)
+	var lsn string
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, "INSERT INTO t (v) VALUES (now()::text)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	return strings.ToLower(strings.Replace(lsn, "/", "-", 1))
+}

@@ -1,0 +1,357 @@
+// Package config loads pgdns's configuration: defaults, then the YAML file,
+// then PGDNS_ environment variables, then validation that names every bad
+// key and quotes its value.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// EnvPrefix starts every environment variable that overrides a key;
+// "__" separates nesting levels: PGDNS_PROBE__INTERVAL=100ms.
+const EnvPrefix = "PGDNS_"
+
+// Config is the validated configuration.
+type Config struct {
+	DNS      DNS
+	HTTP     HTTP
+	Probe    Probe
+	Clusters []Cluster // in name order
+}
+
+// DNS configures the DNS server.
+type DNS struct {
+	Listen         string
+	Zone           string // without trailing dot, lower case
+	TTL            uint32
+	DefaultCluster string
+	LSNWait        time.Duration
+}
+
+// HTTP configures the HTTP API; an empty Listen turns it off.
+type HTTP struct {
+	Listen string
+}
+
+// Probe configures the probing of hosts.
+type Probe struct {
+	Interval time.Duration
+	Timeout  time.Duration
+	MaxFails int
+	DSN      string
+}
+
+// Cluster is one PostgreSQL cluster.
+type Cluster struct {
+	Name      string
+	Hosts     []string
+	Patroni   []string
+	AsyncOnly bool // replicas: async
+}
+
+// defaults are the values of every key not set elsewhere.
+var defaults = map[string]any{
+	"dns.listen":      "127.0.0.1:5353",
+	"dns.zone":        "db.local",
+	"dns.ttl":         1,
+	"dns.lsn_wait":    "20ms",
+	"http.listen":     "127.0.0.1:8080",
+	"probe.interval":  "250ms",
+	"probe.timeout":   "1s",
+	"probe.max_fails": 3,
+	"probe.dsn":       "user=postgres dbname=postgres",
+}
+
+// topKeys are the keys outside "clusters"; clusterKeys the keys of each
+// cluster.
+var (
+	topKeys = []string{"dns.listen", "dns.zone", "dns.ttl", "dns.default_cluster", "dns.lsn_wait",
+		"http.listen", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn"}
+	clusterKeys = []string{"hosts", "patroni", "replicas"}
+)
+
+// Load reads the file at path (which must exist), applies environ (as from
+// os.Environ) on top and validates the result. The error, when not nil,
+// joins one error per problem, each on its own line.
+func Load(path string, environ []string) (*Config, error) {
+	k := koanf.New(".")
+	if err := k.Load(confmap.Provider(defaults, "."), nil); err != nil {
+		return nil, err
+	}
+	if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("file %q: %w", path, unwrapPathError(err))
+	}
+	envProvider := env.Provider(".", env.Opt{
+		Prefix:      EnvPrefix,
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(key, value string) (string, any) {
+			key = strings.ToLower(strings.TrimPrefix(key, EnvPrefix))
+			return strings.ReplaceAll(key, "__", "."), value
+		},
+	})
+	if err := k.Load(envProvider, nil); err != nil {
+		return nil, err
+	}
+	return fromKoanf(k)
+}
+
+func unwrapPathError(err error) error {
+	var msg = err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.Contains(msg, "no such file") {
+		return errors.New(msg[i+2:])
+	}
+	return err
+}
+
+// reader converts koanf values and collects one error per bad key.
+type reader struct {
+	k    *koanf.Koanf
+	errs []error
+}
+
+func (r *reader) fail(key string, format string, args ...any) {
+	r.errs = append(r.errs, fmt.Errorf("%s "+format, append([]any{key}, args...)...))
+}
+
+func fromKoanf(k *koanf.Koanf) (*Config, error) {
+	r := &reader{k: k}
+	cfg := &Config{}
+
+	clusterNames := k.MapKeys("clusters")
+	if k.Exists("clusters") && len(clusterNames) == 0 {
+		r.fail("clusters", "must map cluster names to their hosts, got %q", fmt.Sprint(k.Get("clusters")))
+	}
+	for _, key := range k.Keys() {
+		if slices.Contains(topKeys, key) {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(key, "clusters."); ok {
+			name, field, _ := strings.Cut(rest, ".")
+			if slices.Contains(clusterNames, name) && slices.Contains(clusterKeys, field) {
+				continue
+			}
+			if field == "" {
+				continue // reported below as a cluster without hosts
+			}
+		}
+		r.fail(key, "is not a known key (value %q)", fmt.Sprint(k.Get(key)))
+	}
+
+	cfg.DNS.Listen = r.address("dns.listen", false)
+	cfg.DNS.Zone = r.zoneName("dns.zone")
+	cfg.DNS.TTL = uint32(r.integer("dns.ttl", 0, 60))
+	cfg.DNS.DefaultCluster = r.str("dns.default_cluster")
+	cfg.DNS.LSNWait = r.duration("dns.lsn_wait", true)
+	cfg.HTTP.Listen = r.address("http.listen", true)
+	cfg.Probe.Interval = r.duration("probe.interval", false)
+	cfg.Probe.Timeout = r.duration("probe.timeout", false)
+	cfg.Probe.MaxFails = r.integer("probe.max_fails", 1, 1000)
+	cfg.Probe.DSN = r.str("probe.dsn")
+	if cfg.DNS.LSNWait > 10*time.Second {
+		r.fail("dns.lsn_wait", "must be at most 10s, got %q", k.String("dns.lsn_wait"))
+	}
+
+	slices.Sort(clusterNames)
+	seen := map[string]string{}
+	for _, name := range clusterNames {
+		prefix := "clusters." + name
+		if !zone.ValidClusterName(name) {
+			r.fail(prefix, "is not a valid cluster name (lower-case letters, digits, '-', '_'; not a role, filter or %q): %q", zone.NameServerLabel, name)
+		}
+		c := Cluster{Name: name}
+		c.Hosts = r.list(prefix + ".hosts")
+		c.Patroni = r.list(prefix + ".patroni")
+		for i, h := range c.Hosts {
+			key := fmt.Sprintf("%s.hosts[%d]", prefix, i)
+			if _, _, err := net.SplitHostPort(h); err != nil {
+				r.fail(key, "must be host:port, got %q", h)
+				continue
+			}
+			if other, dup := seen[h]; dup {
+				r.fail(key, "repeats host %q, already in %s", h, other)
+			}
+			seen[h] = prefix
+		}
+		for i, u := range c.Patroni {
+			if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+				r.fail(fmt.Sprintf("%s.patroni[%d]", prefix, i), "must be an http or https URL, got %q", u)
+			}
+		}
+		if len(c.Hosts) == 0 && len(c.Patroni) == 0 {
+			r.fail(prefix+".hosts", "must list at least one host:port (or give patroni URLs)")
+		}
+		switch v := r.str(prefix + ".replicas"); v {
+		case "", "all":
+		case "async":
+			c.AsyncOnly = true
+		default:
+			r.fail(prefix+".replicas", "must be all or async, got %q", v)
+		}
+		cfg.Clusters = append(cfg.Clusters, c)
+	}
+
+	switch {
+	case len(cfg.Clusters) == 0 && len(clusterNames) == 0:
+		r.fail("clusters", "must define at least one cluster")
+	case cfg.DNS.DefaultCluster == "" && len(cfg.Clusters) == 1:
+		cfg.DNS.DefaultCluster = cfg.Clusters[0].Name
+	case cfg.DNS.DefaultCluster == "":
+		r.fail("dns.default_cluster", "must be set when there is more than one cluster")
+	case !slices.Contains(clusterNames, cfg.DNS.DefaultCluster):
+		r.fail("dns.default_cluster", "must name a cluster in clusters, got %q", cfg.DNS.DefaultCluster)
+	}
+	if len(r.errs) > 0 {
+		return nil, errors.Join(r.errs...)
+	}
+	return cfg, nil
+}
+
+func (r *reader) str(key string) string {
+	v := r.k.Get(key)
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	}
+	r.fail(key, "must be a string, got %q", fmt.Sprint(v))
+	return ""
+}
+
+func (r *reader) duration(key string, zeroOK bool) time.Duration {
+	var d time.Duration
+	switch v := r.k.Get(key).(type) {
+	case string:
+		var err error
+		if d, err = time.ParseDuration(strings.TrimSpace(v)); err != nil {
+			r.fail(key, "must be a duration such as 250ms or 2s, got %q", v)
+			return 0
+		}
+	case int, int64, float64:
+		if fmt.Sprint(v) != "0" {
+			r.fail(key, "must be a duration with a unit, such as 250ms, got %q", fmt.Sprint(v))
+			return 0
+		}
+	default:
+		r.fail(key, "must be a duration such as 250ms, got %q", fmt.Sprint(v))
+		return 0
+	}
+	if d < 0 || (d == 0 && !zeroOK) {
+		r.fail(key, "must be > 0, got %q", d.String())
+		return 0
+	}
+	return d
+}
+
+func (r *reader) integer(key string, lo, hi int) int {
+	raw := r.k.Get(key)
+	var n int
+	switch v := raw.(type) {
+	case int:
+		n = v
+	case int64:
+		n = int(v)
+	case float64:
+		if v != float64(int(v)) {
+			r.fail(key, "must be an integer from %d to %d, got %q", lo, hi, fmt.Sprint(v))
+			return lo
+		}
+		n = int(v)
+	case string:
+		var err error
+		if n, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
+			r.fail(key, "must be an integer from %d to %d, got %q", lo, hi, v)
+			return lo
+		}
+	default:
+		r.fail(key, "must be an integer from %d to %d, got %q", lo, hi, fmt.Sprint(raw))
+		return lo
+	}
+	if n < lo || n > hi {
+		r.fail(key, "must be an integer from %d to %d, got %q", lo, hi, strconv.Itoa(n))
+		return lo
+	}
+	return n
+}
+
+// list reads a YAML list of strings, or a comma-separated string (as
+// environment variables give it).
+func (r *reader) list(key string) []string {
+	var out []string
+	switch v := r.k.Get(key).(type) {
+	case nil:
+	case string:
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	case []any:
+		for i, e := range v {
+			s, ok := e.(string)
+			if !ok || strings.TrimSpace(s) == "" {
+				r.fail(fmt.Sprintf("%s[%d]", key, i), "must be a non-empty string, got %q", fmt.Sprint(e))
+				continue
+			}
+			out = append(out, strings.TrimSpace(s))
+		}
+	default:
+		r.fail(key, "must be a list, got %q", fmt.Sprint(v))
+	}
+	return out
+}
+
+// address reads host:port with a numeric port.
+func (r *reader) address(key string, emptyOK bool) string {
+	v := r.str(key)
+	if v == "" && emptyOK {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err == nil {
+		if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
+			err = errors.New("bad port")
+		}
+	}
+	if err != nil {
+		r.fail(key, "must be host:port, got %q", v)
+	}
+	return v
+}
+
+// zoneName reads a domain name: dot-separated labels of letters, digits and
+// '-', stored lower-case without the trailing dot.
+func (r *reader) zoneName(key string) string {
+	v := r.str(key)
+	z := strings.ToLower(strings.TrimSuffix(v, "."))
+	ok := z != "" && len(z) <= 200
+	for _, label := range strings.Split(z, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			ok = false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				ok = false
+			}
+		}
+	}
+	if !ok {
+		r.fail(key, "must be a domain name such as db.local, got %q", v)
+	}
+	return z
+}

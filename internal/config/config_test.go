@@ -1,0 +1,125 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "pgdns.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const minimal = `
+clusters:
+  main:
+    hosts: [127.0.0.11:5432, 127.0.0.12:5432]
+`
+
+func TestDefaults(t *testing.T) {
+	cfg, err := Load(write(t, minimal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DNS.Listen != "127.0.0.1:5353" || cfg.DNS.Zone != "db.local" || cfg.DNS.TTL != 1 ||
+		cfg.DNS.DefaultCluster != "main" || cfg.DNS.LSNWait != 20*time.Millisecond ||
+		cfg.HTTP.Listen != "127.0.0.1:8080" || cfg.Probe.Interval != 250*time.Millisecond ||
+		cfg.Probe.Timeout != time.Second || cfg.Probe.MaxFails != 3 || cfg.Probe.DSN != "user=postgres dbname=postgres" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	if len(cfg.Clusters) != 1 || len(cfg.Clusters[0].Hosts) != 2 || cfg.Clusters[0].AsyncOnly {
+		t.Fatalf("clusters: %+v", cfg.Clusters)
+	}
+}
+
+func TestExampleConfigIsValid(t *testing.T) {
+	cfg, err := Load("../../configs/pgdns.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Clusters) == 0 {
+		t.Fatal("the example has no cluster")
+	}
+}
+
+func TestEnvironmentOverrides(t *testing.T) {
+	cfg, err := Load(write(t, minimal), []string{
+		"PGDNS_PROBE__INTERVAL=100ms",
+		"PGDNS_DNS__TTL=0",
+		"PGDNS_HTTP__LISTEN=",
+		"PGDNS_CLUSTERS__MAIN__HOSTS=127.0.0.21:5432, 127.0.0.22:5432",
+		"PGDNS_CLUSTERS__MAIN__REPLICAS=async",
+		"OTHER_THING=1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Probe.Interval != 100*time.Millisecond || cfg.DNS.TTL != 0 || cfg.HTTP.Listen != "" {
+		t.Fatalf("overrides not applied: %+v", cfg)
+	}
+	if h := cfg.Clusters[0].Hosts; len(h) != 2 || h[1] != "127.0.0.22:5432" || !cfg.Clusters[0].AsyncOnly {
+		t.Fatalf("cluster override: %+v", cfg.Clusters[0])
+	}
+}
+
+func TestErrorsNameTheKeyAndQuoteTheValue(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown key", minimal + "dns:\n  listn: x\n", []string{`dns.listn is not a known key (value "x")`}},
+		{"unknown cluster key", "clusters:\n  main:\n    hosts: [a:1]\n    hots: [b:1]\n", []string{`clusters.main.hots is not a known key`}},
+		{"bad duration", minimal + "probe:\n  interval: fast\n", []string{`probe.interval must be a duration such as 250ms or 2s, got "fast"`}},
+		{"zero interval", minimal + "probe:\n  interval: 0s\n", []string{`probe.interval must be > 0, got "0s"`}},
+		{"number without unit", minimal + "probe:\n  timeout: 5\n", []string{`probe.timeout must be a duration with a unit, such as 250ms, got "5"`}},
+		{"ttl out of range", minimal + "dns:\n  ttl: 90\n", []string{`dns.ttl must be an integer from 0 to 60, got "90"`}},
+		{"ttl not a number", minimal + "dns:\n  ttl: one\n", []string{`dns.ttl must be an integer from 0 to 60, got "one"`}},
+		{"bad zone", minimal + "dns:\n  zone: 'db..local'\n", []string{`dns.zone must be a domain name such as db.local, got "db..local"`}},
+		{"bad listen", minimal + "dns:\n  listen: localhost\n", []string{`dns.listen must be host:port, got "localhost"`}},
+		{"max fails", minimal + "probe:\n  max_fails: 0\n", []string{`probe.max_fails must be an integer from 1 to 1000, got "0"`}},
+		{"duplicate host", "clusters:\n  a:\n    hosts: [h:1]\n  b:\n    hosts: [h:1]\ndns:\n  default_cluster: a\n", []string{`clusters.b.hosts[0] repeats host "h:1", already in clusters.a`}},
+		{"host without port", "clusters:\n  main:\n    hosts: [db1]\n", []string{`clusters.main.hosts[0] must be host:port, got "db1"`}},
+		{"cluster named like a role", "clusters:\n  primary:\n    hosts: [h:1]\n", []string{`clusters.primary is not a valid cluster name`}},
+		{"cluster named like a filter", "clusters:\n  lag-5ms:\n    hosts: [h:1]\n", []string{`clusters.lag-5ms is not a valid cluster name`}},
+		{"no clusters", "dns:\n  ttl: 1\n", []string{`clusters must define at least one cluster`}},
+		{"empty cluster", "clusters:\n  main:\n    replicas: all\n", []string{`clusters.main.hosts must list at least one host:port`}},
+		{"bad replicas", "clusters:\n  main:\n    hosts: [h:1]\n    replicas: some\n", []string{`clusters.main.replicas must be all or async, got "some"`}},
+		{"bad patroni", "clusters:\n  main:\n    patroni: [ftp://x]\n", []string{`clusters.main.patroni[0] must be an http or https URL, got "ftp://x"`}},
+		{"no default", "clusters:\n  a:\n    hosts: [h:1]\n  b:\n    hosts: [i:1]\n", []string{`dns.default_cluster must be set when there is more than one cluster`}},
+		{"unknown default", minimal + "dns:\n  default_cluster: other\n", []string{`dns.default_cluster must name a cluster in clusters, got "other"`}},
+		{"every error at once", minimal + "dns:\n  ttl: 99\nprobe:\n  interval: x\n  timeout: y\n", []string{"dns.ttl", "probe.interval", "probe.timeout"}},
+		{"yaml syntax", "dns: [", []string{`file "`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(write(t, tc.yaml), nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if line == "" {
+					t.Errorf("empty line in %q", err)
+				}
+			}
+		})
+	}
+}
+
+func TestMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), nil)
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") || strings.Count(err.Error(), "\n") > 0 {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,248 @@
+// Package pgtest starts throwaway PostgreSQL clusters from the machine's
+// server binaries: a primary and streaming replicas, each on its own
+// loopback address and the same port, so that DNS answers carry real,
+// distinct A records. It works as root (the servers run as the postgres
+// user) and as an ordinary user.
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options describe a cluster to start.
+type Options struct {
+	// IPs of the nodes: the first is the primary, the others replicas.
+	IPs  []string
+	Port int // default 5432
+
+	// Conf lines appended to every node's postgresql.conf.
+	Conf []string
+}
+
+// Cluster is a running primary and its replicas.
+type Cluster struct {
+	Nodes []*Node // Nodes[0] started as the primary
+	root  string
+	bin   string
+	owner *user.User // nil when not root
+}
+
+// Node is one PostgreSQL server.
+type Node struct {
+	Name string
+	IP   string
+	Port int
+	Dir  string
+	c    *Cluster
+}
+
+// Addr is "ip:port".
+func (n *Node) Addr() string { return n.IP + ":" + strconv.Itoa(n.Port) }
+
+// DSN is a libpq keyword/value string for the node.
+func (n *Node) DSN() string {
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", n.IP, n.Port)
+}
+
+// BinDir finds the PostgreSQL server binaries: $PG_BINDIR, pg_config
+// --bindir, or the Debian layout.
+func BinDir() (string, error) {
+	if d := os.Getenv("PG_BINDIR"); d != "" {
+		return d, nil
+	}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		d := strings.TrimSpace(string(out))
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(matches) > 0 {
+		return filepath.Dir(matches[len(matches)-1]), nil
+	}
+	return "", errors.New("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found; install postgresql or set PG_BINDIR")
+}
+
+// Start initialises and starts a cluster. On error, whatever was started is
+// stopped again.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if len(opts.IPs) == 0 {
+		return nil, errors.New("pgtest: no IPs")
+	}
+	if opts.Port == 0 {
+		opts.Port = 5432
+	}
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{bin: bin}
+	if os.Geteuid() == 0 {
+		if c.owner, err = user.Lookup("postgres"); err != nil {
+			return nil, fmt.Errorf("running as root needs a postgres user: %w", err)
+		}
+	}
+	// Not t.TempDir: its parents are private to root, and the servers run
+	// as postgres.
+	if c.root, err = os.MkdirTemp("", "pgtest-"); err != nil {
+		return nil, err
+	}
+	if err := c.chown(c.root); err != nil {
+		c.Close()
+		return nil, err
+	}
+	for i, ip := range opts.IPs {
+		c.Nodes = append(c.Nodes, &Node{
+			Name: "node" + strconv.Itoa(i+1) + "_" + strings.ReplaceAll(ip, ".", "_"),
+			IP:   ip, Port: opts.Port, Dir: filepath.Join(c.root, "node"+strconv.Itoa(i+1)), c: c,
+		})
+	}
+	if err := c.startAll(ctx, opts); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) startAll(ctx context.Context, opts Options) error {
+	p := c.Nodes[0]
+	if _, err := c.run(ctx, "initdb", "-D", p.Dir, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
+		return err
+	}
+	hba := "host all all 127.0.0.0/8 trust\nhost replication all 127.0.0.0/8 trust\nhost all all ::1/128 trust\nhost replication all ::1/128 trust\n"
+	if err := c.appendFile(filepath.Join(p.Dir, "pg_hba.conf"), hba); err != nil {
+		return err
+	}
+	base := append([]string{
+		"unix_socket_directories = ''",
+		"fsync = off",
+		"full_page_writes = off",
+		"wal_level = replica",
+		"max_wal_senders = 10",
+		"hot_standby = on",
+		"hot_standby_feedback = on",
+		"wal_receiver_status_interval = 1s",
+		"shared_buffers = 16MB",
+		"max_connections = 50",
+		"logging_collector = off",
+	}, opts.Conf...)
+	if err := c.appendFile(filepath.Join(p.Dir, "postgresql.conf"), strings.Join(base, "\n")+"\n"+p.ownConf()); err != nil {
+		return err
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	// Replicas copy the primary, then start in parallel.
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Nodes))
+	for i, r := range c.Nodes[1:] {
+		if _, err := c.run(ctx, "pg_basebackup", "-h", p.IP, "-p", strconv.Itoa(p.Port), "-U", "postgres",
+			"-D", r.Dir, "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+			return err
+		}
+		if err := c.appendFile(filepath.Join(r.Dir, "postgresql.conf"), r.ownConf()); err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.Start(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// ownConf is the node's own part of postgresql.conf; later lines win, so it
+// overrides what a replica copied from the primary.
+func (n *Node) ownConf() string {
+	return fmt.Sprintf("listen_addresses = '%s'\nport = %d\ncluster_name = '%s'\n", n.IP, n.Port, n.Name)
+}
+
+// Start starts the node's server and waits until it accepts connections.
+func (n *Node) Start(ctx context.Context) error {
+	_, err := n.c.run(ctx, "pg_ctl", "-D", n.Dir, "-l", n.Dir+".log", "-w", "-t", "60", "start")
+	return err
+}
+
+// Stop stops the node's server; mode is "fast" or "immediate".
+func (n *Node) Stop(ctx context.Context, mode string) error {
+	_, err := n.c.run(ctx, "pg_ctl", "-D", n.Dir, "-m", mode, "-w", "-t", "60", "stop")
+	return err
+}
+
+// Promote turns a replica into a primary and waits until it is writable.
+func (n *Node) Promote(ctx context.Context) error {
+	_, err := n.c.run(ctx, "pg_ctl", "-D", n.Dir, "-w", "-t", "60", "promote")
+	return err
+}
+
+// Log returns the node's server log, for failure messages.
+func (n *Node) Log() string {
+	b, _ := os.ReadFile(n.Dir+".log")
+	return string(b)
+}
+
+// Close stops every node at once and removes the cluster's files.
+func (c *Cluster) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range c.Nodes {
+		if _, err := os.Stat(filepath.Join(n.Dir, "postmaster.pid")); err == nil {
+			_ = n.Stop(ctx, "immediate")
+		}
+	}
+	if c.root != "" {
+		_ = os.RemoveAll(c.root)
+	}
+}
+
+// run runs a PostgreSQL binary, as postgres when we are root.
+func (c *Cluster) run(ctx context.Context, name string, args ...string) (string, error) {
+	path := filepath.Join(c.bin, name)
+	var cmd *exec.Cmd
+	if c.owner != nil {
+		cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", "postgres", "--", path}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, path, args...)
+	}
+	cmd.Dir = c.root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// pg_ctl start leaves the server running with our pipes open; don't
+	// wait for it to close them.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+		return out.String(), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}
+
+func (c *Cluster) chown(path string) error {
+	if c.owner == nil {
+		return nil
+	}
+	uid, _ := strconv.Atoi(c.owner.Uid)
+	gid, _ := strconv.Atoi(c.owner.Gid)
+	return os.Chown(path, uid, gid)
+}
+
+func (c *Cluster) appendFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	return errors.Join(err, f.Close())
+}

@@ -1,0 +1,27 @@
+package pgtest
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestClusterStreams(t *testing.T) {
+	t.Parallel()
+	c := New(t, Options{IPs: []string{"127.0.9.1", "127.0.9.2"}})
+	c.Nodes[0].Exec(t, "CREATE TABLE t (x int); INSERT INTO t VALUES (42)")
+	conn := c.Nodes[1].Conn(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var inRecovery bool
+		var n int
+		err := conn.QueryRow(context.Background(), "SELECT pg_is_in_recovery(), (SELECT count(*) FROM t)").Scan(&inRecovery, &n)
+		if err == nil && inRecovery && n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica never saw the row: in recovery %v, rows %d, err %v", inRecovery, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,73 @@
+package pgtest
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// New starts a cluster for a test and stops it when the test ends. Without
+// PostgreSQL binaries the test is skipped on a developer's machine and
+// fails under CI (CI=true), where a missing install must not pass green.
+func New(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if _, err := BinDir(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI=%s and %v", os.Getenv("CI"), err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Logf("server log of %s:\n%s", n.Name, tail(n.Log(), 3000))
+			}
+		}
+		c.Close()
+	})
+	return c
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// Conn opens a connection to the node, closed when the test ends.
+func (n *Node) Conn(t testing.TB) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		t.Fatalf("connect to %s: %v", n.Name, err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// Exec runs sql on the node and fails the test on error.
+func (n *Node) Exec(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		t.Fatalf("connect to %s: %v", n.Name, err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s on %s: %v", sql, n.Name, err)
+	}
+}

@@ -1,0 +1,101 @@
+package probe
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+func check(t *testing.T, newChecker NewCheckerFunc, addr string, timeout time.Duration) (Sample, error) {
+	t.Helper()
+	c, err := newChecker(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return c.Check(ctx)
+}
+
+func TestPostgresCheckerReadsPrimaryAndReplica(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.1.11", "127.0.1.12"}})
+	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := check(t, newChecker, cl.Nodes[0].Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.InRecovery || p.WriteLSN == 0 || p.ReplayLSN != p.WriteLSN || p.Timeline != 1 || p.SystemID == 0 || p.IP.String() != "127.0.1.11" {
+		t.Fatalf("primary sample %+v", p)
+	}
+	r, err := check(t, newChecker, cl.Nodes[1].Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.InRecovery || r.WriteLSN != 0 || r.ReplayLSN == 0 || r.Timeline != 1 || r.SystemID != p.SystemID || r.IP.String() != "127.0.1.12" {
+		t.Fatalf("replica sample %+v (primary %+v)", r, p)
+	}
+}
+
+func TestPostgresCheckerURLDSN(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.1.21"}})
+	newChecker, err := PostgresCheckers("postgres://postgres@/postgres?sslmode=disable&connect_timeout=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(t, newChecker, cl.Nodes[0].Addr(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A host that accepts TCP and never speaks fails at the probe's deadline.
+func TestPostgresCheckerHungHost(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.1.31:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // hold it open, say nothing
+		}
+	}()
+	newChecker, _ := PostgresCheckers("user=postgres sslmode=disable")
+	start := time.Now()
+	_, err = check(t, newChecker, ln.Addr().String(), 300*time.Millisecond)
+	if err == nil {
+		t.Fatal("a silent host passed the probe")
+	}
+	if waited := time.Since(start); waited > 3*time.Second {
+		t.Fatalf("the probe ignored its deadline: %v", waited)
+	}
+}
+
+func TestPostgresCheckerRefused(t *testing.T) {
+	t.Parallel()
+	newChecker, _ := PostgresCheckers("user=postgres sslmode=disable")
+	_, err := check(t, newChecker, "127.0.1.41:1", time.Second)
+	if err == nil || !strings.Contains(err.Error(), "connect") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestPostgresCheckersRejectsBadDSN(t *testing.T) {
+	if _, err := PostgresCheckers("user=postgres password=hunter2 sslmode=bogus"); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("err = %v", err)
+	}
+}
