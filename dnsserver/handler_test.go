@@ -77,8 +77,8 @@ var cases = []Case{
 	{Qname: "lag-10ms.any.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"lag-10ms.any.db.local. 1 IN A 127.0.0.11", "lag-10ms.any.db.local. 1 IN A 127.0.0.12"}},
 	{Qname: "primary.orders.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"primary.orders.db.local. 1 IN A 127.0.0.21"}},
 	{Qname: "replica.orders.db.local.", Qtype: dns.TypeAAAA, AA: true, Answer: []string{"replica.orders.db.local. 1 IN AAAA ::1"}},
-	{Qname: "replica.orders.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},           // only IPv6 replicas: NODATA
-	{Qname: "primary.db.local.", Qtype: dns.TypeMX, AA: true, Ns: []string{soa}},                 // a type with no data
+	{Qname: "replica.orders.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}}, // only IPv6 replicas: NODATA
+	{Qname: "primary.db.local.", Qtype: dns.TypeMX, AA: true, Ns: []string{soa}},       // a type with no data
 	{Qname: "lag-50ms.replica.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
 		`lag-50ms.replica.db.local. 1 IN TXT "host=127.0.0.12:5432 role=replica lag_ms=3 lag_bytes=0 replay_lsn=0/3000060 age_ms=120"`}},
 	{Qname: "db.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{soa}},

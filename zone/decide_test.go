@@ -18,8 +18,10 @@ func TestDecide(t *testing.T) {
 		want    []hostCase
 	}{
 		{
-			name:    "one primary two replicas",
-			hosts:   func() []Host { return []Host{seen("10.0.0.1", false, 0), seen("10.0.0.2", true, 0), seen("10.0.0.3", true, 0)} },
+			name: "one primary two replicas",
+			hosts: func() []Host {
+				return []Host{seen("10.0.0.1", false, 0), seen("10.0.0.2", true, 0), seen("10.0.0.3", true, 0)}
+			},
 			primary: 0,
 			want:    []hostCase{{RolePrimary, ""}, {RoleReplica, ""}, {RoleReplica, ""}},
 		},
@@ -46,8 +48,10 @@ func TestDecide(t *testing.T) {
 			want:    []hostCase{{RoleUnknown, "superseded by timeline 2"}, {RolePrimary, ""}},
 		},
 		{
-			name:    "split brain on one timeline answers no primary",
-			hosts:   func() []Host { return []Host{seen("10.0.0.1", false, 0), seen("10.0.0.2", false, 0), seen("10.0.0.3", true, 0)} },
+			name: "split brain on one timeline answers no primary",
+			hosts: func() []Host {
+				return []Host{seen("10.0.0.1", false, 0), seen("10.0.0.2", false, 0), seen("10.0.0.3", true, 0)}
+			},
 			primary: -1,
 			want:    []hostCase{{RoleUnknown, "split brain"}, {RoleUnknown, "split brain"}, {RoleReplica, ""}},
 		},

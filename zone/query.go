@@ -83,7 +83,7 @@ type Query struct {
 
 // Errors returned by Parse. They map one to one onto DNS rcodes.
 var (
-	ErrOutsideZone = errors.New("name is outside the zone")     // REFUSED
+	ErrOutsideZone = errors.New("name is outside the zone")   // REFUSED
 	ErrNoSuchName  = errors.New("name is not in the grammar") // NXDOMAIN
 )
 

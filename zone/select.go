@@ -16,15 +16,15 @@ type Reason uint8
 
 // Reasons returned by Cluster.Check.
 const (
-	Fits         Reason = iota
-	NotLive             // down, unknown, set aside, or its last good probe is too old
-	NotReplica          // a live host that is not a replica
-	SyncStandby         // a synchronous standby in a cluster that answers async ones only
-	LagUnknown          // a lag filter was asked and the lag cannot be vouched for
-	LagTooHigh          // time lag above the filter's bound
-	BytesTooHigh        // byte lag above the filter's bound
-	NotReplayed         // has not replayed the LSN yet
-	OtherTimeline       // the LSN is not part of this host's timeline history
+	Fits          Reason = iota
+	NotLive              // down, unknown, set aside, or its last good probe is too old
+	NotReplica           // a live host that is not a replica
+	SyncStandby          // a synchronous standby in a cluster that answers async ones only
+	LagUnknown           // a lag filter was asked and the lag cannot be vouched for
+	LagTooHigh           // time lag above the filter's bound
+	BytesTooHigh         // byte lag above the filter's bound
+	NotReplayed          // has not replayed the LSN yet
+	OtherTimeline        // the LSN is not part of this host's timeline history
 )
 
 // live reports whether h may be answered at all: a primary or replica whose

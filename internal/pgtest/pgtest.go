@@ -190,7 +190,7 @@ func (n *Node) Promote(ctx context.Context) error {
 
 // Log returns the node's server log, for failure messages.
 func (n *Node) Log() string {
-	b, _ := os.ReadFile(n.Dir+".log")
+	b, _ := os.ReadFile(n.Dir + ".log")
 	return string(b)
 }
 
