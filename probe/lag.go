@@ -120,6 +120,12 @@ func (w *walHistory) passedAt(r zone.LSN) (t time.Time, ok bool) {
 func (w *walHistory) lag(t time.Time, r zone.LSN) (bytes uint64, d time.Duration, ok bool) {
 	p, ok := w.positionAt(t)
 	if !ok {
+		// t is before the history starts. WAL only grows, so the primary
+		// was then at most where it was first seen: a replica at or past
+		// that point had everything.
+		if len(w.marks) > 0 && r >= w.marks[0].lsn {
+			return 0, 0, true
+		}
 		return 0, 0, false
 	}
 	if r >= p {

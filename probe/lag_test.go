@@ -100,8 +100,13 @@ func TestLagOlderThanHistoryIsNotVouched(t *testing.T) {
 	if bytes != 0x5000 || d != 250*time.Millisecond {
 		t.Fatalf("lower bounds = %d bytes %v", bytes, d)
 	}
-	if _, _, ok := w.lag(at(-10), 0x6000); ok {
-		t.Fatal("a sample before the history was vouched for")
+	if _, _, ok := w.lag(at(-10), 0x4000); ok {
+		t.Fatal("a sample before the history, behind its first position, was vouched for")
+	}
+	// Before the history but at or past its first position: the primary
+	// cannot have been further then.
+	if bytes, d, ok := w.lag(at(-10), 0x5000); !ok || bytes != 0 || d != 0 {
+		t.Fatalf("sample before the history at its first position: %d %v %v", bytes, d, ok)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -176,4 +177,18 @@ func (e *env) insertAndTakeLSN(t *testing.T, node *pgtest.Node) string {
 		t.Fatal(err)
 	}
 	return strings.ToLower(strings.Replace(lsn, "/", "-", 1))
+}
+
+// requireTool finds a client program on PATH. Missing, it fails the test
+// under CI (where .ci/run installs it) and skips it elsewhere.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI=%s and %s is not installed", os.Getenv("CI"), name)
+		}
+		t.Skipf("%s is not installed", name)
+	}
+	return path
 }

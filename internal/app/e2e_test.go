@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"net"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -48,6 +49,7 @@ func TestRolesFiltersAndLSN(t *testing.T) {
 	t.Run("an idle primary keeps caught-up replicas at lag 0", func(t *testing.T) {
 		// A few seconds without writes: a lag computed from the last
 		// commit's timestamp would exceed the bound by now.
+		e.waitFor(t, "lag-500ms.replica.db.local.", []string{r1, r2})
 		deadline := time.Now().Add(3 * time.Second)
 		for time.Now().Before(deadline) {
 			if got := e.ips(t, "lag-500ms.replica.db.local."); !slices.Equal(got, []string{r1, r2}) {
@@ -59,6 +61,31 @@ func TestRolesFiltersAndLSN(t *testing.T) {
 			if !strings.Contains(txt, " lag_ms=0 lag_bytes=0 ") {
 				t.Errorf("idle replica evidence %q", txt)
 			}
+		}
+	})
+
+	t.Run("dig, a real client", func(t *testing.T) {
+		dig := requireTool(t, "dig")
+		host, port, _ := net.SplitHostPort(e.app.DNSAddr())
+		for name, want := range map[string]string{
+			"primary.db.local":           p,
+			"lag-500ms.replica.db.local": r1 + "\n" + r2,
+		} {
+			for _, transport := range []string{"+notcp", "+tcp"} {
+				out, err := exec.Command(dig, "@"+host, "-p", port, transport, "+short", name).Output()
+				if err != nil {
+					t.Fatalf("dig %s: %v", name, err)
+				}
+				lines := strings.Fields(string(out))
+				slices.Sort(lines)
+				if got := strings.Join(lines, "\n"); got != want {
+					t.Errorf("dig %s %s = %q, want %q", transport, name, got, want)
+				}
+			}
+		}
+		out, err := exec.Command(dig, "@"+host, "-p", port, "nope.db.local").Output()
+		if err != nil || !strings.Contains(string(out), "status: NXDOMAIN") || !strings.Contains(string(out), "flags: qr aa") {
+			t.Errorf("dig nope.db.local: %v\n%s", err, out)
 		}
 	})
 

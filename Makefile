@@ -1,0 +1,40 @@
+# pgdns — run `make help` for the targets.
+
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+CONFIG   ?= configs/pgdns.yaml
+FUZZ_TIME ?= 30s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build bin/pgdns
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgdns ./cmd/pgdns
+
+.PHONY: test
+test: ## run every test: unit, fuzz seeds, and end-to-end against real PostgreSQL
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+.PHONY: run
+run: build ## run bin/pgdns with CONFIG (default configs/pgdns.yaml)
+	./bin/pgdns -config $(CONFIG)
+
+.PHONY: demo
+demo: ## start a throwaway primary + 2 replicas and pgdns on them; Ctrl-C tears it all down
+	$(GO) build -o bin/pgdns-demo ./internal/demo
+	./bin/pgdns-demo
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZ_TIME (default 30s)
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./zone
+	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZ_TIME) ./dnsserver
+
+.PHONY: clean
+clean: ## remove build output
+	rm -rf bin

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func runMain(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, nil, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "pgdns.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runMain(t, context.Background(), "-version")
+	if code != 0 || !strings.HasPrefix(out, "pgdns ") {
+		t.Fatalf("exit %d, %q", code, out)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	code, out, errOut := runMain(t, context.Background(), "-config", "../../configs/pgdns.yaml", "-check")
+	if code != 0 || !strings.Contains(out, "OK") {
+		t.Fatalf("example config: exit %d, %q %q", code, out, errOut)
+	}
+
+	bad := writeConfig(t, "dns:\n  ttl: 61\nprobe:\n  interval: soon\n  dsn: \"sslmode=sometimes\"\nclusters:\n  main:\n    hosts: [a:1, a:1]\n")
+	code, _, errOut = runMain(t, context.Background(), "-config", bad, "-check")
+	if code != 1 {
+		t.Fatalf("bad config: exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	for _, want := range []string{"dns.ttl", "probe.interval", "clusters.main.hosts[1]"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("-check output lacks %s:\n%s", want, errOut)
+		}
+	}
+	if len(lines) != 3 {
+		t.Errorf("want one line per error, got %d:\n%s", len(lines), errOut)
+	}
+
+	badDSN := writeConfig(t, "probe:\n  dsn: \"sslmode=sometimes\"\nclusters:\n  main:\n    hosts: [a:1]\n")
+	if code, _, errOut = runMain(t, context.Background(), "-config", badDSN, "-check"); code != 1 || !strings.Contains(errOut, "probe.dsn") {
+		t.Errorf("bad DSN: exit %d, %q", code, errOut)
+	}
+
+	if code, _, errOut = runMain(t, context.Background(), "-config", filepath.Join(t.TempDir(), "missing.yaml")); code != 1 ||
+		strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "missing.yaml") {
+		t.Errorf("missing file: exit %d, %q", code, errOut)
+	}
+}
+
+func TestListenAddressInUse(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.5.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	path := writeConfig(t, "dns:\n  listen: "+pc.LocalAddr().String()+"\nhttp:\n  listen: \"\"\nclusters:\n  main:\n    hosts: [127.0.5.2:1]\n")
+	code, _, errOut := runMain(t, context.Background(), "-config", path)
+	if code != 1 || !strings.Contains(errOut, "dns.listen") || !strings.Contains(errOut, "in use") {
+		t.Fatalf("exit %d, %q", code, errOut)
+	}
+}
+
+// The whole program serves until its context ends (SIGINT/SIGTERM in main)
+// and then exits 0 promptly.
+func TestGracefulShutdown(t *testing.T) {
+	path := writeConfig(t, "dns:\n  listen: 127.0.5.3:0\nhttp:\n  listen: \"\"\nprobe:\n  interval: 50ms\nclusters:\n  main:\n    hosts: [127.0.5.4:1]\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var stderr bytes.Buffer
+	go func() { done <- run(ctx, []string{"-config", path}, nil, new(bytes.Buffer), &stderr) }()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit 10 s after the signal")
+	}
+	if !strings.Contains(stderr.String(), "shutting down") {
+		t.Errorf("logs: %s", stderr.String())
+	}
+}

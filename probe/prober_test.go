@@ -1,0 +1,204 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// fakeHost is a scripted host: its behaviour can change while probed.
+type fakeHost struct {
+	mu         sync.Mutex
+	ip         string
+	inRecovery bool
+	lsn        zone.LSN
+	hang       bool
+	fail       error
+	probes     atomic.Int64
+}
+
+func (f *fakeHost) set(fn func(*fakeHost)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+type fakeChecker struct{ h *fakeHost }
+
+func (c fakeChecker) Check(ctx context.Context) (Sample, error) {
+	c.h.probes.Add(1)
+	c.h.mu.Lock()
+	hang, fail := c.h.hang, c.h.fail
+	s := Sample{At: time.Now(), IP: netip.MustParseAddr(c.h.ip), InRecovery: c.h.inRecovery,
+		ReplayLSN: c.h.lsn, Timeline: 1, SystemID: 42}
+	if !s.InRecovery {
+		s.WriteLSN = c.h.lsn
+	}
+	c.h.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return Sample{}, ctx.Err()
+	}
+	if fail != nil {
+		return Sample{}, fail
+	}
+	return s, nil
+}
+
+func (fakeChecker) Close() {}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runFake probes the fake hosts (one cluster "main") until the test ends.
+func runFake(t *testing.T, cfg Config, hosts map[string]*fakeHost) (*zone.Table, *syncBuffer) {
+	t.Helper()
+	table := zone.NewTable()
+	logs := &syncBuffer{}
+	newChecker := func(addr string) (Checker, error) {
+		h, ok := hosts[addr]
+		if !ok {
+			return nil, errors.New("no such fake host")
+		}
+		return fakeChecker{h}, nil
+	}
+	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(logs, nil)), "main")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return table, logs
+}
+
+func waitSnapshot(t *testing.T, table *zone.Table, what string, ok func(*zone.Snapshot) bool) *zone.Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := table.Load(); ok(s) {
+			return s
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("never saw %s", what)
+	return nil
+}
+
+func roles(s *zone.Snapshot) string {
+	var b strings.Builder
+	for _, h := range s.Clusters[0].Hosts {
+		b.WriteString(h.Role.String()[:1])
+	}
+	return b.String()
+}
+
+func TestProberHungHostDelaysNobody(t *testing.T) {
+	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
+	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
+	hung := &fakeHost{ip: "10.0.0.3", inRecovery: true, hang: true}
+	cfg := Config{Interval: 20 * time.Millisecond, Timeout: 300 * time.Millisecond, MaxFails: 2,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1", "h:1"}}}}
+	table, logs := runFake(t, cfg, map[string]*fakeHost{"p:1": primary, "r:1": replica, "h:1": hung})
+
+	// Not ready until the hung host's first probe has timed out.
+	time.Sleep(100 * time.Millisecond)
+	if table.Load().Ready {
+		t.Fatal("ready before every host was probed once")
+	}
+	s := waitSnapshot(t, table, "the hung host down", func(s *zone.Snapshot) bool {
+		return s.Ready && roles(s) == "prd"
+	})
+	// Meanwhile the others were probed every interval.
+	now := time.Now()
+	for _, h := range s.Clusters[0].Hosts[:2] {
+		if age := now.Sub(h.ProbedAt); age > 2*cfg.Interval+10*time.Millisecond {
+			t.Errorf("%s probe age %v while a host hangs", h.Addr, age)
+		}
+	}
+	if n := primary.probes.Load(); n < 10 {
+		t.Errorf("primary probed %d times in %v", n, time.Since(now))
+	}
+	if !strings.Contains(logs.String(), "host=h:1 from=unknown to=down") {
+		t.Errorf("the hung host's state change is not logged:\n%s", logs)
+	}
+}
+
+func TestProberLogsEachChangeOnce(t *testing.T) {
+	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
+	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond, MaxFails: 3,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}
+	table, logs := runFake(t, cfg, map[string]*fakeHost{"p:1": primary, "r:1": replica})
+	waitSnapshot(t, table, "pr", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" })
+	time.Sleep(200 * time.Millisecond) // 20 probe rounds with nothing new
+
+	replica.set(func(h *fakeHost) { h.fail = errors.New("connect: connection refused") })
+	waitSnapshot(t, table, "replica down", func(s *zone.Snapshot) bool { return roles(s) == "pd" })
+	time.Sleep(200 * time.Millisecond)
+
+	// Failover: the primary goes away, the replica is promoted.
+	primary.set(func(h *fakeHost) { h.fail = errors.New("connect: connection refused") })
+	replica.set(func(h *fakeHost) { h.fail, h.inRecovery = nil, false })
+	waitSnapshot(t, table, "promotion", func(s *zone.Snapshot) bool { return roles(s) == "dp" })
+	time.Sleep(100 * time.Millisecond)
+
+	out := logs.String()
+	for _, want := range []string{
+		"host=p:1 from=unknown to=primary", "host=r:1 from=unknown to=replica",
+		`host=r:1 from=replica to=down error="connect: connection refused"`,
+		"host=p:1 from=primary to=down", "host=r:1 from=down to=primary",
+	} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("%q logged %d times:\n%s", want, strings.Count(out, want), out)
+		}
+	}
+	if n := strings.Count(out, "host state changed"); n != 5 {
+		t.Errorf("%d state changes logged, want 5:\n%s", n, out)
+	}
+}
+
+func TestProberComputesLagFromThePrimarysClock(t *testing.T) {
+	primary := &fakeHost{ip: "10.0.0.1", lsn: 1000}
+	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 1000}
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond, MaxFails: 3,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}
+	table, _ := runFake(t, cfg, map[string]*fakeHost{"p:1": primary, "r:1": replica})
+	waitSnapshot(t, table, "caught-up replica", func(s *zone.Snapshot) bool {
+		return s.Ready && s.Clusters[0].Hosts[1].LagKnown && s.Clusters[0].Hosts[1].LagBytes == 0
+	})
+	primary.set(func(h *fakeHost) { h.lsn = 5000 })
+	s := waitSnapshot(t, table, "lag growing past 100ms", func(s *zone.Snapshot) bool {
+		r := s.Clusters[0].Hosts[1]
+		return r.LagKnown && r.Lag > 100*time.Millisecond
+	})
+	if r := s.Clusters[0].Hosts[1]; r.LagBytes != 4000 {
+		t.Fatalf("byte lag %d, want 4000", r.LagBytes)
+	}
+	replica.set(func(h *fakeHost) { h.lsn = 5000 })
+	waitSnapshot(t, table, "replica caught up again", func(s *zone.Snapshot) bool {
+		r := s.Clusters[0].Hosts[1]
+		return r.LagKnown && r.Lag == 0 && r.LagBytes == 0
+	})
+}
