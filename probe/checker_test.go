@@ -99,3 +99,27 @@ func TestPostgresCheckersRejectsBadDSN(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// The probe needs no more than pg_monitor, as the README says.
+func TestPostgresCheckerAsMonitorRole(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.1.51", "127.0.1.52"}})
+	cl.Nodes[0].Exec(t, "CREATE ROLE watcher LOGIN IN ROLE pg_monitor")
+	newChecker, err := PostgresCheckers("user=watcher dbname=postgres sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range cl.Nodes {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := check(t, newChecker, n.Addr(), 5*time.Second)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || !strings.Contains(err.Error(), "does not exist") {
+				t.Fatalf("%s as pg_monitor: %v", n.Name, err)
+			}
+			time.Sleep(50 * time.Millisecond) // the role has not reached the replica yet
+		}
+	}
+}
