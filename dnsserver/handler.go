@@ -25,6 +25,11 @@ type Config struct {
 	// NameServerIPs, when set, are answered for "ns.<zone>", the name the
 	// NS and SOA records point at (the listen address when it is specific).
 	NameServerIPs []netip.Addr
+
+	// OnAnswer, when set, is called once per answer with what was asked
+	// (a role such as "replica", or "apex", "ns", "invalid", "outside",
+	// "malformed") and the rcode sent, for metrics.
+	OnAnswer func(kind string, rcode int)
 }
 
 // Handler answers DNS queries for one zone from a zone.Table.
@@ -37,6 +42,7 @@ type Handler struct {
 	table  *zone.Table
 	log    *slog.Logger
 	now    func() time.Time
+	onAns  func(kind string, rcode int)
 }
 
 // NewHandler returns a Handler for cfg reading from table.
@@ -53,6 +59,7 @@ func NewHandler(cfg Config, table *zone.Table, log *slog.Logger) *Handler {
 		table:  table,
 		log:    log,
 		now:    time.Now,
+		onAns:  cfg.OnAnswer,
 	}
 }
 
@@ -68,11 +75,14 @@ func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			_ = w.WriteMsg(m)
 		}
 	}()
-	m := h.answer(req)
+	m, kind := h.answer(req)
 	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
 		m.Truncate(udpSize(req))
 	}
 	_ = w.WriteMsg(m)
+	if h.onAns != nil {
+		h.onAns(kind, m.Rcode)
+	}
 }
 
 func questionString(req *dns.Msg) string {
@@ -91,8 +101,9 @@ func udpSize(req *dns.Msg) int {
 	return min(size, maxUDPSize)
 }
 
-// answer builds the reply to req. Every outcome maps to one rcode here.
-func (h *Handler) answer(req *dns.Msg) *dns.Msg {
+// answer builds the reply to req and says what kind of name was asked.
+// Every outcome maps to one rcode here.
+func (h *Handler) answer(req *dns.Msg) (*dns.Msg, string) {
 	m := new(dns.Msg)
 	m.SetReply(req)
 	m.Compress = true
@@ -102,38 +113,38 @@ func (h *Handler) answer(req *dns.Msg) *dns.Msg {
 		m.SetEdns0(maxUDPSize, false)
 		if opt.Version() != 0 {
 			m.Rcode = dns.RcodeBadVers // RFC 6891: only version 0 exists
-			return m
+			return m, "malformed"
 		}
 	}
 	if req.Opcode != dns.OpcodeQuery {
 		m.Rcode = dns.RcodeNotImplemented
-		return m
+		return m, "malformed"
 	}
 	if len(req.Question) != 1 {
 		m.Rcode = dns.RcodeFormatError
-		return m
+		return m, "malformed"
 	}
 	q := req.Question[0]
 	name := dns.CanonicalName(q.Name)
 	parsed, err := zone.Parse(name, h.origin)
 	if errors.Is(err, zone.ErrOutsideZone) || (q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY) {
 		m.Rcode = dns.RcodeRefused // not ours, and pgdns never recurses
-		return m
+		return m, "outside"
 	}
 	m.Authoritative = true
 	if err != nil {
-		return h.nxdomain(m)
+		return h.nxdomain(m), "invalid"
 	}
 
 	switch parsed.Kind {
 	case zone.KindApex:
 		h.answerApex(m, q.Qtype)
+		return h.nodataIfEmpty(m), "apex"
 	case zone.KindNameServer:
 		h.answerNameServer(m, q)
-	default:
-		return h.answerHosts(m, q, &parsed)
+		return h.nodataIfEmpty(m), "ns"
 	}
-	return h.nodataIfEmpty(m)
+	return h.answerHosts(m, q, &parsed), parsed.Target.String()
 }
 
 func (h *Handler) nxdomain(m *dns.Msg) *dns.Msg {

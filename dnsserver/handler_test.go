@@ -99,7 +99,8 @@ func TestHandler(t *testing.T) {
 		t.Run(tc.Qname+"/"+dns.TypeToString[tc.Qtype], func(t *testing.T) {
 			req := new(dns.Msg)
 			req.SetQuestion(tc.Qname, tc.Qtype)
-			checkReply(t, tc, h.answer(req))
+			m, _ := h.answer(req)
+			checkReply(t, tc, m)
 		})
 	}
 }
@@ -148,12 +149,14 @@ func TestHandlerNotReady(t *testing.T) {
 	for _, name := range []string{"primary.db.local.", "lag-1s.replica.db.local."} {
 		req := new(dns.Msg)
 		req.SetQuestion(name, dns.TypeA)
-		checkReply(t, Case{Rcode: dns.RcodeServerFailure}, h.answer(req))
+		m, _ := h.answer(req)
+		checkReply(t, Case{Rcode: dns.RcodeServerFailure}, m)
 	}
 	// The apex does not depend on the probe.
 	req := new(dns.Msg)
 	req.SetQuestion("db.local.", dns.TypeSOA)
-	checkReply(t, Case{AA: true, Answer: []string{soa}}, h.answer(req))
+	m, _ := h.answer(req)
+	checkReply(t, Case{AA: true, Answer: []string{soa}}, m)
 }
 
 func TestHandlerRotatesReplicas(t *testing.T) {
@@ -162,7 +165,7 @@ func TestHandlerRotatesReplicas(t *testing.T) {
 	for range 4 {
 		req := new(dns.Msg)
 		req.SetQuestion("replica.db.local.", dns.TypeA)
-		m := h.answer(req)
+		m, _ := h.answer(req)
 		firsts[m.Answer[0].(*dns.A).A.String()] = true
 	}
 	if len(firsts) != 2 {
@@ -175,13 +178,13 @@ func TestHandlerEDNS(t *testing.T) {
 	req := new(dns.Msg)
 	req.SetQuestion("primary.db.local.", dns.TypeA)
 	req.SetEdns0(4096, false)
-	m := h.answer(req)
+	m, _ := h.answer(req)
 	opt := m.IsEdns0()
 	if opt == nil || opt.UDPSize() != maxUDPSize {
 		t.Fatalf("OPT = %v, want UDP size %d", opt, maxUDPSize)
 	}
 	req.IsEdns0().SetVersion(1)
-	if m := h.answer(req); m.Rcode != dns.RcodeBadVers {
+	if m, _ := h.answer(req); m.Rcode != dns.RcodeBadVers {
 		t.Fatalf("EDNS version 1: rcode %s", dns.RcodeToString[m.Rcode])
 	}
 }
@@ -191,17 +194,17 @@ func TestHandlerRejectsOddRequests(t *testing.T) {
 	req := new(dns.Msg)
 	req.SetQuestion("primary.db.local.", dns.TypeA)
 	req.Opcode = dns.OpcodeUpdate
-	if m := h.answer(req); m.Rcode != dns.RcodeNotImplemented {
+	if m, _ := h.answer(req); m.Rcode != dns.RcodeNotImplemented {
 		t.Errorf("UPDATE: %s", dns.RcodeToString[m.Rcode])
 	}
 	req = new(dns.Msg)
 	req.SetQuestion("primary.db.local.", dns.TypeA)
 	req.Question[0].Qclass = dns.ClassCHAOS
-	if m := h.answer(req); m.Rcode != dns.RcodeRefused {
+	if m, _ := h.answer(req); m.Rcode != dns.RcodeRefused {
 		t.Errorf("class CH: %s", dns.RcodeToString[m.Rcode])
 	}
 	req = new(dns.Msg)
-	if m := h.answer(req); m.Rcode != dns.RcodeFormatError {
+	if m, _ := h.answer(req); m.Rcode != dns.RcodeFormatError {
 		t.Errorf("no question: %s", dns.RcodeToString[m.Rcode])
 	}
 }

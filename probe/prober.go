@@ -15,6 +15,16 @@ type Config struct {
 	Timeout  time.Duration // hard deadline of one probe, connect included
 	MaxFails int           // consecutive failures before a host is down
 	Clusters []ClusterConfig
+	Hooks    Hooks
+}
+
+// Hooks let the caller observe the prober, for metrics. Nil hooks are
+// skipped. They are called from the prober's goroutines and must not block.
+type Hooks struct {
+	// ProbeDone is called after every probe of a host.
+	ProbeDone func(cluster, addr string, took time.Duration, err error)
+	// RoleChanged is called once per change of a host's role.
+	RoleChanged func(cluster, addr string, from, to zone.Role)
 }
 
 // ClusterConfig lists the hosts of one cluster.
@@ -138,11 +148,15 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 	var notBefore time.Time
 	for {
 		if !time.Now().Before(notBefore) {
+			start := time.Now()
 			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 			s, err := checker.Check(pctx)
 			cancel()
 			if ctx.Err() != nil {
 				return
+			}
+			if hook := p.cfg.Hooks.ProbeDone; hook != nil {
+				hook(p.state[ci].Name, addr, time.Since(start), err)
 			}
 			p.send(ctx, result{cluster: ci, host: hi, sample: s, err: err})
 			if err == nil {
@@ -279,6 +293,9 @@ func (p *Prober) logChanges(snap *zone.Snapshot) {
 			}
 			if h.LastError != "" {
 				attrs = append(attrs, "error", h.LastError)
+			}
+			if hook := p.cfg.Hooks.RoleChanged; hook != nil && h.Role != was {
+				hook(c.Name, h.Addr, was, h.Role)
 			}
 			if h.Role == zone.RoleDown || h.Note != "" {
 				p.log.Warn("host state changed", attrs...)

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/dnsserver"
+	"github.com/pgdns/pgdns/httpapi"
 	"github.com/pgdns/pgdns/internal/config"
+	"github.com/pgdns/pgdns/internal/metrics"
 	"github.com/pgdns/pgdns/probe"
 	"github.com/pgdns/pgdns/zone"
 )
@@ -27,9 +29,11 @@ type App struct {
 	cfg        *config.Config
 	log        *slog.Logger
 	table      *zone.Table
+	metrics    *metrics.Metrics
 	newChecker probe.NewCheckerFunc
 
 	dns       *dnsserver.Server
+	http      *httpapi.Server // nil when http.listen is ""
 	stopProbe context.CancelFunc
 	probeDone sync.WaitGroup
 }
@@ -58,7 +62,8 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, log: log, table: zone.NewTable(), newChecker: newChecker}, nil
+	table := zone.NewTable()
+	return &App{cfg: cfg, log: log, table: table, metrics: metrics.New(table), newChecker: newChecker}, nil
 }
 
 // Table is the live table the servers answer from.
@@ -67,6 +72,14 @@ func (a *App) Table() *zone.Table { return a.table }
 // DNSAddr is the address the DNS server is bound to (after Start).
 func (a *App) DNSAddr() string { return a.dns.Addr() }
 
+// HTTPAddr is the address the HTTP API is bound to, "" when it is off.
+func (a *App) HTTPAddr() string {
+	if a.http == nil {
+		return ""
+	}
+	return a.http.Addr()
+}
+
 // Start binds the servers and starts probing. A bind error (address in
 // use, say) is returned here and nothing is left running.
 func (a *App) Start() error {
@@ -74,14 +87,33 @@ func (a *App) Start() error {
 		Zone:          a.cfg.DNS.Zone,
 		TTL:           a.cfg.DNS.TTL,
 		NameServerIPs: listenIPs(a.cfg.DNS.Listen),
+		OnAnswer:      a.metrics.DNSAnswer,
 	}, a.table, a.log)
 	srv, err := dnsserver.Start(a.cfg.DNS.Listen, h)
 	if err != nil {
 		return fmt.Errorf("dns.listen %q: %w", a.cfg.DNS.Listen, err)
 	}
 	a.dns = srv
+	if a.cfg.HTTP.Listen != "" {
+		api := httpapi.New(httpapi.Config{
+			Zone:            a.cfg.DNS.Zone,
+			SyncMaxLag:      a.cfg.HTTP.SyncMaxLag,
+			SyncMaxLagBytes: a.cfg.HTTP.SyncMaxLagBytes,
+			Metrics:         a.metrics.Handler(),
+			OnRequest:       a.metrics.HTTPRequest,
+		}, a.table, a.log)
+		hs, err := httpapi.Start(a.cfg.HTTP.Listen, api, a.log)
+		if err != nil {
+			_ = srv.Shutdown(context.Background())
+			return fmt.Errorf("http.listen %q: %w", a.cfg.HTTP.Listen, err)
+		}
+		a.http = hs
+	}
 
-	pcfg := probe.Config{Interval: a.cfg.Probe.Interval, Timeout: a.cfg.Probe.Timeout, MaxFails: a.cfg.Probe.MaxFails}
+	pcfg := probe.Config{
+		Interval: a.cfg.Probe.Interval, Timeout: a.cfg.Probe.Timeout, MaxFails: a.cfg.Probe.MaxFails,
+		Hooks: probe.Hooks{ProbeDone: a.metrics.ProbeDone, RoleChanged: a.metrics.RoleChanged},
+	}
 	for _, c := range a.cfg.Clusters {
 		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly})
 	}
@@ -93,8 +125,8 @@ func (a *App) Start() error {
 		defer a.probeDone.Done()
 		prober.Run(ctx)
 	}()
-	a.log.Info("pgdns started", "dns", srv.Addr(), "zone", a.cfg.DNS.Zone, "clusters", len(a.cfg.Clusters),
-		"interval", a.cfg.Probe.Interval.String())
+	a.log.Info("pgdns started", "dns", srv.Addr(), "http", a.HTTPAddr(), "zone", a.cfg.DNS.Zone,
+		"clusters", len(a.cfg.Clusters), "interval", a.cfg.Probe.Interval.String())
 	return nil
 }
 
@@ -104,6 +136,9 @@ func (a *App) Stop(ctx context.Context) error {
 	var err error
 	if a.dns != nil {
 		err = a.dns.Shutdown(ctx)
+	}
+	if a.http != nil {
+		err = errors.Join(err, a.http.Shutdown(ctx))
 	}
 	if a.stopProbe != nil {
 		a.stopProbe()
@@ -118,12 +153,18 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.Start(); err != nil {
 		return err
 	}
+	var httpErr <-chan error
+	if a.http != nil {
+		httpErr = a.http.Err()
+	}
 	var serveErr error
 	select {
 	case <-ctx.Done():
 		a.log.Info("shutting down")
 	case serveErr = <-a.dns.Err():
 		a.log.Error("DNS server stopped", "error", serveErr)
+	case serveErr = <-httpErr:
+		a.log.Error("HTTP server stopped", "error", serveErr)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()

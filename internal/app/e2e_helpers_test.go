@@ -73,7 +73,7 @@ dns:
   listen: 127.0.0.1:0
   ttl: 1
 http:
-  listen: ""
+  listen: 127.0.0.1:0
 probe:
   interval: %s
   timeout: 1s

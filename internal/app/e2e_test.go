@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"net"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -244,6 +245,12 @@ func TestStoppedReplicaAndPromotion(t *testing.T) {
 	t.Logf("the promoted replica was answered as primary %v after pg_ctl promote returned", took)
 	e.waitFor(t, "replica.db.local.", nil)
 	e.waitFor(t, "prefer-replica.db.local.", []string{r1})
+	// The pg-status endpoints follow too: never the old primary.
+	for _, path := range []string{"/master", "/replica", "/sync_by_time"} {
+		if code, body := e.get(t, http.DefaultClient, path, ""); code != 200 || body != r1 {
+			t.Errorf("after failover %s = %d %q, want %s", path, code, body, r1)
+		}
+	}
 	if txt := e.txt(t, "primary.db.local."); len(txt) != 1 || !strings.Contains(txt[0], "role=primary") {
 		t.Fatalf("evidence after promotion: %q", txt)
 	}

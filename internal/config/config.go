@@ -46,6 +46,12 @@ type DNS struct {
 // HTTP configures the HTTP API; an empty Listen turns it off.
 type HTTP struct {
 	Listen string
+
+	// SyncMaxLag and SyncMaxLagBytes are the thresholds of the pg-status
+	// endpoints when a request gives none (pg_status__sync_max_lag_ms,
+	// pg_status__sync_max_lag_bytes).
+	SyncMaxLag      time.Duration
+	SyncMaxLagBytes uint64
 }
 
 // Probe configures the probing of hosts.
@@ -66,22 +72,24 @@ type Cluster struct {
 
 // defaults are the values of every key not set elsewhere.
 var defaults = map[string]any{
-	"dns.listen":      "127.0.0.1:5353",
-	"dns.zone":        "db.local",
-	"dns.ttl":         1,
-	"dns.lsn_wait":    "20ms",
-	"http.listen":     "127.0.0.1:8080",
-	"probe.interval":  "250ms",
-	"probe.timeout":   "1s",
-	"probe.max_fails": 3,
-	"probe.dsn":       "user=postgres dbname=postgres",
+	"dns.listen":              "127.0.0.1:5353",
+	"dns.zone":                "db.local",
+	"dns.ttl":                 1,
+	"dns.lsn_wait":            "20ms",
+	"http.listen":             "127.0.0.1:8080",
+	"http.sync_max_lag":       "1s",
+	"http.sync_max_lag_bytes": 1000000,
+	"probe.interval":          "250ms",
+	"probe.timeout":           "1s",
+	"probe.max_fails":         3,
+	"probe.dsn":               "user=postgres dbname=postgres",
 }
 
 // topKeys are the keys outside "clusters"; clusterKeys the keys of each
 // cluster.
 var (
 	topKeys = []string{"dns.listen", "dns.zone", "dns.ttl", "dns.default_cluster", "dns.lsn_wait",
-		"http.listen", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn"}
+		"http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn"}
 	clusterKeys = []string{"hosts", "patroni", "replicas"}
 )
 
@@ -158,6 +166,8 @@ func fromKoanf(k *koanf.Koanf) (*Config, error) {
 	cfg.DNS.DefaultCluster = r.str("dns.default_cluster")
 	cfg.DNS.LSNWait = r.duration("dns.lsn_wait", true)
 	cfg.HTTP.Listen = r.address("http.listen", true)
+	cfg.HTTP.SyncMaxLag = r.duration("http.sync_max_lag", true)
+	cfg.HTTP.SyncMaxLagBytes = uint64(r.integer("http.sync_max_lag_bytes", 0, 1<<50))
 	cfg.Probe.Interval = r.duration("probe.interval", false)
 	cfg.Probe.Timeout = r.duration("probe.timeout", false)
 	cfg.Probe.MaxFails = r.integer("probe.max_fails", 1, 1000)

@@ -27,7 +27,7 @@ const configYAML = `dns:
   zone: db.local
   ttl: 1
 http:
-  listen: ""
+  listen: 127.0.0.1:8080
 probe:
   interval: 250ms
   timeout: 1s
@@ -86,7 +86,7 @@ func run(ctx context.Context) error {
 	go write(ctx, pg.Nodes[0].DSN())
 
 	fmt.Printf(`
-pgdns is answering for db.local on 127.0.0.1:5353 (config: %s). Try:
+pgdns is answering for db.local on 127.0.0.1:5353, HTTP on 127.0.0.1:8080 (config: %s). Try:
 
   dig @127.0.0.1 -p 5353 +short primary.db.local
   dig @127.0.0.1 -p 5353 +short replica.db.local
@@ -94,6 +94,10 @@ pgdns is answering for db.local on 127.0.0.1:5353 (config: %s). Try:
   dig @127.0.0.1 -p 5353 +short TXT any.db.local
   dig @127.0.0.1 -p 5353 lsn-ffffffff-0.replica.db.local      # NOERROR, no address
   dig @127.0.0.1 -p 5353 lsn-ffffffff-0.prefer-replica.db.local  # falls back to the primary
+
+  curl -s localhost:8080/v1/hosts
+  curl -s 'localhost:8080/v1/resolve?name=lag-50ms.replica'
+  curl -s localhost:8080/replica            # pg-status compatible
 
   psql "host=$(dig @127.0.0.1 -p 5353 +short primary.db.local) user=postgres" -c 'SELECT inet_server_addr(), pg_is_in_recovery()'
   psql "host=127.0.0.11 user=postgres" -c 'SELECT pg_current_wal_insert_lsn()'   # then ask for lsn-HI-LO.replica.db.local

@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// hostJSON is one host as /v1/hosts and /v1/resolve show it.
+type hostJSON struct {
+	Cluster    string  `json:"cluster"`
+	Addr       string  `json:"addr"`
+	IP         string  `json:"ip,omitempty"`
+	Role       string  `json:"role"`
+	Alive      bool    `json:"alive"`
+	LagMS      *int64  `json:"lag_ms"`    // null when it cannot be vouched for
+	LagBytes   *uint64 `json:"lag_bytes"` // null when it cannot be vouched for
+	ReplayLSN  *string `json:"replay_lsn"`
+	ReceiveLSN *string `json:"receive_lsn"`
+	Timeline   *uint32 `json:"timeline"`
+	SystemID   *string `json:"system_identifier"` // a string: it does not fit a JSON number
+	Sync       bool    `json:"sync_standby"`
+	LastProbe  *string `json:"last_probe"` // RFC 3339, the last successful probe
+	ProbeAgeMS *int64  `json:"probe_age_ms"`
+	Fails      int     `json:"fails"`
+	LastError  string  `json:"last_error,omitempty"`
+	Note       string  `json:"note,omitempty"`
+}
+
+func newHostJSON(h *zone.Host, alive bool, now time.Time) hostJSON {
+	j := hostJSON{
+		Cluster: h.Cluster, Addr: h.Addr, Role: h.Role.String(), Alive: alive,
+		Sync: h.Sync, Fails: h.Fails, LastError: h.LastError, Note: h.Note,
+	}
+	if h.IP.IsValid() {
+		j.IP = h.IP.String()
+	}
+	if h.LagKnown && alive {
+		ms, b := h.Lag.Milliseconds(), h.LagBytes
+		j.LagMS, j.LagBytes = &ms, &b
+	}
+	if h.Seen {
+		replay, tl, id := h.ReplayLSN.String(), h.Timeline, strconv.FormatUint(h.SystemID, 10)
+		last, age := h.ProbedAt.UTC().Format(time.RFC3339Nano), h.Age(now).Milliseconds()
+		j.ReplayLSN, j.Timeline, j.SystemID, j.LastProbe, j.ProbeAgeMS = &replay, &tl, &id, &last, &age
+		if h.InRecovery {
+			receive := h.ReceiveLSN.String()
+			j.ReceiveLSN = &receive
+		}
+	}
+	return j
+}
+
+// alive reports whether h may be answered now.
+func alive(s *zone.Snapshot, c *zone.Cluster, h *zone.Host, now time.Time) bool {
+	if h == c.LivePrimary(now, s.StaleAfter) {
+		return true
+	}
+	return h.Role == zone.RoleReplica && now.Sub(h.ProbedAt) <= s.StaleAfter
+}
+
+type hostsBody struct {
+	Ready bool       `json:"ready"`
+	Hosts []hostJSON `json:"hosts"`
+}
+
+// hosts serves GET /v1/hosts: every configured host and what the probe
+// knows of it.
+func (a *API) hosts(w http.ResponseWriter, r *http.Request) {
+	if !noParams(w, r) {
+		return
+	}
+	s, now := a.table.Load(), a.now()
+	body := hostsBody{Ready: s.Ready, Hosts: []hostJSON{}}
+	for _, c := range s.Clusters {
+		for i := range c.Hosts {
+			h := &c.Hosts[i]
+			body.Hosts = append(body.Hosts, newHostJSON(h, alive(s, c, h, now), now))
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// noParams answers 400 to a request with query parameters where none are
+// taken, so that a typo is not silently ignored.
+func noParams(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.RawQuery != "" {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "this endpoint takes no parameters"})
+		return false
+	}
+	return true
+}

@@ -1,0 +1,262 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// The pg-status endpoints. They answer like pg-status — the host name as
+// plain text, or {"host": …} with Accept: application/json; 404 when there
+// is no host at all; 400 {"error_text": …} for a bad parameter; 503 until
+// the first probe round — with pgdns's rules underneath: the same
+// selection as DNS, round-robin among fitting replicas on every endpoint,
+// and a time lag that stays 0 on an idle primary.
+
+// pgStatusRoutes maps pg-status's paths to handlers.
+func (a *API) pgStatusRoutes() map[string]http.HandlerFunc {
+	return map[string]http.HandlerFunc{
+		"/master":                 a.pgStatusPick(pickMaster),
+		"/replica":                a.pgStatusPick(pickReplica),
+		"/sync_by_time":           a.pgStatusPick(pickSyncByTime),
+		"/sync_by_bytes":          a.pgStatusPick(pickSyncByBytes),
+		"/sync_by_time_or_bytes":  a.pgStatusPick(pickSyncByTimeOrBytes),
+		"/sync_by_time_and_bytes": a.pgStatusPick(pickSyncByTimeAndBytes),
+		"/most_sync_by_bytes":     a.pgStatusPick(pickMostSyncByBytes),
+		"/hosts":                  a.pgStatusHosts,
+	}
+}
+
+type pgStatusError struct {
+	ErrorText string `json:"error_text"`
+}
+
+// lagLimits are a request's thresholds after pg-status's rules for
+// omitted parameters.
+type lagLimits struct {
+	lag      time.Duration
+	hasLag   bool
+	bytes    uint64
+	hasBytes bool
+	lsn      zone.LSN
+	hasLSN   bool
+}
+
+// pick chooses the host for a pg-status endpoint from the cluster, given
+// the live primary (or nil) and a rotation turn.
+type pick func(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host
+
+// pgStatusPick wraps a pick with parameter parsing and pg-status's answer
+// formats.
+func (a *API) pgStatusPick(choose pick) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		asJSON := strings.Contains(r.Header.Get("Accept"), "application/json")
+		s := a.table.Load()
+		if !s.Ready {
+			writeJSON(w, http.StatusServiceUnavailable, pgStatusError{ErrorText: "pg_monitor is not ready"})
+			return
+		}
+		v, err := params(r, "lag_ms", "lag_bytes", "min_lsn", "cluster")
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, pgStatusError{ErrorText: err.Error()})
+			return
+		}
+		var lim lagLimits
+		var ms uint64
+		if ms, lim.hasLag, err = nonNegative(v, "lag_ms"); err == nil {
+			lim.bytes, lim.hasBytes, err = nonNegative(v, "lag_bytes")
+		}
+		if err == nil && v.Has("min_lsn") {
+			if lim.lsn, err = zone.ParseLSN(v.Get("min_lsn")); err != nil {
+				err = errInvalidMinLSN
+			}
+			lim.hasLSN = true
+		}
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, pgStatusError{ErrorText: err.Error()})
+			return
+		}
+		lim.lag = time.Duration(min(ms, 1<<40)) * time.Millisecond
+		c := s.Cluster(v.Get("cluster"))
+		if c == nil {
+			writeJSON(w, http.StatusBadRequest, pgStatusError{ErrorText: "Invalid cluster"})
+			return
+		}
+
+		h := choose(a, s, c, lim, a.table.Turn())
+		switch {
+		case h == nil && asJSON:
+			writeJSON(w, http.StatusNotFound, map[string]any{"host": nil})
+		case h == nil:
+			writeText(w, http.StatusNotFound, "")
+		case asJSON:
+			host, port := hostPort(h.Addr)
+			writeJSON(w, http.StatusOK, map[string]any{"host": host, "port": port, "addr": h.Addr, "cluster": c.Name, "role": h.Role.String()})
+		default:
+			host, _ := hostPort(h.Addr)
+			writeText(w, http.StatusOK, host)
+		}
+	}
+}
+
+type textError string
+
+func (e textError) Error() string { return string(e) }
+
+const errInvalidMinLSN = textError("Invalid min_lsn")
+
+// replicas returns the live replicas of c that fit q, in configured order,
+// using the same selection as DNS.
+func replicas(a *API, s *zone.Snapshot, c *zone.Cluster, q zone.Query) []*zone.Host {
+	q.Kind, q.Target, q.Cluster = zone.KindHosts, zone.TargetReplica, c.Name
+	hosts, _ := s.Select(&q, a.now(), 0, nil)
+	return hosts
+}
+
+// roundRobin picks one of hosts by turn, or falls back to the primary as
+// pg-status does.
+func roundRobin(a *API, s *zone.Snapshot, c *zone.Cluster, hosts []*zone.Host, turn uint64) *zone.Host {
+	if len(hosts) > 0 {
+		return hosts[turn%uint64(len(hosts))]
+	}
+	return c.LivePrimary(a.now(), s.StaleAfter)
+}
+
+func pickMaster(a *API, s *zone.Snapshot, c *zone.Cluster, _ lagLimits, _ uint64) *zone.Host {
+	return c.LivePrimary(a.now(), s.StaleAfter)
+}
+
+// query turns limits into a zone query; time and bytes say which of the
+// thresholds the endpoint considers.
+func (lim lagLimits) query(time, bytes bool) zone.Query {
+	q := zone.Query{HasLSN: lim.hasLSN, MinLSN: lim.lsn}
+	if time {
+		q.HasLag, q.MaxLag = true, lim.lag
+	}
+	if bytes {
+		q.HasBytes, q.MaxBytes = true, lim.bytes
+	}
+	return q
+}
+
+// withDefaults fills thresholds a request left out from the configured
+// pg-status defaults (the /sync_by_* rule).
+func (a *API) withDefaults(lim lagLimits) lagLimits {
+	if !lim.hasLag {
+		lim.lag, lim.hasLag = a.cfg.SyncMaxLag, true
+	}
+	if !lim.hasBytes {
+		lim.bytes, lim.hasBytes = a.cfg.SyncMaxLagBytes, true
+	}
+	return lim
+}
+
+// pickReplica: an omitted parameter means no constraint on it.
+func pickReplica(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host {
+	return roundRobin(a, s, c, replicas(a, s, c, lim.query(lim.hasLag, lim.hasBytes)), turn)
+}
+
+func pickSyncByTime(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host {
+	return roundRobin(a, s, c, replicas(a, s, c, a.withDefaults(lim).query(true, false)), turn)
+}
+
+func pickSyncByBytes(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host {
+	return roundRobin(a, s, c, replicas(a, s, c, a.withDefaults(lim).query(false, true)), turn)
+}
+
+func pickSyncByTimeAndBytes(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host {
+	return roundRobin(a, s, c, replicas(a, s, c, a.withDefaults(lim).query(true, true)), turn)
+}
+
+// pickSyncByTimeOrBytes: replicas within either threshold, in configured
+// order.
+func pickSyncByTimeOrBytes(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host {
+	lim = a.withDefaults(lim)
+	byTime := replicas(a, s, c, lim.query(true, false))
+	byBytes := replicas(a, s, c, lim.query(false, true))
+	var union []*zone.Host
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if contains(byTime, h) || contains(byBytes, h) {
+			union = append(union, h)
+		}
+	}
+	return roundRobin(a, s, c, union, turn)
+}
+
+// pickMostSyncByBytes: the fitting replica with the least byte lag, ties
+// by configured order; no round-robin, as in pg-status.
+func pickMostSyncByBytes(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, _ uint64) *zone.Host {
+	var best *zone.Host
+	for _, h := range replicas(a, s, c, a.withDefaults(lim).query(false, true)) {
+		if best == nil || h.LagBytes < best.LagBytes {
+			best = h
+		}
+	}
+	if best == nil {
+		return c.LivePrimary(a.now(), s.StaleAfter)
+	}
+	return best
+}
+
+func contains(hosts []*zone.Host, h *zone.Host) bool {
+	for _, x := range hosts {
+		if x == h {
+			return true
+		}
+	}
+	return false
+}
+
+// pgStatusHostJSON is one element of pg-status's /hosts list.
+type pgStatusHostJSON struct {
+	Host        string  `json:"host"`
+	Port        int     `json:"port"`
+	Cluster     string  `json:"cluster"`
+	DC          *string `json:"dc"`
+	Geo         *string `json:"geo"`
+	Master      bool    `json:"master"`
+	Alive       bool    `json:"alive"`
+	LagMS       *int64  `json:"lag_ms"`
+	SyncByTime  bool    `json:"sync_by_time"`
+	LagBytes    *uint64 `json:"lag_bytes"`
+	SyncByBytes bool    `json:"sync_by_bytes"`
+	LSN         *string `json:"lsn"`
+}
+
+// pgStatusHosts serves pg-status's GET /hosts.
+func (a *API) pgStatusHosts(w http.ResponseWriter, r *http.Request) {
+	s := a.table.Load()
+	if !s.Ready {
+		writeJSON(w, http.StatusServiceUnavailable, pgStatusError{ErrorText: "pg_monitor is not ready"})
+		return
+	}
+	if _, err := params(r); err != nil {
+		writeJSON(w, http.StatusBadRequest, pgStatusError{ErrorText: err.Error()})
+		return
+	}
+	now := a.now()
+	out := []pgStatusHostJSON{}
+	for _, c := range s.Clusters {
+		primary := c.LivePrimary(now, s.StaleAfter)
+		for i := range c.Hosts {
+			h := &c.Hosts[i]
+			host, port := hostPort(h.Addr)
+			e := pgStatusHostJSON{Host: host, Port: port, Cluster: c.Name, Master: h == primary, Alive: alive(s, c, h, now)}
+			if e.Alive {
+				lsn := h.ReplayLSN.String()
+				e.LSN = &lsn
+				if h.LagKnown {
+					ms, b := h.Lag.Milliseconds(), h.LagBytes
+					e.LagMS, e.LagBytes = &ms, &b
+					e.SyncByTime = h.Lag <= a.cfg.SyncMaxLag
+					e.SyncByBytes = h.LagBytes <= a.cfg.SyncMaxLagBytes
+				}
+			}
+			out = append(out, e)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,147 @@
+// Package metrics exposes pgdns's Prometheus metrics: counters fed by
+// hooks of the DNS server, the probe and the HTTP API, and gauges read
+// from the current zone snapshot at scrape time.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// Metrics owns a registry and the pgdns metrics in it.
+type Metrics struct {
+	registry      *prometheus.Registry
+	dnsQueries    *prometheus.CounterVec
+	probeDuration *prometheus.HistogramVec
+	probeFailures *prometheus.CounterVec
+	roleChanges   *prometheus.CounterVec
+	httpRequests  *prometheus.CounterVec
+}
+
+// New registers the metrics, with host gauges read from table.
+func New(table *zone.Table) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		dnsQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgdns_dns_queries_total",
+			Help: "DNS queries answered, by what was asked (a role, apex, ns, invalid, outside, malformed) and rcode.",
+		}, []string{"role", "rcode"}),
+		probeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pgdns_probe_duration_seconds",
+			Help:    "Duration of one probe of one host, connecting included.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"cluster", "host"}),
+		probeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgdns_probe_failures_total",
+			Help: "Failed probes, by host.",
+		}, []string{"cluster", "host"}),
+		roleChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgdns_role_changes_total",
+			Help: "Changes of a host's role (primary, replica, down, unknown).",
+		}, []string{"cluster", "host", "from", "to"}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgdns_http_requests_total",
+			Help: "HTTP API requests, by route and status code.",
+		}, []string{"route", "code"}),
+	}
+	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.httpRequests,
+		hostCollector{table: table},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// DNSAnswer counts one DNS answer.
+func (m *Metrics) DNSAnswer(kind string, rcode int) {
+	name, ok := dns.RcodeToString[rcode]
+	if !ok {
+		name = strconv.Itoa(rcode)
+	}
+	m.dnsQueries.WithLabelValues(kind, name).Inc()
+}
+
+// ProbeDone records one probe.
+func (m *Metrics) ProbeDone(cluster, host string, took time.Duration, err error) {
+	m.probeDuration.WithLabelValues(cluster, host).Observe(took.Seconds())
+	if err != nil {
+		m.probeFailures.WithLabelValues(cluster, host).Inc()
+	}
+}
+
+// RoleChanged counts one change of a host's role.
+func (m *Metrics) RoleChanged(cluster, host string, from, to zone.Role) {
+	m.roleChanges.WithLabelValues(cluster, host, from.String(), to.String()).Inc()
+}
+
+// HTTPRequest counts one HTTP request.
+func (m *Metrics) HTTPRequest(route string, code int) {
+	m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+}
+
+// hostCollector reports the state of every host from the snapshot current
+// at scrape time, so the gauges can never disagree with the answers.
+type hostCollector struct{ table *zone.Table }
+
+var (
+	hostUp = prometheus.NewDesc("pgdns_host_up",
+		"1 when the host may be answered (a live primary or replica), else 0.", []string{"cluster", "host"}, nil)
+	hostRole = prometheus.NewDesc("pgdns_host_role",
+		"1 for the host's current role.", []string{"cluster", "host", "role"}, nil)
+	hostLag = prometheus.NewDesc("pgdns_host_lag_seconds",
+		"Time lag of a replica (see README); absent when it cannot be vouched for.", []string{"cluster", "host"}, nil)
+	hostLagBytes = prometheus.NewDesc("pgdns_host_lag_bytes",
+		"WAL byte lag of a replica; absent when it cannot be vouched for.", []string{"cluster", "host"}, nil)
+	hostProbeAge = prometheus.NewDesc("pgdns_host_probe_age_seconds",
+		"Time since the host's last successful probe.", []string{"cluster", "host"}, nil)
+	ready = prometheus.NewDesc("pgdns_ready",
+		"1 once every host has been probed at least once.", nil, nil)
+)
+
+func (hostCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{hostUp, hostRole, hostLag, hostLagBytes, hostProbeAge, ready} {
+		ch <- d
+	}
+}
+
+func (c hostCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.table.Load()
+	now := time.Now()
+	ch <- prometheus.MustNewConstMetric(ready, prometheus.GaugeValue, boolValue(s.Ready))
+	for _, cl := range s.Clusters {
+		primary := cl.LivePrimary(now, s.StaleAfter)
+		for i := range cl.Hosts {
+			h := &cl.Hosts[i]
+			up := h == primary || (h.Role == zone.RoleReplica && now.Sub(h.ProbedAt) <= s.StaleAfter)
+			ch <- prometheus.MustNewConstMetric(hostUp, prometheus.GaugeValue, boolValue(up), cl.Name, h.Addr)
+			for _, r := range []zone.Role{zone.RolePrimary, zone.RoleReplica, zone.RoleDown, zone.RoleUnknown} {
+				ch <- prometheus.MustNewConstMetric(hostRole, prometheus.GaugeValue, boolValue(h.Role == r), cl.Name, h.Addr, r.String())
+			}
+			if h.LagKnown {
+				ch <- prometheus.MustNewConstMetric(hostLag, prometheus.GaugeValue, h.Lag.Seconds(), cl.Name, h.Addr)
+				ch <- prometheus.MustNewConstMetric(hostLagBytes, prometheus.GaugeValue, float64(h.LagBytes), cl.Name, h.Addr)
+			}
+			if h.Seen {
+				ch <- prometheus.MustNewConstMetric(hostProbeAge, prometheus.GaugeValue, h.Age(now).Seconds(), cl.Name, h.Addr)
+			}
+		}
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,88 @@
+package zone
+
+import (
+	"strconv"
+	"time"
+)
+
+// Verdict is what selection made of one host for one query.
+type Verdict struct {
+	Host     *Host
+	Selected bool
+	Why      string // for a host left out: the reason, e.g. "lag 1200ms > 50ms"
+}
+
+// Explain returns a verdict for every host of the query's cluster, in
+// configured order: the same rules as Select, with the reasons spelled out
+// for people (the HTTP API's /v1/resolve). Selected follows Select exactly.
+func (s *Snapshot) Explain(q *Query, now time.Time) ([]Verdict, error) {
+	chosen, err := s.Select(q, now, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	c := s.Cluster(q.Cluster)
+	primary := c.LivePrimary(now, s.StaleAfter)
+	out := make([]Verdict, len(c.Hosts))
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		v := Verdict{Host: h}
+		for _, ch := range chosen {
+			if ch == h {
+				v.Selected = true
+			}
+		}
+		if !v.Selected {
+			v.Why = c.why(h, q, primary, now, s.StaleAfter)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// why says why h is not in the answer to q.
+func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfter time.Duration) string {
+	if !live(h, now, staleAfter) {
+		switch {
+		case h.Note != "":
+			return h.Role.String() + ": " + h.Note
+		case h.Role == RoleDown && h.LastError != "":
+			return "down: " + h.LastError
+		case h.Role == RolePrimary || h.Role == RoleReplica:
+			return "no successful probe for " + now.Sub(h.ProbedAt).Round(time.Millisecond).String()
+		}
+		return h.Role.String()
+	}
+	if h == primary {
+		switch q.Target {
+		case TargetReplica:
+			return "primary: not a replica"
+		case TargetPreferReplica:
+			return "primary: answered only when no replica fits"
+		}
+		return "not selected"
+	}
+	if q.Target == TargetPrimary {
+		return "replica: not the primary"
+	}
+	switch c.Check(h, q, primary, now, staleAfter) {
+	case SyncStandby:
+		return "synchronous standby (replicas: async)"
+	case LagUnknown:
+		if primary == nil {
+			return "lag unknown: no live primary"
+		}
+		return "lag unknown"
+	case LagTooHigh:
+		return "lag " + ms(h.Lag) + " > " + ms(q.MaxLag)
+	case BytesTooHigh:
+		return "lag " + strconv.FormatUint(h.LagBytes, 10) + " bytes > " + strconv.FormatUint(q.MaxBytes, 10) + " bytes"
+	case OtherTimeline:
+		return "timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + ": " + q.MinLSN.String() +
+			" on timeline " + strconv.FormatUint(uint64(q.Timeline), 10) + " is not in its history"
+	case NotReplayed:
+		return "replay " + h.ReplayLSN.String() + " < " + q.MinLSN.String()
+	}
+	return "not selected"
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + "ms" }

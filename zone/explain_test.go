@@ -1,0 +1,39 @@
+package zone
+
+import (
+	"testing"
+	"time"
+)
+
+func TestExplain(t *testing.T) {
+	p := seen("10.0.0.1", false, 0x3000060)
+	fresh := seen("10.0.0.2", true, 0x3000060)
+	behind := seen("10.0.0.3", true, 0x3000000)
+	behind.Lag, behind.LagBytes = 1200*time.Millisecond, 0x60
+	down := seen("10.0.0.4", true, 0)
+	down.Fails, down.LastError = 3, "connect: connection refused"
+	s := cluster(p, fresh, behind, down)
+
+	cases := map[string][]string{
+		"lag-50ms.replica.db.local.":             {"primary: not a replica", "", "lag 1200ms > 50ms", "down: connect: connection refused"},
+		"bytes-16b.replica.db.local.":            {"primary: not a replica", "", "lag 96 bytes > 16 bytes", "down: connect: connection refused"},
+		"lsn-0-3000060.replica.db.local.":        {"primary: not a replica", "", "replay 0/3000000 < 0/3000060", "down: connect: connection refused"},
+		"lsn-0-3000061.prefer-replica.db.local.": {"", "replay 0/3000060 < 0/3000061", "replay 0/3000000 < 0/3000061", "down: connect: connection refused"},
+		"primary.db.local.":                      {"", "replica: not the primary", "replica: not the primary", "down: connect: connection refused"},
+	}
+	for name, want := range cases {
+		q, err := Parse(name, origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verdicts, err := s.Explain(&q, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range verdicts {
+			if v.Why != want[i] || v.Selected != (want[i] == "") {
+				t.Errorf("%s host %d: selected %v why %q, want %q", name, i, v.Selected, v.Why, want[i])
+			}
+		}
+	}
+}
