@@ -26,6 +26,13 @@ type Config struct {
 	// NS and SOA records point at (the listen address when it is specific).
 	NameServerIPs []netip.Addr
 
+	// LSNWait is how long an lsn- query that no replica satisfies may wait
+	// for Refresh to re-probe the replicas; 0 answers at once.
+	LSNWait time.Duration
+	// Refresh re-probes the replicas of a cluster at once and returns a
+	// channel closed when their results are published (probe.Prober.Refresh).
+	Refresh func(cluster string) <-chan struct{}
+
 	// OnAnswer, when set, is called once per answer with what was asked
 	// (a role such as "replica", or "apex", "ns", "invalid", "outside",
 	// "malformed") and the rcode sent, for metrics.
@@ -43,6 +50,9 @@ type Handler struct {
 	log    *slog.Logger
 	now    func() time.Time
 	onAns  func(kind string, rcode int)
+
+	lsnWait time.Duration
+	refresh func(cluster string) <-chan struct{}
 }
 
 // NewHandler returns a Handler for cfg reading from table.
@@ -60,6 +70,9 @@ func NewHandler(cfg Config, table *zone.Table, log *slog.Logger) *Handler {
 		log:    log,
 		now:    time.Now,
 		onAns:  cfg.OnAnswer,
+
+		lsnWait: cfg.LSNWait,
+		refresh: cfg.Refresh,
 	}
 }
 
@@ -201,7 +214,25 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query) *d
 	snap := h.table.Load()
 	now := h.now()
 	var buf [8]*zone.Host
-	hosts, err := snap.Select(parsed, now, h.table.Turn(), buf[:0])
+	turn := h.table.Turn()
+	hosts, err := snap.Select(parsed, now, turn, buf[:0])
+	if err == nil && h.shouldWaitForReplay(parsed, hosts) {
+		// Read-your-writes: the write is probably on a replica already,
+		// just not in this snapshot. Re-probe the replicas (shared with
+		// other waiting lookups) for up to lsn_wait, then select again.
+		cluster := parsed.Cluster
+		if cluster == "" {
+			cluster = snap.Default
+		}
+		timer := time.NewTimer(h.lsnWait)
+		select {
+		case <-h.refresh(cluster):
+		case <-timer.C:
+		}
+		timer.Stop()
+		snap, now = h.table.Load(), h.now()
+		hosts, err = snap.Select(parsed, now, turn, buf[:0])
+	}
 	switch {
 	case errors.Is(err, zone.ErrNotReady):
 		m.Authoritative = false
@@ -228,4 +259,18 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query) *d
 		}
 	}
 	return h.nodataIfEmpty(m)
+}
+
+// shouldWaitForReplay reports whether an answer to an lsn- query holds no
+// replica, so that waiting briefly for fresh replay positions may find one.
+func (h *Handler) shouldWaitForReplay(q *zone.Query, hosts []*zone.Host) bool {
+	if !q.HasLSN || h.lsnWait <= 0 || h.refresh == nil || q.Target == zone.TargetPrimary {
+		return false
+	}
+	for _, host := range hosts {
+		if host.Role == zone.RoleReplica {
+			return false
+		}
+	}
+	return true
 }

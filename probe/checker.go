@@ -26,6 +26,17 @@ type Sample struct {
 	ReplayLSN  zone.LSN // replica: pg_last_wal_replay_lsn(); primary: WriteLSN
 	Timeline   uint32
 	SystemID   uint64
+
+	// Primary only: application names of its synchronous standbys
+	// (pg_stat_replication.sync_state sync or quorum).
+	SyncStandbys []string
+	// Replica only: the application name its WAL receiver gives the
+	// primary, which is how the primary's list names it.
+	AppName string
+	// Where earlier timelines ended, from the timeline history file; nil
+	// on timeline 1 or when the file cannot be read (the prober then
+	// records switches it observes).
+	History []zone.TimelineEnd
 }
 
 // Checker probes one host. Check is never called concurrently on one
@@ -53,7 +64,15 @@ const probeSQL = `SELECT
     THEN coalesce((SELECT received_tli FROM pg_stat_wal_receiver), (SELECT timeline_id FROM pg_control_checkpoint()))::bigint
     ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
   END,
-  (SELECT system_identifier FROM pg_control_system())::text`
+  (SELECT system_identifier FROM pg_control_system())::text,
+  CASE WHEN pg_is_in_recovery() THEN '{}'::text[]
+    ELSE ARRAY(SELECT application_name FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))
+  END,
+  coalesce((SELECT conninfo FROM pg_stat_wal_receiver), '')`
+
+// historySQL reads a timeline history file. pg_read_file needs superuser
+// or pg_read_server_files; without them the probe does without.
+const historySQL = `SELECT pg_read_file('pg_wal/' || $1 || '.history', 0, 1048576, true)`
 
 // PostgresCheckers returns a NewCheckerFunc that probes hosts with pgx,
 // using dsn (libpq keyword/value or URL, without host) for everything but
@@ -138,6 +157,11 @@ func redact(err error) error {
 type pgChecker struct {
 	cfg  *pgx.ConnConfig
 	conn *pgx.Conn
+
+	// The history of historyTL, read once per timeline, not every probe.
+	historyTL   uint32
+	history     []zone.TimelineEnd
+	noHistories bool // reading history files is not permitted: stop trying
 }
 
 // Check implements Checker.
@@ -145,6 +169,9 @@ func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 	if c.conn == nil || c.conn.IsClosed() {
 		conn, err := pgx.ConnectConfig(ctx, c.cfg)
 		if err != nil {
+			if ctx.Err() != nil {
+				return Sample{}, errors.New("connect: timed out (probe.timeout): the host accepted no session")
+			}
 			return Sample{}, connectError(err)
 		}
 		c.conn = conn
@@ -153,13 +180,17 @@ func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 		s                      Sample
 		write, receive, replay string
 		timeline               int64
-		sysid                  string
+		sysid, conninfo        string
 	)
 	start := time.Now()
-	err := c.conn.QueryRow(ctx, probeSQL).Scan(&s.InRecovery, &write, &receive, &replay, &timeline, &sysid)
+	err := c.conn.QueryRow(ctx, probeSQL).Scan(&s.InRecovery, &write, &receive, &replay, &timeline, &sysid,
+		&s.SyncStandbys, &conninfo)
 	end := time.Now()
 	if err != nil {
 		c.Close()
+		if ctx.Err() != nil {
+			return Sample{}, errors.New("probe query: timed out (probe.timeout)")
+		}
 		return Sample{}, fmt.Errorf("probe query: %w", err)
 	}
 	s.At = start.Add(end.Sub(start) / 2)
@@ -182,7 +213,77 @@ func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 		return Sample{}, fmt.Errorf("probe query: bad system identifier %q or timeline %d", sysid, timeline)
 	}
 	s.SystemID, s.Timeline = uint64(id), uint32(timeline)
+	s.AppName = walReceiverAppName(conninfo)
+	s.History = c.readHistory(ctx, s.Timeline)
 	return s, nil
+}
+
+// readHistory returns the history of timeline tl, reading the file only
+// when the timeline changes. Failing to read it is not a failed probe.
+func (c *pgChecker) readHistory(ctx context.Context, tl uint32) []zone.TimelineEnd {
+	if tl <= 1 || c.noHistories {
+		return nil
+	}
+	if tl == c.historyTL {
+		return c.history
+	}
+	var text *string
+	err := c.conn.QueryRow(ctx, historySQL, fmt.Sprintf("%08X", tl)).Scan(&text)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "permission denied"):
+		c.noHistories = true
+		return nil
+	case err != nil || text == nil:
+		return nil // try again on the next probe
+	}
+	c.historyTL, c.history = tl, ParseHistory(*text)
+	return c.history
+}
+
+// ParseHistory parses a timeline history file: one line per earlier
+// timeline, "parentTLI<TAB>switchpoint<TAB>reason", comments after '#'.
+func ParseHistory(text string) []zone.TimelineEnd {
+	var out []zone.TimelineEnd
+	for _, line := range strings.Split(text, "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		tl, err1 := strconv.ParseUint(f[0], 10, 32)
+		end, err2 := zone.ParseLSN(f[1])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, zone.TimelineEnd{Timeline: uint32(tl), End: end})
+	}
+	return out
+}
+
+// walReceiverAppName finds the application name in a WAL receiver's
+// conninfo: application_name when set, else fallback_application_name
+// (the replica's cluster_name), as libpq would send it.
+func walReceiverAppName(conninfo string) string {
+	var app, fallback string
+	for _, kv := range strings.Fields(conninfo) {
+		k, v, _ := strings.Cut(kv, "=")
+		v = strings.Trim(v, "'")
+		switch k {
+		case "application_name":
+			app = v
+		case "fallback_application_name":
+			fallback = v
+		}
+	}
+	if app != "" {
+		return app
+	}
+	if fallback != "" {
+		return fallback
+	}
+	return "walreceiver"
 }
 
 // connectError shortens pgx's connect errors, which repeat the user and

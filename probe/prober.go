@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,8 @@ type Hooks struct {
 	ProbeDone func(cluster, addr string, took time.Duration, err error)
 	// RoleChanged is called once per change of a host's role.
 	RoleChanged func(cluster, addr string, from, to zone.Role)
+	// SplitBrain is called once each time a cluster enters split brain.
+	SplitBrain func(cluster string)
 }
 
 // ClusterConfig lists the hosts of one cluster.
@@ -55,17 +58,23 @@ type Prober struct {
 	defCluster string
 
 	results chan result
+	kicks   []chan struct{} // per host (flat index): probe now
+
+	refreshMu  sync.Mutex
+	refreshing map[string]*refresh // by cluster name
 
 	// Owned by the aggregator goroutine (Run).
-	state   []*zone.Cluster // observed fields of every host, configured order
-	history map[*zone.Host]*walHistory
-	probed  int // hosts that have had at least one result
-	done    []bool
-	last    *zone.Snapshot
+	state    []*zone.Cluster // observed fields of every host, configured order
+	history  map[*zone.Host]*walHistory
+	observed map[*zone.Host][]zone.TimelineEnd // timeline switches seen by the probe
+	probed   int                               // hosts that have had at least one result
+	done     []bool
+	last     *zone.Snapshot
 }
 
 type result struct {
 	cluster, host int
+	started       time.Time
 	sample        Sample
 	err           error
 }
@@ -75,8 +84,10 @@ type result struct {
 func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Logger, defaultCluster string) *Prober {
 	p := &Prober{
 		cfg: cfg, table: table, newChecker: newChecker, log: log, now: time.Now, defCluster: defaultCluster,
-		results: make(chan result, 64),
-		history: map[*zone.Host]*walHistory{},
+		results:    make(chan result, 64),
+		history:    map[*zone.Host]*walHistory{},
+		observed:   map[*zone.Host][]zone.TimelineEnd{},
+		refreshing: map[string]*refresh{},
 	}
 	for _, cc := range cfg.Clusters {
 		c := &zone.Cluster{Name: cc.Name, Primary: -1, AsyncOnly: cc.AsyncOnly}
@@ -87,6 +98,9 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	}
 	for _, c := range p.state {
 		p.done = append(p.done, make([]bool, len(c.Hosts))...)
+	}
+	for range p.done {
+		p.kicks = append(p.kicks, make(chan struct{}, 1))
 	}
 	return p
 }
@@ -128,26 +142,28 @@ func (p *Prober) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 		p.publish()
+		p.finishRefreshes()
 	}
 }
 
-// watch probes one host every interval until ctx is done. At most one
-// probe of the host is in flight, and each has a hard deadline, so a hung
-// host delays nobody but itself.
+// watch probes one host every interval, and at once when kicked, until
+// ctx is done. At most one probe of the host is in flight, and each has a
+// hard deadline, so a hung host delays nobody but itself.
 func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 	checker, err := p.newChecker(addr)
 	if err != nil {
-		p.send(ctx, result{cluster: ci, host: hi, err: err})
+		p.send(ctx, result{cluster: ci, host: hi, started: time.Now(), err: err})
 		return
 	}
 	defer checker.Close()
 
+	kick := p.kicks[p.flatIndex(ci, hi)]
 	tick := time.NewTicker(p.cfg.Interval)
 	defer tick.Stop()
 	fails := 0
 	var notBefore time.Time
-	for {
-		if !time.Now().Before(notBefore) {
+	for kicked := false; ; {
+		if kicked || !time.Now().Before(notBefore) {
 			start := time.Now()
 			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 			s, err := checker.Check(pctx)
@@ -158,7 +174,7 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 			if hook := p.cfg.Hooks.ProbeDone; hook != nil {
 				hook(p.state[ci].Name, addr, time.Since(start), err)
 			}
-			p.send(ctx, result{cluster: ci, host: hi, sample: s, err: err})
+			p.send(ctx, result{cluster: ci, host: hi, started: start, sample: s, err: err})
 			if err == nil {
 				fails = 0
 				notBefore = time.Time{}
@@ -172,6 +188,9 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			kicked = false
+		case <-kick:
+			kicked = true
 		}
 	}
 }
@@ -186,6 +205,7 @@ func (p *Prober) send(ctx context.Context, r result) {
 // record folds one result into the observed state.
 func (p *Prober) record(r result) {
 	h := &p.state[r.cluster].Hosts[r.host]
+	p.noteRefreshed(r)
 	if idx := p.flatIndex(r.cluster, r.host); !p.done[idx] {
 		p.done[idx] = true
 		p.probed++
@@ -196,9 +216,24 @@ func (p *Prober) record(r result) {
 		return
 	}
 	s := r.sample
+	if h.Seen && s.Timeline > h.Timeline && h.Timeline > 0 {
+		// A timeline switch the probe watched happen: the old timeline
+		// ended at or after the last position the host had replayed on
+		// it (PostgreSQL refuses to follow a timeline that forked off
+		// before its own position). A safe lower bound when the history
+		// file cannot be read. A new slice: published snapshots share
+		// the old one.
+		old := p.observed[h]
+		p.observed[h] = append(old[:len(old):len(old)], zone.TimelineEnd{Timeline: h.Timeline, End: h.ReplayLSN})
+	}
 	h.Seen, h.ProbedAt, h.Fails, h.LastError = true, s.At, 0, ""
 	h.IP, h.InRecovery, h.Timeline, h.SystemID = s.IP, s.InRecovery, s.Timeline, s.SystemID
 	h.WriteLSN, h.ReceiveLSN, h.ReplayLSN = s.WriteLSN, s.ReceiveLSN, s.ReplayLSN
+	h.AppName, h.SyncStandbys = s.AppName, s.SyncStandbys
+	h.History = s.History
+	if len(h.History) == 0 {
+		h.History = p.observed[h]
+	}
 
 	// The WAL clock of a writable host. It starts over when the host
 	// changes timeline or goes back into recovery: positions on another
@@ -238,6 +273,7 @@ func (p *Prober) publish() {
 		c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...)}
 		c.Decide(now, stale, p.cfg.MaxFails)
 		p.computeLag(src, c, now, stale)
+		inheritHistory(c)
 		snap.Clusters = append(snap.Clusters, c)
 	}
 	p.logChanges(snap)
@@ -268,13 +304,47 @@ func (p *Prober) computeLag(src, c *zone.Cluster, now time.Time, stale time.Dura
 	}
 }
 
+// inheritHistory gives replicas on the primary's timeline, whose own
+// history is not known, the primary's: one timeline of one cluster has
+// one history.
+func inheritHistory(c *zone.Cluster) {
+	p := c.PrimaryHost()
+	if p == nil {
+		return
+	}
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if h.Role == zone.RoleReplica && len(h.History) == 0 && h.Timeline == p.Timeline {
+			h.History = p.History
+		}
+	}
+}
+
 // logChanges logs each host whose role or note changed since the last
-// snapshot: once per change, never on every probe.
+// snapshot, and each cluster entering or leaving split brain: once per
+// change, never on every probe.
 func (p *Prober) logChanges(snap *zone.Snapshot) {
 	if !snap.Ready {
 		return
 	}
 	for ci, c := range snap.Clusters {
+		wasSplit := p.last != nil && p.last.Ready && p.last.Clusters[ci].SplitBrain
+		switch {
+		case c.SplitBrain && !wasSplit:
+			var writable []string
+			for i := range c.Hosts {
+				if strings.HasPrefix(c.Hosts[i].Note, "split brain") {
+					writable = append(writable, c.Hosts[i].Addr)
+				}
+			}
+			p.log.Error("split brain: writable hosts on the same timeline; answering no primary until it is resolved",
+				"cluster", c.Name, "hosts", strings.Join(writable, ","))
+			if hook := p.cfg.Hooks.SplitBrain; hook != nil {
+				hook(c.Name)
+			}
+		case !c.SplitBrain && wasSplit:
+			p.log.Info("split brain resolved", "cluster", c.Name)
+		}
 		for hi := range c.Hosts {
 			h := &c.Hosts[hi]
 			was, wasNote := zone.RoleUnknown, ""

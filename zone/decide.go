@@ -83,8 +83,28 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 				", superseded by timeline " + strconv.FormatUint(uint64(bestTL), 10)
 		}
 	}
-	if writable > 1 {
+	c.SplitBrain = writable > 1
+	if c.SplitBrain {
 		c.Primary = -1
+	}
+	c.markSyncStandbys()
+}
+
+// markSyncStandbys sets Sync on the replicas that the primary lists as
+// synchronous standbys. Without a primary nobody is known to be one.
+func (c *Cluster) markSyncStandbys() {
+	p := c.PrimaryHost()
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		h.Sync = false
+		if p == nil || h.Role != RoleReplica || h.AppName == "" {
+			continue
+		}
+		for _, name := range p.SyncStandbys {
+			if name == h.AppName {
+				h.Sync = true
+			}
+		}
 	}
 }
 

@@ -70,6 +70,9 @@ func TestDecide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Cluster{Name: "main", Hosts: tc.hosts()}
 			c.Decide(t0, stale, 3)
+			if c.SplitBrain != strings.HasPrefix(tc.name, "split brain") {
+				t.Errorf("SplitBrain = %v", c.SplitBrain)
+			}
 			if c.Primary != tc.primary {
 				t.Errorf("primary = %d, want %d", c.Primary, tc.primary)
 			}

@@ -46,6 +46,11 @@ type Host struct {
 	ReceiveLSN LSN    // replica: pg_last_wal_receive_lsn()
 	ReplayLSN  LSN    // replica: pg_last_wal_replay_lsn(); primary: WriteLSN
 	Sync       bool   // a synchronous standby, by the primary's pg_stat_replication
+	AppName    string // replica: the application name its WAL receiver uses
+
+	// SyncStandbys, on a primary, are the application names of its
+	// synchronous standbys.
+	SyncStandbys []string
 
 	// History lists where earlier timelines ended, when known; it decides
 	// lsn- tokens that carry a timeline.

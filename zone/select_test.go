@@ -142,9 +142,14 @@ func TestSelectErrors(t *testing.T) {
 }
 
 func TestSelectAsyncOnly(t *testing.T) {
-	syncR := seen("10.0.0.2", true, 9)
-	syncR.Sync = true
-	s := cluster(seen("10.0.0.1", false, 9), syncR, seen("10.0.0.3", true, 9))
+	p := seen("10.0.0.1", false, 9)
+	p.SyncStandbys = []string{"node2"}
+	syncR, asyncR := seen("10.0.0.2", true, 9), seen("10.0.0.3", true, 9)
+	syncR.AppName, asyncR.AppName = "node2", "node3"
+	s := cluster(p, syncR, asyncR)
+	if !s.Clusters[0].Hosts[1].Sync || s.Clusters[0].Hosts[2].Sync {
+		t.Fatal("Decide did not mark the synchronous standby from the primary's list")
+	}
 	if got := selectIPs(t, s, "replica.db.local.", t0, 0); len(got) != 2 {
 		t.Fatalf("replicas: all answered %v", got)
 	}

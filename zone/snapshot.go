@@ -15,6 +15,10 @@ type Cluster struct {
 	// AsyncOnly leaves synchronous standbys out of replica answers
 	// (config "replicas: async").
 	AsyncOnly bool
+
+	// SplitBrain is set by Decide when two writable hosts share the
+	// highest timeline: no primary is answered until it is resolved.
+	SplitBrain bool
 }
 
 // PrimaryHost returns the primary, or nil.

@@ -83,11 +83,22 @@ func (a *App) HTTPAddr() string {
 // Start binds the servers and starts probing. A bind error (address in
 // use, say) is returned here and nothing is left running.
 func (a *App) Start() error {
+	pcfg := probe.Config{
+		Interval: a.cfg.Probe.Interval, Timeout: a.cfg.Probe.Timeout, MaxFails: a.cfg.Probe.MaxFails,
+		Hooks: probe.Hooks{ProbeDone: a.metrics.ProbeDone, RoleChanged: a.metrics.RoleChanged, SplitBrain: a.metrics.SplitBrain},
+	}
+	for _, c := range a.cfg.Clusters {
+		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly})
+	}
+	prober := probe.New(pcfg, a.table, a.newChecker, a.log, a.cfg.DNS.DefaultCluster)
+
 	h := dnsserver.NewHandler(dnsserver.Config{
 		Zone:          a.cfg.DNS.Zone,
 		TTL:           a.cfg.DNS.TTL,
 		NameServerIPs: listenIPs(a.cfg.DNS.Listen),
 		OnAnswer:      a.metrics.DNSAnswer,
+		LSNWait:       a.cfg.DNS.LSNWait,
+		Refresh:       prober.Refresh,
 	}, a.table, a.log)
 	srv, err := dnsserver.Start(a.cfg.DNS.Listen, h)
 	if err != nil {
@@ -110,14 +121,6 @@ func (a *App) Start() error {
 		a.http = hs
 	}
 
-	pcfg := probe.Config{
-		Interval: a.cfg.Probe.Interval, Timeout: a.cfg.Probe.Timeout, MaxFails: a.cfg.Probe.MaxFails,
-		Hooks: probe.Hooks{ProbeDone: a.metrics.ProbeDone, RoleChanged: a.metrics.RoleChanged},
-	}
-	for _, c := range a.cfg.Clusters {
-		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly})
-	}
-	prober := probe.New(pcfg, a.table, a.newChecker, a.log, a.cfg.DNS.DefaultCluster)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopProbe = cancel
 	a.probeDone.Add(1)

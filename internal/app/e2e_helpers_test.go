@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,14 +23,33 @@ import (
 
 // env is a running cluster with pgdns in front of it.
 type env struct {
-	pg  *pgtest.Cluster
-	app *App
-	cfg *config.Config
+	pg   *pgtest.Cluster
+	app  *App
+	cfg  *config.Config
+	logs *syncBuffer
+}
+
+// syncBuffer collects logs written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // startApp loads yaml through the real config loader and starts pgdns on a
-// free loopback port.
-func startApp(t *testing.T, yaml string) (*App, *config.Config) {
+// free loopback port. Its logs are kept, and printed with -v.
+func startApp(t *testing.T, yaml string) (*App, *config.Config, *syncBuffer) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "pgdns.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -38,11 +59,12 @@ func startApp(t *testing.T, yaml string) (*App, *config.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logOut io.Writer = io.Discard
+	logs := &syncBuffer{}
+	var out io.Writer = logs
 	if testing.Verbose() {
-		logOut = os.Stderr
+		out = io.MultiWriter(logs, os.Stderr)
 	}
-	a, err := New(cfg, slog.New(slog.NewTextHandler(logOut, nil)))
+	a, err := New(cfg, slog.New(slog.NewTextHandler(out, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +78,17 @@ func startApp(t *testing.T, yaml string) (*App, *config.Config) {
 			t.Errorf("stop: %v", err)
 		}
 	})
-	return a, cfg
+	return a, cfg, logs
+}
+
+// envOptions tune the pgdns in front of a test cluster.
+type envOptions struct {
+	Interval string   // probe.interval, default 100ms
+	Timeout  string   // probe.timeout, default 1s
+	LSNWait  string   // dns.lsn_wait, default 0s (answer at once)
+	Replicas string   // clusters.main.replicas, default all
+	DSN      string   // probe.dsn, default user=postgres
+	Extra    []string // more host:port entries after the cluster's nodes
 }
 
 // newEnv starts a primary and replicas on ips and pgdns probing them every
@@ -64,27 +96,42 @@ func startApp(t *testing.T, yaml string) (*App, *config.Config) {
 func newEnv(t *testing.T, ips []string, interval string) *env {
 	t.Helper()
 	pg := pgtest.New(t, pgtest.Options{IPs: ips})
+	return attach(t, pg, envOptions{Interval: interval})
+}
+
+// attach starts pgdns in front of a running cluster and waits until it
+// answers the primary.
+func attach(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
+	t.Helper()
+	o.Interval = cmp.Or(o.Interval, "100ms")
+	o.Timeout = cmp.Or(o.Timeout, "1s")
+	o.LSNWait = cmp.Or(o.LSNWait, "0s")
+	o.Replicas = cmp.Or(o.Replicas, "all")
+	o.DSN = cmp.Or(o.DSN, "user=postgres dbname=postgres sslmode=disable")
 	var hosts []string
 	for _, n := range pg.Nodes {
 		hosts = append(hosts, n.Addr())
 	}
-	a, cfg := startApp(t, fmt.Sprintf(`
+	hosts = append(hosts, o.Extra...)
+	a, cfg, logs := startApp(t, fmt.Sprintf(`
 dns:
   listen: 127.0.0.1:0
   ttl: 1
+  lsn_wait: %s
 http:
   listen: 127.0.0.1:0
 probe:
   interval: %s
-  timeout: 1s
+  timeout: %s
   max_fails: 3
-  dsn: "user=postgres dbname=postgres sslmode=disable"
+  dsn: %q
 clusters:
   main:
     hosts: [%s]
-`, interval, strings.Join(hosts, ", ")))
-	e := &env{pg: pg, app: a, cfg: cfg}
-	e.waitFor(t, "primary.db.local.", ips[:1])
+    replicas: %s
+`, o.LSNWait, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas))
+	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[0].IP})
 	return e
 }
 
@@ -170,6 +217,9 @@ func (e *env) insertAndTakeLSN(t *testing.T, node *pgtest.Node) string {
 	conn := node.Conn(t)
 	var lsn string
 	ctx := context.Background()
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS t (id serial PRIMARY KEY, v text)"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := conn.Exec(ctx, "INSERT INTO t (v) VALUES (now()::text)"); err != nil {
 		t.Fatal(err)
 	}

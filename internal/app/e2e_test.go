@@ -281,7 +281,7 @@ func TestServfailUntilFirstRound(t *testing.T) {
 			held = append(held, c)
 		}
 	}()
-	a, _ := startApp(t, `
+	a, _, _ := startApp(t, `
 dns:
   listen: 127.0.0.1:0
 http:

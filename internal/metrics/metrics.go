@@ -23,6 +23,7 @@ type Metrics struct {
 	probeDuration *prometheus.HistogramVec
 	probeFailures *prometheus.CounterVec
 	roleChanges   *prometheus.CounterVec
+	splitBrains   *prometheus.CounterVec
 	httpRequests  *prometheus.CounterVec
 }
 
@@ -47,12 +48,16 @@ func New(table *zone.Table) *Metrics {
 			Name: "pgdns_role_changes_total",
 			Help: "Changes of a host's role (primary, replica, down, unknown).",
 		}, []string{"cluster", "host", "from", "to"}),
+		splitBrains: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgdns_split_brain_total",
+			Help: "Times a cluster had two writable hosts on its highest timeline (no primary answered meanwhile).",
+		}, []string{"cluster"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pgdns_http_requests_total",
 			Help: "HTTP API requests, by route and status code.",
 		}, []string{"route", "code"}),
 	}
-	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.httpRequests,
+	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.splitBrains, m.httpRequests,
 		hostCollector{table: table},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -83,6 +88,11 @@ func (m *Metrics) ProbeDone(cluster, host string, took time.Duration, err error)
 // RoleChanged counts one change of a host's role.
 func (m *Metrics) RoleChanged(cluster, host string, from, to zone.Role) {
 	m.roleChanges.WithLabelValues(cluster, host, from.String(), to.String()).Inc()
+}
+
+// SplitBrain counts one cluster entering split brain.
+func (m *Metrics) SplitBrain(cluster string) {
+	m.splitBrains.WithLabelValues(cluster).Inc()
 }
 
 // HTTPRequest counts one HTTP request.

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -28,6 +29,10 @@ type Options struct {
 
 	// Conf lines appended to every node's postgresql.conf.
 	Conf []string
+
+	// HBA lines put before the trust rules of pg_hba.conf, e.g. to demand
+	// a password from one user.
+	HBA []string
 }
 
 // Cluster is a running primary and its replicas.
@@ -120,8 +125,11 @@ func (c *Cluster) startAll(ctx context.Context, opts Options) error {
 	if _, err := c.run(ctx, "initdb", "-D", p.Dir, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
 		return err
 	}
-	hba := "host all all 127.0.0.0/8 trust\nhost replication all 127.0.0.0/8 trust\nhost all all ::1/128 trust\nhost replication all ::1/128 trust\n"
-	if err := c.appendFile(filepath.Join(p.Dir, "pg_hba.conf"), hba); err != nil {
+	hba := strings.Join(opts.HBA, "\n") + "\nhost all all 127.0.0.0/8 trust\nhost replication all 127.0.0.0/8 trust\nhost all all ::1/128 trust\nhost replication all ::1/128 trust\n"
+	if err := os.WriteFile(filepath.Join(p.Dir, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+		return err
+	}
+	if err := c.chown(filepath.Join(p.Dir, "pg_hba.conf")); err != nil {
 		return err
 	}
 	base := append([]string{
@@ -186,6 +194,31 @@ func (n *Node) Stop(ctx context.Context, mode string) error {
 func (n *Node) Promote(ctx context.Context) error {
 	_, err := n.c.run(ctx, "pg_ctl", "-D", n.Dir, "-w", "-t", "60", "promote")
 	return err
+}
+
+// Signal sends sig to the node's postmaster and all its backends: SIGSTOP
+// freezes the server (it accepts TCP, answers nothing), SIGCONT thaws it.
+func (n *Node) Signal(sig syscall.Signal) error {
+	b, err := os.ReadFile(filepath.Join(n.Dir, "postmaster.pid"))
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		return err
+	}
+	// Children first when stopping, parent first when continuing, so that
+	// the postmaster never sees a child change state under it.
+	if sig == syscall.SIGCONT {
+		if err := syscall.Kill(pid, sig); err != nil {
+			return err
+		}
+	}
+	_ = exec.Command("pkill", "-"+strconv.Itoa(int(sig)), "-P", strconv.Itoa(pid)).Run()
+	if sig != syscall.SIGCONT {
+		return syscall.Kill(pid, sig)
+	}
+	return nil
 }
 
 // Log returns the node's server log, for failure messages.

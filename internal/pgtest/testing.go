@@ -3,6 +3,7 @@ package pgtest
 import (
 	"context"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -68,6 +69,30 @@ func (n *Node) Exec(t testing.TB, sql string, args ...any) {
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s on %s: %v", sql, n.Name, err)
+	}
+}
+
+// Follow points a replica at another upstream (after a failover) and
+// reloads it; it switches to the upstream's latest timeline.
+func (n *Node) Follow(t testing.TB, upstream *Node) {
+	t.Helper()
+	n.Exec(t, "ALTER SYSTEM SET primary_conninfo = '"+
+		"host="+upstream.IP+" port="+strconv.Itoa(upstream.Port)+" user=postgres application_name="+n.Name+"'")
+	n.Exec(t, "SELECT pg_reload_conf()")
+}
+
+// Query runs sql on the node and scans one row into dest.
+func (n *Node) Query(t testing.TB, sql string, dest ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		t.Fatalf("connect to %s: %v", n.Name, err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(ctx, sql).Scan(dest...); err != nil {
 		t.Fatalf("%s on %s: %v", sql, n.Name, err)
 	}
 }
