@@ -89,6 +89,7 @@ type envOptions struct {
 	Replicas string   // clusters.main.replicas, default all
 	DSN      string   // probe.dsn, default user=postgres
 	Extra    []string // more host:port entries after the cluster's nodes
+	Listen   string   // dns.listen, default 127.0.0.1:0
 }
 
 // newEnv starts a primary and replicas on ips and pgdns probing them every
@@ -108,6 +109,7 @@ func attach(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
 	o.LSNWait = cmp.Or(o.LSNWait, "0s")
 	o.Replicas = cmp.Or(o.Replicas, "all")
 	o.DSN = cmp.Or(o.DSN, "user=postgres dbname=postgres sslmode=disable")
+	o.Listen = cmp.Or(o.Listen, "127.0.0.1:0")
 	var hosts []string
 	for _, n := range pg.Nodes {
 		hosts = append(hosts, n.Addr())
@@ -115,7 +117,7 @@ func attach(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
 	hosts = append(hosts, o.Extra...)
 	a, cfg, logs := startApp(t, fmt.Sprintf(`
 dns:
-  listen: 127.0.0.1:0
+  listen: %s
   ttl: 1
   lsn_wait: %s
 http:
@@ -129,7 +131,7 @@ clusters:
   main:
     hosts: [%s]
     replicas: %s
-`, o.LSNWait, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas))
+`, o.Listen, o.LSNWait, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas))
 	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
 	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[0].IP})
 	return e

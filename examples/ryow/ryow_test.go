@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/app"
+	"github.com/pgdns/pgdns/internal/config"
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// The example, run as a user would run it: a real cluster, a real pgdns,
+// pgx resolving through it.
+func TestExampleAgainstRealCluster(t *testing.T) {
+	pg := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.22.11", "127.0.22.12", "127.0.22.13"}})
+	path := filepath.Join(t.TempDir(), "pgdns.yaml")
+	yaml := fmt.Sprintf(`
+dns: {listen: "127.0.0.1:0", lsn_wait: 20ms}
+http: {listen: ""}
+probe: {interval: 250ms, dsn: "user=postgres dbname=postgres sslmode=disable"}
+clusters:
+  main:
+    hosts: [%s, %s, %s]
+`, pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), pg.Nodes[2].Addr())
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := &Client{DSN: "user=postgres dbname=postgres sslmode=disable", Zone: "db.local", Resolver: NewResolver(a.DNSAddr())}
+	var r Report
+	for deadline := time.Now().Add(10 * time.Second); ; { // until the first probe round is in
+		if r, err = Run(ctx, c, 50); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", r)
+	if r.Primary != "127.0.22.11" || r.Stale != 0 {
+		t.Fatalf("report %+v", r)
+	}
+	if r.ByReplica < r.Rounds/2 {
+		t.Errorf("only %d of %d own-write reads were served by a replica", r.ByReplica, r.Rounds)
+	}
+	if r.FreshFrom != "127.0.22.12" && r.FreshFrom != "127.0.22.13" {
+		t.Errorf("bounded-lag read served by %s, want a replica", r.FreshFrom)
+	}
+}
