@@ -1,0 +1,88 @@
+package app
+
+import (
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/pgdns/pgdns/internal/config"
+)
+
+// composeFile is the part of `docker-compose config` output the test reads.
+type composeFile struct {
+	Services map[string]struct {
+		Environment map[string]string `yaml:"environment"`
+		Volumes     []any             `yaml:"volumes"`
+		DNS         []string          `yaml:"dns"`
+		Networks    map[string]struct {
+			IPv4Address string `yaml:"ipv4_address"`
+		} `yaml:"networks"`
+	} `yaml:"services"`
+}
+
+// No Docker engine runs here, so docker-compose.yml is validated by
+// docker-compose itself, and its pgdns settings by pgdns's own loader, and
+// checked against the settings the tests run with.
+func TestDockerCompose(t *testing.T) {
+	t.Parallel()
+	bin := requireTool(t, "docker-compose")
+	out, err := exec.Command(bin, "-f", "../../docker-compose.yml", "config").CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker-compose config: %v\n%s", err, out)
+	}
+	var cf composeFile
+	if err := yaml.Unmarshal(out, &cf); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"pg-primary", "pg-replica1", "pg-replica2", "pgdns", "coredns", "client"} {
+		if _, ok := cf.Services[name]; !ok {
+			t.Errorf("service %s missing", name)
+		}
+	}
+
+	// pgdns: the image's config file with the compose environment on top
+	// must load, and match what the tests use.
+	var environ []string
+	for k, v := range cf.Services["pgdns"].Environment {
+		environ = append(environ, k+"="+v)
+	}
+	cfg, err := config.Load("../../configs/pgdns.yaml", environ)
+	if err != nil {
+		t.Fatalf("pgdns settings in docker-compose.yml: %v", err)
+	}
+	if err := Check(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DNS.Zone != "db.local" || cfg.DNS.TTL != 1 || cfg.DNS.LSNWait != 20*time.Millisecond ||
+		cfg.Probe.Interval != 250*time.Millisecond || cfg.Probe.MaxFails != 3 || cfg.Probe.Timeout != time.Second {
+		t.Errorf("pgdns settings differ from the tests': %+v %+v", cfg.DNS, cfg.Probe)
+	}
+	if want := []string{"pg-primary:5432", "pg-replica1:5432", "pg-replica2:5432"}; !slices.Equal(cfg.Clusters[0].Hosts, want) {
+		t.Errorf("hosts %v, want %v", cfg.Clusters[0].Hosts, want)
+	}
+
+	// CoreDNS forwards to pgdns's address and port, with the Corefile the
+	// CoreDNS test runs; the client resolves through CoreDNS.
+	pgdnsIP := cf.Services["pgdns"].Networks["db"].IPv4Address
+	coredns := cf.Services["coredns"]
+	_, port, _ := strings.Cut(cfg.DNS.Listen, ":")
+	if got := coredns.Environment["PGDNS_ADDR"]; got != pgdnsIP+":"+port {
+		t.Errorf("CoreDNS forwards to %q, pgdns listens on %s:%s", got, pgdnsIP, port)
+	}
+	if !strings.Contains(string(out), "configs/Corefile:/etc/coredns/Corefile") {
+		t.Error("CoreDNS does not use configs/Corefile")
+	}
+	if dns := cf.Services["client"].DNS; len(dns) != 1 || dns[0] != coredns.Networks["db"].IPv4Address {
+		t.Errorf("client resolves through %v, CoreDNS is at %s", dns, coredns.Networks["db"].IPv4Address)
+	}
+	for _, f := range []string{"../../Dockerfile", "../../configs/docker/replica.sh", "../../configs/docker/replication.sh"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Error(err)
+		}
+	}
+}
