@@ -247,14 +247,20 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query) *d
 	// The owner name is echoed as the client wrote it (0x20 case
 	// randomisation relies on that).
 	owner := q.Name
+	if q.Qtype == dns.TypeANY {
+		// RFC 8482: ANY gets one small synthesized record, not every
+		// address: no amplification, and nothing to cache wrongly.
+		m.Answer = []dns.RR{&dns.HINFO{Hdr: header(owner, dns.TypeHINFO, h.ttl), Cpu: "RFC8482"}}
+		return m
+	}
 	for _, host := range hosts {
 		ip := host.IP
 		switch {
 		case q.Qtype == dns.TypeTXT:
 			m.Answer = append(m.Answer, txtRecord(owner, h.ttl, host, now))
-		case (q.Qtype == dns.TypeA || q.Qtype == dns.TypeANY) && ip.Is4():
+		case q.Qtype == dns.TypeA && ip.Is4():
 			m.Answer = append(m.Answer, aRecord(owner, h.ttl, ip))
-		case (q.Qtype == dns.TypeAAAA || q.Qtype == dns.TypeANY) && ip.Is6() && !ip.Is4In6():
+		case q.Qtype == dns.TypeAAAA && ip.Is6() && !ip.Is4In6():
 			m.Answer = append(m.Answer, aaaaRecord(owner, h.ttl, ip))
 		}
 	}

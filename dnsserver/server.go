@@ -18,11 +18,23 @@ type Server struct {
 	errc     chan error
 }
 
+// Limits bound what clients can make the server hold.
+type Limits struct {
+	MaxTCPConns int           // concurrent TCP connections; default 512
+	TCPIdle     time.Duration // an idle TCP connection is closed after this; default 8s
+}
+
 // Start binds UDP and TCP on addr and serves h on both; it returns once
 // both are answering. With port 0, both get the same port. Errors such as
 // "address already in use" come back here.
-func Start(addr string, h dns.Handler) (*Server, error) {
-	s, err := bind(addr, h)
+func Start(addr string, h dns.Handler, limits Limits) (*Server, error) {
+	if limits.MaxTCPConns <= 0 {
+		limits.MaxTCPConns = 512
+	}
+	if limits.TCPIdle <= 0 {
+		limits.TCPIdle = 8 * time.Second
+	}
+	s, err := bind(addr, h, limits)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +54,7 @@ func Start(addr string, h dns.Handler) (*Server, error) {
 	return s, nil
 }
 
-func bind(addr string, h dns.Handler) (*Server, error) {
+func bind(addr string, h dns.Handler, limits Limits) (*Server, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -68,10 +80,12 @@ func bind(addr string, h dns.Handler) (*Server, error) {
 			errc: make(chan error, 2),
 			udp:  &dns.Server{PacketConn: pc, Handler: h},
 			tcp: &dns.Server{
-				Listener: ln, Handler: h,
+				Listener: newLimitListener(ln, limits.MaxTCPConns), Handler: h,
+				// A new connection must send its first query within the
+				// read timeout; later ones within the idle timeout.
 				ReadTimeout:   2 * time.Second,
 				WriteTimeout:  2 * time.Second,
-				IdleTimeout:   func() time.Duration { return 8 * time.Second },
+				IdleTimeout:   func() time.Duration { return limits.TCPIdle },
 				MaxTCPQueries: 1000,
 			},
 		}, nil

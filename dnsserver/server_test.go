@@ -13,7 +13,7 @@ import (
 
 func startServer(t *testing.T, h *Handler) string {
 	t.Helper()
-	srv, err := Start("127.0.0.1:0", h)
+	srv, err := Start("127.0.0.1:0", h, Limits{MaxTCPConns: 64, TCPIdle: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestServerRecoversFromPanic(t *testing.T) {
 
 func TestStartReportsAddressInUse(t *testing.T) {
 	addr := startServer(t, newTestHandler(testSnapshot()))
-	if _, err := Start(addr, newTestHandler(testSnapshot())); err == nil {
+	if _, err := Start(addr, newTestHandler(testSnapshot()), Limits{}); err == nil {
 		t.Fatal("a second server on the same address started")
 	}
 }

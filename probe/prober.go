@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgdns/pgdns/zone"
@@ -17,6 +18,10 @@ type Config struct {
 	MaxFails int           // consecutive failures before a host is down
 	Clusters []ClusterConfig
 	Hooks    Hooks
+
+	// Inactive probers probe but publish nothing until Activate: a
+	// reloaded configuration warms up beside the running one.
+	Inactive bool
 }
 
 // Hooks let the caller observe the prober, for metrics. Nil hooks are
@@ -60,6 +65,11 @@ type Prober struct {
 	results chan result
 	kicks   []chan struct{} // per host (flat index): probe now
 
+	active    atomic.Bool
+	activate  chan struct{} // tells the aggregator to publish at once
+	ready     chan struct{} // closed when every host has had a result
+	readyOnce sync.Once
+
 	refreshMu  sync.Mutex
 	refreshing map[string]*refresh // by cluster name
 
@@ -88,7 +98,10 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		history:    map[*zone.Host]*walHistory{},
 		observed:   map[*zone.Host][]zone.TimelineEnd{},
 		refreshing: map[string]*refresh{},
+		activate:   make(chan struct{}, 1),
+		ready:      make(chan struct{}),
 	}
+	p.active.Store(!cfg.Inactive)
 	for _, cc := range cfg.Clusters {
 		c := &zone.Cluster{Name: cc.Name, Primary: -1, AsyncOnly: cc.AsyncOnly}
 		for _, addr := range cc.Hosts {
@@ -140,11 +153,28 @@ func (p *Prober) Run(ctx context.Context) {
 				}
 			}
 		case <-tick.C:
+		case <-p.activate:
 		}
 		p.publish()
 		p.finishRefreshes()
 	}
 }
+
+// Ready is closed once every host has been probed at least once.
+func (p *Prober) Ready() <-chan struct{} { return p.ready }
+
+// Activate makes an inactive prober publish, at once.
+func (p *Prober) Activate() {
+	p.active.Store(true)
+	select {
+	case p.activate <- struct{}{}:
+	default:
+	}
+}
+
+// Deactivate stops a prober from publishing; it keeps probing until its
+// Run ends.
+func (p *Prober) Deactivate() { p.active.Store(false) }
 
 // watch probes one host every interval, and at once when kicked, until
 // ctx is done. At most one probe of the host is in flight, and each has a
@@ -278,7 +308,12 @@ func (p *Prober) publish() {
 	}
 	p.logChanges(snap)
 	p.last = snap
-	p.table.Store(snap)
+	if snap.Ready {
+		p.readyOnce.Do(func() { close(p.ready) })
+	}
+	if p.active.Load() {
+		p.table.Store(snap)
+	}
 }
 
 // computeLag fills Lag, LagBytes and LagKnown of every replica of c from

@@ -67,12 +67,37 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	a, err := app.New(cfg, log)
-	if err == nil {
-		err = a.Run(ctx)
-	}
 	if err != nil {
 		fmt.Fprintln(stderr, "pgdns:", err)
 		return 1
 	}
+	go reloadOnHangup(ctx, a, *configPath, environ, log)
+	if err := a.Run(ctx); err != nil {
+		fmt.Fprintln(stderr, "pgdns:", err)
+		return 1
+	}
 	return 0
+}
+
+// reloadOnHangup re-reads the config file on every SIGHUP. A bad file is
+// rejected and logged, and the running configuration stays.
+func reloadOnHangup(ctx context.Context, a *app.App, path string, environ []string, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		log.Info("SIGHUP: reloading the configuration", "file", path)
+		cfg, err := config.Load(path, environ)
+		if err == nil {
+			err = a.Reload(cfg)
+		}
+		if err != nil {
+			log.Error("reload rejected; the running configuration stays", "error", strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+	}
 }

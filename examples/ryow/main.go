@@ -96,4 +96,3 @@ func Run(ctx context.Context, c *Client, rounds int) (Report, error) {
 	}
 	return r, nil
 }
-

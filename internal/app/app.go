@@ -1,6 +1,6 @@
 // Package app wires pgdns together: configuration to probe, probe to the
-// zone table, the table to the DNS server. cmd/pgdns runs it; tests start
-// the whole program in-process the same way.
+// zone table, the table to the DNS server and the HTTP API. cmd/pgdns runs
+// it; tests start the whole program in-process the same way.
 package app
 
 import (
@@ -10,8 +10,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/dnsserver"
 	"github.com/pgdns/pgdns/httpapi"
@@ -26,16 +30,23 @@ const ShutdownTimeout = 5 * time.Second
 
 // App is a configured pgdns.
 type App struct {
-	cfg        *config.Config
-	log        *slog.Logger
-	table      *zone.Table
-	metrics    *metrics.Metrics
-	newChecker probe.NewCheckerFunc
+	log     *slog.Logger
+	table   *zone.Table
+	metrics *metrics.Metrics
 
-	dns       *dnsserver.Server
-	http      *httpapi.Server // nil when http.listen is ""
-	stopProbe context.CancelFunc
-	probeDone sync.WaitGroup
+	mu      sync.Mutex // serialises Start, Reload and Stop
+	cfg     *config.Config
+	dns     *dnsserver.Server
+	http    *httpapi.Server // nil when http.listen is ""
+	running *runningProber
+	prober  atomic.Pointer[probe.Prober] // the one publishing, for Refresh
+}
+
+// runningProber is a prober and how to stop it.
+type runningProber struct {
+	p    *probe.Prober
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // Check validates what config.Load cannot: that the probe DSN parses and
@@ -58,12 +69,8 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	if err := Check(cfg); err != nil {
 		return nil, err
 	}
-	newChecker, err := probe.PostgresCheckers(cfg.Probe.DSN)
-	if err != nil {
-		return nil, err
-	}
 	table := zone.NewTable()
-	return &App{cfg: cfg, log: log, table: table, metrics: metrics.New(table), newChecker: newChecker}, nil
+	return &App{cfg: cfg, log: log, table: table, metrics: metrics.New(table)}, nil
 }
 
 // Table is the live table the servers answer from.
@@ -83,59 +90,137 @@ func (a *App) HTTPAddr() string {
 // Start binds the servers and starts probing. A bind error (address in
 // use, say) is returned here and nothing is left running.
 func (a *App) Start() error {
-	pcfg := probe.Config{
-		Interval: a.cfg.Probe.Interval, Timeout: a.cfg.Probe.Timeout, MaxFails: a.cfg.Probe.MaxFails,
-		Hooks: probe.Hooks{ProbeDone: a.metrics.ProbeDone, RoleChanged: a.metrics.RoleChanged, SplitBrain: a.metrics.SplitBrain},
-	}
-	for _, c := range a.cfg.Clusters {
-		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly})
-	}
-	prober := probe.New(pcfg, a.table, a.newChecker, a.log, a.cfg.DNS.DefaultCluster)
-
-	h := dnsserver.NewHandler(dnsserver.Config{
-		Zone:          a.cfg.DNS.Zone,
-		TTL:           a.cfg.DNS.TTL,
-		NameServerIPs: listenIPs(a.cfg.DNS.Listen),
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cfg := a.cfg
+	var h dns.Handler = dnsserver.NewHandler(dnsserver.Config{
+		Zone:          cfg.DNS.Zone,
+		TTL:           cfg.DNS.TTL,
+		NameServerIPs: listenIPs(cfg.DNS.Listen),
 		OnAnswer:      a.metrics.DNSAnswer,
-		LSNWait:       a.cfg.DNS.LSNWait,
-		Refresh:       prober.Refresh,
+		LSNWait:       cfg.DNS.LSNWait,
+		Refresh:       a.refresh,
 	}, a.table, a.log)
-	srv, err := dnsserver.Start(a.cfg.DNS.Listen, h)
+	h = dnsserver.RateLimit(h, cfg.DNS.RateLimit)
+	srv, err := dnsserver.Start(cfg.DNS.Listen, h, dnsserver.Limits{})
 	if err != nil {
-		return fmt.Errorf("dns.listen %q: %w", a.cfg.DNS.Listen, err)
+		return fmt.Errorf("dns.listen %q: %w", cfg.DNS.Listen, err)
 	}
 	a.dns = srv
-	if a.cfg.HTTP.Listen != "" {
+	if cfg.HTTP.Listen != "" {
 		api := httpapi.New(httpapi.Config{
-			Zone:            a.cfg.DNS.Zone,
-			SyncMaxLag:      a.cfg.HTTP.SyncMaxLag,
-			SyncMaxLagBytes: a.cfg.HTTP.SyncMaxLagBytes,
+			Zone:            cfg.DNS.Zone,
+			SyncMaxLag:      cfg.HTTP.SyncMaxLag,
+			SyncMaxLagBytes: cfg.HTTP.SyncMaxLagBytes,
 			Metrics:         a.metrics.Handler(),
 			OnRequest:       a.metrics.HTTPRequest,
 		}, a.table, a.log)
-		hs, err := httpapi.Start(a.cfg.HTTP.Listen, api, a.log)
+		hs, err := httpapi.Start(cfg.HTTP.Listen, api, a.log)
 		if err != nil {
 			_ = srv.Shutdown(context.Background())
-			return fmt.Errorf("http.listen %q: %w", a.cfg.HTTP.Listen, err)
+			return fmt.Errorf("http.listen %q: %w", cfg.HTTP.Listen, err)
 		}
 		a.http = hs
 	}
+	a.running, err = a.startProber(cfg, true)
+	if err != nil {
+		return err
+	}
+	a.prober.Store(a.running.p)
+	a.log.Info("pgdns started", "dns", srv.Addr(), "http", a.HTTPAddr(), "zone", cfg.DNS.Zone,
+		"clusters", len(cfg.Clusters), "interval", cfg.Probe.Interval.String())
+	return nil
+}
 
+// refresh re-probes a cluster's replicas with whichever prober publishes.
+func (a *App) refresh(cluster string) <-chan struct{} {
+	return a.prober.Load().Refresh(cluster)
+}
+
+// startProber starts probing the hosts of cfg. An inactive prober probes
+// but publishes nothing until Activate.
+func (a *App) startProber(cfg *config.Config, active bool) (*runningProber, error) {
+	newChecker, err := probe.PostgresCheckers(cfg.Probe.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("probe.dsn %w", err)
+	}
+	pcfg := probe.Config{
+		Interval: cfg.Probe.Interval, Timeout: cfg.Probe.Timeout, MaxFails: cfg.Probe.MaxFails,
+		Hooks:    probe.Hooks{ProbeDone: a.metrics.ProbeDone, RoleChanged: a.metrics.RoleChanged, SplitBrain: a.metrics.SplitBrain},
+		Inactive: !active,
+	}
+	for _, c := range cfg.Clusters {
+		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly})
+	}
+	rp := &runningProber{p: probe.New(pcfg, a.table, newChecker, a.log, cfg.DNS.DefaultCluster), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
-	a.stopProbe = cancel
-	a.probeDone.Add(1)
+	rp.stop = cancel
 	go func() {
-		defer a.probeDone.Done()
-		prober.Run(ctx)
+		defer close(rp.done)
+		rp.p.Run(ctx)
 	}()
-	a.log.Info("pgdns started", "dns", srv.Addr(), "http", a.HTTPAddr(), "zone", a.cfg.DNS.Zone,
-		"clusters", len(a.cfg.Clusters), "interval", a.cfg.Probe.Interval.String())
+	return rp, nil
+}
+
+func (rp *runningProber) halt() {
+	rp.stop()
+	<-rp.done
+}
+
+// Reload applies a new configuration without dropping a query. New hosts
+// are probed aside until every one has been probed once; then the new
+// prober takes over publishing in one step and the old one stops. Settings
+// of the listeners (addresses, zone, TTL, limits) need a restart: a change
+// to them is logged and otherwise ignored.
+func (a *App) Reload(cfg *config.Config) error {
+	if err := Check(cfg); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.running == nil {
+		return errors.New("not started")
+	}
+	listeners := func(c *config.Config) (config.DNS, config.HTTP) {
+		d := c.DNS
+		d.DefaultCluster = "" // follows the clusters: reloadable
+		return d, c.HTTP
+	}
+	newDNS, newHTTP := listeners(cfg)
+	oldDNS, oldHTTP := listeners(a.cfg)
+	if !reflect.DeepEqual(newDNS, oldDNS) || !reflect.DeepEqual(newHTTP, oldHTTP) {
+		a.log.Warn("reload: dns and http settings take effect only on restart; applying probe and clusters")
+	}
+	next, err := a.startProber(cfg, false)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-next.p.Ready():
+	case <-time.After(2*cfg.Probe.Timeout + 2*time.Second):
+		next.halt()
+		return errors.New("reload: the new hosts were not all probed in time; keeping the running configuration")
+	}
+	old := a.running
+	old.p.Deactivate()
+	next.p.Activate()
+	a.prober.Store(next.p)
+	a.running = next
+	old.halt()
+	// Keep the listener settings that are in force.
+	defaultCluster := cfg.DNS.DefaultCluster
+	cfg.DNS, cfg.HTTP = a.cfg.DNS, a.cfg.HTTP
+	cfg.DNS.DefaultCluster = defaultCluster
+	a.cfg = cfg
+	a.log.Info("configuration reloaded", "clusters", len(cfg.Clusters), "interval", cfg.Probe.Interval.String())
 	return nil
 }
 
 // Stop lets in-flight queries finish (bounded by ctx), then stops the
 // probes and closes their connections.
 func (a *App) Stop(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	var err error
 	if a.dns != nil {
 		err = a.dns.Shutdown(ctx)
@@ -143,9 +228,9 @@ func (a *App) Stop(ctx context.Context) error {
 	if a.http != nil {
 		err = errors.Join(err, a.http.Shutdown(ctx))
 	}
-	if a.stopProbe != nil {
-		a.stopProbe()
-		a.probeDone.Wait()
+	if a.running != nil {
+		a.running.halt()
+		a.running = nil
 	}
 	return err
 }

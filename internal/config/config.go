@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ type DNS struct {
 	TTL            uint32
 	DefaultCluster string
 	LSNWait        time.Duration
+	RateLimit      int // UDP queries per second per source address; 0 = no limit
 }
 
 // HTTP configures the HTTP API; an empty Listen turns it off.
@@ -76,6 +78,7 @@ var defaults = map[string]any{
 	"dns.zone":                "db.local",
 	"dns.ttl":                 1,
 	"dns.lsn_wait":            "20ms",
+	"dns.rate_limit":          0,
 	"http.listen":             "127.0.0.1:8080",
 	"http.sync_max_lag":       "1s",
 	"http.sync_max_lag_bytes": 1000000,
@@ -88,7 +91,7 @@ var defaults = map[string]any{
 // topKeys are the keys outside "clusters"; clusterKeys the keys of each
 // cluster.
 var (
-	topKeys = []string{"dns.listen", "dns.zone", "dns.ttl", "dns.default_cluster", "dns.lsn_wait",
+	topKeys = []string{"dns.listen", "dns.zone", "dns.ttl", "dns.default_cluster", "dns.lsn_wait", "dns.rate_limit",
 		"http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn"}
 	clusterKeys = []string{"hosts", "patroni", "replicas"}
 )
@@ -133,7 +136,20 @@ type reader struct {
 }
 
 func (r *reader) fail(key string, format string, args ...any) {
-	r.errs = append(r.errs, fmt.Errorf("%s "+format, append([]any{key}, args...)...))
+	msg := fmt.Sprintf("%s "+format, append([]any{key}, args...)...)
+	r.errs = append(r.errs, errors.New(Redact(msg)))
+}
+
+var (
+	passwordKV  = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s"]+)`)
+	urlUserinfo = regexp.MustCompile(`(://[^:/@\s"]*:)[^@\s"]*@`)
+)
+
+// Redact hides passwords in text that quotes configuration values: a
+// password=... keyword and the password of a URL's userinfo.
+func Redact(text string) string {
+	text = passwordKV.ReplaceAllString(text, "${1}REDACTED")
+	return urlUserinfo.ReplaceAllString(text, "${1}REDACTED@")
 }
 
 func fromKoanf(k *koanf.Koanf) (*Config, error) {
@@ -165,6 +181,7 @@ func fromKoanf(k *koanf.Koanf) (*Config, error) {
 	cfg.DNS.TTL = uint32(r.integer("dns.ttl", 0, 60))
 	cfg.DNS.DefaultCluster = r.str("dns.default_cluster")
 	cfg.DNS.LSNWait = r.duration("dns.lsn_wait", true)
+	cfg.DNS.RateLimit = r.integer("dns.rate_limit", 0, 1_000_000)
 	cfg.HTTP.Listen = r.address("http.listen", true)
 	cfg.HTTP.SyncMaxLag = r.duration("http.sync_max_lag", true)
 	cfg.HTTP.SyncMaxLagBytes = uint64(r.integer("http.sync_max_lag_bytes", 0, 1<<50))

@@ -123,3 +123,31 @@ func TestMissingFile(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestErrorsNeverQuotePasswords(t *testing.T) {
+	yaml := minimal + "probe:\n  dsm: \"user=app password=canary-0xC0FFEE\"\n  interval: \"postgres://app:canary-0xC0FFEE@db/x\"\n"
+	_, err := Load(write(t, yaml), nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if strings.Contains(err.Error(), "canary-0xC0FFEE") {
+		t.Fatalf("a password reached the error: %v", err)
+	}
+	if !strings.Contains(err.Error(), "probe.dsm") || !strings.Contains(err.Error(), "REDACTED") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"user=a password=s3cret dbname=x":     "user=a password=REDACTED dbname=x",
+		"user=a password='s3 cret' dbname=x":  "user=a password=REDACTED dbname=x",
+		"postgres://a:s3cret@h/db":            "postgres://a:REDACTED@h/db",
+		"postgres://a@h/db?password=s3cret":   "postgres://a@h/db?password=REDACTED",
+		"nothing secret here: interval=250ms": "nothing secret here: interval=250ms",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package dnsserver
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// validQuery checks that the server still answers a normal query.
+func validQuery(t *testing.T, network, addr string) {
+	t.Helper()
+	req := new(dns.Msg)
+	req.SetQuestion("primary.db.local.", dns.TypeA)
+	m := exchange(t, network, addr, req)
+	if m.Rcode != dns.RcodeSuccess || len(m.Answer) != 1 {
+		t.Fatalf("%s: answer after garbage: %v", network, m)
+	}
+}
+
+// settledGoroutines waits for goroutines to wind down and returns their
+// number.
+func settledGoroutines(want int) int {
+	n := runtime.NumGoroutine()
+	for deadline := time.Now().Add(5 * time.Second); n > want && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		n = runtime.NumGoroutine()
+	}
+	return n
+}
+
+// TestGarbageOnTheWire sends 50,000 random and mutated datagrams and
+// broken TCP frames; the server keeps answering and leaks no goroutine.
+func TestGarbageOnTheWire(t *testing.T) {
+	addr := startServer(t, newTestHandler(testSnapshot()))
+	validQuery(t, "udp", addr)
+	validQuery(t, "tcp", addr)
+	before := runtime.NumGoroutine()
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	seeds := [][]byte{}
+	for _, tc := range cases {
+		req := new(dns.Msg)
+		req.SetQuestion(tc.Qname, tc.Qtype)
+		req.SetEdns0(1232, true)
+		b, _ := req.Pack()
+		seeds = append(seeds, b)
+	}
+	conn, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const datagrams = 50_000
+	for i := range datagrams {
+		var b []byte
+		if i%2 == 0 { // random bytes of random length
+			b = make([]byte, rng.IntN(600))
+			for j := range b {
+				b[j] = byte(rng.UintN(256))
+			}
+		} else { // a valid query with a few bytes flipped, or cut short
+			seed := seeds[rng.IntN(len(seeds))]
+			b = append([]byte(nil), seed[:1+rng.IntN(len(seed))]...)
+			for range 1 + rng.IntN(4) {
+				b[rng.IntN(len(b))] = byte(rng.UintN(256))
+			}
+		}
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if i%2000 == 0 {
+			time.Sleep(time.Millisecond) // let the socket buffer drain
+		}
+	}
+
+	// TCP: a length prefix with less data than announced, an oversized
+	// announcement, garbage, and a frame cut after one byte.
+	frames := [][]byte{
+		{0x00, 0x40, 1, 2, 3},
+		{0xff, 0xff},
+		append([]byte{0x00, 0x10}, make([]byte, 16)...),
+		{0x00},
+	}
+	big := make([]byte, 2+65535)
+	binary.BigEndian.PutUint16(big, 65535)
+	frames = append(frames, big)
+	for _, f := range frames {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write(f)
+		c.Close()
+	}
+
+	validQuery(t, "udp", addr)
+	validQuery(t, "tcp", addr)
+	if after := settledGoroutines(before); after > before+2 {
+		t.Fatalf("goroutines: %d before the garbage, %d after", before, after)
+	}
+}
+
+// TestIdleTCPConnections holds hundreds of idle TCP connections open: UDP
+// and new TCP queries are still answered, and the server closes the idle
+// ones after its read timeout.
+func TestIdleTCPConnections(t *testing.T) {
+	h := newTestHandler(testSnapshot())
+	srv, err := Start("127.0.0.1:0", h, Limits{MaxTCPConns: 256, TCPIdle: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(t.Context())
+	addr := srv.Addr()
+
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range 300 { // more than the cap
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	validQuery(t, "udp", addr)
+	// Past the cap new connections are closed at once; within two read
+	// timeouts the idle ones are gone and TCP serves again.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req := new(dns.Msg)
+		req.SetQuestion("primary.db.local.", dns.TypeA)
+		m, _, err := (&dns.Client{Net: "tcp", Timeout: time.Second}).Exchange(req, addr)
+		if err == nil && m.Rcode == dns.RcodeSuccess {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TCP never served again while idle connections were held: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	closed := 0
+	for _, c := range idle {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			closed++
+		}
+	}
+	if closed != len(idle) {
+		t.Fatalf("%d of %d idle connections were closed by the server", closed, len(idle))
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	h := RateLimit(newTestHandler(testSnapshot()), 20)
+	srv, err := Start("127.0.0.1:0", h, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(t.Context())
+	truncated := 0
+	for range 60 {
+		req := new(dns.Msg)
+		req.SetQuestion("primary.db.local.", dns.TypeA)
+		m := exchange(t, "udp", srv.Addr(), req)
+		if m.Truncated && len(m.Answer) == 0 {
+			truncated++
+		}
+	}
+	if truncated < 30 {
+		t.Fatalf("only %d of 60 queries over a 20/s limit were turned away", truncated)
+	}
+	// TCP is not limited: the handshake proves the source.
+	req := new(dns.Msg)
+	req.SetQuestion("primary.db.local.", dns.TypeA)
+	if m := exchange(t, "tcp", srv.Addr(), req); m.Truncated || len(m.Answer) != 1 {
+		t.Fatalf("TCP after the limit: %v", m)
+	}
+}
