@@ -276,9 +276,11 @@ func isLowerHex(s string) bool {
 	return true
 }
 
-// parseDecimal reads 1 to 19 decimal digits (so it cannot overflow uint64).
+// parseDecimal reads 1 to 20 decimal digits that fit in a uint64. (The
+// fuzzer found that a 19-digit cap rejected the canonical form of large
+// byte bounds, which String prints in bytes.)
 func parseDecimal(s string) (uint64, bool) {
-	if len(s) == 0 || len(s) > 19 {
+	if len(s) == 0 || len(s) > 20 {
 		return 0, false
 	}
 	var n uint64
@@ -287,7 +289,11 @@ func parseDecimal(s string) (uint64, bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		n = n*10 + uint64(c-'0')
+		d := uint64(c - '0')
+		if n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
 	}
 	return n, true
 }

@@ -54,6 +54,9 @@ func TestParse(t *testing.T) {
 		{"lag-1ms.lag-2ms.replica.db.local.", Query{}, ErrNoSuchName},
 		{"bytes-1tb.replica.db.local.", Query{}, ErrNoSuchName},
 		{"bytes-18446744073709551615gb.replica.db.local.", Query{}, ErrNoSuchName},
+		{"bytes-18446744073709551615b.replica.db.local.", Query{Kind: KindHosts, Target: TargetReplica, HasBytes: true, MaxBytes: 18446744073709551615}, nil},
+		{"bytes-18446744073709551616b.replica.db.local.", Query{}, ErrNoSuchName},
+		{"bytes-10000000000gb.any.db.local.", Query{Kind: KindHosts, Target: TargetAny, HasBytes: true, MaxBytes: 10000000000 << 30}, nil},
 		{"lsn-0.replica.db.local.", Query{}, ErrNoSuchName},
 		{"lsn-0-123456789.replica.db.local.", Query{}, ErrNoSuchName}, // 9 hex digits
 		{"lsn-g-0.replica.db.local.", Query{}, ErrNoSuchName},
