@@ -30,6 +30,13 @@ demo: ## start a throwaway primary + 2 replicas and pgdns on them; Ctrl-C tears 
 	$(GO) build -o bin/pgdns-demo ./internal/demo
 	./bin/pgdns-demo
 
+.PHONY: bench
+bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md
+	./scripts/bench-deps.sh
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./zone ./dnsserver | grep -E '^(Benchmark|goos|goarch|cpu)' > bin/gobench.txt
+	$(GO) build -o bin/pgdns-bench ./internal/bench
+	PATH="$$PATH:$$(go env GOPATH)/bin" ./bin/pgdns-bench -pgdns bin/pgdns -gobench bin/gobench.txt -out BENCHMARKS.md
+
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZ_TIME (default 30s)
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./zone

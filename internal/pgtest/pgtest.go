@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Options describe a cluster to start.
@@ -278,4 +280,14 @@ func (c *Cluster) appendFile(path, text string) error {
 	}
 	_, err = f.WriteString(text)
 	return errors.Join(err, f.Close())
+}
+
+// QueryOnce runs sql on the node and scans one row into dest.
+func (n *Node) QueryOnce(ctx context.Context, sql string, dest ...any) error {
+	conn, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.QueryRow(ctx, sql).Scan(dest...)
 }

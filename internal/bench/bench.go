@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// Addresses of this run, all on loopback.
+const (
+	primaryIP  = "127.0.30.11"
+	replica1IP = "127.0.30.12"
+	replica2IP = "127.0.30.13"
+	pgdnsDNS   = "127.0.30.53:5353"
+	pgdnsHTTP  = "127.0.30.53:8080"
+	corednsDNS = "127.0.30.54:5353"
+	floorDNS   = "127.0.30.55:5353"
+)
+
+// bench holds what every step uses: the cluster, the servers, a scratch
+// directory.
+type bench struct {
+	dir      string
+	pgdns    string // binary
+	pg       *pgtest.Cluster
+	procs    []*exec.Cmd
+	pgdnsPID int
+	plotPath string
+	lsn      string // an LSN every replica has replayed, for lsn- queries
+}
+
+func newBench(pgdnsBin string) (*bench, error) {
+	dir, err := os.MkdirTemp("", "pgdns-bench-")
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(pgdnsBin)
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{dir: dir, pgdns: abs}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if b.pg, err = pgtest.Start(ctx, pgtest.Options{IPs: []string{primaryIP, replica1IP, replica2IP}}); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *bench) close() {
+	for _, p := range b.procs {
+		_ = p.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = p.Process.Kill()
+		}
+	}
+	if b.pg != nil {
+		b.pg.Close()
+	}
+	_ = os.RemoveAll(b.dir)
+}
+
+// start runs a server process that lives until the bench ends.
+func (b *bench) start(name string, args []string, env ...string) (*exec.Cmd, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	logf, err := os.Create(filepath.Join(b.dir, filepath.Base(name)+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	b.procs = append(b.procs, cmd)
+	return cmd, nil
+}
+
+// startPGDNS runs bin/pgdns on hosts with live probing.
+func (b *bench) startPGDNS(hosts []string, interval string) (*exec.Cmd, error) {
+	conf := filepath.Join(b.dir, "pgdns.yaml")
+	text := fmt.Sprintf(`dns: {listen: %q, zone: db.local, ttl: 1, lsn_wait: 20ms}
+http: {listen: %q}
+probe: {interval: %s, timeout: 1s, max_fails: 3, dsn: "user=postgres dbname=postgres sslmode=disable"}
+clusters:
+  main:
+    hosts: [%s]
+`, pgdnsDNS, pgdnsHTTP, interval, strings.Join(hosts, ", "))
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		return nil, err
+	}
+	cmd, err := b.start(b.pgdns, []string{"-config", conf})
+	if err != nil {
+		return nil, err
+	}
+	b.pgdnsPID = cmd.Process.Pid
+	return cmd, waitDNS(pgdnsDNS, "lag-50ms.replica.db.local.", 2, 30*time.Second)
+}
+
+// stopProc stops one server started by start.
+func (b *bench) stopProc(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(os.Interrupt)
+	_, _ = cmd.Process.Wait()
+	for i, p := range b.procs {
+		if p == cmd {
+			b.procs = append(b.procs[:i], b.procs[i+1:]...)
+			break
+		}
+	}
+}
+
+// waitDNS polls addr until name has at least want A records.
+func waitDNS(addr, name string, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		req := new(dns.Msg)
+		req.SetQuestion(name, dns.TypeA)
+		m, _, err := (&dns.Client{Timeout: 300 * time.Millisecond}).Exchange(req, addr)
+		if err == nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) >= want {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s never answered %s with %d records", addr, name, want)
+}
+
+// startCoreDNS serves the same names from a static zone file: what a user
+// might put there instead of pgdns.
+func (b *bench) startCoreDNS() error {
+	bin, err := exec.LookPath("coredns")
+	if err != nil {
+		home, _ := os.UserHomeDir()
+		bin = filepath.Join(home, "go", "bin", "coredns")
+	}
+	zone := filepath.Join(b.dir, "db.local.zone")
+	var z strings.Builder
+	z.WriteString("$ORIGIN db.local.\n$TTL 1\n@ IN SOA ns hostmaster 1 60 10 3600 1\n@ IN NS ns\nns IN A 127.0.30.54\n")
+	z.WriteString("primary IN A " + primaryIP + "\n")
+	for _, name := range []string{"replica", "lag-50ms.replica", "bytes-1mb.replica", b.lsnName()} {
+		z.WriteString(name + " IN A " + replica1IP + "\n" + name + " IN A " + replica2IP + "\n")
+	}
+	if err := os.WriteFile(zone, []byte(z.String()), 0o644); err != nil {
+		return err
+	}
+	host, port, _ := net.SplitHostPort(corednsDNS)
+	corefile := filepath.Join(b.dir, "Corefile")
+	if err := os.WriteFile(corefile, []byte(fmt.Sprintf("db.local:%s {\n    bind %s\n    file %s\n}\n", port, host, zone)), 0o644); err != nil {
+		return err
+	}
+	if _, err := b.start(bin, []string{"-conf", corefile}); err != nil {
+		return err
+	}
+	return waitDNS(corednsDNS, "replica.db.local.", 2, 15*time.Second)
+}
+
+// startFloor runs this binary as the minimal miekg/dns server.
+func (b *bench) startFloor() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	args := []string{"floor", "-listen", floorDNS, "-primary", primaryIP, "-replicas", replica1IP + "," + replica2IP, "-lsn", b.lsnName()}
+	if _, err := b.start(self, args); err != nil {
+		return err
+	}
+	return waitDNS(floorDNS, "replica.db.local.", 2, 15*time.Second)
+}
+
+// lsnName is the relative lsn- name of the query mix: an LSN both replicas
+// have replayed, so that it is answered like the other names.
+func (b *bench) lsnName() string {
+	return "lsn-" + b.lsn + ".replica"
+}
+
+// queryNames is the dnsperf query mix.
+func (b *bench) queryNames() []string {
+	return []string{"primary.db.local", "replica.db.local", "lag-50ms.replica.db.local", "bytes-1mb.replica.db.local", b.lsnName() + ".db.local"}
+}

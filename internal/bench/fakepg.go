@@ -1,0 +1,106 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// runFakePG serves n cheap fake PostgreSQL replicas, one per loopback
+// address 127.1.x.y:5432: enough of the wire protocol to answer the probe's
+// query with a replica's row (the real cluster's system identifier, a fixed
+// replay position). They let the scale run configure 1,000 hosts on a
+// machine that runs three real servers.
+func runFakePG(args []string) {
+	fs := flag.NewFlagSet("fakepg", flag.ExitOnError)
+	n := fs.Int("n", 997, "how many fake replicas")
+	sysid := fs.String("sysid", "1", "system identifier to report")
+	lsn := fs.String("lsn", "0/3000000", "replay position to report")
+	_ = fs.Parse(args)
+	row := [][]byte{[]byte("t"), []byte(""), []byte(*lsn), []byte(*lsn), []byte("1"), []byte(*sysid), []byte("{}"), []byte("")}
+	for i := range *n {
+		ln, err := net.Listen("tcp", FakeAddr(i))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakepg:", err)
+			os.Exit(1)
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go serveFake(c, row)
+			}
+		}()
+	}
+	fmt.Println("ready")
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, os.Interrupt)
+	<-c
+}
+
+// FakeAddr is the address of fake replica i.
+func FakeAddr(i int) string {
+	return fmt.Sprintf("127.1.%d.%d:5432", i/250, i%250+1)
+}
+
+var fakeFields = []pgproto3.FieldDescription{
+	{Name: []byte("in_recovery"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
+	{Name: []byte("write"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+	{Name: []byte("receive"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+	{Name: []byte("replay"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+	{Name: []byte("timeline"), DataTypeOID: 20, DataTypeSize: 8, TypeModifier: -1},
+	{Name: []byte("sysid"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+	{Name: []byte("sync"), DataTypeOID: 1009, DataTypeSize: -1, TypeModifier: -1},
+	{Name: []byte("conninfo"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+}
+
+func serveFake(c net.Conn, row [][]byte) {
+	defer c.Close()
+	be := pgproto3.NewBackend(c, c)
+	for {
+		msg, err := be.ReceiveStartupMessage()
+		if err != nil {
+			return
+		}
+		if _, ok := msg.(*pgproto3.StartupMessage); ok {
+			break
+		}
+		if _, err := c.Write([]byte("N")); err != nil { // no SSL, no GSS
+			return
+		}
+	}
+	be.Send(&pgproto3.AuthenticationOk{})
+	for k, v := range map[string]string{"server_version": "15.0", "client_encoding": "UTF8",
+		"standard_conforming_strings": "on", "DateStyle": "ISO, MDY", "integer_datetimes": "on"} {
+		be.Send(&pgproto3.ParameterStatus{Name: k, Value: v})
+	}
+	be.Send(&pgproto3.BackendKeyData{ProcessID: 1, SecretKey: []byte{0, 0, 0, 1}})
+	be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	if be.Flush() != nil {
+		return
+	}
+	for {
+		msg, err := be.Receive()
+		if err != nil {
+			return
+		}
+		switch msg.(type) {
+		case *pgproto3.Query:
+			be.Send(&pgproto3.RowDescription{Fields: fakeFields})
+			be.Send(&pgproto3.DataRow{Values: row})
+			be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
+			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+			if be.Flush() != nil {
+				return
+			}
+		case *pgproto3.Terminate:
+			return
+		}
+	}
+}

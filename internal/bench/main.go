@@ -1,0 +1,109 @@
+// Command bench is `make bench`: it starts a real three-node cluster,
+// measures pgdns beside CoreDNS (static zone file) and a minimal miekg/dns
+// server (the library's floor), failover visibility, read-your-writes,
+// scale, and the HTTP API, prints one markdown report and writes it to
+// BENCHMARKS.md. Figures, not assertions: the machine decides them.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "floor" {
+		runFloor(os.Args[2:])
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "fakepg" {
+		runFakePG(os.Args[2:])
+		return
+	}
+	out := flag.String("out", "BENCHMARKS.md", "where to write the report")
+	pgdnsBin := flag.String("pgdns", "bin/pgdns", "the pgdns binary to measure")
+	goBench := flag.String("gobench", "", "file with `go test -bench` output to include")
+	rounds := flag.Int("rounds", 3, "interleaved rounds of the DNS comparison")
+	duration := flag.Duration("duration", 8*time.Second, "length of one dnsperf throughput run")
+	flag.Parse()
+
+	if err := run(*pgdnsBin, *goBench, *out, *rounds, *duration); err != nil {
+		fatal(err)
+	}
+}
+
+// run is the bench; its deferred cleanup stops every server it started,
+// also when a step fails.
+func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b, err := newBench(pgdnsBin)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	r := &report{machine: machine()}
+	steps := []struct {
+		name string
+		run  func(context.Context, *report) error
+	}{
+		{"DNS throughput and latency", func(ctx context.Context, r *report) error { return b.dnsComparison(ctx, r, rounds, duration) }},
+		{"read-your-writes", b.readYourWrites},
+		{"HTTP", b.httpBench},
+		{"failover", b.failover},
+		{"scale", b.scale},
+	}
+	for _, s := range steps {
+		fmt.Fprintf(os.Stderr, "bench: %s ...\n", s.name)
+		if err := s.run(ctx, r); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	if goBench != "" {
+		if gb, err := os.ReadFile(goBench); err == nil {
+			r.goBench = string(gb)
+		}
+	}
+	md := r.markdown(filepath.Base(b.plotPath))
+	fmt.Print(md)
+	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	if b.plotPath != "" {
+		return copyFile(b.plotPath, filepath.Join(filepath.Dir(out), filepath.Base(b.plotPath)))
+	}
+	return nil
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o644)
+}
+
+// machine describes where the figures were taken.
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				_, cpu, _ = strings.Cut(l, ": ")
+				break
+			}
+		}
+	}
+	return cpu
+}
