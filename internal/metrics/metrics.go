@@ -6,6 +6,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -25,6 +26,15 @@ type Metrics struct {
 	roleChanges   *prometheus.CounterVec
 	splitBrains   *prometheus.CounterVec
 	httpRequests  *prometheus.CounterVec
+
+	// answers caches the counter of each (kind, rcode): DNSAnswer runs on
+	// every query, and a label lookup hashes and locks.
+	answers sync.Map // answerKey -> prometheus.Counter
+}
+
+type answerKey struct {
+	kind  string
+	rcode int
 }
 
 // New registers the metrics, with host gauges read from table.
@@ -70,11 +80,18 @@ func (m *Metrics) Handler() http.Handler {
 
 // DNSAnswer counts one DNS answer.
 func (m *Metrics) DNSAnswer(kind string, rcode int) {
+	key := answerKey{kind, rcode}
+	if c, ok := m.answers.Load(key); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
 	name, ok := dns.RcodeToString[rcode]
 	if !ok {
 		name = strconv.Itoa(rcode)
 	}
-	m.dnsQueries.WithLabelValues(kind, name).Inc()
+	c := m.dnsQueries.WithLabelValues(kind, name)
+	m.answers.Store(key, c)
+	c.Inc()
 }
 
 // ProbeDone records one probe.

@@ -1,0 +1,67 @@
+package metrics
+
+import (
+	"errors"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	return w.Body.String()
+}
+
+func TestMetrics(t *testing.T) {
+	now := time.Now()
+	table := zone.NewTable()
+	c := &zone.Cluster{Name: "main", Hosts: []zone.Host{
+		{Cluster: "main", Addr: "10.0.0.1:5432", IP: netip.MustParseAddr("10.0.0.1"), Seen: true, ProbedAt: now, SystemID: 1, Timeline: 1, LagKnown: true},
+		{Cluster: "main", Addr: "10.0.0.2:5432", IP: netip.MustParseAddr("10.0.0.2"), Seen: true, ProbedAt: now, SystemID: 1, Timeline: 1, InRecovery: true,
+			LagKnown: true, Lag: 1500 * time.Millisecond, LagBytes: 4096},
+		{Cluster: "main", Addr: "10.0.0.3:5432", Fails: 3},
+	}}
+	c.Decide(now, time.Minute, 3)
+	table.Store(&zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{c}, Default: "main", StaleAfter: time.Minute})
+
+	m := New(table)
+	for range 3 {
+		m.DNSAnswer("replica", 0)
+	}
+	m.DNSAnswer("invalid", 3)
+	m.ProbeDone("main", "10.0.0.3:5432", 2*time.Millisecond, errors.New("refused"))
+	m.RoleChanged("main", "10.0.0.3:5432", zone.RoleReplica, zone.RoleDown)
+	m.SplitBrain("main")
+	m.HTTPRequest("/master", 200)
+
+	out := scrape(t, m)
+	for _, want := range []string{
+		`pgdns_dns_queries_total{rcode="NOERROR",role="replica"} 3`,
+		`pgdns_dns_queries_total{rcode="NXDOMAIN",role="invalid"} 1`,
+		`pgdns_probe_failures_total{cluster="main",host="10.0.0.3:5432"} 1`,
+		`pgdns_probe_duration_seconds_count{cluster="main",host="10.0.0.3:5432"} 1`,
+		`pgdns_role_changes_total{cluster="main",from="replica",host="10.0.0.3:5432",to="down"} 1`,
+		`pgdns_split_brain_total{cluster="main"} 1`,
+		`pgdns_http_requests_total{code="200",route="/master"} 1`,
+		`pgdns_host_up{cluster="main",host="10.0.0.1:5432"} 1`,
+		`pgdns_host_up{cluster="main",host="10.0.0.3:5432"} 0`,
+		`pgdns_host_role{cluster="main",host="10.0.0.2:5432",role="replica"} 1`,
+		`pgdns_host_role{cluster="main",host="10.0.0.3:5432",role="down"} 1`,
+		`pgdns_host_lag_seconds{cluster="main",host="10.0.0.2:5432"} 1.5`,
+		`pgdns_host_lag_bytes{cluster="main",host="10.0.0.2:5432"} 4096`,
+		`pgdns_ready 1`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(out, `pgdns_host_lag_seconds{cluster="main",host="10.0.0.3:5432"}`) {
+		t.Error("a down host reports a lag")
+	}
+}
