@@ -34,6 +34,7 @@ type bench struct {
 	pg       *pgtest.Cluster
 	procs    []*exec.Cmd
 	pgdnsPID int
+	rssIdle  int64 // KiB, pgdns with 3 hosts before any load
 	plotPath string
 	lsn      string // an LSN every replica has replayed, for lsn- queries
 }

@@ -57,6 +57,10 @@ func (b *bench) dnsComparison(ctx context.Context, r *report, rounds int, d time
 	if err := waitDNS(pgdnsDNS, b.lsnName()+".db.local.", 2, 10*time.Second); err != nil {
 		return err
 	}
+	time.Sleep(3 * time.Second) // settle, then the idle footprint
+	if b.rssIdle, err = rssKiB(b.pgdnsPID); err != nil {
+		return err
+	}
 	if err := b.startCoreDNS(); err != nil {
 		return err
 	}

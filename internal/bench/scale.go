@@ -15,7 +15,8 @@ import (
 
 // scaleResult: memory and CPU of pgdns with 3 and with 1,000 hosts.
 type scaleResult struct {
-	rss3, rss1000    int64 // KiB
+	rss3Idle         int64 // KiB, before any load
+	rss3, rss1000    int64 // KiB, after the load steps
 	cpuPerHost       float64
 	cpuTotal         float64 // percent of one core, 1,000 hosts
 	p50, p99         time.Duration
@@ -51,7 +52,7 @@ func cpuTicks(pid int) (int64, error) {
 }
 
 func (b *bench) scale(ctx context.Context, r *report) error {
-	res := &scaleResult{realHosts: 3, interval: "250ms"}
+	res := &scaleResult{realHosts: 3, interval: "250ms", rss3Idle: b.rssIdle}
 	var err error
 	if res.rss3, err = rssKiB(b.pgdnsPID); err != nil {
 		return err
