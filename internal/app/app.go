@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +24,7 @@ import (
 	"github.com/pgdns/pgdns/httpapi"
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/metrics"
+	"github.com/pgdns/pgdns/internal/patroni"
 	"github.com/pgdns/pgdns/probe"
 	"github.com/pgdns/pgdns/zone"
 )
@@ -34,12 +38,17 @@ type App struct {
 	table   *zone.Table
 	metrics *metrics.Metrics
 
-	mu      sync.Mutex // serialises Start, Reload and Stop
-	cfg     *config.Config
-	dns     *dnsserver.Server
-	http    *httpapi.Server // nil when http.listen is ""
-	running *runningProber
-	prober  atomic.Pointer[probe.Prober] // the one publishing, for Refresh
+	mu          sync.Mutex          // serialises Start, Reload, discovery and Stop
+	cfg         *config.Config      // as configured (hosts without discovered members)
+	discovered  map[string][]string // members read from Patroni, by cluster
+	discoFailed map[string]bool     // Patroni did not answer last time (log once)
+	probing     *config.Config      // what the running prober probes: cfg plus members
+	stopDisco   context.CancelFunc
+	discoDone   chan struct{}
+	dns         *dnsserver.Server
+	http        *httpapi.Server // nil when http.listen is ""
+	running     *runningProber
+	prober      atomic.Pointer[probe.Prober] // the one publishing, for Refresh
 }
 
 // runningProber is a prober and how to stop it.
@@ -56,11 +65,6 @@ func Check(cfg *config.Config) error {
 	if _, err := probe.PostgresCheckers(cfg.Probe.DSN); err != nil {
 		errs = append(errs, fmt.Errorf("probe.dsn %w", err))
 	}
-	for _, c := range cfg.Clusters {
-		if len(c.Patroni) > 0 {
-			errs = append(errs, fmt.Errorf("clusters.%s.patroni: member discovery from Patroni is not available in this version; list the hosts in clusters.%s.hosts", c.Name, c.Name))
-		}
-	}
 	return errors.Join(errs...)
 }
 
@@ -70,7 +74,8 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	table := zone.NewTable()
-	return &App{cfg: cfg, log: log, table: table, metrics: metrics.New(table)}, nil
+	return &App{cfg: cfg, log: log, table: table, metrics: metrics.New(table),
+		discovered: map[string][]string{}, discoFailed: map[string]bool{}}, nil
 }
 
 // Table is the live table the servers answer from.
@@ -122,11 +127,18 @@ func (a *App) Start() error {
 		}
 		a.http = hs
 	}
-	a.running, err = a.startProber(cfg, true)
+	// Members from Patroni before the first probe round, so that the first
+	// answers already include them; discovery keeps them current after.
+	a.discover(context.Background())
+	a.probing = a.effective(cfg)
+	a.running, err = a.startProber(a.probing, true)
 	if err != nil {
 		return err
 	}
 	a.prober.Store(a.running.p)
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopDisco, a.discoDone = cancel, make(chan struct{})
+	go a.discoveryLoop(ctx)
 	a.log.Info("pgdns started", "dns", srv.Addr(), "http", a.HTTPAddr(), "zone", cfg.DNS.Zone,
 		"clusters", len(cfg.Clusters), "interval", cfg.Probe.Interval.String())
 	return nil
@@ -191,30 +203,116 @@ func (a *App) Reload(cfg *config.Config) error {
 	if !reflect.DeepEqual(newDNS, oldDNS) || !reflect.DeepEqual(newHTTP, oldHTTP) {
 		a.log.Warn("reload: dns and http settings take effect only on restart; applying probe and clusters")
 	}
-	next, err := a.startProber(cfg, false)
+	// Keep the listener settings that are in force.
+	next := *cfg
+	next.DNS, next.HTTP = a.cfg.DNS, a.cfg.HTTP
+	next.DNS.DefaultCluster = cfg.DNS.DefaultCluster
+	if err := a.swap(a.effective(&next)); err != nil {
+		return err
+	}
+	a.cfg = &next
+	a.log.Info("configuration reloaded", "clusters", len(next.Clusters), "interval", next.Probe.Interval.String())
+	return nil
+}
+
+// swap starts a prober for probing aside, waits until it has probed every
+// host once, then lets it publish and stops the running one. The caller
+// holds a.mu.
+func (a *App) swap(probing *config.Config) error {
+	next, err := a.startProber(probing, false)
 	if err != nil {
 		return err
 	}
 	select {
 	case <-next.p.Ready():
-	case <-time.After(2*cfg.Probe.Timeout + 2*time.Second):
+	case <-time.After(2*probing.Probe.Timeout + 2*time.Second):
 		next.halt()
-		return errors.New("reload: the new hosts were not all probed in time; keeping the running configuration")
+		return errors.New("the new hosts were not all probed in time; keeping the running configuration")
 	}
 	old := a.running
 	old.p.Deactivate()
 	next.p.Activate()
 	a.prober.Store(next.p)
 	a.running = next
+	a.probing = probing
 	old.halt()
-	// Keep the listener settings that are in force.
-	defaultCluster := cfg.DNS.DefaultCluster
-	cfg.DNS, cfg.HTTP = a.cfg.DNS, a.cfg.HTTP
-	cfg.DNS.DefaultCluster = defaultCluster
-	a.cfg = cfg
-	a.log.Info("configuration reloaded", "clusters", len(cfg.Clusters), "interval", cfg.Probe.Interval.String())
 	return nil
 }
+
+// effective is cfg with each cluster's hosts extended by the members
+// Patroni reported: configured hosts first, then the others in order.
+func (a *App) effective(cfg *config.Config) *config.Config {
+	out := *cfg
+	out.Clusters = make([]config.Cluster, len(cfg.Clusters))
+	for i, c := range cfg.Clusters {
+		c.Hosts = slices.Clone(c.Hosts)
+		for _, m := range a.discovered[c.Name] {
+			if !slices.Contains(c.Hosts, m) {
+				c.Hosts = append(c.Hosts, m)
+			}
+		}
+		out.Clusters[i] = c
+	}
+	return &out
+}
+
+// discoveryInterval is how often Patroni's member list is read.
+const discoveryInterval = 2 * time.Second
+
+// discoveryLoop keeps the member lists of clusters with Patroni URLs
+// current, and re-targets the probe when one changes.
+func (a *App) discoveryLoop(ctx context.Context) {
+	defer close(a.discoDone)
+	tick := time.NewTicker(discoveryInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		a.mu.Lock()
+		if a.discover(ctx) && a.running != nil {
+			probing := a.effective(a.cfg)
+			if err := a.swap(probing); err != nil {
+				a.log.Warn("Patroni members changed but the new list could not be applied", "error", err)
+			} else {
+				a.log.Info("Patroni members changed; probing the new list")
+			}
+		}
+		a.mu.Unlock()
+	}
+}
+
+// discover reads every cluster's Patroni member list and reports whether
+// any changed. A cluster whose Patroni does not answer keeps its last
+// list. The caller holds a.mu (or is Start).
+func (a *App) discover(ctx context.Context) bool {
+	changed := false
+	for _, c := range a.cfg.Clusters {
+		if len(c.Patroni) == 0 {
+			continue
+		}
+		members, err := patroni.Members(ctx, httpClient, c.Patroni)
+		if err != nil {
+			if !a.discoFailed[c.Name] {
+				a.log.Warn("cannot read members from Patroni; keeping the last list", "cluster", c.Name, "error", err)
+			}
+			a.discoFailed[c.Name] = true
+			continue
+		}
+		a.discoFailed[c.Name] = false
+		if !slices.Equal(members, a.discovered[c.Name]) {
+			a.log.Info("members from Patroni", "cluster", c.Name, "members", strings.Join(members, ","))
+			a.discovered[c.Name] = members
+			changed = true
+		}
+	}
+	return changed
+}
+
+// httpClient reads Patroni's REST API.
+var httpClient = &http.Client{Timeout: 3 * time.Second}
 
 // Stop lets in-flight queries finish (bounded by ctx), then stops the
 // probes and closes their connections.
@@ -227,6 +325,13 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 	if a.http != nil {
 		err = errors.Join(err, a.http.Shutdown(ctx))
+	}
+	if a.stopDisco != nil {
+		a.stopDisco()
+		a.mu.Unlock() // the loop may be waiting for the lock
+		<-a.discoDone
+		a.mu.Lock()
+		a.stopDisco = nil
 	}
 	if a.running != nil {
 		a.running.halt()

@@ -179,7 +179,7 @@ func TestReload(t *testing.T) {
 	e.waitFor(t, "replica.db.local.", []string{r1, r2})
 	// A configuration that fails validation is rejected; the old one stays.
 	bad := load(yaml(p + ":5432"))
-	bad.Clusters[0].Patroni = []string{"http://127.0.25.1:8008"}
+	bad.Probe.DSN = "sslmode=sometimes"
 	if err := a.Reload(bad); err == nil {
 		t.Fatal("a configuration Check rejects was applied")
 	}

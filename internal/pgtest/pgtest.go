@@ -96,8 +96,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	c := &Cluster{bin: bin}
 	if os.Geteuid() == 0 {
-		if c.owner, err = user.Lookup("postgres"); err != nil {
-			return nil, fmt.Errorf("running as root needs a postgres user: %w", err)
+		if c.owner, err = userPostgres(); err != nil {
+			return nil, err
 		}
 	}
 	// Not t.TempDir: its parents are private to root, and the servers run
@@ -290,4 +290,12 @@ func (n *Node) QueryOnce(ctx context.Context, sql string, dest ...any) error {
 	}
 	defer conn.Close(context.Background())
 	return conn.QueryRow(ctx, sql).Scan(dest...)
+}
+
+func userPostgres() (*user.User, error) {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running as root needs a postgres user: %w", err)
+	}
+	return u, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,28 @@ func New(t testing.TB, opts Options) *Cluster {
 		c.Close()
 	})
 	return c
+}
+
+// NewPatroni starts a Patroni cluster for a test; missing packages fail
+// the test under CI and skip it elsewhere.
+func NewPatroni(t testing.TB, etcdIP string, ips []string) *PatroniCluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pc, err := StartPatroni(ctx, etcdIP, ips)
+	if err != nil {
+		if strings.Contains(err.Error(), "not found") && os.Getenv("CI") == "" {
+			t.Skip(err)
+		}
+		t.Fatalf("patroni: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("patroni logs:\n%s", pc.Logs())
+		}
+		pc.Close()
+	})
+	return pc
 }
 
 func tail(s string, n int) string {

@@ -1,0 +1,39 @@
+package patroni
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+)
+
+func TestMembers(t *testing.T) {
+	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/cluster" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"members":[
+			{"name":"n2","host":"10.0.0.2","port":5433,"role":"replica","state":"streaming"},
+			{"name":"n1","host":"10.0.0.1","port":5432,"role":"leader","state":"running"},
+			{"name":"n3","host":"","role":"replica","state":"starting"}],"scope":"demo"}`))
+	}))
+	defer good.Close()
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("not json"))
+	}))
+	defer broken.Close()
+
+	// The first URL that answers wins; a dead and a broken one are skipped.
+	got, err := Members(context.Background(), http.DefaultClient, []string{"http://127.0.0.1:1", broken.URL, good.URL + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"10.0.0.1:5432", "10.0.0.2:5433"}; !slices.Equal(got, want) {
+		t.Fatalf("members %v, want %v", got, want)
+	}
+	if _, err := Members(context.Background(), http.DefaultClient, []string{"http://127.0.0.1:1", broken.URL}); err == nil {
+		t.Fatal("no URL answered, yet no error")
+	}
+}
