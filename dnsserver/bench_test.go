@@ -11,8 +11,12 @@ import (
 // one does, and throws it away.
 type discardWriter struct{ buf []byte }
 
-func (w *discardWriter) LocalAddr() net.Addr  { return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 53} }
-func (w *discardWriter) RemoteAddr() net.Addr { return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 40000} }
+func (w *discardWriter) LocalAddr() net.Addr {
+	return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 53}
+}
+func (w *discardWriter) RemoteAddr() net.Addr {
+	return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 40000}
+}
 func (w *discardWriter) WriteMsg(m *dns.Msg) error {
 	b, err := m.PackBuffer(w.buf)
 	w.buf = b[:0]

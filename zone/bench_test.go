@@ -44,4 +44,3 @@ func BenchmarkSelect(b *testing.B) {
 		})
 	}
 }
-

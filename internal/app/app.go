@@ -272,6 +272,10 @@ func (a *App) discoveryLoop(ctx context.Context) {
 		case <-tick.C:
 		}
 		a.mu.Lock()
+		if ctx.Err() != nil { // Stop cancelled us while we waited for the lock
+			a.mu.Unlock()
+			return
+		}
 		if a.discover(ctx) && a.running != nil {
 			probing := a.effective(a.cfg)
 			if err := a.swap(probing); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/config"
@@ -243,4 +245,54 @@ func requireTool(t *testing.T, name string) string {
 		t.Skipf("%s is not installed", name)
 	}
 	return path
+}
+
+// silentListener accepts TCP connections on addr and never says a word:
+// a host that hangs. It closes when the test ends.
+func silentListener(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln
+}
+
+// steadyWrites inserts a row every 100ms on conn until the test ends (at
+// most 40 s), so that lag has something to measure.
+func steadyWrites(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 400 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := conn.Exec(context.Background(), "INSERT INTO t (v) VALUES ('tick')"); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
 }

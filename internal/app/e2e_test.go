@@ -126,23 +126,7 @@ func TestRolesFiltersAndLSN(t *testing.T) {
 		// About 4 MiB of WAL, then steady small writes so that time lag
 		// has something to measure.
 		primary.Exec(t, "INSERT INTO t (v) SELECT repeat('x', 1000) FROM generate_series(1, 3000)")
-		conn := primary.Conn(t)
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for i := 0; i < 400; i++ { // bounded: at most 40 s
-				select {
-				case <-stop:
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				if _, err := conn.Exec(context.Background(), "INSERT INTO t (v) VALUES ('tick')"); err != nil {
-					return
-				}
-			}
-		}()
-		defer func() { close(stop); <-done }()
+		steadyWrites(t, primary.Conn(t))
 
 		e.waitFor(t, "bytes-1mb.replica.db.local.", []string{r1})
 		e.waitFor(t, "bytes-1gb.replica.db.local.", []string{r1, r2})
@@ -261,26 +245,7 @@ func TestStoppedReplicaAndPromotion(t *testing.T) {
 // NODATA. A host that hangs holds up only its own probe.
 func TestServfailUntilFirstRound(t *testing.T) {
 	t.Parallel()
-	hung, err := net.Listen("tcp", "127.0.4.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hung.Close()
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := hung.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
+	hung := silentListener(t, "127.0.4.1:0")
 	a, _, _ := startApp(t, `
 dns:
   listen: 127.0.0.1:0

@@ -104,22 +104,7 @@ func TestHTTPAgainstRealCluster(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { // steady small writes, bounded: at most 30 s
-		defer close(done)
-		for range 300 {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			if _, err := conn.Exec(context.Background(), "INSERT INTO t (v) VALUES ('tick')"); err != nil {
-				return
-			}
-		}
-	}()
-	defer func() { close(stop); <-done }()
+	steadyWrites(t, conn)
 
 	t.Run("resolve explains every host left out", func(t *testing.T) {
 		body := e.eventually(t, "/v1/resolve?name=lag-500ms.replica", "", func(code int, body string) bool {

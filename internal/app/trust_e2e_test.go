@@ -6,7 +6,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -93,26 +92,7 @@ func TestForeignHostIsNeverAnswered(t *testing.T) {
 func TestBadHostsDelayNobody(t *testing.T) {
 	t.Parallel()
 	const p, r1 = "127.0.12.11", "127.0.12.12"
-	hung, err := net.Listen("tcp", "127.0.12.31:5432")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hung.Close()
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := hung.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c) // accept, then say nothing
-		}
-	}()
+	silentListener(t, "127.0.12.31:5432")
 	locked := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.12.41"},
 		HBA: []string{"host all postgres 127.0.0.0/8 scram-sha-256"}})
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1}})
