@@ -202,3 +202,51 @@ func TestProberComputesLagFromThePrimarysClock(t *testing.T) {
 		return r.LagKnown && r.Lag == 0 && r.LagBytes == 0
 	})
 }
+
+// Refresh probes the live replicas at once, shares one round among
+// concurrent callers, and releases them once the fresh results are
+// published.
+func TestProberRefresh(t *testing.T) {
+	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
+	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
+	// A long interval: without Refresh the replica's new position would
+	// not be seen for a minute.
+	cfg := Config{Interval: time.Minute, Timeout: time.Second, MaxFails: 3,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}
+	table := zone.NewTable()
+	newChecker := func(addr string) (Checker, error) {
+		return fakeChecker{map[string]*fakeHost{"p:1": primary, "r:1": replica}[addr]}, nil
+	}
+	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&syncBuffer{}, nil)), "main")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitSnapshot(t, table, "ready", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" })
+
+	replica.set(func(h *fakeHost) { h.lsn = 200 })
+	before := replica.probes.Load()
+	a, b := p.Refresh("main"), p.Refresh("main")
+	if a != b {
+		t.Fatal("concurrent refreshes did not share a round")
+	}
+	select {
+	case <-a:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the refresh never completed")
+	}
+	if got := table.Load().Clusters[0].Hosts[1].ReplayLSN; got != 200 {
+		t.Fatalf("after the refresh the snapshot has replay %v, want 200", got)
+	}
+	if n := replica.probes.Load() - before; n != 1 {
+		t.Fatalf("the replica was probed %d times for one shared refresh", n)
+	}
+	if primary.probes.Load() != 1 {
+		t.Fatalf("the primary was probed %d times: refreshes are for replicas", primary.probes.Load())
+	}
+	select {
+	case <-p.Refresh("nope"):
+	default:
+		t.Fatal("a refresh of a cluster without replicas must complete at once")
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // TestRolesFiltersAndLSN runs pgdns against a real primary and two
@@ -276,5 +278,25 @@ clusters:
 	}
 	if m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 || len(m.Ns) != 1 {
 		t.Fatalf("after the first round with no live host: %v", m)
+	}
+}
+
+// Host names in the config are resolved by pgdns; answers carry the
+// address it connected to.
+func TestHostNamesAreResolved(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.0.1"}, Port: 55432})
+	a, _, _ := startApp(t, `
+dns: {listen: "127.0.0.1:0"}
+http: {listen: ""}
+probe: {interval: 100ms, dsn: "user=postgres dbname=postgres sslmode=disable"}
+clusters:
+  main:
+    hosts: [localhost:55432]
+`)
+	e := &env{pg: pg, app: a}
+	e.waitFor(t, "primary.db.local.", []string{"127.0.0.1"})
+	if txt := e.txt(t, "primary.db.local."); len(txt) != 1 || !strings.HasPrefix(txt[0], "host=localhost:55432 role=primary") {
+		t.Fatalf("evidence %q", txt)
 	}
 }
