@@ -9,11 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"reflect"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +21,6 @@ import (
 	"github.com/pgdns/pgdns/httpapi"
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/metrics"
-	"github.com/pgdns/pgdns/internal/patroni"
 	"github.com/pgdns/pgdns/probe"
 	"github.com/pgdns/pgdns/zone"
 )
@@ -238,85 +234,6 @@ func (a *App) swap(probing *config.Config) error {
 	old.halt()
 	return nil
 }
-
-// effective is cfg with each cluster's hosts extended by the members
-// Patroni reported: configured hosts first, then the others in order.
-func (a *App) effective(cfg *config.Config) *config.Config {
-	out := *cfg
-	out.Clusters = make([]config.Cluster, len(cfg.Clusters))
-	for i, c := range cfg.Clusters {
-		c.Hosts = slices.Clone(c.Hosts)
-		for _, m := range a.discovered[c.Name] {
-			if !slices.Contains(c.Hosts, m) {
-				c.Hosts = append(c.Hosts, m)
-			}
-		}
-		out.Clusters[i] = c
-	}
-	return &out
-}
-
-// discoveryInterval is how often Patroni's member list is read.
-const discoveryInterval = 2 * time.Second
-
-// discoveryLoop keeps the member lists of clusters with Patroni URLs
-// current, and re-targets the probe when one changes.
-func (a *App) discoveryLoop(ctx context.Context) {
-	defer close(a.discoDone)
-	tick := time.NewTicker(discoveryInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		a.mu.Lock()
-		if ctx.Err() != nil { // Stop cancelled us while we waited for the lock
-			a.mu.Unlock()
-			return
-		}
-		if a.discover(ctx) && a.running != nil {
-			probing := a.effective(a.cfg)
-			if err := a.swap(probing); err != nil {
-				a.log.Warn("Patroni members changed but the new list could not be applied", "error", err)
-			} else {
-				a.log.Info("Patroni members changed; probing the new list")
-			}
-		}
-		a.mu.Unlock()
-	}
-}
-
-// discover reads every cluster's Patroni member list and reports whether
-// any changed. A cluster whose Patroni does not answer keeps its last
-// list. The caller holds a.mu (or is Start).
-func (a *App) discover(ctx context.Context) bool {
-	changed := false
-	for _, c := range a.cfg.Clusters {
-		if len(c.Patroni) == 0 {
-			continue
-		}
-		members, err := patroni.Members(ctx, httpClient, c.Patroni)
-		if err != nil {
-			if !a.discoFailed[c.Name] {
-				a.log.Warn("cannot read members from Patroni; keeping the last list", "cluster", c.Name, "error", err)
-			}
-			a.discoFailed[c.Name] = true
-			continue
-		}
-		a.discoFailed[c.Name] = false
-		if !slices.Equal(members, a.discovered[c.Name]) {
-			a.log.Info("members from Patroni", "cluster", c.Name, "members", strings.Join(members, ","))
-			a.discovered[c.Name] = members
-			changed = true
-		}
-	}
-	return changed
-}
-
-// httpClient reads Patroni's REST API.
-var httpClient = &http.Client{Timeout: 3 * time.Second}
 
 // Stop lets in-flight queries finish (bounded by ctx), then stops the
 // probes and closes their connections.
