@@ -44,8 +44,9 @@ type lagLimits struct {
 	hasLSN   bool
 }
 
-// pick chooses the host for a pg-status endpoint from the cluster, given
-// the live primary (or nil) and a rotation turn.
+// pick chooses the host for a pg-status endpoint from cluster c of
+// snapshot s, under the request's limits, rotating by turn; nil when there
+// is no host at all.
 type pick func(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host
 
 // pgStatusPick wraps a pick with parameter parsing and pg-status's answer
