@@ -6,8 +6,11 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,11 +26,11 @@ import (
 )
 
 const configYAML = `dns:
-  listen: 127.0.0.1:5353
+  listen: %s
   zone: db.local
   ttl: 1
 http:
-  listen: 127.0.0.1:8080
+  listen: %s
 probe:
   interval: 250ms
   timeout: 1s
@@ -38,25 +41,36 @@ clusters:
     hosts: [%s]
 `
 
+// options say where the demo runs; the flags' defaults are what the
+// README shows.
+type options struct {
+	dns, http string   // pgdns's DNS and HTTP addresses
+	ips       []string // the primary's, then the replicas'
+}
+
 func main() {
+	dnsAddr := flag.String("dns", "127.0.0.1:5353", "pgdns DNS address")
+	httpAddr := flag.String("http", "127.0.0.1:8080", "pgdns HTTP address")
+	ips := flag.String("ips", "127.0.0.11,127.0.0.12,127.0.0.13", "addresses of the primary and the replicas (port 5432)")
+	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
+	if err := run(ctx, options{dns: *dnsAddr, http: *httpAddr, ips: strings.Split(*ips, ",")}, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context) error {
-	fmt.Println("starting a primary and two streaming replicas on 127.0.0.11-13:5432 ...")
+func run(ctx context.Context, o options, out io.Writer) error {
+	fmt.Fprintf(out, "starting a primary and %d streaming replicas on %s (port 5432) ...\n", len(o.ips)-1, strings.Join(o.ips, ", "))
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	pg, err := pgtest.Start(startCtx, pgtest.Options{IPs: []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}})
+	pg, err := pgtest.Start(startCtx, pgtest.Options{IPs: o.ips})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		fmt.Println("stopping PostgreSQL and removing its files ...")
+		fmt.Fprintln(out, "stopping PostgreSQL and removing its files ...")
 		pg.Close()
 	}()
 
@@ -70,7 +84,7 @@ func run(ctx context.Context) error {
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "pgdns.yaml")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(configYAML, strings.Join(hosts, ", "))), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(configYAML, o.dns, o.http, strings.Join(hosts, ", "))), 0o600); err != nil {
 		return err
 	}
 	cfg, err := config.Load(path, os.Environ())
@@ -85,26 +99,28 @@ func run(ctx context.Context) error {
 	// A gentle writer, so that replicas have something to replay.
 	go write(ctx, pg.Nodes[0].DSN())
 
-	fmt.Printf(`
-pgdns is answering for db.local on 127.0.0.1:5353, HTTP on 127.0.0.1:8080 (config: %s). Try:
+	host, port, _ := net.SplitHostPort(o.dns)
+	dig := "dig @" + host + " -p " + port
+	fmt.Fprintf(out, `
+pgdns is answering for db.local on %[1]s, HTTP on %[2]s (config: %[3]s). Try:
 
-  dig @127.0.0.1 -p 5353 +short primary.db.local
-  dig @127.0.0.1 -p 5353 +short replica.db.local
-  dig @127.0.0.1 -p 5353 lag-50ms.replica.db.local
-  dig @127.0.0.1 -p 5353 +short TXT any.db.local
-  dig @127.0.0.1 -p 5353 lsn-ffffffff-0.replica.db.local      # NOERROR, no address
-  dig @127.0.0.1 -p 5353 lsn-ffffffff-0.prefer-replica.db.local  # falls back to the primary
+  %[4]s +short primary.db.local
+  %[4]s +short replica.db.local
+  %[4]s lag-50ms.replica.db.local
+  %[4]s +short TXT any.db.local
+  %[4]s lsn-ffffffff-0.replica.db.local      # NOERROR, no address
+  %[4]s lsn-ffffffff-0.prefer-replica.db.local  # falls back to the primary
 
-  curl -s localhost:8080/v1/hosts
-  curl -s 'localhost:8080/v1/resolve?name=lag-50ms.replica'
-  curl -s localhost:8080/replica            # pg-status compatible
+  curl -s %[2]s/v1/hosts
+  curl -s '%[2]s/v1/resolve?name=lag-50ms.replica'
+  curl -s %[2]s/replica            # pg-status compatible
 
-  psql "host=$(dig @127.0.0.1 -p 5353 +short primary.db.local) user=postgres" -c 'SELECT inet_server_addr(), pg_is_in_recovery()'
-  psql "host=127.0.0.11 user=postgres" -c 'SELECT pg_current_wal_insert_lsn()'   # then ask for lsn-HI-LO.replica.db.local
+  psql "host=$(%[4]s +short primary.db.local) user=postgres" -c 'SELECT inet_server_addr(), pg_is_in_recovery()'
+  psql "host=%[5]s user=postgres" -c 'SELECT pg_current_wal_insert_lsn()'   # then ask for lsn-HI-LO.replica.db.local
 
 Ctrl-C stops pgdns and PostgreSQL.
 
-`, path)
+`, o.dns, o.http, path, dig, o.ips[0])
 	return a.Run(ctx)
 }
 

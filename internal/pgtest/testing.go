@@ -16,12 +16,7 @@ import (
 // fails under CI (CI=true), where a missing install must not pass green.
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	if _, err := BinDir(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI=%s and %v", os.Getenv("CI"), err)
-		}
-		t.Skip(err)
-	}
+	Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := Start(ctx, opts)
@@ -59,6 +54,19 @@ func NewPatroni(t testing.TB, etcdIP string, ips []string) *PatroniCluster {
 		pc.Close()
 	})
 	return pc
+}
+
+// Require stops a test that needs PostgreSQL binaries when there are none:
+// it fails under CI (CI set), where a missing install must not pass green,
+// and is skipped on a developer's machine.
+func Require(t testing.TB) {
+	t.Helper()
+	if _, err := BinDir(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI=%s and %v", os.Getenv("CI"), err)
+		}
+		t.Skip(err)
+	}
 }
 
 func tail(s string, n int) string {

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// TestDemo runs what `make demo` runs, on addresses of its own, and checks
+// the issue's promise: lag-50ms.replica answers the replicas while
+// lsn-ffffffff-0.replica answers NOERROR with no address; Ctrl-C stops
+// everything.
+func TestDemo(t *testing.T) {
+	pgtest.Require(t)
+	o := options{dns: "127.0.50.53:5353", http: "127.0.50.53:8080", ips: []string{"127.0.50.11", "127.0.50.12", "127.0.50.13"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, o, &out) }()
+
+	ask := func(name string) *dns.Msg {
+		req := new(dns.Msg)
+		req.SetQuestion(name, dns.TypeA)
+		m, _, err := (&dns.Client{Timeout: 500 * time.Millisecond}).Exchange(req, o.dns)
+		if err != nil {
+			return nil
+		}
+		return m
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if m := ask("lag-50ms.replica.db.local."); m != nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo never answered lag-50ms.replica with both replicas:\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	m := ask("lsn-ffffffff-0.replica.db.local.")
+	if m == nil || m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 {
+		t.Fatalf("lsn-ffffffff-0.replica: %v", m)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the demo did not stop")
+	}
+	if !strings.Contains(out.String(), "dig @127.0.50.53 -p 5353 lag-50ms.replica.db.local") ||
+		!strings.Contains(out.String(), "stopping PostgreSQL") {
+		t.Errorf("demo output:\n%s", out.String())
+	}
+	if c, err := net.DialTimeout("tcp", "127.0.50.11:5432", time.Second); err == nil {
+		c.Close()
+		t.Error("PostgreSQL still runs after the demo stopped")
+	}
+}
