@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/probe"
+	"github.com/pgdns/pgdns/zone"
+)
+
+// The scale run's fake replicas must pass pgdns's real probe, or the
+// figures would measure failing probes.
+func TestFakeReplicaPassesTheProbe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.51.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	row := [][]byte{[]byte("t"), []byte(""), []byte("0/3000060"), []byte("0/3000060"), []byte("1"), []byte("7000000000000000001"), []byte("{}"), []byte("")}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serveFake(c, row)
+		}
+	}()
+	newChecker, err := probe.PostgresCheckers("user=postgres dbname=postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newChecker(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 { // and again on the kept connection
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s, err := c.Check(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.InRecovery || s.ReplayLSN != zone.LSN(0x3000060) || s.SystemID != 7000000000000000001 || s.Timeline != 1 || s.IP.String() != "127.0.51.1" {
+			t.Fatalf("sample %+v", s)
+		}
+	}
+}
