@@ -49,34 +49,19 @@ func StartPatroni(ctx context.Context, etcdIP string, ips []string) (*PatroniClu
 			return nil, fmt.Errorf("%s not found: install the Debian packages patroni and etcd-server", tool)
 		}
 	}
-	bin, err := BinDir()
+	c, err := newCluster("patroni-")
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{bin: bin}
-	if os.Geteuid() == 0 {
-		if c.owner, err = userPostgres(); err != nil {
-			return nil, err
-		}
-	}
-	root, err := os.MkdirTemp("", "patroni-")
-	if err != nil {
-		return nil, err
-	}
-	c.root = root
-	pc := &PatroniCluster{Scope: "pgdns", root: root, bin: bin, c: c}
-	if err := c.chown(root); err != nil {
-		pc.Close()
-		return nil, err
-	}
+	pc := &PatroniCluster{Scope: "pgdns", root: c.root, bin: c.bin, c: c}
 
 	etcdURL := "http://" + etcdIP + ":2379"
-	pc.etcd = exec.Command("etcd", "--name", "e1", "--data-dir", filepath.Join(root, "etcd"),
+	pc.etcd = exec.Command("etcd", "--name", "e1", "--data-dir", filepath.Join(pc.root, "etcd"),
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", "http://"+etcdIP+":2380", "--initial-advertise-peer-urls", "http://"+etcdIP+":2380",
 		"--initial-cluster", "e1=http://"+etcdIP+":2380", "--log-level", "error")
 	pc.etcd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	etcdLog, _ := os.Create(filepath.Join(root, "etcd.log"))
+	etcdLog, _ := os.Create(filepath.Join(pc.root, "etcd.log"))
 	pc.etcd.Stdout, pc.etcd.Stderr = etcdLog, etcdLog
 	if err := pc.etcd.Start(); err != nil {
 		pc.Close()

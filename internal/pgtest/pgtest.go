@@ -90,23 +90,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Port == 0 {
 		opts.Port = 5432
 	}
-	bin, err := BinDir()
+	c, err := newCluster("pgtest-")
 	if err != nil {
-		return nil, err
-	}
-	c := &Cluster{bin: bin}
-	if os.Geteuid() == 0 {
-		if c.owner, err = userPostgres(); err != nil {
-			return nil, err
-		}
-	}
-	// Not t.TempDir: its parents are private to root, and the servers run
-	// as postgres.
-	if c.root, err = os.MkdirTemp("", "pgtest-"); err != nil {
-		return nil, err
-	}
-	if err := c.chown(c.root); err != nil {
-		c.Close()
 		return nil, err
 	}
 	for i, ip := range opts.IPs {
@@ -290,6 +275,31 @@ func (n *Node) QueryOnce(ctx context.Context, sql string, dest ...any) error {
 	}
 	defer conn.Close(context.Background())
 	return conn.QueryRow(ctx, sql).Scan(dest...)
+}
+
+// newCluster finds the binaries and makes the root directory, owned by
+// the user the servers will run as.
+func newCluster(prefix string) (*Cluster, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{bin: bin}
+	if os.Geteuid() == 0 {
+		if c.owner, err = userPostgres(); err != nil {
+			return nil, err
+		}
+	}
+	// Not t.TempDir: its parents are private to root, and the servers run
+	// as postgres.
+	if c.root, err = os.MkdirTemp("", prefix); err != nil {
+		return nil, err
+	}
+	if err := c.chown(c.root); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 func userPostgres() (*user.User, error) {

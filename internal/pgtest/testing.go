@@ -92,6 +92,16 @@ func (n *Node) Conn(t testing.TB) *pgx.Conn {
 // Exec runs sql on the node and fails the test on error.
 func (n *Node) Exec(t testing.TB, sql string, args ...any) {
 	t.Helper()
+	n.withConn(t, sql, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, sql, args...)
+		return err
+	})
+}
+
+// withConn runs fn on a fresh connection to the node, with a deadline,
+// and fails the test on error.
+func (n *Node) withConn(t testing.TB, sql string, fn func(context.Context, *pgx.Conn) error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, n.DSN())
@@ -99,7 +109,7 @@ func (n *Node) Exec(t testing.TB, sql string, args ...any) {
 		t.Fatalf("connect to %s: %v", n.Name, err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+	if err := fn(ctx, conn); err != nil {
 		t.Fatalf("%s on %s: %v", sql, n.Name, err)
 	}
 }
@@ -116,14 +126,7 @@ func (n *Node) Follow(t testing.TB, upstream *Node) {
 // Query runs sql on the node and scans one row into dest.
 func (n *Node) Query(t testing.TB, sql string, dest ...any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, n.DSN())
-	if err != nil {
-		t.Fatalf("connect to %s: %v", n.Name, err)
-	}
-	defer conn.Close(context.Background())
-	if err := conn.QueryRow(ctx, sql).Scan(dest...); err != nil {
-		t.Fatalf("%s on %s: %v", sql, n.Name, err)
-	}
+	n.withConn(t, sql, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, sql).Scan(dest...)
+	})
 }
