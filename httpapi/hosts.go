@@ -53,14 +53,6 @@ func newHostJSON(h *zone.Host, alive bool, now time.Time) hostJSON {
 	return j
 }
 
-// alive reports whether h may be answered now.
-func alive(s *zone.Snapshot, c *zone.Cluster, h *zone.Host, now time.Time) bool {
-	if h == c.LivePrimary(now, s.StaleAfter) {
-		return true
-	}
-	return h.Role == zone.RoleReplica && now.Sub(h.ProbedAt) <= s.StaleAfter
-}
-
 type hostsBody struct {
 	Ready bool       `json:"ready"`
 	Hosts []hostJSON `json:"hosts"`
@@ -77,7 +69,7 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request) {
 	for _, c := range s.Clusters {
 		for i := range c.Hosts {
 			h := &c.Hosts[i]
-			body.Hosts = append(body.Hosts, newHostJSON(h, alive(s, c, h, now), now))
+			body.Hosts = append(body.Hosts, newHostJSON(h, s.Live(h, now), now))
 		}
 	}
 	writeJSON(w, http.StatusOK, body)

@@ -245,7 +245,7 @@ func (a *API) pgStatusHosts(w http.ResponseWriter, r *http.Request) {
 		for i := range c.Hosts {
 			h := &c.Hosts[i]
 			host, port := hostPort(h.Addr)
-			e := pgStatusHostJSON{Host: host, Port: port, Cluster: c.Name, Master: h == primary, Alive: alive(s, c, h, now)}
+			e := pgStatusHostJSON{Host: host, Port: port, Cluster: c.Name, Master: h == primary, Alive: s.Live(h, now)}
 			if e.Alive {
 				lsn := h.ReplayLSN.String()
 				e.LSN = &lsn

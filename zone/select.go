@@ -35,6 +35,10 @@ func live(h *Host, now time.Time, staleAfter time.Duration) bool {
 	return (h.Role == RolePrimary || h.Role == RoleReplica) && now.Sub(h.ProbedAt) <= staleAfter
 }
 
+// Live reports whether h may be answered at time now: the rule DNS
+// selection applies, for the HTTP API and the metrics to show.
+func (s *Snapshot) Live(h *Host, now time.Time) bool { return live(h, now, s.StaleAfter) }
+
 // LivePrimary returns the primary if it may be answered now, else nil.
 func (c *Cluster) LivePrimary(now time.Time, staleAfter time.Duration) *Host {
 	p := c.PrimaryHost()

@@ -147,11 +147,9 @@ func (c hostCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	ch <- prometheus.MustNewConstMetric(ready, prometheus.GaugeValue, boolValue(s.Ready))
 	for _, cl := range s.Clusters {
-		primary := cl.LivePrimary(now, s.StaleAfter)
 		for i := range cl.Hosts {
 			h := &cl.Hosts[i]
-			up := h == primary || (h.Role == zone.RoleReplica && now.Sub(h.ProbedAt) <= s.StaleAfter)
-			ch <- prometheus.MustNewConstMetric(hostUp, prometheus.GaugeValue, boolValue(up), cl.Name, h.Addr)
+			ch <- prometheus.MustNewConstMetric(hostUp, prometheus.GaugeValue, boolValue(s.Live(h, now)), cl.Name, h.Addr)
 			for _, r := range []zone.Role{zone.RolePrimary, zone.RoleReplica, zone.RoleDown, zone.RoleUnknown} {
 				ch <- prometheus.MustNewConstMetric(hostRole, prometheus.GaugeValue, boolValue(h.Role == r), cl.Name, h.Addr, r.String())
 			}
