@@ -219,17 +219,31 @@ func (e *env) txt(t *testing.T, name string) []string {
 func (e *env) insertAndTakeLSN(t *testing.T, node *pgtest.Node) string {
 	t.Helper()
 	conn := node.Conn(t)
-	var lsn string
+	if _, err := conn.Exec(context.Background(), "CREATE TABLE IF NOT EXISTS t (id serial PRIMARY KEY, v text)"); err != nil {
+		t.Fatal(err)
+	}
+	return writeAndTakeLSN(t, conn, "INSERT INTO t (v) VALUES (now()::text)")
+}
+
+// writeAndTakeLSN runs a write on conn and returns, as a read-your-writes
+// client takes it after the commit, its WAL position as an lsn- label
+// token: "hi-lo", lower-case.
+func writeAndTakeLSN(t *testing.T, conn *pgx.Conn, sql string, args ...any) string {
+	t.Helper()
 	ctx := context.Background()
-	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS t (id serial PRIMARY KEY, v text)"); err != nil {
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, "INSERT INTO t (v) VALUES (now()::text)"); err != nil {
-		t.Fatal(err)
-	}
+	var lsn string
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
 		t.Fatal(err)
 	}
+	return lsnLabel(lsn)
+}
+
+// lsnLabel writes an LSN as PostgreSQL prints it ("0/3000060") the way
+// lsn- names carry it ("0-3000060").
+func lsnLabel(lsn string) string {
 	return strings.ToLower(strings.Replace(lsn, "/", "-", 1))
 }
 

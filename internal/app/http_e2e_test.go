@@ -113,7 +113,7 @@ func TestHTTPAgainstRealCluster(t *testing.T) {
 		if !strings.Contains(body, `"addr":"`+p+`:5432","reason":"primary: not a replica"`) || !strings.Contains(body, `"ip":"`+r1+`"`) {
 			t.Errorf("resolve: %s", body)
 		}
-		body = e.eventually(t, "/v1/resolve?name=lsn-"+strings.ToLower(strings.Replace(lsn, "/", "-", 1))+".replica", "", func(code int, body string) bool {
+		body = e.eventually(t, "/v1/resolve?name=lsn-"+lsnLabel(lsn)+".replica", "", func(code int, body string) bool {
 			return code == 200 && strings.Contains(body, `"ip":"`+r1+`"`)
 		})
 		if !strings.Contains(body, `"reason":"replay `) {

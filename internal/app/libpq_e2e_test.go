@@ -82,19 +82,11 @@ func TestLibpqThroughTheSystemResolver(t *testing.T) {
 	})
 
 	t.Run("read-your-writes, 200 rounds", func(t *testing.T) {
-		ctx := context.Background()
 		writer := pg.Nodes[0].Conn(t)
 		byReplica := 0
 		const rounds = 200
 		for i := range rounds {
-			var lsn string
-			if _, err := writer.Exec(ctx, "INSERT INTO ryw VALUES ($1)", i); err != nil {
-				t.Fatal(err)
-			}
-			if err := writer.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
-				t.Fatal(err)
-			}
-			host := "lsn-" + strings.ToLower(strings.Replace(lsn, "/", "-", 1)) + ".replica.db.local"
+			host := "lsn-" + writeAndTakeLSN(t, writer, "INSERT INTO ryw VALUES ($1)", i) + ".replica.db.local"
 			out, err := ns.psql("host="+host+",primary.db.local",
 				fmt.Sprintf("SELECT inet_server_addr(), EXISTS (SELECT 1 FROM ryw WHERE id = %d)", i))
 			if err != nil {

@@ -260,14 +260,7 @@ func TestReadYourWritesWithLSNWait(t *testing.T) {
 	byReplica := map[string]int{}
 	var added []time.Duration
 	for i := range rounds {
-		var lsn string
-		if _, err := writer.Exec(ctx, "INSERT INTO ryw VALUES ($1)", i); err != nil {
-			t.Fatal(err)
-		}
-		if err := writer.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
-			t.Fatal(err)
-		}
-		name := "lsn-" + strings.ToLower(strings.Replace(lsn, "/", "-", 1)) + ".prefer-replica.db.local."
+		name := "lsn-" + writeAndTakeLSN(t, writer, "INSERT INTO ryw VALUES ($1)", i) + ".prefer-replica.db.local."
 		order := []*env{now, wait}
 		if i%2 == 1 {
 			order = []*env{wait, now}
