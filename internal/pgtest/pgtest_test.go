@@ -25,3 +25,13 @@ func TestClusterStreams(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestAddrsNeverShared(t *testing.T) {
+	a, b := Addrs(t), Addrs(t)
+	if a.IP(1) == b.IP(1) {
+		t.Fatalf("two blocks share %s", a.IP(1))
+	}
+	if got := a.IPs(3); got[0] != a.IP(1) || got[2] != a.IP(3) {
+		t.Fatalf("IPs(3) = %v", got)
+	}
+}
