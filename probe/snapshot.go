@@ -84,6 +84,7 @@ func (p *Prober) publish() {
 		inheritHistory(c)
 		snap.Clusters = append(snap.Clusters, c)
 	}
+	snap.StampSerials(p.previous())
 	p.logChanges(snap)
 	p.last = snap
 	if snap.Ready {

@@ -19,6 +19,10 @@ type Cluster struct {
 	// SplitBrain is set by Decide when two writable hosts share the
 	// highest timeline: no primary is answered until it is resolved.
 	SplitBrain bool
+
+	// Serial is the SOA serial of <cluster>.<zone>: it changes when a role
+	// answer of the cluster does (see StampSerials).
+	Serial uint32
 }
 
 // PrimaryHost returns the primary, or nil.
