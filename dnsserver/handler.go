@@ -22,8 +22,14 @@ type Config struct {
 	Zone string // the zone served, e.g. "db.local"
 	TTL  uint32 // TTL of every answer and the SOA MINIMUM
 
-	// NameServerIPs, when set, are answered for "ns.<zone>", the name the
-	// NS and SOA records point at (the listen address when it is specific).
+	// NameServers are the zone's name servers: the NS RRset in this
+	// order, the first one the SOA MNAME. The addresses of a name under
+	// the zone are answered for it and sent as glue with NS answers.
+	// Empty: one name server, "ns.<zone>", with NameServerIPs.
+	NameServers []NameServer
+
+	// NameServerIPs, when NameServers is empty, are answered for
+	// "ns.<zone>" (the listen address when it is specific).
 	NameServerIPs []netip.Addr
 
 	// LSNWait is how long an lsn- query that no replica satisfies may wait
@@ -34,22 +40,28 @@ type Config struct {
 	Refresh func(cluster string) <-chan struct{}
 
 	// OnAnswer, when set, is called once per answer with what was asked
-	// (a role such as "replica", or "apex", "ns", "invalid", "outside",
-	// "malformed") and the rcode sent, for metrics.
+	// (a role such as "replica", or "apex", "cluster", "ns", "invalid",
+	// "outside", "transfer", "malformed") and the rcode sent, for metrics.
 	OnAnswer func(kind string, rcode int)
+}
+
+// NameServer is one name server of the zone.
+type NameServer struct {
+	Name  string       // a fully qualified name, in the zone or not
+	Addrs []netip.Addr // answered for Name when it is in the zone
 }
 
 // Handler answers DNS queries for one zone from a zone.Table.
 type Handler struct {
-	origin string // lower-case FQDN of the zone
-	nsName string
-	ttl    uint32
-	serial uint32
-	nsIPs  []netip.Addr
-	table  *zone.Table
-	log    *slog.Logger
-	now    func() time.Time
-	onAns  func(kind string, rcode int)
+	origin  string   // lower-case FQDN of the zone
+	nsNames []string // lower-case FQDNs of the NS RRset; the first is the SOA MNAME
+	nsAddrs map[string][]netip.Addr
+	ttl     uint32
+	serial  uint32 // the least serial answered: the start time
+	table   *zone.Table
+	log     *slog.Logger
+	now     func() time.Time
+	onAns   func(kind string, rcode int)
 
 	lsnWait time.Duration
 	refresh func(cluster string) <-chan struct{}
@@ -58,14 +70,17 @@ type Handler struct {
 // NewHandler returns a Handler for cfg reading from table.
 func NewHandler(cfg Config, table *zone.Table, log *slog.Logger) *Handler {
 	origin := dns.CanonicalName(cfg.Zone)
-	return &Handler{
-		origin: origin,
-		nsName: zone.NameServerLabel + "." + origin,
-		ttl:    cfg.TTL,
-		// The zone's content is not versioned; the start time changes the
-		// serial on every restart, which is all secondaries could use.
+	servers := cfg.NameServers
+	if len(servers) == 0 {
+		servers = []NameServer{{Name: zone.NameServerLabel + "." + origin, Addrs: cfg.NameServerIPs}}
+	}
+	h := &Handler{
+		origin:  origin,
+		nsAddrs: map[string][]netip.Addr{},
+		ttl:     cfg.TTL,
+		// Serials come from the snapshot (zone.Snapshot.StampSerials);
+		// the start time is the floor, for a snapshot that has none yet.
 		serial: uint32(time.Now().Unix()),
-		nsIPs:  cfg.NameServerIPs,
 		table:  table,
 		log:    log,
 		now:    time.Now,
@@ -74,6 +89,14 @@ func NewHandler(cfg Config, table *zone.Table, log *slog.Logger) *Handler {
 		lsnWait: cfg.LSNWait,
 		refresh: cfg.Refresh,
 	}
+	for _, ns := range servers {
+		name := dns.CanonicalName(ns.Name)
+		h.nsNames = append(h.nsNames, name)
+		if dns.IsSubDomain(origin, name) {
+			h.nsAddrs[name] = append(h.nsAddrs[name], ns.Addrs...)
+		}
+	}
+	return h
 }
 
 // ServeDNS implements dns.Handler. It is a thin shell around answer: it
@@ -123,7 +146,7 @@ func (h *Handler) answer(req *dns.Msg) (*dns.Msg, string) {
 	m.RecursionAvailable = false
 
 	if opt := req.IsEdns0(); opt != nil {
-		m.SetEdns0(maxUDPSize, false)
+		m.SetEdns0(maxUDPSize, opt.Do()) // RFC 3225: DO is echoed
 		if opt.Version() != 0 {
 			m.Rcode = dns.RcodeBadVers // RFC 6891: only version 0 exists
 			return m, "malformed"
@@ -144,61 +167,106 @@ func (h *Handler) answer(req *dns.Msg) (*dns.Msg, string) {
 		m.Rcode = dns.RcodeRefused // not ours, and pgdns never recurses
 		return m, "outside"
 	}
+	if q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
+		m.Rcode = dns.RcodeRefused // no zone transfers, as CoreDNS without "transfer"
+		return m, "transfer"
+	}
 	m.Authoritative = true
+	snap := h.table.Load() // the one snapshot this answer reads (see answerHosts)
 	if err != nil {
-		return h.nxdomain(m), "invalid"
+		return h.nxdomain(m, snap), "invalid"
+	}
+	if addrs, ok := h.nsAddrs[name]; ok {
+		m.Answer = h.addresses(q.Name, q.Qtype, addrs)
+		return h.nodataIfEmpty(m, snap), "ns"
 	}
 
 	switch parsed.Kind {
 	case zone.KindApex:
-		h.answerApex(m, q.Qtype)
-		return h.nodataIfEmpty(m), "apex"
+		h.answerApex(m, q.Qtype, snap)
+		return h.nodataIfEmpty(m, snap), "apex"
 	case zone.KindNameServer:
-		h.answerNameServer(m, q)
-		return h.nodataIfEmpty(m), "ns"
+		return h.nxdomain(m, snap), "invalid" // not one of the configured name servers
+	case zone.KindCluster:
+		return h.answerCluster(m, q, parsed.Cluster, snap), "cluster"
 	}
-	return h.answerHosts(m, q, &parsed), parsed.Target.String()
+	return h.answerHosts(m, q, &parsed, snap), parsed.Target.String()
 }
 
-func (h *Handler) nxdomain(m *dns.Msg) *dns.Msg {
+func (h *Handler) nxdomain(m *dns.Msg, snap *zone.Snapshot) *dns.Msg {
 	m.Rcode = dns.RcodeNameError
-	m.Ns = []dns.RR{h.soaRecord()}
+	m.Ns = []dns.RR{h.soaRecord(h.origin, h.apexSerial(snap))}
 	return m
 }
 
 // nodataIfEmpty turns an empty answer into NOERROR/NODATA with the SOA in
 // the authority section, so that resolvers cache it only for the TTL.
-func (h *Handler) nodataIfEmpty(m *dns.Msg) *dns.Msg {
+func (h *Handler) nodataIfEmpty(m *dns.Msg, snap *zone.Snapshot) *dns.Msg {
 	if len(m.Answer) == 0 {
-		m.Ns = []dns.RR{h.soaRecord()}
+		m.Ns = []dns.RR{h.soaRecord(h.origin, h.apexSerial(snap))}
 	}
 	return m
 }
 
-func (h *Handler) answerApex(m *dns.Msg, qtype uint16) {
+// apexSerial is the serial of the zone's SOA: the highest of the
+// clusters' (so that it moves when any does), never below the start time.
+func (h *Handler) apexSerial(snap *zone.Snapshot) uint32 {
+	return h.atLeastStart(snap.Serial())
+}
+
+func (h *Handler) atLeastStart(serial uint32) uint32 {
+	if zone.SerialLess(serial, h.serial) {
+		return h.serial
+	}
+	return serial
+}
+
+func (h *Handler) answerApex(m *dns.Msg, qtype uint16, snap *zone.Snapshot) {
 	switch qtype {
-	case dns.TypeSOA:
-		m.Answer = []dns.RR{h.soaRecord()}
+	case dns.TypeSOA, dns.TypeANY: // ANY: RFC 8482, one small answer
+		m.Answer = []dns.RR{h.soaRecord(h.origin, h.apexSerial(snap))}
 	case dns.TypeNS:
-		m.Answer = []dns.RR{h.nsRecord()}
+		for _, name := range h.nsNames {
+			m.Answer = append(m.Answer, h.nsRecord(name))
+		}
 		m.Extra = append(m.Extra, h.glue()...)
-	case dns.TypeANY:
-		m.Answer = []dns.RR{h.soaRecord()} // RFC 8482: one small answer
 	}
 }
 
-func (h *Handler) answerNameServer(m *dns.Msg, q dns.Question) {
-	m.Answer = h.addresses(q.Name, q.Qtype)
+// answerCluster answers <cluster>.<zone>: an empty non-terminal (RFC 8020:
+// never NXDOMAIN, or resolvers drop the whole subtree) that holds the
+// cluster's own SOA, so that a client taking the zone of
+// primary.orders.db.local to be orders.db.local finds one, with the
+// serial of that cluster.
+func (h *Handler) answerCluster(m *dns.Msg, q dns.Question, name string, snap *zone.Snapshot) *dns.Msg {
+	c, err := snap.LookupCluster(name)
+	switch {
+	case errors.Is(err, zone.ErrNotReady):
+		m.Authoritative = false
+		m.Rcode = dns.RcodeServerFailure // the clusters are not known yet
+		return m
+	case err != nil:
+		return h.nxdomain(m, snap)
+	case q.Qtype == dns.TypeSOA || q.Qtype == dns.TypeANY:
+		m.Answer = []dns.RR{h.soaRecord(q.Name, h.atLeastStart(c.Serial))}
+	}
+	return h.nodataIfEmpty(m, snap)
 }
 
-// glue returns the address records of ns.<zone>, when known.
+// glue returns the address records of the name servers in the zone.
 func (h *Handler) glue() []dns.RR {
-	return append(h.addresses(h.nsName, dns.TypeA), h.addresses(h.nsName, dns.TypeAAAA)...)
+	var rrs []dns.RR
+	for _, name := range h.nsNames {
+		addrs := h.nsAddrs[name]
+		rrs = append(rrs, h.addresses(name, dns.TypeA, addrs)...)
+		rrs = append(rrs, h.addresses(name, dns.TypeAAAA, addrs)...)
+	}
+	return rrs
 }
 
-func (h *Handler) addresses(name string, qtype uint16) []dns.RR {
+func (h *Handler) addresses(name string, qtype uint16, addrs []netip.Addr) []dns.RR {
 	var rrs []dns.RR
-	for _, ip := range h.nsIPs {
+	for _, ip := range addrs {
 		switch {
 		case qtype == dns.TypeA && ip.Is4():
 			rrs = append(rrs, aRecord(name, h.ttl, ip))
@@ -209,9 +277,8 @@ func (h *Handler) addresses(name string, qtype uint16) []dns.RR {
 	return rrs
 }
 
-// answerHosts answers a role name from the current snapshot.
-func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query) *dns.Msg {
-	snap := h.table.Load()
+// answerHosts answers a role name from snap, the current snapshot.
+func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, snap *zone.Snapshot) *dns.Msg {
 	now := h.now()
 	var buf [8]*zone.Host
 	turn := h.table.Turn()
@@ -239,7 +306,7 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query) *d
 		m.Rcode = dns.RcodeServerFailure
 		return m
 	case errors.Is(err, zone.ErrUnknownCluster):
-		return h.nxdomain(m)
+		return h.nxdomain(m, snap)
 	case err != nil:
 		panic(err) // Select returns no other error; ServeDNS turns this into SERVFAIL
 	}
@@ -264,7 +331,7 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query) *d
 			m.Answer = append(m.Answer, aaaaRecord(owner, h.ttl, ip))
 		}
 	}
-	return h.nodataIfEmpty(m)
+	return h.nodataIfEmpty(m, snap)
 }
 
 // shouldWaitForReplay reports whether an answer to an lsn- query holds no

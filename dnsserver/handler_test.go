@@ -1,6 +1,7 @@
 package dnsserver
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -25,6 +26,7 @@ type Case struct {
 	AA     bool
 	Answer []string
 	Ns     []string
+	Extra  []string // without the OPT record
 }
 
 const soa = "db.local. 1 IN SOA ns.db.local. hostmaster.db.local. 1767268800 60 10 3600 1"
@@ -82,10 +84,23 @@ var cases = []Case{
 	{Qname: "lag-50ms.replica.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
 		`lag-50ms.replica.db.local. 1 IN TXT "host=127.0.0.12:5432 role=replica lag_ms=3 lag_bytes=0 replay_lsn=0/3000060 age_ms=120"`}},
 	{Qname: "db.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{soa}},
-	{Qname: "db.local.", Qtype: dns.TypeNS, AA: true, Answer: []string{"db.local. 1 IN NS ns.db.local."}},
+	{Qname: "db.local.", Qtype: dns.TypeNS, AA: true, Answer: []string{"db.local. 1 IN NS ns.db.local."}, Extra: []string{"ns.db.local. 1 IN A 127.0.0.1"}},
 	{Qname: "db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
 	{Qname: "ns.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"ns.db.local. 1 IN A 127.0.0.1"}},
 	{Qname: "nope.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "nope.db.local.", Qtype: dns.TypeSOA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	// <cluster>.<zone> is an empty non-terminal (RFC 8020) holding the
+	// cluster's SOA.
+	{Qname: "main.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
+	{Qname: "orders.db.local.", Qtype: dns.TypeAAAA, AA: true, Ns: []string{soa}},
+	{Qname: "orders.db.local.", Qtype: dns.TypeTXT, AA: true, Ns: []string{soa}},
+	{Qname: "Orders.DB.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{"Orders.DB.local. 1 IN SOA ns.db.local. hostmaster.db.local. 1767268800 60 10 3600 1"}},
+	{Qname: "main.db.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{"main.db.local. 1 IN SOA ns.db.local. hostmaster.db.local. 1767268800 60 10 3600 1"}},
+	{Qname: "main.db.local.", Qtype: dns.TypeNS, AA: true, Ns: []string{soa}},
+	// No zone transfers.
+	{Qname: "db.local.", Qtype: dns.TypeAXFR, Rcode: dns.RcodeRefused},
+	{Qname: "db.local.", Qtype: dns.TypeIXFR, Rcode: dns.RcodeRefused},
+	{Qname: "orders.db.local.", Qtype: dns.TypeAXFR, Rcode: dns.RcodeRefused},
 	{Qname: "primary.nope.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
 	{Qname: "lag-5.replica.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
 	{Qname: "lag-1s.lag-2s.replica.db.local.", Qtype: dns.TypeTXT, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
@@ -120,6 +135,13 @@ func checkReply(t *testing.T, tc Case, m *dns.Msg) {
 	}
 	compareSection(t, "answer", m.Answer, tc.Answer)
 	compareSection(t, "authority", m.Ns, tc.Ns)
+	var extra []dns.RR
+	for _, rr := range m.Extra {
+		if rr.Header().Rrtype != dns.TypeOPT {
+			extra = append(extra, rr)
+		}
+	}
+	compareSection(t, "additional", extra, tc.Extra)
 }
 
 func compareSection(t *testing.T, section string, got []dns.RR, want []string) {
@@ -157,6 +179,10 @@ func TestHandlerNotReady(t *testing.T) {
 	req.SetQuestion("db.local.", dns.TypeSOA)
 	m, _ := h.answer(req)
 	checkReply(t, Case{AA: true, Answer: []string{soa}}, m)
+	// Which clusters exist is not known before the first snapshot.
+	req.SetQuestion("main.db.local.", dns.TypeSOA)
+	m, _ = h.answer(req)
+	checkReply(t, Case{Rcode: dns.RcodeServerFailure}, m)
 }
 
 func TestHandlerRotatesReplicas(t *testing.T) {
@@ -183,6 +209,14 @@ func TestHandlerEDNS(t *testing.T) {
 	if opt == nil || opt.UDPSize() != maxUDPSize {
 		t.Fatalf("OPT = %v, want UDP size %d", opt, maxUDPSize)
 	}
+	if opt.Do() {
+		t.Fatal("DO set in the reply to a query without it")
+	}
+	// RFC 3225: the DO bit of the query is copied into the reply.
+	req.IsEdns0().SetDo()
+	if m, _ := h.answer(req); m.IsEdns0() == nil || !m.IsEdns0().Do() {
+		t.Fatalf("DO not echoed: %v", m.IsEdns0())
+	}
 	req.IsEdns0().SetVersion(1)
 	if m, _ := h.answer(req); m.Rcode != dns.RcodeBadVers {
 		t.Fatalf("EDNS version 1: rcode %s", dns.RcodeToString[m.Rcode])
@@ -206,5 +240,77 @@ func TestHandlerRejectsOddRequests(t *testing.T) {
 	req = new(dns.Msg)
 	if m, _ := h.answer(req); m.Rcode != dns.RcodeFormatError {
 		t.Errorf("no question: %s", dns.RcodeToString[m.Rcode])
+	}
+}
+
+// Each cluster's SOA carries its own serial, the apex the highest; every
+// part of one answer comes from the snapshot loaded for it, and a new
+// snapshot moves the serials answered.
+func TestHandlerSerials(t *testing.T) {
+	snap := testSnapshot()
+	start := uint32(t0.Unix())
+	snap.Clusters[0].Serial, snap.Clusters[1].Serial = start+3, start+9
+	h := newTestHandler(snap)
+	soaAt := func(owner string, serial uint32) string {
+		return fmt.Sprintf("%s 1 IN SOA ns.db.local. hostmaster.db.local. %d 60 10 3600 1", owner, serial)
+	}
+	ask := func(name string, qtype uint16) *dns.Msg {
+		req := new(dns.Msg)
+		req.SetQuestion(name, qtype)
+		m, _ := h.answer(req)
+		return m
+	}
+	checkReply(t, Case{AA: true, Answer: []string{soaAt("db.local.", start+9)}}, ask("db.local.", dns.TypeSOA))
+	checkReply(t, Case{AA: true, Answer: []string{soaAt("main.db.local.", start+3)}}, ask("main.db.local.", dns.TypeSOA))
+	checkReply(t, Case{AA: true, Answer: []string{soaAt("orders.db.local.", start+9)}}, ask("orders.db.local.", dns.TypeSOA))
+	checkReply(t, Case{AA: true, Ns: []string{soaAt("db.local.", start+9)}}, ask("primary.db.local.", dns.TypeMX))
+	checkReply(t, Case{AA: true, Ns: []string{soaAt("db.local.", start+9)}}, ask("main.db.local.", dns.TypeA))
+	checkReply(t, Case{Rcode: dns.RcodeNameError, AA: true, Ns: []string{soaAt("db.local.", start+9)}}, ask("nope.db.local.", dns.TypeA))
+
+	next := testSnapshot()
+	next.Clusters[0].Serial, next.Clusters[1].Serial = start+12, start+9
+	h.table.Store(next)
+	checkReply(t, Case{AA: true, Answer: []string{soaAt("db.local.", start+12)}}, ask("db.local.", dns.TypeSOA))
+	checkReply(t, Case{AA: true, Answer: []string{soaAt("main.db.local.", start+12)}}, ask("main.db.local.", dns.TypeSOA))
+	checkReply(t, Case{AA: true, Answer: []string{soaAt("orders.db.local.", start+9)}}, ask("orders.db.local.", dns.TypeSOA))
+
+	// A serial behind the start time (a snapshot without serials) is
+	// answered as the start time: serials never go back.
+	old := testSnapshot()
+	old.Clusters[0].Serial = start - 100
+	h.table.Store(old)
+	checkReply(t, Case{AA: true, Answer: []string{soaAt("main.db.local.", start)}}, ask("main.db.local.", dns.TypeSOA))
+}
+
+// dns.nameservers: every name server is in the NS RRset, the first is the
+// SOA MNAME, the addresses of those in the zone are answered and sent as
+// glue; ns.<zone> is no longer a name.
+func TestHandlerNameServers(t *testing.T) {
+	table := zone.NewTable()
+	table.Store(testSnapshot())
+	h := NewHandler(Config{Zone: "db.local", TTL: 1, NameServers: []NameServer{
+		{Name: "ns1.db.local", Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")}},
+		{Name: "NS2.db.local.", Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.2")}},
+		{Name: "pgdns.example.net.", Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.99")}},
+	}}, table, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h.serial = uint32(t0.Unix())
+	soa1 := "db.local. 1 IN SOA ns1.db.local. hostmaster.db.local. 1767268800 60 10 3600 1"
+	for _, tc := range []Case{
+		{Qname: "db.local.", Qtype: dns.TypeNS, AA: true,
+			Answer: []string{"db.local. 1 IN NS ns1.db.local.", "db.local. 1 IN NS ns2.db.local.", "db.local. 1 IN NS pgdns.example.net."},
+			Extra:  []string{"ns1.db.local. 1 IN A 192.0.2.1", "ns1.db.local. 1 IN AAAA 2001:db8::1", "ns2.db.local. 1 IN A 192.0.2.2"}},
+		{Qname: "db.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{soa1}},
+		{Qname: "ns1.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"ns1.db.local. 1 IN A 192.0.2.1"}},
+		{Qname: "ns1.db.local.", Qtype: dns.TypeAAAA, AA: true, Answer: []string{"ns1.db.local. 1 IN AAAA 2001:db8::1"}},
+		{Qname: "ns2.db.local.", Qtype: dns.TypeAAAA, AA: true, Ns: []string{soa1}},
+		{Qname: "ns.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa1}},
+		{Qname: "main.db.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{"main.db.local. 1 IN SOA ns1.db.local. hostmaster.db.local. 1767268800 60 10 3600 1"}},
+	} {
+		t.Run(tc.Qname+"/"+dns.TypeToString[tc.Qtype], func(t *testing.T) {
+			req := new(dns.Msg)
+			req.SetQuestion(tc.Qname, tc.Qtype)
+			m, _ := h.answer(req)
+			checkReply(t, tc, m)
+		})
 	}
 }

@@ -26,14 +26,15 @@ func aaaaRecord(name string, ttl uint32, ip netip.Addr) dns.RR {
 	return &dns.AAAA{Hdr: header(name, dns.TypeAAAA, ttl), AAAA: ip.AsSlice()}
 }
 
-// soaRecord is the zone's SOA. MINIMUM equals the TTL so that resolvers
-// cache a negative answer no longer than a positive one (RFC 2308).
-func (h *Handler) soaRecord() dns.RR {
+// soaRecord is an SOA of the zone at owner (the apex, or a cluster's
+// name) with serial. MINIMUM equals the TTL so that resolvers cache a
+// negative answer no longer than a positive one (RFC 2308).
+func (h *Handler) soaRecord(owner string, serial uint32) dns.RR {
 	return &dns.SOA{
-		Hdr:     header(h.origin, dns.TypeSOA, h.ttl),
-		Ns:      h.nsName,
+		Hdr:     header(owner, dns.TypeSOA, h.ttl),
+		Ns:      h.nsNames[0],
 		Mbox:    "hostmaster." + h.origin,
-		Serial:  h.serial,
+		Serial:  serial,
 		Refresh: 60,
 		Retry:   10,
 		Expire:  3600,
@@ -41,8 +42,8 @@ func (h *Handler) soaRecord() dns.RR {
 	}
 }
 
-func (h *Handler) nsRecord() dns.RR {
-	return &dns.NS{Hdr: header(h.origin, dns.TypeNS, h.ttl), Ns: h.nsName}
+func (h *Handler) nsRecord(target string) dns.RR {
+	return &dns.NS{Hdr: header(h.origin, dns.TypeNS, h.ttl), Ns: target}
 }
 
 // txtRecord is the evidence behind one host in an answer, for dig:

@@ -110,7 +110,7 @@ func FuzzHandler(f *testing.F) {
 		f.Add(b)
 	}
 	h := newTestHandler(testSnapshot())
-	h.nsIPs = []netip.Addr{netip.MustParseAddr("::1")}
+	h.nsAddrs["ns.db.local."] = []netip.Addr{netip.MustParseAddr("::1")}
 	f.Fuzz(func(t *testing.T, wire []byte) {
 		req := new(dns.Msg)
 		if err := req.Unpack(wire); err != nil {

@@ -58,6 +58,7 @@ const (
 	KindHosts      Kind = iota + 1 // a role with filters: answered from the probe
 	KindApex                       // the zone apex: SOA and NS
 	KindNameServer                 // "ns.<zone>", the name the NS record points at
+	KindCluster                    // "<cluster>.<zone>": an empty non-terminal with the cluster's SOA
 )
 
 // NameServerLabel is the label of the name server's own name under the zone.
@@ -68,7 +69,7 @@ const NameServerLabel = "ns"
 type Query struct {
 	Kind    Kind
 	Target  Target
-	Cluster string // "" is the default cluster
+	Cluster string // "" is the default cluster; KindCluster: the label asked
 
 	HasLag bool
 	MaxLag time.Duration // time lag at most this
@@ -105,6 +106,9 @@ func Parse(name, origin string) (Query, error) {
 	}
 	if rest == NameServerLabel {
 		return Query{Kind: KindNameServer}, nil
+	}
+	if strings.IndexByte(rest, '.') < 0 && ValidClusterName(rest) {
+		return Query{Kind: KindCluster, Cluster: rest}, nil
 	}
 
 	q := Query{Kind: KindHosts}
@@ -307,6 +311,8 @@ func (q Query) String() string {
 		return ""
 	case KindNameServer:
 		return NameServerLabel
+	case KindCluster:
+		return q.Cluster
 	}
 	b := make([]byte, 0, 64)
 	if q.HasLag {

@@ -42,7 +42,10 @@ func TestParse(t *testing.T) {
 		{"local.", Query{}, ErrOutsideZone},
 		{"primary.db.local.example.", Query{}, ErrOutsideZone},
 
-		{"foo.db.local.", Query{}, ErrNoSuchName},         // a cluster without a role
+		{"foo.db.local.", Query{Kind: KindCluster, Cluster: "foo"}, nil}, // a cluster label alone: whether it exists is selection's business
+		{"orders.db.local.", Query{Kind: KindCluster, Cluster: "orders"}, nil},
+		{"lsn-0-1.db.local.", Query{}, ErrNoSuchName}, // a filter alone is no cluster
+		{"ns.orders.db.local.", Query{}, ErrNoSuchName},
 		{"primary.a.b.db.local.", Query{}, ErrNoSuchName}, // two clusters
 		{"replica.primary.db.local.", Query{}, ErrNoSuchName},
 		{"lag-50ms.db.local.", Query{}, ErrNoSuchName},
@@ -94,14 +97,15 @@ func TestQueryStringIsCanonical(t *testing.T) {
 }
 
 func TestParseDoesNotAllocate(t *testing.T) {
-	name := "lsn-0-3000060.lag-50ms.bytes-1mb.replica.orders.db.local."
-	allocs := testing.AllocsPerRun(100, func() {
-		if _, err := Parse(name, origin); err != nil {
-			t.Fatal(err)
+	for _, name := range []string{"lsn-0-3000060.lag-50ms.bytes-1mb.replica.orders.db.local.", "orders.db.local."} {
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, err := Parse(name, origin); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Fatalf("Parse(%q) allocates %v times per call", name, allocs)
 		}
-	})
-	if allocs != 0 {
-		t.Fatalf("Parse allocates %v times per call", allocs)
 	}
 }
 
@@ -141,7 +145,7 @@ func FuzzParse(f *testing.F) {
 		"bytes-1mb.replica.db.local.", "lsn-0-3000060.replica.db.local.",
 		"lsn-0-3000060-t2.prefer-replica.orders.db.local.", "db.local.", "ns.db.local.",
 		"lag-1s.bytes-2gb.lsn-ffffffff-ffffffff-t4294967295.any.x.db.local.",
-		"..db.local.", "lag-.replica.db.local.", "example.com.", "",
+		"..db.local.", "lag-.replica.db.local.", "example.com.", "", "orders.db.local.",
 	} {
 		f.Add(seed)
 	}
@@ -153,11 +157,17 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if q.Kind != KindHosts {
+		switch q.Kind {
+		case KindApex:
 			return
-		}
-		if q.Target < TargetPrimary || q.Target > TargetAny {
-			t.Fatalf("Parse(%q) target %d", name, q.Target)
+		case KindHosts:
+			if q.Target < TargetPrimary || q.Target > TargetAny {
+				t.Fatalf("Parse(%q) target %d", name, q.Target)
+			}
+		case KindCluster:
+			if !ValidClusterName(q.Cluster) {
+				t.Fatalf("Parse(%q) cluster %q", name, q.Cluster)
+			}
 		}
 		canon := q.String() + "." + origin
 		back, err := Parse(canon, origin)

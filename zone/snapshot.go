@@ -61,6 +61,19 @@ func (s *Snapshot) Cluster(name string) *Cluster {
 	return nil
 }
 
+// LookupCluster returns the cluster a name of KindCluster asks for, by
+// its label. Before the first snapshot no cluster is known yet
+// (ErrNotReady); after, a label no cluster has is ErrUnknownCluster.
+func (s *Snapshot) LookupCluster(name string) (*Cluster, error) {
+	if c := s.clusterNamed(name); c != nil {
+		return c, nil
+	}
+	if !s.Ready {
+		return nil, ErrNotReady
+	}
+	return nil, ErrUnknownCluster
+}
+
 // Table holds the current Snapshot. Readers Load it once per request; the
 // probe Stores a new one. An atomic pointer instead of a lock keeps readers
 // from ever contending with each other or with the writer.

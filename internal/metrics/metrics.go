@@ -43,7 +43,7 @@ func New(table *zone.Table) *Metrics {
 		registry: prometheus.NewRegistry(),
 		dnsQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pgdns_dns_queries_total",
-			Help: "DNS queries answered, by what was asked (a role, apex, ns, invalid, outside, malformed) and rcode.",
+			Help: "DNS queries answered, by what was asked (a role, apex, cluster, ns, invalid, outside, transfer, malformed) and rcode.",
 		}, []string{"role", "rcode"}),
 		probeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pgdns_probe_duration_seconds",
