@@ -54,6 +54,11 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	name := a.qualify(raw)
 	body := resolveBody{Name: name, Answer: []hostJSON{}, Excluded: []excludedJSON{}}
 	q, err := zone.Parse(name, a.origin)
+	if err == nil && q.Kind == zone.KindCluster {
+		// <cluster>.<zone>: an empty non-terminal when the cluster exists.
+		body.Query = q.String()
+		_, err = a.table.Load().LookupCluster(q.Cluster)
+	}
 	if err == nil && q.Kind == zone.KindHosts {
 		body.Query = q.String()
 		snap, now := a.table.Load(), a.now()
@@ -77,12 +82,15 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, body)
 }
 
-// qualify lower-cases name and adds the zone when it is not there.
+// qualify lower-cases name and makes it fully qualified: a name with a
+// trailing dot is taken as it is (example.com. is outside the zone), one
+// without is relative to the zone unless it already ends with it.
 func (a *API) qualify(name string) string {
 	name = strings.ToLower(name)
-	if !strings.HasSuffix(name, ".") {
-		name += "."
+	if strings.HasSuffix(name, ".") {
+		return name
 	}
+	name += "."
 	if name != a.origin && !strings.HasSuffix(name, "."+a.origin) {
 		name += a.origin
 	}
