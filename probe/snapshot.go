@@ -84,7 +84,7 @@ func (p *Prober) publish() {
 		inheritHistory(c)
 		snap.Clusters = append(snap.Clusters, c)
 	}
-	snap.StampSerials(p.previous())
+	snap.StampSerials(p.serialBase())
 	p.logChanges(snap)
 	p.last = snap
 	if snap.Ready {
