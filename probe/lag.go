@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"sort"
 	"time"
 
 	"github.com/pgdns/pgdns/zone"
@@ -15,27 +16,35 @@ import (
 // commit timestamp.
 //
 // pgdns instead keeps the primary's WAL clock: every probe of the primary
-// records (time, pg_current_wal_lsn()). From that history it knows when the
-// primary passed any position. For a replica sampled at time t with replay
-// position r:
+// records (time, pg_current_wal_lsn()). WAL only grows, so each sample
+// bounds the primary's position on both sides of it. For a replica sampled
+// at time t with replay position r, pgdns computes bounds it can prove,
+// never estimates:
 //
-//   - byte lag is P(t) - r, where P(t) is the primary's position at the same
-//     moment t (interpolated between the two primary samples around t), so
-//     that replicas are not compared with a primary position one interval
-//     older or newer than their own sample;
-//   - time lag is 0 when r >= P(t): the replica has all the data there is,
-//     however long the primary has been idle (case a);
-//   - otherwise it is t - t*, where t* is when the primary passed r: the
-//     oldest data the replica lacks was written just after t*, so the
-//     replica's view of the database is t - t* old. With steady writes this
-//     is how far behind the newest data it has is (case b); a replica that
-//     stopped replaying keeps r while t grows, so its lag grows without
-//     bound (case c).
+//   - time lag is at most t - τ, where τ is the last time the primary was
+//     seen at a position at or before r: at t the replica had everything
+//     the primary had written by τ, so the data it lacks is younger than
+//     τ. 0 when τ is after t. On an idle primary τ is its newest sample,
+//     so the lag stays small however long ago the last write was (case a);
+//     a replica that stopped replaying keeps its τ while t grows, so its
+//     lag grows without bound (case c). A replica sampled after the
+//     primary's newest sample gets no better than t minus that sample:
+//     nothing is known of what the primary wrote since.
+//   - byte lag is at most P - r, where P is the position of the first
+//     primary sample taken at or after t. A replica sampled after the
+//     primary's newest sample has no byte bound yet.
 //
-// All probes start on the same tick, so a replica's sample usually has a
-// primary sample within milliseconds; lags are recomputed whenever a
-// snapshot is built, so a primary sample that arrives after the replica's
-// still refines it.
+// Nothing is interpolated: between two samples the primary may have
+// written in one burst at either end. The bounds are as tight as the
+// samples are close, so the probe takes them close (rounds.go): each
+// probe round starts with the primary, probes the replicas right after it,
+// and ends with the primary again.
+
+// replaySample is where a replica's replay was at one probe.
+type replaySample struct {
+	at     time.Time
+	replay zone.LSN
+}
 
 // walMark is a run of primary samples that saw the same position.
 type walMark struct {
@@ -76,90 +85,27 @@ func (w *walHistory) add(at time.Time, lsn zone.LSN) {
 	w.marks = append(w.marks, walMark{lsn: lsn, first: at, last: at})
 }
 
-// positionAt estimates the primary's position at time t. ok is false when t
-// is before the history starts.
-func (w *walHistory) positionAt(t time.Time) (zone.LSN, bool) {
-	n := len(w.marks)
-	if n == 0 || t.Before(w.marks[0].first) {
+// timeLag returns an upper bound of the time lag of a replica sampled at
+// t with replay position r. ok is false when r is older than the history.
+func (w *walHistory) timeLag(t time.Time, r zone.LSN) (d time.Duration, ok bool) {
+	// Marks grow in position and in time: search both ways.
+	i := sort.Search(len(w.marks), func(i int) bool { return w.marks[i].lsn > r }) - 1
+	if i < 0 {
 		return 0, false
 	}
-	for i := n - 1; i >= 0; i-- {
-		m := w.marks[i]
-		if t.Before(m.first) {
-			continue
-		}
-		if !t.After(m.last) || i == n-1 {
-			// Inside a run, or after the newest sample: the newest known
-			// position. A write since then is seen on the next build.
-			return m.lsn, true
-		}
-		next := w.marks[i+1]
-		return interpolateLSN(m.lsn, m.last, next.lsn, next.first, t), true
-	}
-	return 0, false
+	return max(0, t.Sub(w.marks[i].last)), true
 }
 
-// passedAt estimates when the primary moved past position r. ok is false
-// when r is older than the history (lower is then the oldest time known).
-func (w *walHistory) passedAt(r zone.LSN) (t time.Time, ok bool) {
-	for i, m := range w.marks {
-		if m.lsn <= r {
-			continue
-		}
-		if i == 0 {
-			return m.first, false
-		}
-		prev := w.marks[i-1]
-		return interpolateTime(prev.lsn, prev.last, m.lsn, m.first, r), true
+// byteLag returns an upper bound of the byte lag of a replica sampled at
+// t with replay position r. ok is false when no primary sample was taken
+// at or after t.
+func (w *walHistory) byteLag(t time.Time, r zone.LSN) (bytes uint64, ok bool) {
+	i := sort.Search(len(w.marks), func(i int) bool { return !w.marks[i].last.Before(t) })
+	if i == len(w.marks) {
+		return 0, false
 	}
-	return time.Time{}, false // r is at or past the newest position
-}
-
-// lag computes a replica's byte and time lag for a sample at time t with
-// replay position r. ok is false when the history cannot vouch for it.
-func (w *walHistory) lag(t time.Time, r zone.LSN) (bytes uint64, d time.Duration, ok bool) {
-	p, ok := w.positionAt(t)
-	if !ok {
-		// t is before the history starts. WAL only grows, so the primary
-		// was then at most where it was first seen: a replica at or past
-		// that point had everything.
-		if len(w.marks) > 0 && r >= w.marks[0].lsn {
-			return 0, 0, true
-		}
-		return 0, 0, false
+	if p := w.marks[i].lsn; r < p {
+		return uint64(p - r), true
 	}
-	if r >= p {
-		return 0, 0, true
-	}
-	bytes = uint64(p - r)
-	passed, ok := w.passedAt(r)
-	if passed.IsZero() {
-		return bytes, 0, false
-	}
-	if d = t.Sub(passed); d < 0 {
-		d = 0
-	}
-	return bytes, d, ok
-}
-
-// interpolateLSN returns the position at t on the line from (t1, l1) to
-// (t2, l2), with t1 <= t <= t2.
-func interpolateLSN(l1 zone.LSN, t1 time.Time, l2 zone.LSN, t2 time.Time, t time.Time) zone.LSN {
-	span := t2.Sub(t1)
-	if span <= 0 || l2 <= l1 {
-		return l2
-	}
-	frac := float64(t.Sub(t1)) / float64(span)
-	return l1 + zone.LSN(frac*float64(l2-l1))
-}
-
-// interpolateTime returns when the line from (t1, l1) to (t2, l2) reaches
-// r, with l1 <= r < l2: the moment the primary passed r.
-func interpolateTime(l1 zone.LSN, t1 time.Time, l2 zone.LSN, t2 time.Time, r zone.LSN) time.Time {
-	span := t2.Sub(t1)
-	if span <= 0 || l2 <= l1 {
-		return t2
-	}
-	frac := float64(r-l1) / float64(l2-l1)
-	return t1.Add(time.Duration(frac * float64(span)))
+	return 0, true
 }

@@ -11,6 +11,13 @@ var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
+// lag returns both bounds, for the tests.
+func (w *walHistory) lag(t time.Time, r zone.LSN) (uint64, time.Duration, bool, bool) {
+	d, okT := w.timeLag(t, r)
+	b, okB := w.byteLag(t, r)
+	return b, d, okT, okB
+}
+
 // Case (a): the primary has been idle for a long time. A replica that has
 // replayed everything has no lag, however old the last commit is.
 func TestLagIdlePrimary(t *testing.T) {
@@ -19,9 +26,9 @@ func TestLagIdlePrimary(t *testing.T) {
 	for ms := 250; ms <= 360_000; ms += 250 {
 		w.add(at(ms), 0x1000)
 	}
-	bytes, d, ok := w.lag(at(360_000), 0x1000)
-	if !ok || bytes != 0 || d != 0 {
-		t.Fatalf("idle primary: lag = %d bytes, %v, ok %v; want 0, 0, true", bytes, d, ok)
+	bytes, d, okT, okB := w.lag(at(360_000), 0x1000)
+	if !okT || !okB || bytes != 0 || d != 0 {
+		t.Fatalf("idle primary: lag = %d bytes, %v, ok %v %v; want 0, 0, true", bytes, d, okT, okB)
 	}
 	if len(w.marks) != 1 {
 		t.Fatalf("an idle primary grew the history to %d marks", len(w.marks))
@@ -36,19 +43,41 @@ func TestLagSteadyWrites(t *testing.T) {
 		w.add(at(ms), zone.LSN(0x10000+ms*10))
 	}
 	replay := zone.LSN(0x10000 + 1700*10) // where the primary was at 1700ms
-	bytes, d, ok := w.lag(at(2000), replay)
-	if !ok || bytes != 3000 {
-		t.Fatalf("bytes = %d ok %v, want 3000", bytes, ok)
+	bytes, d, okT, okB := w.lag(at(2000), replay)
+	if !okT || !okB || bytes != 3000 || d != 300*time.Millisecond {
+		t.Fatalf("lag = %d bytes %v (ok %v %v), want 3000 bytes, 300ms", bytes, d, okT, okB)
 	}
-	if d < 290*time.Millisecond || d > 310*time.Millisecond {
-		t.Fatalf("time lag = %v, want about 300ms", d)
+	// Between two samples nothing is interpolated: a replica halfway
+	// between the positions at 1600ms and 1700ms is only known to have
+	// what the primary had at 1600ms, and to lack at most what it had at
+	// the next sample after its own.
+	bytes, d, okT, okB = w.lag(at(1950), zone.LSN(0x10000+16500))
+	if !okT || !okB || d != 350*time.Millisecond || bytes != 20000-16500 {
+		t.Fatalf("between samples: %d bytes %v (ok %v %v), want 3500 bytes, 350ms", bytes, d, okT, okB)
 	}
+}
 
-	// Between samples the position is interpolated: at 1950ms the primary
-	// was at about 0x10000+19500.
-	p, ok := w.positionAt(at(1950))
-	if !ok || p != zone.LSN(0x10000+19500) {
-		t.Fatalf("positionAt(1950ms) = %v, %v", p, ok)
+// The case: a replica sampled after the primary's newest sample
+// once got lag 0 because the newest known position stood in for every
+// later moment. Its time lag is only known to be at most the time since
+// that sample, and its byte lag is not known at all.
+func TestLagPastNewestPrimarySample(t *testing.T) {
+	var w walHistory
+	for ms := 0; ms <= 1000; ms += 250 {
+		w.add(at(ms), zone.LSN(0x10000+ms*100))
+	}
+	bytes, d, okT, okB := w.lag(at(1150), zone.LSN(0x10000+1000*100))
+	if !okT || d != 150*time.Millisecond {
+		t.Fatalf("time lag past the newest sample = %v (ok %v), want 150ms", d, okT)
+	}
+	if okB {
+		t.Fatalf("byte lag past the newest sample was vouched for: %d", bytes)
+	}
+	// A delayed replica (200ms behind, steady writes) sampled 150ms after
+	// the primary: at most 150ms + what the samples prove.
+	_, d, okT, _ = w.lag(at(1150), zone.LSN(0x10000+800*100))
+	if !okT || d != 400*time.Millisecond {
+		t.Fatalf("delayed replica past the newest sample: %v (ok %v), want 400ms", d, okT)
 	}
 }
 
@@ -62,12 +91,12 @@ func TestLagStoppedReplica(t *testing.T) {
 		if ms < 2000 || ms%1000 != 0 {
 			continue
 		}
-		_, d, ok := w.lag(at(ms), zone.LSN(0x10000+1000))
+		_, d, ok, _ := w.lag(at(ms), zone.LSN(0x10000+1000))
 		if !ok || d <= last {
 			t.Fatalf("at %dms lag %v ok %v, previous %v: must grow", ms, d, ok, last)
 		}
-		if want := time.Duration(ms-1000) * time.Millisecond; d < want-10*time.Millisecond || d > want+10*time.Millisecond {
-			t.Fatalf("at %dms lag %v, want about %v", ms, d, want)
+		if want := time.Duration(ms-1000) * time.Millisecond; d != want {
+			t.Fatalf("at %dms lag %v, want %v", ms, d, want)
 		}
 		last = d
 	}
@@ -83,9 +112,9 @@ func TestLagAfterOneWriteOnIdlePrimary(t *testing.T) {
 	for ms := 5250; ms <= 9000; ms += 250 {
 		w.add(at(ms), 0x2000)
 	}
-	_, d, ok := w.lag(at(9000), 0x1000)
-	if !ok || d < 3750*time.Millisecond || d > 4000*time.Millisecond {
-		t.Fatalf("lag = %v ok %v, want 3.75s..4s", d, ok)
+	_, d, ok, _ := w.lag(at(9000), 0x1000)
+	if !ok || d != 4000*time.Millisecond {
+		t.Fatalf("lag = %v ok %v, want 4s (since the last sample at 0x1000)", d, ok)
 	}
 }
 
@@ -93,20 +122,16 @@ func TestLagOlderThanHistoryIsNotVouched(t *testing.T) {
 	var w walHistory
 	w.add(at(0), 0x5000)
 	w.add(at(250), 0x6000)
-	bytes, d, ok := w.lag(at(250), 0x1000)
-	if ok {
-		t.Fatalf("lag of a replica older than the history was vouched for: %d bytes %v", bytes, d)
+	if _, d, ok, _ := w.lag(at(250), 0x1000); ok {
+		t.Fatalf("time lag of a replica older than the history was vouched for: %v", d)
 	}
-	if bytes != 0x5000 || d != 250*time.Millisecond {
-		t.Fatalf("lower bounds = %d bytes %v", bytes, d)
+	// Sampled before the history began: the primary was then at most
+	// where it was first seen.
+	if bytes, _, _, ok := w.lag(at(-10), 0x4000); !ok || bytes != 0x1000 {
+		t.Fatalf("byte lag before the history: %d %v, want 0x1000", bytes, ok)
 	}
-	if _, _, ok := w.lag(at(-10), 0x4000); ok {
-		t.Fatal("a sample before the history, behind its first position, was vouched for")
-	}
-	// Before the history but at or past its first position: the primary
-	// cannot have been further then.
-	if bytes, d, ok := w.lag(at(-10), 0x5000); !ok || bytes != 0 || d != 0 {
-		t.Fatalf("sample before the history at its first position: %d %v %v", bytes, d, ok)
+	if bytes, d, okT, okB := w.lag(at(-10), 0x5000); !okT || !okB || bytes != 0 || d != 0 {
+		t.Fatalf("sample before the history at its first position: %d %v %v %v", bytes, d, okT, okB)
 	}
 }
 
