@@ -97,6 +97,7 @@ func (a *App) Start() error {
 	var h dns.Handler = dnsserver.NewHandler(dnsserver.Config{
 		Zone:          cfg.DNS.Zone,
 		TTL:           cfg.DNS.TTL,
+		NameServers:   nameServers(cfg.DNS.NameServers),
 		NameServerIPs: listenIPs(cfg.DNS.Listen),
 		OnAnswer:      a.metrics.DNSAnswer,
 		LSNWait:       cfg.DNS.LSNWait,
@@ -285,8 +286,17 @@ func (a *App) Run(ctx context.Context) error {
 	return errors.Join(serveErr, a.Stop(sctx))
 }
 
-// listenIPs is the address answered for ns.<zone>: the listen host when it
-// is a specific IP.
+// nameServers converts dns.nameservers for the handler.
+func nameServers(list []config.NameServer) []dnsserver.NameServer {
+	var out []dnsserver.NameServer
+	for _, ns := range list {
+		out = append(out, dnsserver.NameServer{Name: ns.Name, Addrs: ns.Addrs})
+	}
+	return out
+}
+
+// listenIPs is the address answered for ns.<zone> when dns.nameservers is
+// empty: the listen host when it is a specific IP.
 func listenIPs(listen string) []netip.Addr {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {

@@ -69,6 +69,10 @@ func TestDockerCompose(t *testing.T) {
 	// CoreDNS forwards to pgdns's address and port, with the Corefile the
 	// CoreDNS test runs; the client resolves through CoreDNS.
 	pgdnsIP := cf.Services["pgdns"].Networks["db"].IPv4Address
+	// The NS target has the address pgdns is reached at.
+	if ns := cfg.DNS.NameServers; len(ns) != 1 || len(ns[0].Addrs) != 1 || ns[0].Addrs[0].String() != pgdnsIP {
+		t.Errorf("dns.nameservers %+v, want one with pgdns's address %s", ns, pgdnsIP)
+	}
 	coredns := cf.Services["coredns"]
 	_, port, _ := strings.Cut(cfg.DNS.Listen, ":")
 	if got := coredns.Environment["PGDNS_ADDR"]; got != pgdnsIP+":"+port {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -43,6 +44,17 @@ type DNS struct {
 	DefaultCluster string
 	LSNWait        time.Duration
 	RateLimit      int // UDP queries per second per source address; 0 = no limit
+
+	// NameServers are the zone's name servers (dns.nameservers): the NS
+	// RRset in this order, the first the SOA MNAME. Empty: ns.<zone>,
+	// answered with the listen address.
+	NameServers []NameServer
+}
+
+// NameServer is one name server of the zone.
+type NameServer struct {
+	Name  string       // fully qualified, lower case, with the trailing dot
+	Addrs []netip.Addr // answered for Name; only for a name in the zone
 }
 
 // HTTP configures the HTTP API; an empty Listen turns it off.
@@ -92,7 +104,7 @@ var defaults = map[string]any{
 // cluster.
 var (
 	topKeys = []string{"dns.listen", "dns.zone", "dns.ttl", "dns.default_cluster", "dns.lsn_wait", "dns.rate_limit",
-		"http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn"}
+		"dns.nameservers", "http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn"}
 	clusterKeys = []string{"hosts", "patroni", "replicas"}
 )
 
@@ -182,6 +194,7 @@ func fromKoanf(k *koanf.Koanf) (*Config, error) {
 	cfg.DNS.DefaultCluster = r.str("dns.default_cluster")
 	cfg.DNS.LSNWait = r.duration("dns.lsn_wait", true)
 	cfg.DNS.RateLimit = r.integer("dns.rate_limit", 0, 1_000_000)
+	cfg.DNS.NameServers = r.nameServers("dns.nameservers", cfg.DNS.Zone, cfg.DNS.Listen, clusterNames)
 	cfg.HTTP.Listen = r.address("http.listen", true)
 	cfg.HTTP.SyncMaxLag = r.duration("http.sync_max_lag", true)
 	cfg.HTTP.SyncMaxLagBytes = uint64(r.integer("http.sync_max_lag_bytes", 0, 1<<50))
@@ -359,6 +372,96 @@ func (r *reader) address(key string, emptyOK bool) string {
 		r.fail(key, "must be host:port, got %q", v)
 	}
 	return v
+}
+
+// nameServers reads dns.nameservers: "label=address" for a name server in
+// the zone (repeat the label for a second address), or a fully qualified
+// "name." outside it, whose addresses are not pgdns's to answer. With none
+// the NS target is ns.<zone>, answered with the listen address, so a
+// listen address that is not one specific IP needs them.
+func (r *reader) nameServers(key, zoneName, listen string, clusters []string) []NameServer {
+	origin := zoneName + "."
+	var out []NameServer
+	for i, entry := range r.list(key) {
+		ekey := fmt.Sprintf("%s[%d]", key, i)
+		name, addr, hasAddr := strings.Cut(strings.ToLower(entry), "=")
+		name, addr = strings.TrimSpace(name), strings.TrimSpace(addr)
+		label, inZone := strings.CutSuffix(name, "."+origin)
+		if !strings.HasSuffix(name, ".") {
+			label, inZone = name, true
+		}
+		var ip netip.Addr
+		switch {
+		case name == origin:
+			r.fail(ekey, "is the zone itself, not a name server: %q", entry)
+			continue
+		case !inZone && hasAddr:
+			r.fail(ekey, "gives an address for a name outside the zone %s (only names in the zone are answered): %q", zoneName, entry)
+			continue
+		case !inZone:
+			if !validDomain(strings.TrimSuffix(name, ".")) {
+				r.fail(ekey, "must be label=address or a fully qualified name.: %q", entry)
+				continue
+			}
+		case label != zone.NameServerLabel && !zone.ValidClusterName(label):
+			r.fail(ekey, "must be label=address with one label of letters, digits, '-', '_' that is not a role or filter: %q", entry)
+			continue
+		case slices.Contains(clusters, label):
+			r.fail(ekey, "names the cluster %q; a name server needs a label of its own: %q", label, entry)
+			continue
+		case !hasAddr:
+			r.fail(ekey, "must give the address of a name server in the zone, as %s=192.0.2.53: %q", label, entry)
+			continue
+		default:
+			var err error
+			if ip, err = netip.ParseAddr(addr); err != nil || ip.IsUnspecified() || ip.Zone() != "" {
+				r.fail(ekey, "must be label=address with a specific IP address: %q", entry)
+				continue
+			}
+			name = label + "." + origin
+		}
+		j := slices.IndexFunc(out, func(ns NameServer) bool { return ns.Name == name })
+		if j < 0 {
+			out, j = append(out, NameServer{Name: name}), len(out)
+		}
+		if ip.IsValid() {
+			out[j].Addrs = append(out[j].Addrs, ip.Unmap())
+		}
+	}
+	if len(out) == 0 && !specificIP(listen) {
+		r.fail(key, "must list the zone's name servers (e.g. [ns1=192.0.2.53]) when dns.listen is not one specific IP address, got dns.listen %q: the NS record would point at a name with no address", listen)
+	}
+	return out
+}
+
+// specificIP reports whether the host of listen is an IP address other
+// than a wildcard (0.0.0.0, ::).
+func specificIP(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return true // reported as a bad dns.listen
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && !ip.IsUnspecified()
+}
+
+// validDomain reports whether name (without the trailing dot) is
+// dot-separated labels of letters, digits, '-' and '_'.
+func validDomain(name string) bool {
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // zoneName reads a domain name: dot-separated labels of letters, digits and
