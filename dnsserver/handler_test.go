@@ -35,7 +35,7 @@ func host(ip string, inRecovery bool, replay zone.LSN) zone.Host {
 	return zone.Host{
 		Cluster: "main", Addr: ip + ":5432", IP: netip.MustParseAddr(ip),
 		Seen: true, ProbedAt: t0.Add(-120 * time.Millisecond), InRecovery: inRecovery,
-		Timeline: 1, SystemID: 7, ReplayLSN: replay, LagKnown: inRecovery,
+		Timeline: 1, TimelineExact: true, SystemID: 7, ReplayLSN: replay, LagKnown: inRecovery, BytesKnown: inRecovery,
 	}
 }
 

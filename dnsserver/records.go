@@ -57,10 +57,14 @@ func txtRecord(name string, ttl uint32, host *zone.Host, now time.Time) dns.RR {
 	if host.LagKnown {
 		b = append(b, " lag_ms="...)
 		b = strconv.AppendInt(b, host.Lag.Milliseconds(), 10)
+	} else {
+		b = append(b, " lag_ms=unknown"...)
+	}
+	if host.BytesKnown {
 		b = append(b, " lag_bytes="...)
 		b = strconv.AppendUint(b, host.LagBytes, 10)
 	} else {
-		b = append(b, " lag_ms=unknown lag_bytes=unknown"...)
+		b = append(b, " lag_bytes=unknown"...)
 	}
 	b = append(b, " replay_lsn="...)
 	b = host.ReplayLSN.AppendText(b)

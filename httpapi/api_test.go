@@ -20,7 +20,7 @@ func host(ip string, inRecovery bool, replay zone.LSN) zone.Host {
 	return zone.Host{
 		Cluster: "main", Addr: ip + ":5432", IP: netip.MustParseAddr(ip),
 		Seen: true, ProbedAt: t0.Add(-100 * time.Millisecond), InRecovery: inRecovery,
-		Timeline: 1, SystemID: 7000000000000000001, ReplayLSN: replay, ReceiveLSN: replay, LagKnown: true,
+		Timeline: 1, SystemID: 7000000000000000001, ReplayLSN: replay, ReceiveLSN: replay, LagKnown: true, BytesKnown: true, TimelineExact: true,
 	}
 }
 

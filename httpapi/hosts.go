@@ -38,8 +38,12 @@ func newHostJSON(h *zone.Host, alive bool, now time.Time) hostJSON {
 		j.IP = h.IP.String()
 	}
 	if h.LagKnown && alive {
-		ms, b := h.Lag.Milliseconds(), h.LagBytes
-		j.LagMS, j.LagBytes = &ms, &b
+		ms := h.Lag.Milliseconds()
+		j.LagMS = &ms
+	}
+	if h.BytesKnown && alive {
+		b := h.LagBytes
+		j.LagBytes = &b
 	}
 	if h.Seen {
 		replay, tl, id := h.ReplayLSN.String(), h.Timeline, strconv.FormatUint(h.SystemID, 10)

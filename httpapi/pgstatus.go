@@ -250,9 +250,13 @@ func (a *API) pgStatusHosts(w http.ResponseWriter, r *http.Request) {
 				lsn := h.ReplayLSN.String()
 				e.LSN = &lsn
 				if h.LagKnown {
-					ms, b := h.Lag.Milliseconds(), h.LagBytes
-					e.LagMS, e.LagBytes = &ms, &b
+					ms := h.Lag.Milliseconds()
+					e.LagMS = &ms
 					e.SyncByTime = h.Lag <= a.cfg.SyncMaxLag
+				}
+				if h.BytesKnown {
+					b := h.LagBytes
+					e.LagBytes = &b
 					e.SyncByBytes = h.LagBytes <= a.cfg.SyncMaxLagBytes
 				}
 			}

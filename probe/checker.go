@@ -24,14 +24,23 @@ type Sample struct {
 	WriteLSN   zone.LSN // primary only: pg_current_wal_lsn()
 	ReceiveLSN zone.LSN // replica only
 	ReplayLSN  zone.LSN // replica: pg_last_wal_replay_lsn(); primary: WriteLSN
-	Timeline   uint32
 	SystemID   uint64
+	StartedAt  time.Time // pg_postmaster_start_time(): tells one server run from the next
 
-	// Primary only: application names of its synchronous standbys
-	// (pg_stat_replication.sync_state sync or quorum).
-	SyncStandbys []string
+	// Timeline is exact: on a primary, the one its current WAL segment is
+	// named after; on a replica, the one its WAL receiver last received
+	// (replay is on it, or still on a prefix of it that its parent shares).
+	// 0 on a replica without a WAL receiver: not known.
+	Timeline uint32
+	// CheckpointTimeline is the timeline of the last checkpoint or
+	// restartpoint: a lower bound of the timeline being replayed, since
+	// replay never goes back to an older timeline.
+	CheckpointTimeline uint32
+
+	// Primary only: one row per WAL sender (pg_stat_replication).
+	Standbys []zone.Standby
 	// Replica only: the application name its WAL receiver gives the
-	// primary, which is how the primary's list names it.
+	// primary, which is how the primary's rows name it.
 	AppName string
 	// Where earlier timelines ended, from the timeline history file; nil
 	// on timeline 1 or when the file cannot be read (the prober then
@@ -53,20 +62,26 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // one round trip. pg_current_wal_lsn() and pg_walfile_name() fail during
 // recovery, hence the CASEs. The primary's timeline is the one its current
 // WAL segment is named after; a replica's is the one its WAL receiver last
-// received (falling back to the last restartpoint's when it has no
-// receiver). Text casts keep scanning independent of pg_lsn support.
+// received, 0 when it has no receiver (the last restartpoint's timeline,
+// read beside it, is only a lower bound: it lags a timeline switch by up to
+// a checkpoint interval). Text casts keep scanning independent of pg_lsn
+// support; the standby rows come as one JSON array so that they are read
+// in one consistent pass.
 const probeSQL = `SELECT
   pg_is_in_recovery(),
   CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END,
   coalesce(pg_last_wal_receive_lsn()::text, ''),
   coalesce(pg_last_wal_replay_lsn()::text, ''),
   CASE WHEN pg_is_in_recovery()
-    THEN coalesce((SELECT received_tli FROM pg_stat_wal_receiver), (SELECT timeline_id FROM pg_control_checkpoint()))::bigint
+    THEN coalesce((SELECT received_tli FROM pg_stat_wal_receiver), 0)::bigint
     ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
   END,
+  (SELECT timeline_id FROM pg_control_checkpoint())::bigint,
   (SELECT system_identifier FROM pg_control_system())::text,
-  CASE WHEN pg_is_in_recovery() THEN '{}'::text[]
-    ELSE ARRAY(SELECT application_name FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))
+  (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint,
+  CASE WHEN pg_is_in_recovery() THEN '[]'
+    ELSE coalesce((SELECT json_agg(json_build_array(host(client_addr), application_name, sync_state) ORDER BY pid)
+      FROM pg_stat_replication), '[]')::text
   END,
   coalesce((SELECT conninfo FROM pg_stat_wal_receiver), '')`
 
@@ -179,12 +194,14 @@ func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 	var (
 		s                      Sample
 		write, receive, replay string
-		timeline               int64
-		sysid, conninfo        string
+		timeline, ckptTimeline int64
+		sysid, standbys        string
+		conninfo               string
+		started                int64
 	)
 	start := time.Now()
-	err := c.conn.QueryRow(ctx, probeSQL).Scan(&s.InRecovery, &write, &receive, &replay, &timeline, &sysid,
-		&s.SyncStandbys, &conninfo)
+	err := c.conn.QueryRow(ctx, probeSQL).Scan(&s.InRecovery, &write, &receive, &replay, &timeline, &ckptTimeline,
+		&sysid, &started, &standbys, &conninfo)
 	end := time.Now()
 	if err != nil {
 		c.Close()
@@ -209,10 +226,15 @@ func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 		s.ReplayLSN = s.WriteLSN
 	}
 	id, err := strconv.ParseInt(sysid, 10, 64)
-	if err != nil || timeline <= 0 || timeline > 1<<32-1 {
-		return Sample{}, fmt.Errorf("probe query: bad system identifier %q or timeline %d", sysid, timeline)
+	if err != nil || timeline < 0 || timeline > 1<<32-1 || (timeline == 0 && !s.InRecovery) ||
+		ckptTimeline <= 0 || ckptTimeline > 1<<32-1 {
+		return Sample{}, fmt.Errorf("probe query: bad system identifier %q or timeline %d/%d", sysid, timeline, ckptTimeline)
 	}
-	s.SystemID, s.Timeline = uint64(id), uint32(timeline)
+	s.SystemID, s.Timeline, s.CheckpointTimeline = uint64(id), uint32(timeline), uint32(ckptTimeline)
+	s.StartedAt = time.UnixMicro(started)
+	if s.Standbys, err = parseStandbys(standbys); err != nil {
+		return Sample{}, fmt.Errorf("probe query: %w", err)
+	}
 	s.AppName = walReceiverAppName(conninfo)
 	s.History = c.readHistory(ctx, s.Timeline)
 	return s, nil

@@ -2,7 +2,9 @@ package probe
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -78,4 +80,29 @@ func walReceiverAppName(conninfo string) string {
 		return fallback
 	}
 	return "walreceiver"
+}
+
+// parseStandbys reads the primary's pg_stat_replication rows, sent as a
+// JSON array of [client_addr, application_name, sync_state].
+func parseStandbys(text string) ([]zone.Standby, error) {
+	var rows [][3]*string
+	if err := json.Unmarshal([]byte(text), &rows); err != nil {
+		return nil, fmt.Errorf("pg_stat_replication rows: %w", err)
+	}
+	out := make([]zone.Standby, 0, len(rows))
+	for _, r := range rows {
+		var sb zone.Standby
+		if r[0] != nil {
+			sb.Addr, _ = netip.ParseAddr(*r[0]) // a Unix socket has none
+			sb.Addr = sb.Addr.Unmap()
+		}
+		if r[1] != nil {
+			sb.AppName = *r[1]
+		}
+		if r[2] != nil {
+			sb.Sync = *r[2] == "sync" || *r[2] == "quorum"
+		}
+		out = append(out, sb)
+	}
+	return out, nil
 }

@@ -62,8 +62,7 @@ type walHistory struct {
 }
 
 // maxMarks bounds the history: a busy primary probed every 250ms keeps
-// about 17 minutes. Lag older than the history is reported as a lower
-// bound and not vouched for.
+// about 17 minutes. A time lag older than the history is not vouched for.
 const maxMarks = 4096
 
 // add records that the primary was at lsn at time at.

@@ -21,6 +21,10 @@ type Config struct {
 	// Inactive probers probe but publish nothing until Activate: a
 	// reloaded configuration warms up beside the running one.
 	Inactive bool
+
+	// MinRefreshGap is the least time between the starts of two Refresh
+	// rounds of one cluster (dns.lsn_refresh_min_gap).
+	MinRefreshGap time.Duration
 }
 
 // Hooks let the caller observe the prober, for metrics. Nil hooks are
@@ -32,6 +36,11 @@ type Hooks struct {
 	RoleChanged func(cluster, addr string, from, to zone.Role)
 	// SplitBrain is called once each time a cluster enters split brain.
 	SplitBrain func(cluster string)
+	// RefreshRound is called when a Refresh round starts probing.
+	RefreshRound func(cluster string)
+	// RefreshCoalesced is called for each Refresh call that starts no
+	// round of its own, with why (CoalescedRunning, CoalescedMinGap).
+	RefreshCoalesced func(cluster, why string)
 }
 
 // ClusterConfig lists the hosts of one cluster.
@@ -39,6 +48,7 @@ type ClusterConfig struct {
 	Name      string
 	Hosts     []string // "host:port"
 	AsyncOnly bool     // leave synchronous standbys out of replica answers
+	SystemID  uint64   // the cluster's system identifier when pinned in config, else 0
 }
 
 // StaleAfter is how old a host's last good probe may be before pgdns no
@@ -64,6 +74,7 @@ type Prober struct {
 
 	results chan result
 	kicks   []chan struct{} // per host (flat index): probe now
+	driven  []atomic.Int64  // per host: when a round last kicked it (Unix ns)
 
 	active    atomic.Bool
 	activate  chan struct{} // tells the aggregator to publish at once
@@ -71,20 +82,24 @@ type Prober struct {
 	readyOnce sync.Once
 
 	refreshMu  sync.Mutex
-	refreshing map[string]*refresh // by cluster name
+	refreshing map[string]*refreshes         // by cluster name
+	published  atomic.Pointer[zone.Snapshot] // this prober's last snapshot, for Refresh
 
 	// Owned by the aggregator goroutine (Run).
-	state    []*zone.Cluster // observed fields of every host, configured order
-	history  map[*zone.Host]*walHistory
-	observed map[*zone.Host][]zone.TimelineEnd // timeline switches seen by the probe
-	probed   int                               // hosts that have had at least one result
-	done     []bool
-	last     *zone.Snapshot
+	state      []*zone.Cluster // observed fields of every host, configured order
+	history    map[*zone.Host]*walHistory
+	prevReplay map[*zone.Host]replaySample  // a replica's sample before its newest, for byte lag
+	timelines  []map[uint32]timelineHistory // per cluster: what is known of each timeline's history
+	probed     int                          // hosts that have had at least one result
+	done       []bool
+	last       *zone.Snapshot
+	rounds     []*round // per cluster: the probe round under way (rounds.go)
 }
 
 type result struct {
 	cluster, host int
 	started       time.Time
+	ticked        bool // probed on the host's own tick, not on a kick
 	sample        Sample
 	err           error
 }
@@ -96,18 +111,20 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		cfg: cfg, table: table, newChecker: newChecker, log: log, now: time.Now, defCluster: defaultCluster,
 		results:    make(chan result, 64),
 		history:    map[*zone.Host]*walHistory{},
-		observed:   map[*zone.Host][]zone.TimelineEnd{},
-		refreshing: map[string]*refresh{},
+		prevReplay: map[*zone.Host]replaySample{},
+		refreshing: map[string]*refreshes{},
 		activate:   make(chan struct{}, 1),
 		ready:      make(chan struct{}),
 	}
 	p.active.Store(!cfg.Inactive)
 	for _, cc := range cfg.Clusters {
-		c := &zone.Cluster{Name: cc.Name, Primary: -1, AsyncOnly: cc.AsyncOnly}
+		c := &zone.Cluster{Name: cc.Name, Primary: -1, AsyncOnly: cc.AsyncOnly,
+			Identity: cc.SystemID, IdentityPinned: cc.SystemID != 0}
 		for _, addr := range cc.Hosts {
 			c.Hosts = append(c.Hosts, zone.Host{Cluster: cc.Name, Addr: addr})
 		}
 		p.state = append(p.state, c)
+		p.timelines = append(p.timelines, map[uint32]timelineHistory{})
 	}
 	for _, c := range p.state {
 		p.done = append(p.done, make([]bool, len(c.Hosts))...)
@@ -115,6 +132,8 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	for range p.done {
 		p.kicks = append(p.kicks, make(chan struct{}, 1))
 	}
+	p.driven = make([]atomic.Int64, len(p.done))
+	p.rounds = make([]*round, len(p.state))
 	return p
 }
 
@@ -143,11 +162,13 @@ func (p *Prober) Run(ctx context.Context) {
 			return
 		case r := <-p.results:
 			p.record(r)
+			p.advanceRound(r)
 			// Take whatever else is queued, then publish once.
 			for drained := false; !drained; {
 				select {
 				case r := <-p.results:
 					p.record(r)
+					p.advanceRound(r)
 				default:
 					drained = true
 				}
@@ -156,6 +177,7 @@ func (p *Prober) Run(ctx context.Context) {
 		case <-p.activate:
 		}
 		p.publish()
+		p.published.Store(p.last)
 		p.finishRefreshes()
 	}
 }
@@ -187,14 +209,16 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 	}
 	defer checker.Close()
 
-	kick := p.kicks[p.flatIndex(ci, hi)]
+	flat := p.flatIndex(ci, hi)
+	kick := p.kicks[flat]
 	tick := time.NewTicker(p.cfg.Interval)
 	defer tick.Stop()
 	fails := 0
-	var notBefore time.Time
+	var notBefore, lastStart time.Time
 	for kicked := false; ; {
-		if kicked || !time.Now().Before(notBefore) {
+		if kicked || (!time.Now().Before(notBefore) && !p.skipTick(flat, lastStart)) {
 			start := time.Now()
+			lastStart = start
 			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 			s, err := checker.Check(pctx)
 			cancel()
@@ -204,7 +228,7 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 			if hook := p.cfg.Hooks.ProbeDone; hook != nil {
 				hook(p.state[ci].Name, addr, time.Since(start), err)
 			}
-			p.send(ctx, result{cluster: ci, host: hi, started: start, sample: s, err: err})
+			p.send(ctx, result{cluster: ci, host: hi, started: start, ticked: !kicked, sample: s, err: err})
 			if err == nil {
 				fails = 0
 				notBefore = time.Time{}

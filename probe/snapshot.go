@@ -12,7 +12,8 @@ import (
 
 // record folds one result into the observed state.
 func (p *Prober) record(r result) {
-	h := &p.state[r.cluster].Hosts[r.host]
+	c := p.state[r.cluster]
+	h := &c.Hosts[r.host]
 	p.noteRefreshed(r)
 	if idx := p.flatIndex(r.cluster, r.host); !p.done[idx] {
 		p.done[idx] = true
@@ -24,24 +25,32 @@ func (p *Prober) record(r result) {
 		return
 	}
 	s := r.sample
-	if h.Seen && s.Timeline > h.Timeline && h.Timeline > 0 {
-		// A timeline switch the probe watched happen: the old timeline
-		// ended at or after the last position the host had replayed on
-		// it (PostgreSQL refuses to follow a timeline that forked off
-		// before its own position). A safe lower bound when the history
-		// file cannot be read. A new slice: published snapshots share
-		// the old one.
-		old := p.observed[h]
-		p.observed[h] = append(old[:len(old):len(old)], zone.TimelineEnd{Timeline: h.Timeline, End: h.ReplayLSN})
+	// One run of one server, probed without a failure in between: what
+	// the last sample said still holds as far as it goes.
+	continuous := h.Seen && h.Fails == 0 && h.StartedAt.Equal(s.StartedAt)
+	tl, exact := s.Timeline, true
+	if s.InRecovery && s.Timeline == 0 {
+		// No WAL receiver: the timeline being replayed is at least the
+		// last restartpoint's, and at least what this run replayed before.
+		tl, exact = s.CheckpointTimeline, false
+		if continuous && h.InRecovery {
+			tl = max(tl, h.Timeline)
+		}
+	}
+	if c.Identity != 0 && s.SystemID == c.Identity {
+		p.learnTimelines(r.cluster, h, continuous, s, tl, exact)
+	}
+
+	if s.InRecovery && continuous && h.InRecovery {
+		p.prevReplay[h] = replaySample{at: h.ProbedAt, replay: h.ReplayLSN}
+	} else {
+		delete(p.prevReplay, h)
 	}
 	h.Seen, h.ProbedAt, h.Fails, h.LastError = true, s.At, 0, ""
-	h.IP, h.InRecovery, h.Timeline, h.SystemID = s.IP, s.InRecovery, s.Timeline, s.SystemID
+	h.IP, h.InRecovery, h.SystemID, h.StartedAt = s.IP, s.InRecovery, s.SystemID, s.StartedAt
+	h.Timeline, h.TimelineExact = tl, exact
 	h.WriteLSN, h.ReceiveLSN, h.ReplayLSN = s.WriteLSN, s.ReceiveLSN, s.ReplayLSN
-	h.AppName, h.SyncStandbys = s.AppName, s.SyncStandbys
-	h.History = s.History
-	if len(h.History) == 0 {
-		h.History = p.observed[h]
-	}
+	h.AppName, h.Standbys = s.AppName, s.Standbys
 
 	// The WAL clock of a writable host. It starts over when the host
 	// changes timeline or goes back into recovery: positions on another
@@ -77,11 +86,16 @@ func (p *Prober) publish() {
 		StaleAfter: stale,
 		Default:    p.defCluster,
 	}
-	for _, src := range p.state {
-		c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...)}
+	for ci, src := range p.state {
+		c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...),
+			Identity: src.Identity, IdentityPinned: src.IdentityPinned, NewestTimeline: src.NewestTimeline}
 		c.Decide(now, stale, p.cfg.MaxFails)
+		if c.Identity != src.Identity {
+			p.timelines[ci] = map[uint32]timelineHistory{} // another cluster now: its history is not this one's
+		}
+		src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline
 		p.computeLag(src, c, now, stale)
-		inheritHistory(c)
+		p.attachHistories(ci, c)
 		snap.Clusters = append(snap.Clusters, c)
 	}
 	snap.StampSerials(p.serialBase())
@@ -95,7 +109,7 @@ func (p *Prober) publish() {
 	}
 }
 
-// computeLag fills Lag, LagBytes and LagKnown of every replica of c from
+// computeLag fills Lag, LagBytes, LagKnown and BytesKnown of every replica of c from
 // the WAL clock of c's primary (see lag.go). src holds the same hosts in
 // the same order; its elements key the history.
 func (p *Prober) computeLag(src, c *zone.Cluster, now time.Time, stale time.Duration) {
@@ -104,7 +118,7 @@ func (p *Prober) computeLag(src, c *zone.Cluster, now time.Time, stale time.Dura
 		return
 	}
 	primary := &c.Hosts[pi]
-	primary.LagKnown = true
+	primary.LagKnown, primary.BytesKnown = true, true
 	w := p.history[&src.Hosts[pi]]
 	if w == nil || now.Sub(primary.ProbedAt) > stale {
 		return
@@ -114,22 +128,25 @@ func (p *Prober) computeLag(src, c *zone.Cluster, now time.Time, stale time.Dura
 		if h.Role != zone.RoleReplica || h.Timeline != primary.Timeline {
 			continue // WAL positions on different timelines do not compare
 		}
-		h.LagBytes, h.Lag, h.LagKnown = w.lag(h.ProbedAt, h.ReplayLSN)
+		h.Lag, h.LagKnown = w.timeLag(h.ProbedAt, h.ReplayLSN)
+		h.LagBytes, h.BytesKnown = w.byteLag(h.ProbedAt, h.ReplayLSN)
+		if prev, ok := p.prevReplay[&src.Hosts[i]]; ok && !h.BytesKnown {
+			// Sampled after the primary's newest sample: the sample
+			// before, which a primary sample followed, still bounds it.
+			h.LagBytes, h.BytesKnown = w.byteLag(prev.at, prev.replay)
+		}
 	}
 }
 
-// inheritHistory gives replicas on the primary's timeline, whose own
-// history is not known, the primary's: one timeline of one cluster has
-// one history.
-func inheritHistory(c *zone.Cluster) {
-	p := c.PrimaryHost()
-	if p == nil {
-		return
-	}
+// attachHistories gives every host whose timeline is exact the history of
+// that timeline as the cluster knows it: one timeline of one cluster has
+// one history, whichever host it was learned from.
+func (p *Prober) attachHistories(ci int, c *zone.Cluster) {
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		if h.Role == zone.RoleReplica && len(h.History) == 0 && h.Timeline == p.Timeline {
-			h.History = p.History
+		h.History = nil
+		if h.TimelineExact {
+			h.History = p.timelines[ci][h.Timeline].ends
 		}
 	}
 }
@@ -147,7 +164,7 @@ func (p *Prober) logChanges(snap *zone.Snapshot) {
 		case c.SplitBrain && !wasSplit:
 			var writable []string
 			for i := range c.Hosts {
-				if strings.HasPrefix(c.Hosts[i].Note, "split brain") {
+				if c.Hosts[i].Aside == zone.AsideSplitBrain {
 					writable = append(writable, c.Hosts[i].Addr)
 				}
 			}

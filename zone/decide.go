@@ -5,26 +5,33 @@ import (
 	"time"
 )
 
-// Decide sets each host's Role and Note and the cluster's Primary from the
-// observed fields. The probe calls it on a Cluster it is building, before
-// the Snapshot is published. The rules, in order:
+// Decide sets each host's Role, Note and Aside and the cluster's Primary
+// from the observed fields, and updates what the cluster remembers across
+// snapshots (Identity, NewestTimeline). The probe calls it on a Cluster it
+// is building, before the Snapshot is published. The rules, in order:
 //
 //   - maxFails failed probes in a row, or no good probe for staleAfter: down;
 //   - never probed successfully (and not down yet): unknown;
-//   - a system identifier other than the cluster's (the one most live hosts
-//     share; on a tie, the first configured host's): unknown, set aside,
-//     since it belongs to another cluster;
+//   - a system identifier other than the cluster's (see identity): set
+//     aside, since it belongs to another cluster;
+//   - the same server as a host listed before it (same system identifier
+//     and postmaster start time): set aside, answered once;
+//   - on a timeline older than the newest one seen in the cluster: set
+//     aside, writable or not. Its WAL has diverged from the newest
+//     timeline's (an old primary), or it follows such a host, or it has
+//     not yet switched to the newest timeline; either way its data is not
+//     the cluster's. The newest timeline is remembered: a superseded
+//     primary that outlives its successor is still never answered;
 //   - in recovery: replica;
-//   - writable: primary if it is the only writable host on the highest
-//     timeline among the writable ones. A promoted replica is on a higher
-//     timeline than the primary it replaced, so it wins; two writable hosts
-//     on the same timeline cannot be told apart, and neither is answered.
+//   - writable: primary if it is the only writable host on the newest
+//     timeline; two writable hosts there cannot be told apart (split
+//     brain), and neither is answered.
 func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) {
 	c.Primary = -1
 	live := make([]bool, len(c.Hosts))
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		h.Note = ""
+		h.Note, h.Aside = "", NotAside
 		switch {
 		case h.Fails >= maxFails:
 			h.Role = RoleDown
@@ -38,94 +45,186 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		}
 	}
 
-	sysid := c.identity(live)
-	var bestTL uint32
-	writable := 0
+	c.settleIdentity(live)
 	for i := range c.Hosts {
-		if !live[i] {
-			continue
-		}
 		h := &c.Hosts[i]
-		if h.SystemID != sysid {
-			h.Role = RoleUnknown
-			h.Note = "system identifier " + strconv.FormatUint(h.SystemID, 10) +
-				" is not the cluster's " + strconv.FormatUint(sysid, 10)
-			live[i] = false
-			continue
-		}
-		if h.InRecovery {
-			h.Role = RoleReplica
-			continue
-		}
 		switch {
-		case writable == 0 || h.Timeline > bestTL:
-			bestTL, writable, c.Primary = h.Timeline, 1, i
-		case h.Timeline == bestTL:
-			writable++
+		case !live[i]:
+		case h.SystemID != c.Identity:
+			c.setAside(h, AsideForeign, c.foreignNote(h))
+			live[i] = false
+		default:
+			if d := c.duplicateOf(i, live); d >= 0 {
+				c.setAside(h, AsideDuplicate, "the same server as "+c.Hosts[d].Addr+
+					" (same system identifier and start time): answered once, under that address")
+				live[i] = false
+			}
 		}
 	}
 
 	for i := range c.Hosts {
-		h := &c.Hosts[i]
-		if !live[i] || h.InRecovery {
-			continue
+		if live[i] {
+			c.NewestTimeline = max(c.NewestTimeline, c.Hosts[i].Timeline)
 		}
+	}
+	writable := 0
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
 		switch {
-		case writable > 1:
-			h.Role = RoleUnknown
-			h.Note = "split brain: " + strconv.Itoa(writable) + " writable hosts on timeline " +
-				strconv.FormatUint(uint64(bestTL), 10)
-		case i == c.Primary:
-			h.Role = RolePrimary
+		case !live[i]:
+		case h.Timeline < c.NewestTimeline:
+			kind := "replica"
+			if !h.InRecovery {
+				kind = "writable"
+			}
+			c.setAside(h, AsideSuperseded, kind+" on timeline "+strconv.FormatUint(uint64(h.Timeline), 10)+
+				", superseded by timeline "+strconv.FormatUint(uint64(c.NewestTimeline), 10))
+		case h.InRecovery:
+			h.Role = RoleReplica
 		default:
-			h.Role = RoleUnknown
-			h.Note = "writable on timeline " + strconv.FormatUint(uint64(h.Timeline), 10) +
-				", superseded by timeline " + strconv.FormatUint(uint64(bestTL), 10)
+			writable++
+			c.Primary = i
 		}
 	}
 	c.SplitBrain = writable > 1
 	if c.SplitBrain {
 		c.Primary = -1
 	}
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if !live[i] || h.InRecovery || h.Aside != NotAside {
+			continue
+		}
+		if c.SplitBrain {
+			c.setAside(h, AsideSplitBrain, "split brain: "+strconv.Itoa(writable)+" writable hosts on timeline "+
+				strconv.FormatUint(uint64(c.NewestTimeline), 10))
+		} else {
+			h.Role = RolePrimary
+		}
+	}
 	c.markSyncStandbys()
 }
 
-// markSyncStandbys sets Sync on the replicas that the primary lists as
-// synchronous standbys. Without a primary nobody is known to be one.
+func (c *Cluster) setAside(h *Host, why Aside, note string) {
+	h.Role, h.Aside, h.Note = RoleUnknown, why, note
+}
+
+func (c *Cluster) foreignNote(h *Host) string {
+	if c.Identity == 0 {
+		return "system identifier " + strconv.FormatUint(h.SystemID, 10) +
+			": no identity holds a majority of the live hosts yet"
+	}
+	return "system identifier " + strconv.FormatUint(h.SystemID, 10) +
+		" is not the cluster's " + strconv.FormatUint(c.Identity, 10)
+}
+
+// duplicateOf returns the index of a live host listed before i that is the
+// same server as host i (two spellings of one address, or a configured
+// name and the address Patroni reports), or -1. One server run has one
+// system identifier and one postmaster start time, to the microsecond.
+func (c *Cluster) duplicateOf(i int, live []bool) int {
+	h := &c.Hosts[i]
+	if h.StartedAt.IsZero() {
+		return -1
+	}
+	for j := range i {
+		o := &c.Hosts[j]
+		if live[j] && o.SystemID == h.SystemID && o.StartedAt.Equal(h.StartedAt) {
+			return j
+		}
+	}
+	return -1
+}
+
+// markSyncStandbys sets Sync on the replicas that the primary's
+// pg_stat_replication reports as sync or quorum. A replica's row is the
+// one from its own address when exactly one row comes from there, else
+// the one with its application name when exactly one has it. When several
+// rows could be its own and they disagree, pgdns cannot tell whether it is
+// a synchronous standby and leans to yes: "replicas: async" then leaves it
+// out, which costs a replica but never sends reads to a standby that
+// commits wait for. Without a primary nobody is known to be one.
 func (c *Cluster) markSyncStandbys() {
 	p := c.PrimaryHost()
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		h.Sync = false
-		if p == nil || h.Role != RoleReplica || h.AppName == "" {
+		if p == nil || h.Role != RoleReplica {
 			continue
 		}
-		for _, name := range p.SyncStandbys {
-			if name == h.AppName {
-				h.Sync = true
-			}
+		sync, sure := standbySync(p.Standbys, h)
+		h.Sync = sync
+		if !sure && h.Note == "" {
+			h.Note = "cannot tell which pg_stat_replication row is this replica's (same address and application name as another); counted as synchronous"
 		}
 	}
 }
 
-// identity returns the system identifier most live hosts share; on a tie,
-// the one that comes first in configured order.
-func (c *Cluster) identity(live []bool) uint64 {
-	var best uint64
-	bestN := 0
-	for i := range c.Hosts {
-		if !live[i] {
-			continue
+// standbySync finds h's row among a primary's standbys. sure is false when
+// candidate rows disagree; sync is then true.
+func standbySync(rows []Standby, h *Host) (sync, sure bool) {
+	byAddr, byName := 0, 0
+	for _, r := range rows {
+		if h.IP.IsValid() && r.Addr == h.IP {
+			byAddr++
 		}
-		id, n := c.Hosts[i].SystemID, 0
-		for j := range c.Hosts {
-			if live[j] && c.Hosts[j].SystemID == id {
-				n++
-			}
-		}
-		if n > bestN {
-			best, bestN = id, n
+		if h.AppName != "" && r.AppName == h.AppName {
+			byName++
 		}
 	}
-	return best
+	match := func(r Standby) bool { return h.AppName != "" && r.AppName == h.AppName }
+	if byAddr > 0 && (byAddr == 1 || byName != 1) {
+		match = func(r Standby) bool { return r.Addr == h.IP }
+	}
+	var nSync, n int
+	for _, r := range rows {
+		if match(r) {
+			n++
+			if r.Sync {
+				nSync++
+			}
+		}
+	}
+	switch {
+	case n == 0 || nSync == 0:
+		return false, true // not streaming from the primary, or only async rows
+	case nSync == n:
+		return true, true
+	}
+	return true, false
+}
+
+// settleIdentity decides which system identifier is the cluster's. A
+// pinned identity never changes. Otherwise the first identity held by a
+// strict majority of the live hosts is established; on a tie nothing is,
+// and every host is set aside until one side has a majority. Once
+// established it is kept while any live host has it; it changes only when
+// none does and a strict majority of all configured hosts, live or not,
+// agree on another (the cluster was rebuilt). A stray host, even alone,
+// never takes over.
+func (c *Cluster) settleIdentity(live []bool) {
+	if c.IdentityPinned {
+		return
+	}
+	counts := map[uint64]int{}
+	nLive := 0
+	for i := range c.Hosts {
+		if live[i] {
+			counts[c.Hosts[i].SystemID]++
+			nLive++
+		}
+	}
+	if c.Identity != 0 && counts[c.Identity] > 0 {
+		return
+	}
+	for id, n := range counts {
+		switch {
+		case c.Identity == 0 && 2*n > nLive:
+			c.Identity, c.NewestTimeline = id, 0
+			return
+		case c.Identity != 0 && 2*n > len(c.Hosts):
+			c.Identity, c.NewestTimeline = id, 0
+			return
+		}
+	}
 }

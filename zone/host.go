@@ -29,6 +29,18 @@ func (r Role) String() string {
 	return "unknown"
 }
 
+// Aside says why a host that answers its probes is not answered.
+type Aside uint8
+
+// Reasons to set a live host aside.
+const (
+	NotAside        Aside = iota
+	AsideForeign          // its system identifier is not the cluster's
+	AsideDuplicate        // the same server as a host listed before it
+	AsideSuperseded       // on a timeline older than the cluster's newest
+	AsideSplitBrain       // one of several writable hosts on the newest timeline
+)
+
 // Host is one PostgreSQL server as of the last probe: the facts the probe
 // read (the Observed fields) and what pgdns derived from them.
 type Host struct {
@@ -41,16 +53,23 @@ type Host struct {
 	ProbedAt   time.Time // when the last successful probe read its values
 	InRecovery bool      // pg_is_in_recovery()
 	Timeline   uint32
-	SystemID   uint64 // pg_control_system().system_identifier
-	WriteLSN   LSN    // primary: pg_current_wal_lsn()
-	ReceiveLSN LSN    // replica: pg_last_wal_receive_lsn()
-	ReplayLSN  LSN    // replica: pg_last_wal_replay_lsn(); primary: WriteLSN
-	Sync       bool   // a synchronous standby, by the primary's pg_stat_replication
-	AppName    string // replica: the application name its WAL receiver uses
+	SystemID   uint64    // pg_control_system().system_identifier
+	StartedAt  time.Time // pg_postmaster_start_time(): one run of the server
+	WriteLSN   LSN       // primary: pg_current_wal_lsn()
+	ReceiveLSN LSN       // replica: pg_last_wal_receive_lsn()
+	ReplayLSN  LSN       // replica: pg_last_wal_replay_lsn(); primary: WriteLSN
+	Sync       bool      // a synchronous standby, by the primary's pg_stat_replication
+	AppName    string    // replica: the application name its WAL receiver uses
 
-	// SyncStandbys, on a primary, are the application names of its
-	// synchronous standbys.
-	SyncStandbys []string
+	// TimelineExact is false on a replica whose WAL receiver is not
+	// running: Timeline is then only a lower bound of the timeline it
+	// replays (the last one its receiver reported, or its last
+	// restartpoint's), good enough to set it aside when that is older
+	// than the cluster's newest, never to vouch for a timeline token.
+	TimelineExact bool
+
+	// Standbys, on a primary, are the rows of its pg_stat_replication.
+	Standbys []Standby
 
 	// History lists where earlier timelines ended, when known; it decides
 	// lsn- tokens that carry a timeline.
@@ -61,11 +80,13 @@ type Host struct {
 	LastError string
 
 	// Derived when the snapshot is built.
-	Role     Role
-	Note     string        // why a host is set aside, e.g. split brain
-	LagKnown bool          // Lag and LagBytes can be vouched for
-	Lag      time.Duration // how old the newest data is that the replica lacks
-	LagBytes uint64        // WAL bytes between the primary and the replica's replay
+	Role       Role
+	Aside      Aside         // why a live host is set aside, NotAside when it is not
+	Note       string        // the same for people, e.g. "split brain: 2 writable hosts on timeline 1"
+	LagKnown   bool          // Lag is a proven upper bound
+	Lag        time.Duration // at most how old the oldest data is that the replica lacks
+	BytesKnown bool          // LagBytes is a proven upper bound
+	LagBytes   uint64        // at most how many WAL bytes the replica's replay is behind the primary
 }
 
 // Age is how long ago the last successful probe read the host's values.
@@ -74,6 +95,13 @@ func (h *Host) Age(now time.Time) time.Duration {
 		return 0
 	}
 	return now.Sub(h.ProbedAt)
+}
+
+// Standby is one row of a primary's pg_stat_replication.
+type Standby struct {
+	Addr    netip.Addr // client_addr; invalid over a Unix socket
+	AppName string     // application_name
+	Sync    bool       // sync_state is sync or quorum
 }
 
 // TimelineEnd is one line of a timeline history file: timeline Timeline
@@ -86,7 +114,14 @@ type TimelineEnd struct {
 // hasHistory reports whether h's WAL contains position lsn as written on
 // timeline tli: h is on tli, or on a later timeline that branched off tli
 // (directly or not) at or after lsn.
+//
+// It fails closed on a replica whose timeline is only a lower bound (no
+// WAL receiver): it may already replay a newer timeline that forked
+// before lsn.
 func (h *Host) hasHistory(tli uint32, lsn LSN) bool {
+	if !h.TimelineExact {
+		return false
+	}
 	if h.Timeline == tli {
 		return true
 	}

@@ -62,7 +62,7 @@ func (c *Cluster) Check(h *Host, q *Query, primary *Host, now time.Time, staleAf
 	if c.AsyncOnly && h.Sync {
 		return SyncStandby
 	}
-	if (q.HasLag || q.HasBytes) && (primary == nil || !h.LagKnown) {
+	if (q.HasLag && (primary == nil || !h.LagKnown)) || (q.HasBytes && (primary == nil || !h.BytesKnown)) {
 		return LagUnknown
 	}
 	if q.HasLag && h.Lag > q.MaxLag {

@@ -16,8 +16,8 @@ const stale = 1750 * time.Millisecond
 func seen(ip string, inRecovery bool, replay LSN) Host {
 	return Host{
 		Cluster: "main", Addr: ip + ":5432", IP: netip.MustParseAddr(ip),
-		Seen: true, ProbedAt: t0, InRecovery: inRecovery, Timeline: 1, SystemID: 7,
-		ReplayLSN: replay, LagKnown: inRecovery,
+		Seen: true, ProbedAt: t0, InRecovery: inRecovery, Timeline: 1, TimelineExact: true, SystemID: 7,
+		ReplayLSN: replay, LagKnown: inRecovery, BytesKnown: inRecovery,
 	}
 }
 
@@ -52,7 +52,7 @@ func TestSelect(t *testing.T) {
 	behind := seen("10.0.0.3", true, 0x4000)
 	behind.Lag, behind.LagBytes = 800*time.Millisecond, 0x1000
 	unknownLag := seen("10.0.0.4", true, 0x5000)
-	unknownLag.LagKnown = false
+	unknownLag.LagKnown, unknownLag.BytesKnown = false, false
 	down := seen("10.0.0.5", true, 0x5000)
 	down.Fails = 3
 	s := cluster(p, fresh, behind, unknownLag, down)
@@ -143,7 +143,7 @@ func TestSelectErrors(t *testing.T) {
 
 func TestSelectAsyncOnly(t *testing.T) {
 	p := seen("10.0.0.1", false, 9)
-	p.SyncStandbys = []string{"node2"}
+	p.Standbys = []Standby{{AppName: "node2", Sync: true}, {AppName: "node3"}}
 	syncR, asyncR := seen("10.0.0.2", true, 9), seen("10.0.0.3", true, 9)
 	syncR.AppName, asyncR.AppName = "node2", "node3"
 	s := cluster(p, syncR, asyncR)

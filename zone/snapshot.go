@@ -17,8 +17,16 @@ type Cluster struct {
 	AsyncOnly bool
 
 	// SplitBrain is set by Decide when two writable hosts share the
-	// highest timeline: no primary is answered until it is resolved.
+	// newest timeline: no primary is answered until it is resolved.
 	SplitBrain bool
+
+	// What pgdns has learned of the cluster over time. Decide keeps them
+	// current; the probe carries them from one snapshot to the next, and
+	// across reloads. A restart of pgdns forgets them (README: "What pgdns
+	// remembers").
+	Identity       uint64 // the cluster's system identifier, 0 until established
+	IdentityPinned bool   // Identity comes from the configuration
+	NewestTimeline uint32 // the highest timeline seen on a live host of Identity
 
 	// Serial is the SOA serial of <cluster>.<zone>: it changes when a role
 	// answer of the cluster does (see StampSerials).

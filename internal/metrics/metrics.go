@@ -27,6 +27,9 @@ type Metrics struct {
 	splitBrains   *prometheus.CounterVec
 	httpRequests  *prometheus.CounterVec
 
+	refreshRounds    *prometheus.CounterVec
+	refreshCoalesced *prometheus.CounterVec
+
 	// answers caches the counter of each (kind, rcode): DNSAnswer runs on
 	// every query, and a label lookup hashes and locks.
 	answers sync.Map // answerKey -> prometheus.Counter
@@ -67,6 +70,15 @@ func New(table *zone.Table) *Metrics {
 			Help: "HTTP API requests, by route and status code.",
 		}, []string{"route", "code"}),
 	}
+	m.refreshRounds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pgdns_lsn_refresh_rounds_total",
+		Help: "Refresh rounds started for lsn- lookups no replica satisfied: each probes the cluster's primary and replicas once.",
+	}, []string{"cluster"})
+	m.refreshCoalesced = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pgdns_lsn_refresh_coalesced_total",
+		Help: "Refreshes asked for by lsn- lookups that started no round of their own: they shared the round running, or waited for the next one (dns.lsn_refresh_min_gap).",
+	}, []string{"cluster", "reason"})
+	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced)
 	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.splitBrains, m.httpRequests,
 		hostCollector{table: table},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -112,6 +124,17 @@ func (m *Metrics) SplitBrain(cluster string) {
 	m.splitBrains.WithLabelValues(cluster).Inc()
 }
 
+// RefreshRound counts one refresh round started.
+func (m *Metrics) RefreshRound(cluster string) {
+	m.refreshRounds.WithLabelValues(cluster).Inc()
+}
+
+// RefreshCoalesced counts one refresh asked for that started no round of
+// its own, with why: "running" or "min_gap".
+func (m *Metrics) RefreshCoalesced(cluster, why string) {
+	m.refreshCoalesced.WithLabelValues(cluster, why).Inc()
+}
+
 // HTTPRequest counts one HTTP request.
 func (m *Metrics) HTTPRequest(route string, code int) {
 	m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
@@ -155,6 +178,8 @@ func (c hostCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			if h.LagKnown {
 				ch <- prometheus.MustNewConstMetric(hostLag, prometheus.GaugeValue, h.Lag.Seconds(), cl.Name, h.Addr)
+			}
+			if h.BytesKnown {
 				ch <- prometheus.MustNewConstMetric(hostLagBytes, prometheus.GaugeValue, float64(h.LagBytes), cl.Name, h.Addr)
 			}
 			if h.Seen {

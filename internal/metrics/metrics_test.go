@@ -22,9 +22,9 @@ func TestMetrics(t *testing.T) {
 	now := time.Now()
 	table := zone.NewTable()
 	c := &zone.Cluster{Name: "main", Hosts: []zone.Host{
-		{Cluster: "main", Addr: "10.0.0.1:5432", IP: netip.MustParseAddr("10.0.0.1"), Seen: true, ProbedAt: now, SystemID: 1, Timeline: 1, LagKnown: true},
+		{Cluster: "main", Addr: "10.0.0.1:5432", IP: netip.MustParseAddr("10.0.0.1"), Seen: true, ProbedAt: now, SystemID: 1, Timeline: 1, LagKnown: true, BytesKnown: true},
 		{Cluster: "main", Addr: "10.0.0.2:5432", IP: netip.MustParseAddr("10.0.0.2"), Seen: true, ProbedAt: now, SystemID: 1, Timeline: 1, InRecovery: true,
-			LagKnown: true, Lag: 1500 * time.Millisecond, LagBytes: 4096},
+			LagKnown: true, BytesKnown: true, Lag: 1500 * time.Millisecond, LagBytes: 4096},
 		{Cluster: "main", Addr: "10.0.0.3:5432", Fails: 3},
 	}}
 	c.Decide(now, time.Minute, 3)
@@ -39,6 +39,10 @@ func TestMetrics(t *testing.T) {
 	m.RoleChanged("main", "10.0.0.3:5432", zone.RoleReplica, zone.RoleDown)
 	m.SplitBrain("main")
 	m.HTTPRequest("/master", 200)
+	m.RefreshRound("main")
+	m.RefreshCoalesced("main", "running")
+	m.RefreshCoalesced("main", "min_gap")
+	m.RefreshCoalesced("main", "min_gap")
 
 	out := scrape(t, m)
 	for _, want := range []string{
@@ -49,6 +53,9 @@ func TestMetrics(t *testing.T) {
 		`pgdns_role_changes_total{cluster="main",from="replica",host="10.0.0.3:5432",to="down"} 1`,
 		`pgdns_split_brain_total{cluster="main"} 1`,
 		`pgdns_http_requests_total{code="200",route="/master"} 1`,
+		`pgdns_lsn_refresh_rounds_total{cluster="main"} 1`,
+		`pgdns_lsn_refresh_coalesced_total{cluster="main",reason="running"} 1`,
+		`pgdns_lsn_refresh_coalesced_total{cluster="main",reason="min_gap"} 2`,
 		`pgdns_host_up{cluster="main",host="10.0.0.1:5432"} 1`,
 		`pgdns_host_up{cluster="main",host="10.0.0.3:5432"} 0`,
 		`pgdns_host_role{cluster="main",host="10.0.0.2:5432",role="replica"} 1`,
