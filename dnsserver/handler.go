@@ -115,10 +115,11 @@ func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
 		m.Truncate(udpSize(req))
 	}
-	_ = w.WriteMsg(m)
+	// Counted before it is sent: whoever has the answer can see it counted.
 	if h.onAns != nil {
 		h.onAns(kind, m.Rcode)
 	}
+	_ = w.WriteMsg(m)
 }
 
 func questionString(req *dns.Msg) string {
