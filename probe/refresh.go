@@ -6,78 +6,174 @@ import (
 	"github.com/pgdns/pgdns/zone"
 )
 
-// refresh is one round of immediate probes of a cluster's replicas, asked
-// for by read-your-writes lookups that no replica could answer yet. All
-// lookups that arrive while it runs share it.
+// refresh is one round of immediate probes of a cluster's live hosts (its
+// primary and replicas), asked for by read-your-writes lookups that no
+// replica could answer yet.
 type refresh struct {
-	started time.Time
+	started time.Time    // when its probes were asked for; zero while it is due
 	waiting map[int]bool // flat host indexes whose fresh result is due
 	done    chan struct{}
 }
 
-// Refresh probes the live replicas of cluster at once (each host still has
-// at most one probe in flight) and returns a channel that is closed when
-// their results are in a published snapshot. Concurrent callers share one
-// round. A caller waits on it for as long as it can afford (dns.lsn_wait).
+// refreshes are the rounds of one cluster: at most one running and one
+// due, which every lookup arriving meanwhile shares.
+type refreshes struct {
+	running *refresh
+	next    *refresh  // starts once running is done and the gap is over
+	last    time.Time // when the last round started
+	timer   bool      // a timer will start next at the end of the gap
+}
+
+// Why a Refresh call started no round of its own (Hooks.RefreshCoalesced).
+// Either way it waits for the cluster's next round.
+const (
+	// CoalescedRunning: a round was running. Its probes may have read the
+	// replicas before the caller's write, so the caller waits for the next
+	// round, which starts when this one is done.
+	CoalescedRunning = "running"
+	// CoalescedMinGap: the cluster's last round started less than
+	// Config.MinRefreshGap ago; the next round starts at the end of the gap.
+	CoalescedMinGap = "min_gap"
+)
+
+// Refresh probes the live hosts of cluster, its primary and its replicas
+// (each host still has at most one probe in flight), and returns a channel
+// that is closed when their results are in a published snapshot. The
+// primary is probed too, so that the replicas' lag is measured against a
+// primary position as fresh as theirs.
+//
+// The round a caller gets starts after the call: at once, or, when a round
+// is running or the last one started less than Config.MinRefreshGap ago,
+// as the cluster's next round, shared by every caller until it starts. So
+// lookups, however many, cost at most one probe per host per gap. A caller
+// waits on the channel for as long as it can afford (dns.lsn_wait).
+//
+// The hosts are those of the prober's own last snapshot, never the shared
+// table's, which may still hold another prober's hosts right after a
+// reload.
 func (p *Prober) Refresh(cluster string) <-chan struct{} {
 	p.refreshMu.Lock()
 	defer p.refreshMu.Unlock()
-	if r := p.refreshing[cluster]; r != nil {
-		if time.Since(r.started) < p.cfg.Timeout {
-			return r.done
-		}
+	now := time.Now()
+	rs := p.refreshing[cluster]
+	if rs == nil {
+		rs = &refreshes{}
+		p.refreshing[cluster] = rs
+	}
+	if r := rs.running; r != nil && now.Sub(r.started) >= p.cfg.Timeout {
 		// A round whose probes outlived their deadline: let its waiters
-		// go and start over.
+		// go and go on.
 		close(r.done)
-		delete(p.refreshing, cluster)
+		rs.running = nil
+		p.startNext(cluster, rs, now)
 	}
-
-	r := &refresh{started: time.Now(), waiting: map[int]bool{}, done: make(chan struct{})}
-	snap := p.table.Load()
-	for ci, c := range snap.Clusters {
-		if c.Name != cluster || ci >= len(p.state) {
-			continue
-		}
-		for hi := range c.Hosts {
-			if c.Hosts[hi].Role != zone.RoleReplica {
-				continue
-			}
-			flat := p.flatIndex(ci, hi)
-			r.waiting[flat] = true
-			select {
-			case p.kicks[flat] <- struct{}{}:
-			default: // already kicked
-			}
-		}
+	if rs.next != nil {
+		p.coalesced(cluster, rs)
+		return rs.next.done
 	}
+	r := &refresh{waiting: p.refreshHosts(cluster), done: make(chan struct{})}
 	if len(r.waiting) == 0 {
 		close(r.done)
 		return r.done
 	}
-	p.refreshing[cluster] = r
+	p.coalesced(cluster, rs)
+	rs.next = r
+	p.startNext(cluster, rs, now)
 	return r.done
 }
 
-// noteRefreshed marks a result as the fresh one a refresh waits for, if it
-// was started after the refresh was asked for.
-func (p *Prober) noteRefreshed(res result) {
-	p.refreshMu.Lock()
-	defer p.refreshMu.Unlock()
-	r := p.refreshing[p.state[res.cluster].Name]
-	if r != nil && !res.started.Before(r.started) {
-		delete(r.waiting, p.flatIndex(res.cluster, res.host))
+// startNext starts the cluster's next round if none is running and the gap
+// since the last one is over, or sets a timer for the end of the gap. The
+// caller holds refreshMu.
+func (p *Prober) startNext(cluster string, rs *refreshes, now time.Time) {
+	r := rs.next
+	if r == nil || rs.running != nil {
+		return // finishRefreshes starts it
+	}
+	if wait := rs.last.Add(p.cfg.MinRefreshGap).Sub(now); wait > 0 {
+		if !rs.timer {
+			rs.timer = true
+			time.AfterFunc(wait, func() {
+				p.refreshMu.Lock()
+				defer p.refreshMu.Unlock()
+				rs.timer = false
+				p.startNext(cluster, rs, time.Now())
+			})
+		}
+		return
+	}
+	rs.running, rs.next, rs.last = r, nil, now
+	r.started = now
+	for flat := range r.waiting {
+		select {
+		case p.kicks[flat] <- struct{}{}:
+		default: // already kicked
+		}
+	}
+	if hook := p.cfg.Hooks.RefreshRound; hook != nil {
+		hook(cluster)
 	}
 }
 
-// finishRefreshes releases the waiters of every round whose results have
-// all been published. The aggregator calls it after each publish.
+// coalesced reports a Refresh call that, as things stand, does not start a
+// round at once. The caller holds refreshMu.
+func (p *Prober) coalesced(cluster string, rs *refreshes) {
+	hook := p.cfg.Hooks.RefreshCoalesced
+	switch {
+	case hook == nil:
+	case rs.running != nil:
+		hook(cluster, CoalescedRunning)
+	case time.Since(rs.last) < p.cfg.MinRefreshGap:
+		hook(cluster, CoalescedMinGap)
+	}
+}
+
+// refreshHosts returns the flat indexes of cluster's primary and replicas
+// in the prober's own last published snapshot, whose clusters and hosts
+// are in the prober's configured order.
+func (p *Prober) refreshHosts(cluster string) map[int]bool {
+	hosts := map[int]bool{}
+	snap := p.published.Load()
+	if snap == nil {
+		return hosts
+	}
+	flat := 0
+	for _, c := range snap.Clusters {
+		if c.Name == cluster {
+			for hi := range c.Hosts {
+				if r := c.Hosts[hi].Role; (r == zone.RolePrimary || r == zone.RoleReplica) && flat+hi < len(p.kicks) {
+					hosts[flat+hi] = true
+				}
+			}
+		}
+		flat += len(c.Hosts)
+	}
+	return hosts
+}
+
+// noteRefreshed marks a result as the fresh one a running round waits
+// for, if its probe started after the round's probes were asked for.
+func (p *Prober) noteRefreshed(res result) {
+	p.refreshMu.Lock()
+	defer p.refreshMu.Unlock()
+	rs := p.refreshing[p.state[res.cluster].Name]
+	if rs != nil && rs.running != nil && !res.started.Before(rs.running.started) {
+		delete(rs.running.waiting, p.flatIndex(res.cluster, res.host))
+	}
+}
+
+// finishRefreshes releases the waiters of every running round whose
+// results have all been published, and starts the next round where one is
+// due. The aggregator calls it after each publish.
 func (p *Prober) finishRefreshes() {
 	p.refreshMu.Lock()
 	defer p.refreshMu.Unlock()
-	for name, r := range p.refreshing {
-		if len(r.waiting) == 0 {
+	now := time.Now()
+	for name, rs := range p.refreshing {
+		if r := rs.running; r != nil && len(r.waiting) == 0 {
 			close(r.done)
-			delete(p.refreshing, name)
+			rs.running = nil
+			p.startNext(name, rs, now)
 		}
 	}
 }

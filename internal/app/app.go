@@ -158,6 +158,8 @@ func (a *App) startProber(cfg *config.Config, active bool) (*runningProber, erro
 		Hooks:    probe.Hooks{ProbeDone: a.metrics.ProbeDone, RoleChanged: a.metrics.RoleChanged, SplitBrain: a.metrics.SplitBrain},
 		Inactive: !active,
 	}
+	pcfg.MinRefreshGap = cfg.DNS.LSNRefreshMinGap
+	pcfg.Hooks.RefreshRound, pcfg.Hooks.RefreshCoalesced = a.metrics.RefreshRound, a.metrics.RefreshCoalesced
 	for _, c := range cfg.Clusters {
 		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly})
 	}

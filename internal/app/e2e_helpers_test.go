@@ -92,6 +92,7 @@ type envOptions struct {
 	DSN      string   // probe.dsn, default user=postgres
 	Extra    []string // more host:port entries after the cluster's nodes
 	Listen   string   // dns.listen, default 127.0.0.1:0
+	MinGap   string   // dns.lsn_refresh_min_gap, default the built-in one
 }
 
 // newEnv starts a primary and replicas on ips and pgdns probing them every
@@ -117,12 +118,16 @@ func attach(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
 		hosts = append(hosts, n.Addr())
 	}
 	hosts = append(hosts, o.Extra...)
+	minGap := ""
+	if o.MinGap != "" {
+		minGap = "  lsn_refresh_min_gap: " + o.MinGap + "\n"
+	}
 	a, cfg, logs := startApp(t, fmt.Sprintf(`
 dns:
   listen: %s
   ttl: 1
   lsn_wait: %s
-http:
+%shttp:
   listen: 127.0.0.1:0
 probe:
   interval: %s
@@ -133,7 +138,7 @@ clusters:
   main:
     hosts: [%s]
     replicas: %s
-`, o.Listen, o.LSNWait, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas))
+`, o.Listen, o.LSNWait, minGap, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas))
 	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
 	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[0].IP})
 	return e

@@ -49,6 +49,10 @@ type DNS struct {
 	// RRset in this order, the first the SOA MNAME. Empty: ns.<zone>,
 	// answered with the listen address.
 	NameServers []NameServer
+
+	// LSNRefreshMinGap is the least time between the starts of two
+	// refresh rounds of one cluster that lsn- lookups ask for.
+	LSNRefreshMinGap time.Duration
 }
 
 // NameServer is one name server of the zone.
@@ -84,12 +88,19 @@ type Cluster struct {
 	AsyncOnly bool // replicas: async
 }
 
+// DefaultLSNRefreshMinGap is the default dns.lsn_refresh_min_gap: short
+// enough that a read-your-writes lookup waiting dns.lsn_wait (20ms) still
+// gets a fresh round, long enough to bound what lookups of an LSN no
+// replica has can cost (README, "Read your writes").
+const DefaultLSNRefreshMinGap = 5 * time.Millisecond
+
 // defaults are the values of every key not set elsewhere.
 var defaults = map[string]any{
 	"dns.listen":              "127.0.0.1:5353",
 	"dns.zone":                "db.local",
 	"dns.ttl":                 1,
 	"dns.lsn_wait":            "20ms",
+	"dns.lsn_refresh_min_gap": DefaultLSNRefreshMinGap.String(),
 	"dns.rate_limit":          0,
 	"http.listen":             "127.0.0.1:8080",
 	"http.sync_max_lag":       "1s",
@@ -103,7 +114,7 @@ var defaults = map[string]any{
 // topKeys are the keys outside "clusters"; clusterKeys the keys of each
 // cluster.
 var (
-	topKeys = []string{"dns.listen", "dns.zone", "dns.ttl", "dns.default_cluster", "dns.lsn_wait", "dns.rate_limit",
+	topKeys = []string{"dns.listen", "dns.zone", "dns.ttl", "dns.default_cluster", "dns.lsn_wait", "dns.lsn_refresh_min_gap", "dns.rate_limit",
 		"dns.nameservers", "http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn"}
 	clusterKeys = []string{"hosts", "patroni", "replicas"}
 )
@@ -193,6 +204,7 @@ func fromKoanf(k *koanf.Koanf) (*Config, error) {
 	cfg.DNS.TTL = uint32(r.integer("dns.ttl", 0, 60))
 	cfg.DNS.DefaultCluster = r.str("dns.default_cluster")
 	cfg.DNS.LSNWait = r.duration("dns.lsn_wait", true)
+	cfg.DNS.LSNRefreshMinGap = r.duration("dns.lsn_refresh_min_gap", false)
 	cfg.DNS.RateLimit = r.integer("dns.rate_limit", 0, 1_000_000)
 	cfg.DNS.NameServers = r.nameServers("dns.nameservers", cfg.DNS.Zone, cfg.DNS.Listen, clusterNames)
 	cfg.HTTP.Listen = r.address("http.listen", true)
@@ -204,6 +216,9 @@ func fromKoanf(k *koanf.Koanf) (*Config, error) {
 	cfg.Probe.DSN = r.str("probe.dsn")
 	if cfg.DNS.LSNWait > 10*time.Second {
 		r.fail("dns.lsn_wait", "must be at most 10s, got %q", k.String("dns.lsn_wait"))
+	}
+	if cfg.DNS.LSNRefreshMinGap > 10*time.Second {
+		r.fail("dns.lsn_refresh_min_gap", "must be at most 10s, got %q", k.String("dns.lsn_refresh_min_gap"))
 	}
 
 	slices.Sort(clusterNames)

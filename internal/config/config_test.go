@@ -151,3 +151,31 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+// dns.lsn_refresh_min_gap bounds the probes lsn- lookups can cause: a gap
+// of 0 would let them probe back to back, so it is refused like any bad
+// value, naming the key and quoting the value.
+func TestLSNRefreshMinGap(t *testing.T) {
+	cfg, err := Load(write(t, minimal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DNS.LSNRefreshMinGap != DefaultLSNRefreshMinGap || DefaultLSNRefreshMinGap <= 0 {
+		t.Fatalf("default dns.lsn_refresh_min_gap %v, want %v", cfg.DNS.LSNRefreshMinGap, DefaultLSNRefreshMinGap)
+	}
+	cfg, err = Load(write(t, minimal+"dns:\n  lsn_refresh_min_gap: 50ms\n"), []string{"PGDNS_DNS__LSN_REFRESH_MIN_GAP=20ms"})
+	if err != nil || cfg.DNS.LSNRefreshMinGap != 20*time.Millisecond {
+		t.Fatalf("from the environment: %v, %v", cfg, err)
+	}
+	for value, want := range map[string]string{
+		"0s":   `dns.lsn_refresh_min_gap must be > 0, got "0s"`,
+		"fast": `dns.lsn_refresh_min_gap must be a duration such as 250ms or 2s, got "fast"`,
+		"-1ms": `dns.lsn_refresh_min_gap must be > 0, got "-1ms"`,
+		"11s":  `dns.lsn_refresh_min_gap must be at most 10s, got "11s"`,
+	} {
+		_, err := Load(write(t, minimal+"dns:\n  lsn_refresh_min_gap: "+value+"\n"), nil)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("lsn_refresh_min_gap %s: error %v, want %q", value, err, want)
+		}
+	}
+}

@@ -1,0 +1,226 @@
+package probe
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// startFake runs a prober of the fake hosts (one cluster "main", addrs in
+// order) on table until the test ends.
+func startFake(t *testing.T, cfg Config, table *zone.Table, hosts map[string]*fakeHost) *Prober {
+	t.Helper()
+	newChecker := func(addr string) (Checker, error) { return fakeChecker{hosts[addr]}, nil }
+	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&syncBuffer{}, nil)), "main")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s never completed", what)
+	}
+}
+
+// A Refresh asked for less than MinRefreshGap after the last round started
+// gets the next round, which starts when the gap is over, shared with
+// every caller meanwhile; each round is counted.
+func TestRefreshWaitsOutTheMinGap(t *testing.T) {
+	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
+	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
+	const gap = 300 * time.Millisecond
+	var mu sync.Mutex
+	var starts []time.Time
+	coalesced := map[string]int{}
+	cfg := Config{Interval: time.Minute, Timeout: time.Second, MaxFails: 3, MinRefreshGap: gap,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}},
+		Hooks: Hooks{
+			RefreshRound: func(string) { mu.Lock(); starts = append(starts, time.Now()); mu.Unlock() },
+			RefreshCoalesced: func(_, why string) {
+				mu.Lock()
+				coalesced[why]++
+				mu.Unlock()
+			},
+		}}
+	table := zone.NewTable()
+	p := startFake(t, cfg, table, map[string]*fakeHost{"p:1": primary, "r:1": replica})
+	waitSnapshot(t, table, "ready", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" })
+
+	waitClosed(t, p.Refresh("main"), "the first refresh")
+	replica.set(func(h *fakeHost) { h.lsn = 200 })
+	a, b := p.Refresh("main"), p.Refresh("main")
+	if a != b {
+		t.Fatal("refreshes asked for inside the gap do not share the next round")
+	}
+	waitClosed(t, a, "the refresh after the gap")
+	if got := table.Load().Clusters[0].Hosts[1].ReplayLSN; got != 200 {
+		t.Fatalf("after the delayed refresh the snapshot has replay %v, want 200", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) != 2 {
+		t.Fatalf("%d rounds started, want 2", len(starts))
+	}
+	// The hook runs just after each round's start: allow for that.
+	if d := starts[1].Sub(starts[0]); d < gap-10*time.Millisecond {
+		t.Fatalf("the second round started %v after the first, inside the %v gap", d, gap)
+	}
+	if coalesced[CoalescedMinGap] != 2 || len(coalesced) != 1 {
+		t.Fatalf("coalesced: %v, want 2 for the min gap", coalesced)
+	}
+}
+
+// Eight callers asking back to back, each waiting 20ms as a lookup with
+// dns.lsn_wait would, probe a host at most about once per gap (without the
+// gap: hundreds of times a second).
+func TestRefreshLoadIsBounded(t *testing.T) {
+	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
+	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
+	const gap, d = 20 * time.Millisecond, time.Second
+	var rounds atomic.Int64
+	cfg := Config{Interval: time.Minute, Timeout: time.Second, MaxFails: 3, MinRefreshGap: gap,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}},
+		Hooks:    Hooks{RefreshRound: func(string) { rounds.Add(1) }}}
+	table := zone.NewTable()
+	p := startFake(t, cfg, table, map[string]*fakeHost{"p:1": primary, "r:1": replica})
+	waitSnapshot(t, table, "ready", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" })
+
+	before := replica.probes.Load()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < d {
+				select {
+				case <-p.Refresh("main"):
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	n := replica.probes.Load() - before
+	bound := 2 * (took.Seconds()/gap.Seconds() + 2)
+	t.Logf("replica probed %d times in %v by %d rounds (bound %.0f)", n, took, rounds.Load(), bound)
+	if float64(n) > bound {
+		t.Fatalf("the replica was probed %d times in %v with a %v gap (bound %.0f)", n, took, gap, bound)
+	}
+	if rounds.Load() == 0 || primary.probes.Load() < rounds.Load()/2 {
+		t.Fatalf("%d rounds, the primary probed %d times: rounds re-probe the primary", rounds.Load(), primary.probes.Load())
+	}
+}
+
+// Right after a reload the shared table still holds the old prober's
+// snapshot, with hosts the new prober does not have. Refresh reads the
+// prober's own state: it neither panics on a dropped host's index nor
+// probes the old prober's hosts.
+func TestRefreshUsesTheProbersOwnHosts(t *testing.T) {
+	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
+	r1 := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
+	r2 := &fakeHost{ip: "10.0.0.3", inRecovery: true, lsn: 100}
+	hosts := map[string]*fakeHost{"p:1": primary, "r:1": r1, "r:2": r2}
+	table := zone.NewTable()
+	startFake(t, Config{Interval: time.Minute, Timeout: time.Second, MaxFails: 3,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1", "r:2"}}}}, table, hosts)
+	waitSnapshot(t, table, "the old prober ready", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "prr" })
+
+	// The reloaded configuration drops r:2; its prober warms up aside.
+	next := startFake(t, Config{Interval: time.Minute, Timeout: time.Second, MaxFails: 3, Inactive: true,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}, table, hosts)
+	waitClosed(t, next.Ready(), "the new prober's first round")
+	waitSnapshot(t, table, "", func(*zone.Snapshot) bool { return true })
+	before := r2.probes.Load()
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				t.Fatalf("Refresh panicked with the old prober's snapshot in the table: %v", v)
+			}
+		}()
+		waitClosed(t, next.Refresh("main"), "the new prober's refresh")
+	}()
+	if n := r2.probes.Load() - before; n != 0 {
+		t.Fatalf("the new prober's refresh probed the dropped host %d times", n)
+	}
+}
+
+// gatedChecker probes a fake host and then, while a gate is set, holds the
+// probe's result until the gate is closed: a probe in flight, on demand.
+type gatedChecker struct {
+	fakeChecker
+	gate *atomic.Pointer[chan struct{}]
+}
+
+func (c gatedChecker) Check(ctx context.Context) (Sample, error) {
+	s, err := c.fakeChecker.Check(ctx)
+	if g := c.gate.Load(); g != nil {
+		<-*g
+	}
+	return s, err
+}
+
+// A lookup arriving while a round runs may have written after that
+// round's probes read the replicas: it gets the next round, which starts
+// when the running one is done, and sees what was replayed after it asked.
+func TestRefreshDuringARoundWaitsForTheNext(t *testing.T) {
+	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
+	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
+	var gate atomic.Pointer[chan struct{}]
+	var rounds atomic.Int64
+	cfg := Config{Interval: time.Minute, Timeout: 5 * time.Second, MaxFails: 3,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}},
+		Hooks:    Hooks{RefreshRound: func(string) { rounds.Add(1) }}}
+	table := zone.NewTable()
+	newChecker := func(addr string) (Checker, error) {
+		if addr == "r:1" {
+			return gatedChecker{fakeChecker{replica}, &gate}, nil
+		}
+		return fakeChecker{primary}, nil
+	}
+	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&syncBuffer{}, nil)), "main")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitSnapshot(t, table, "ready", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" })
+
+	open := make(chan struct{})
+	gate.Store(&open)
+	before := replica.probes.Load()
+	first := p.Refresh("main")
+	deadline := time.Now().Add(5 * time.Second)
+	for replica.probes.Load() == before { // the round's probe of the replica is in flight
+		if time.Now().After(deadline) {
+			t.Fatal("the refresh never probed the replica")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	replica.set(func(h *fakeHost) { h.lsn = 200 }) // replayed after that probe read it
+	second := p.Refresh("main")
+	if second == first {
+		t.Fatal("a lookup arriving during a round shares it: its probes may predate the write")
+	}
+	gate.Store(nil)
+	close(open)
+	waitClosed(t, first, "the first round")
+	waitClosed(t, second, "the next round")
+	if got := table.Load().Clusters[0].Hosts[1].ReplayLSN; got != 200 {
+		t.Fatalf("after the next round the snapshot has replay %v, want 200", got)
+	}
+	if n := rounds.Load(); n != 2 {
+		t.Fatalf("%d rounds, want 2", n)
+	}
+}
