@@ -189,7 +189,7 @@ func (h *Handler) answer(req *dns.Msg) (*dns.Msg, string) {
 	case zone.KindNameServer:
 		return h.nxdomain(m, snap), "invalid" // not one of the configured name servers
 	case zone.KindCluster:
-		return h.answerCluster(m, q, parsed.Cluster, snap), "cluster"
+		return h.answerCluster(m, q, parsed.Cluster, snap)
 	}
 	return h.answerHosts(m, q, &parsed, snap), parsed.Target.String()
 }
@@ -238,20 +238,21 @@ func (h *Handler) answerApex(m *dns.Msg, qtype uint16, snap *zone.Snapshot) {
 // never NXDOMAIN, or resolvers drop the whole subtree) that holds the
 // cluster's own SOA, so that a client taking the zone of
 // primary.orders.db.local to be orders.db.local finds one, with the
-// serial of that cluster.
-func (h *Handler) answerCluster(m *dns.Msg, q dns.Question, name string, snap *zone.Snapshot) *dns.Msg {
+// serial of that cluster. A label that names no cluster is as invalid as
+// any other name outside the grammar.
+func (h *Handler) answerCluster(m *dns.Msg, q dns.Question, name string, snap *zone.Snapshot) (*dns.Msg, string) {
 	c, err := snap.LookupCluster(name)
 	switch {
 	case errors.Is(err, zone.ErrNotReady):
 		m.Authoritative = false
 		m.Rcode = dns.RcodeServerFailure // the clusters are not known yet
-		return m
+		return m, "cluster"
 	case err != nil:
-		return h.nxdomain(m, snap)
+		return h.nxdomain(m, snap), "invalid"
 	case q.Qtype == dns.TypeSOA || q.Qtype == dns.TypeANY:
 		m.Answer = []dns.RR{h.soaRecord(q.Name, h.atLeastStart(c.Serial))}
 	}
-	return h.nodataIfEmpty(m, snap)
+	return h.nodataIfEmpty(m, snap), "cluster"
 }
 
 // glue returns the address records of the name servers in the zone.

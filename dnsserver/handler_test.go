@@ -185,6 +185,27 @@ func TestHandlerNotReady(t *testing.T) {
 	checkReply(t, Case{Rcode: dns.RcodeServerFailure}, m)
 }
 
+// The kind of name each answer counts under (metrics): an unknown
+// cluster label is as invalid as any name outside the grammar.
+func TestHandlerKinds(t *testing.T) {
+	h := newTestHandler(testSnapshot())
+	for name, want := range map[string]string{
+		"primary.db.local.": "primary", "main.db.local.": "cluster", "nope.db.local.": "invalid",
+		"lag-5.replica.db.local.": "invalid", "db.local.": "apex", "ns.db.local.": "ns", "example.com.": "outside",
+	} {
+		req := new(dns.Msg)
+		req.SetQuestion(name, dns.TypeA)
+		if _, kind := h.answer(req); kind != want {
+			t.Errorf("%s: kind %q, want %q", name, kind, want)
+		}
+	}
+	req := new(dns.Msg)
+	req.SetQuestion("db.local.", dns.TypeAXFR)
+	if _, kind := h.answer(req); kind != "transfer" {
+		t.Errorf("AXFR: kind %q", kind)
+	}
+}
+
 func TestHandlerRotatesReplicas(t *testing.T) {
 	h := newTestHandler(testSnapshot())
 	firsts := map[string]bool{}

@@ -162,6 +162,8 @@ func TestRolesFiltersAndLSN(t *testing.T) {
 		}{
 			{"nope.db.local.", dns.TypeA, dns.RcodeNameError, true, true},
 			{"primary.nope.db.local.", dns.TypeA, dns.RcodeNameError, true, true},
+			{"main.db.local.", dns.TypeA, dns.RcodeSuccess, true, true}, // an empty non-terminal
+			{"db.local.", dns.TypeAXFR, dns.RcodeRefused, false, false},
 			{"lag-5.replica.db.local.", dns.TypeA, dns.RcodeNameError, true, true},
 			{"primary.db.local.", dns.TypeMX, dns.RcodeSuccess, true, true},
 			{"primary.db.local.", dns.TypeAAAA, dns.RcodeSuccess, true, true},
