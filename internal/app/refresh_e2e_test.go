@@ -3,6 +3,7 @@ package app
 import (
 	"bufio"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,16 +47,33 @@ func (e *env) probes(t *testing.T, addr string) float64 {
 // returns how many answers each rcode got.
 func (e *env) hammer(t *testing.T, name string, clients int, d time.Duration) map[int]int {
 	t.Helper()
+	stop := make(chan struct{})
+	timer := time.AfterFunc(d, func() { close(stop) })
+	defer timer.Stop()
+	return e.hammerUntil(t, name, clients, stop)
+}
+
+// hammerUntil asks name from clients goroutines, back to back, until stop
+// is closed, and returns how many answers each rcode got (-1: no answer).
+func (e *env) hammerUntil(t *testing.T, name string, clients int, stop <-chan struct{}) map[int]int {
+	t.Helper()
 	var mu sync.Mutex
 	rcodes := map[int]int{}
 	var wg sync.WaitGroup
-	stop := time.Now().Add(d)
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
 	for range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c := &dns.Client{Timeout: 2 * time.Second}
-			for time.Now().Before(stop) {
+			for !stopped() {
 				req := new(dns.Msg)
 				req.SetQuestion(name, dns.TypeA)
 				m, _, err := c.Exchange(req, e.app.DNSAddr())
@@ -113,5 +131,43 @@ func TestLSNRefreshLoadIsBounded(t *testing.T) {
 		if n > bound {
 			t.Errorf("%s probed %.0f times in %v, more than %.0f (interval %v, min gap %v)", a, n, took, bound, interval, gap)
 		}
+	}
+}
+
+// Item 14 of issue 11: right after a reload drops a host, the shared table
+// still holds the old prober's snapshot, with the dropped host. lsn-
+// lookups arriving then ask the new prober for a refresh; it reads its own
+// hosts, so none of them panics into a SERVFAIL.
+func TestReloadDuringLSNLookups(t *testing.T) {
+	t.Parallel()
+	ips := pgtest.Addrs(t).IPs(3)
+	pg := pgtest.New(t, pgtest.Options{IPs: ips})
+	e := attach(t, pg, envOptions{LSNWait: "1ms", MinGap: "1ms"})
+	e.waitFor(t, "replica.db.local.", ips[1:])
+
+	all := e.cfg.Clusters[0].Hosts
+	stop := make(chan struct{})
+	answered := make(chan map[int]int)
+	go func() { answered <- e.hammerUntil(t, "lsn-ffffffff-0.replica.db.local.", 16, stop) }()
+	for i := range 20 {
+		next := *e.cfg
+		next.Clusters = slices.Clone(e.cfg.Clusters)
+		next.Clusters[0].Hosts = all
+		if i%2 == 0 {
+			next.Clusters[0].Hosts = all[:2] // drop the last replica
+		}
+		if err := e.app.Reload(&next); err != nil {
+			close(stop)
+			<-answered
+			t.Fatalf("reload %d: %v", i, err)
+		}
+	}
+	close(stop)
+	rcodes := <-answered
+	if len(rcodes) != 1 || rcodes[dns.RcodeSuccess] == 0 {
+		t.Errorf("answers by rcode during reloads (-1: no answer): %v, want only NOERROR", rcodes)
+	}
+	if strings.Contains(e.logs.String(), "panic") {
+		t.Errorf("a lookup panicked during a reload:\n%s", e.logs)
 	}
 }
