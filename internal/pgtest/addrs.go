@@ -34,23 +34,33 @@ type Block struct {
 // another, never share an address.
 func Addrs(t testing.TB) *Block {
 	t.Helper()
+	bl, release, err := Reserve()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(release)
+	return bl
+}
+
+// Reserve is Addrs for a program that is not a test (make soak): it takes
+// the same locks, and the block is held until release is called or the
+// process ends.
+func Reserve() (bl *Block, release func(), err error) {
 	if err := os.MkdirAll(lockDir, 0o777); err != nil {
-		t.Fatalf("pgtest: address locks: %v", err)
+		return nil, nil, fmt.Errorf("address locks: %w", err)
 	}
 	for b := firstBlock; b <= lastBlock; b++ {
 		f, err := os.OpenFile(filepath.Join(lockDir, strconv.Itoa(b)+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
 		if err != nil {
-			t.Fatalf("pgtest: address locks: %v", err)
+			return nil, nil, fmt.Errorf("address locks: %w", err)
 		}
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			f.Close()
 			continue
 		}
-		t.Cleanup(func() { f.Close() })
-		return &Block{b: b}
+		return &Block{b: b}, func() { f.Close() }, nil
 	}
-	t.Fatalf("pgtest: all %d address blocks are taken", lastBlock-firstBlock+1)
-	return nil
+	return nil, nil, fmt.Errorf("all %d address blocks are taken", lastBlock-firstBlock+1)
 }
 
 // IP returns the block's i-th address, i from 1 to 254: "127.B.0.i".

@@ -1,0 +1,145 @@
+package pgtest
+
+// Faults beyond Stop, Promote and Signal, for the soak (internal/soak):
+// a postmaster killed outright, a node re-cloned from a new primary, and
+// Follow for programs that are not tests.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PostmasterPID reads the node's postmaster.pid.
+func (n *Node) PostmasterPID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(n.Dir, "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+}
+
+// KillPostmaster sends SIGKILL to the postmaster only, as a crash or the
+// OOM killer would: its backends notice and exit on their own.
+func (n *Node) KillPostmaster() error {
+	pid, err := n.PostmasterPID()
+	if err != nil {
+		return err
+	}
+	return syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// WaitGone waits until no process of the node is left (the postmaster and
+// every backend, found by data directory or cluster_name in /proc).
+func (n *Node) WaitGone(ctx context.Context) error {
+	for {
+		left := n.processes()
+		if len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: processes %v still running: %w", n.Name, left, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// processes lists the pids whose command line names the node.
+func (n *Node) processes() []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		s := strings.ReplaceAll(string(cmdline), "\x00", " ")
+		if strings.Contains(s, "postgres: "+n.Name+":") || strings.Contains(s, "-D "+n.Dir+" ") || strings.HasSuffix(s, "-D "+n.Dir) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Reclone throws the node's data away and copies it again from upstream
+// with pg_basebackup -R, then starts it as a replica of upstream: how an
+// old primary rejoins after a failover. A running node is stopped first
+// (immediate).
+func (n *Node) Reclone(ctx context.Context, upstream *Node) error {
+	if _, err := os.Stat(filepath.Join(n.Dir, "postmaster.pid")); err == nil {
+		if pid, err := n.PostmasterPID(); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := n.WaitGone(gctx); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(n.Dir); err != nil {
+		return err
+	}
+	c := n.c
+	if _, err := c.run(ctx, "pg_basebackup", "-h", upstream.IP, "-p", strconv.Itoa(upstream.Port), "-U", "postgres",
+		"-D", n.Dir, "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+		return err
+	}
+	// The copy carries the upstream's own settings (listen address, and a
+	// primary_conninfo it may have been given by Follow); later lines win.
+	if err := c.appendFile(filepath.Join(n.Dir, "postgresql.conf"), n.ownConf()); err != nil {
+		return err
+	}
+	if err := c.appendFile(filepath.Join(n.Dir, "postgresql.auto.conf"), n.conninfo(upstream)+"\n"); err != nil {
+		return err
+	}
+	return n.Start(ctx)
+}
+
+// FollowContext is Follow for programs that are not tests: it points a
+// running replica at upstream and reloads it.
+func (n *Node) FollowContext(ctx context.Context, upstream *Node) error {
+	conn, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "ALTER SYSTEM SET "+n.conninfo(upstream)); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "SELECT pg_reload_conf()")
+	return err
+}
+
+// conninfo is the primary_conninfo setting that streams from upstream.
+func (n *Node) conninfo(upstream *Node) string {
+	return "primary_conninfo = 'host=" + upstream.IP + " port=" + strconv.Itoa(upstream.Port) +
+		" user=postgres application_name=" + n.Name + "'"
+}
+
+// CheckpointLSN is the node's latest checkpoint location as pg_controldata
+// reads it from the stopped (or running) node's control file: after a
+// clean shutdown, the end of the WAL a replica must have received.
+func (n *Node) CheckpointLSN(ctx context.Context) (string, error) {
+	out, err := n.c.run(ctx, "pg_controldata", "-D", n.Dir)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "Latest checkpoint location" {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("pg_controldata -D %s: no latest checkpoint location", n.Dir)
+}

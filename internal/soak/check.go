@@ -1,0 +1,467 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/miekg/dns"
+)
+
+// Name classes the clients check, and the bounds of the filtered ones.
+const (
+	ClassPrimary = "primary"
+	ClassReplica = "replica"
+	ClassLag     = "lag-50ms.replica"
+	ClassBytes   = "bytes-64kb.replica"
+	ClassLSN     = "lsn-X.replica"
+	ClassLSNTL   = "lsn-X-tT.replica"
+
+	lagBound   = 50 * time.Millisecond
+	bytesBound = 64 * 1024
+)
+
+// Classes lists the name classes in report order.
+var Classes = []string{ClassPrimary, ClassReplica, ClassLag, ClassBytes, ClassLSN, ClassLSNTL}
+
+// Rules (README "Soak"), each judged on the connection to the answered host:
+//
+//   - every answered address is a configured host of the cluster
+//     (system identifier), and a primary name answers at most one;
+//   - primary: the host is writable, unless it stopped being primary more
+//     than Grace before the question; its timeline is not lower than one
+//     this pgdns had already answered as primary; the write made there is
+//     on the final primary (unless its primary was killed before the write
+//     was replicated: async replication's loss, counted apart);
+//   - replica names: the host is in recovery, unless it was promoted less
+//     than Grace before the question; the newest timeline history it holds
+//     is not older than a timeline this pgdns had already answered;
+//   - lag-50ms: staleness ≤ 50ms + Stale + (read done − question sent),
+//     where staleness is at least (read sent − ack time of the first
+//     heartbeat the replica lacks): a replica's lag grows by at most 1 s/s
+//     after the sample pgdns judged it by, which may be Stale old;
+//   - bytes-64kb: replay position ≥ (primary position at question − Stale)
+//     − 64 KiB, the primary position taken from the heartbeats' positions;
+//   - lsn-X and lsn-X-tT: the replica has the row whose commit gave X. A
+//     token without a timeline for a write lost with a killed primary is
+//     counted apart (README: add -tT when a lost write must not be served).
+//
+// Empty answers, SERVFAIL, timeouts and unreachable hosts are
+// unavailability, never violations.
+
+// outcome of one DNS answer.
+type outcome int
+
+const (
+	ok outcome = iota
+	empty
+	unavailable
+	violated
+)
+
+// Violation is one wrong answer with its evidence.
+type Violation struct {
+	Class    string
+	Name     string
+	At       time.Duration // since the start of the run
+	Rule     string
+	Evidence string
+}
+
+// event is one checked answer, for the per-fault figures.
+type event struct {
+	class string
+	at    time.Time
+	out   outcome
+}
+
+// ledger counts what the clients saw.
+type ledger struct {
+	mu         sync.Mutex
+	checked    map[string]int // non-empty answers verified host by host
+	hosts      map[string]int // hosts checked
+	empty      map[string]int
+	unavail    map[string]int
+	lostNoTL   int // lsn- without timeline for a write lost with a killed primary
+	byRule     map[string]int
+	violations []Violation
+	events     []event
+	writes     atomic.Int64
+}
+
+func newLedger() *ledger {
+	return &ledger{checked: map[string]int{}, hosts: map[string]int{}, empty: map[string]int{}, unavail: map[string]int{}, byRule: map[string]int{}}
+}
+
+func (l *ledger) add(class string, at time.Time, out outcome, hosts int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch out {
+	case ok, violated:
+		l.checked[class]++
+	case empty:
+		l.empty[class]++
+	case unavailable:
+		l.unavail[class]++
+	}
+	l.hosts[class] += hosts
+	l.events = append(l.events, event{class: class, at: at, out: out})
+}
+
+// record adds one answer's outcome to the ledger, unless the run was
+// ending meanwhile (a check cut short is no outcome).
+func (h *harness) record(ctx context.Context, class string, at time.Time, out outcome, hosts int) {
+	if ctx.Err() != nil && out != violated {
+		return
+	}
+	h.checks.add(class, at, out, hosts)
+}
+
+// question is one DNS question and its answer.
+type question struct {
+	class, name string
+	sent, recv  time.Time
+	gen         int // pgdns incarnation asked (-1: it changed meanwhile)
+	rcode       int
+	ips         []string
+	err         error
+}
+
+// ask resolves name over UDP as an application's resolver would.
+func (h *harness) ask(class, name string) question {
+	q := question{class: class, name: name}
+	gen, _ := h.w.generation()
+	req := new(dns.Msg)
+	req.SetQuestion(name, dns.TypeA)
+	req.SetEdns0(1232, false)
+	c := &dns.Client{Net: "udp", Timeout: 500 * time.Millisecond}
+	q.sent = time.Now()
+	m, _, err := c.Exchange(req, h.dns)
+	q.recv = time.Now()
+	if g, _ := h.w.generation(); g != gen {
+		gen = -1
+	}
+	q.gen = gen
+	if err != nil {
+		q.err = err
+		return q
+	}
+	q.rcode = m.Rcode
+	for _, rr := range m.Answer {
+		if a, isA := rr.(*dns.A); isA {
+			q.ips = append(q.ips, a.A.String())
+		}
+	}
+	return q
+}
+
+// hostInfo is what the answered host said about itself.
+type hostInfo struct {
+	recovery   bool
+	sysid      string
+	lsn        LSN // replay position (replica) or current position (primary)
+	tl         int // primary: its timeline; replica: newest history it holds
+	maxHB      int64
+	hasRow     bool
+	sent, recv time.Time
+}
+
+const inspectSQL = `SELECT pg_is_in_recovery(),
+  (SELECT system_identifier::text FROM pg_control_system()),
+  (CASE WHEN pg_is_in_recovery() THEN coalesce(pg_last_wal_replay_lsn(), '0/0') ELSE pg_current_wal_lsn() END)::text,
+  CASE WHEN pg_is_in_recovery()
+    THEN (SELECT coalesce(max(('x' || substr(name, 1, 8))::bit(32)::int), 1) FROM pg_ls_waldir() WHERE name LIKE '%.history')
+    ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END,
+  (SELECT coalesce(max(seq), 0) FROM soak_hb),
+  EXISTS (SELECT 1 FROM soak_w WHERE id = $1)`
+
+// inspect connects to ip as an application would and reads what the
+// rules need in one statement. The connection is returned open.
+func inspect(ctx context.Context, ip string, row int64) (*pgx.Conn, hostInfo, error) {
+	var info hostInfo
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, "host="+ip+" port=5432 user=postgres dbname=postgres sslmode=disable connect_timeout=2")
+	if err != nil {
+		return nil, info, err
+	}
+	var lsn string
+	info.sent = time.Now()
+	err = conn.QueryRow(cctx, inspectSQL, row).Scan(&info.recovery, &info.sysid, &lsn, &info.tl, &info.maxHB, &info.hasRow)
+	info.recv = time.Now()
+	if err == nil {
+		info.lsn, err = ParseLSN(lsn)
+	}
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, info, err
+	}
+	return conn, info, nil
+}
+
+// client loops: a write through primary.db.local, a check of one replica
+// name, then read-your-writes through an lsn- name.
+func (h *harness) client(ctx context.Context, id int) {
+	rng := rand.New(rand.NewPCG(h.opts.Seed, uint64(id)+1))
+	for ctx.Err() == nil {
+		fresh, wrote := h.checkPrimary(ctx, int64(id))
+		switch rng.IntN(3) {
+		case 0:
+			h.checkReplicas(ctx, ClassReplica, "replica.db.local.", ack{})
+		case 1:
+			h.checkReplicas(ctx, ClassLag, "lag-50ms.replica.db.local.", ack{})
+		case 2:
+			h.checkReplicas(ctx, ClassBytes, "bytes-64kb.replica.db.local.", ack{})
+		}
+		token := fresh
+		if !wrote || rng.IntN(10) < 3 {
+			h.w.mu.Lock()
+			if n := len(h.w.writes); n > 0 {
+				token, wrote = h.w.writes[rng.IntN(n)], true
+			}
+			h.w.mu.Unlock()
+		}
+		if wrote && token.lsn != 0 {
+			if rng.IntN(2) == 0 {
+				h.checkReplicas(ctx, ClassLSN, "lsn-"+token.lsn.Label()+".replica.db.local.", token)
+			} else {
+				h.checkReplicas(ctx, ClassLSNTL, fmt.Sprintf("lsn-%s-t%d.replica.db.local.", token.lsn.Label(), token.tl), token)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(h.opts.Pace):
+		}
+	}
+}
+
+// triage sorts an answer that cannot be checked host by host: an error,
+// SERVFAIL, a wrong rcode, no address. It reports whether checking goes on.
+func (h *harness) triage(ctx context.Context, q question) bool {
+	switch {
+	case q.err != nil || q.rcode == dns.RcodeServerFailure:
+		h.record(ctx, q.class, q.sent, unavailable, 0)
+	case q.rcode != dns.RcodeSuccess:
+		h.violation(q, "a valid name is answered NOERROR", fmt.Sprintf("rcode %s", dns.RcodeToString[q.rcode]))
+		h.record(ctx, q.class, q.sent, violated, 0)
+	case len(q.ips) == 0:
+		h.record(ctx, q.class, q.sent, empty, 0)
+	default:
+		return true
+	}
+	return false
+}
+
+// nextWriteID numbers the clients' rows across the run.
+var nextWriteID atomic.Int64
+
+// checkPrimary resolves primary.db.local, checks the host, and writes a
+// row there (unless the primary is meant to be idle). It returns the
+// acknowledged write.
+func (h *harness) checkPrimary(ctx context.Context, client int64) (ack, bool) {
+	q := h.ask(ClassPrimary, "primary.db.local.")
+	if !h.triage(ctx, q) {
+		return ack{}, false
+	}
+	if len(q.ips) > 1 {
+		h.violation(q, "primary answers at most one address", strings.Join(q.ips, " "))
+		h.record(ctx, q.class, q.sent, violated, 0)
+		return ack{}, false
+	}
+	ip := q.ips[0]
+	conn, info, err := inspect(ctx, ip, 0)
+	if err != nil {
+		h.record(ctx, q.class, q.sent, unavailable, 1)
+		return ack{}, false
+	}
+	defer conn.Close(context.Background())
+	if bad := h.hostRules(q, ip, info, true); bad {
+		h.record(ctx, q.class, q.sent, violated, 1)
+		return ack{}, false
+	}
+	h.record(ctx, q.class, q.sent, ok, 1)
+	if info.recovery || h.idle.Load() {
+		return ack{}, false
+	}
+	if q.gen >= 0 {
+		h.w.sawPrimary(q.gen, q.recv, info.tl)
+	}
+	id := nextWriteID.Add(1)
+	a, err := commitAndPosition(ctx, conn, "INSERT INTO soak_w (id) VALUES ($1)", id)
+	if a.at.IsZero() {
+		return ack{}, false // not acknowledged: neither kept nor checked
+	}
+	a.id, a.node, a.tl = id, ip+":5432", info.tl
+	h.w.mu.Lock()
+	h.w.writes = append(h.w.writes, a)
+	h.w.mu.Unlock()
+	h.checks.writes.Add(1)
+	return a, err == nil
+}
+
+// checkReplicas resolves a replica name and checks every answered host;
+// row is the write an lsn- name was made from.
+func (h *harness) checkReplicas(ctx context.Context, class, name string, row ack) {
+	q := h.ask(class, name)
+	if !h.triage(ctx, q) {
+		return
+	}
+	out, n := unavailable, 0
+	for _, ip := range q.ips {
+		conn, info, err := inspect(ctx, ip, row.id)
+		if err != nil {
+			continue
+		}
+		conn.Close(context.Background())
+		n++
+		bad := h.hostRules(q, ip, info, false)
+		bad = h.filterRules(q, ip, info, row) || bad
+		if bad {
+			out = violated
+		} else if out == unavailable {
+			out = ok
+		}
+	}
+	h.record(ctx, class, q.sent, out, n)
+}
+
+// hostRules checks what every answer must hold: a configured host of the
+// cluster, in the role the name asks for, on a timeline not superseded.
+func (h *harness) hostRules(q question, ip string, info hostInfo, primary bool) bool {
+	w := h.w
+	if !w.configured(ip) {
+		return h.violation(q, "answers are configured hosts", ip+" is not in pgdns's config")
+	}
+	if info.sysid != w.sysid {
+		return h.violation(q, "a host of another cluster is never answered",
+			fmt.Sprintf("%s has system identifier %s, the cluster's is %s; host said: %s", ip, info.sysid, w.sysid, h.said(q, info)))
+	}
+	addr := ip + ":5432"
+	w.mu.Lock()
+	promoted, wasPrimary := w.promotedAt[addr]
+	demoted, wasDemoted := w.demotedAt[addr]
+	current := w.primary != nil && w.primary.Addr() == addr
+	timeline := w.timeline
+	w.mu.Unlock()
+	cutoff := q.sent.Add(-Grace)
+	known := 0
+	if q.gen >= 0 {
+		known = w.knownTimeline(q.gen, q.sent)
+	}
+	switch {
+	case primary && info.recovery:
+		// In recovery now: wrong unless it was primary until less than
+		// Grace before the question.
+		if !current && (!wasDemoted || demoted.Before(cutoff)) {
+			when := "never was primary"
+			if wasDemoted {
+				when = fmt.Sprintf("stopped being primary %s before the question", q.sent.Sub(demoted).Round(time.Millisecond))
+			}
+			return h.violation(q, "primary is writable", fmt.Sprintf("%s is in recovery and %s (grace %s); host said: %s", ip, when, Grace, h.said(q, info)))
+		}
+	case primary:
+		if info.tl < known {
+			return h.violation(q, "primary is on the newest timeline",
+				fmt.Sprintf("%s is writable on timeline %d; this pgdns had already answered a primary on timeline %d (newest %d); host said: %s", ip, info.tl, known, timeline, h.said(q, info)))
+		}
+	case !info.recovery:
+		if !wasPrimary || promoted.Before(cutoff) {
+			when := "was never promoted"
+			if wasPrimary {
+				when = fmt.Sprintf("was promoted %s before the question", q.sent.Sub(promoted).Round(time.Millisecond))
+			}
+			return h.violation(q, "a replica name never answers the primary", fmt.Sprintf("%s is writable and %s (grace %s); host said: %s", ip, when, Grace, h.said(q, info)))
+		}
+	default:
+		if info.tl < known {
+			return h.violation(q, "a replica on a superseded timeline is never answered",
+				fmt.Sprintf("%s holds no timeline history newer than %d; this pgdns had already answered a primary on timeline %d; host said: %s", ip, info.tl, known, h.said(q, info)))
+		}
+	}
+	return false
+}
+
+// filterRules checks what the name's filter promised.
+func (h *harness) filterRules(q question, ip string, info hostInfo, row ack) bool {
+	w := h.w
+	switch q.class {
+	case ClassLag:
+		if !info.recovery {
+			return false // the promoted host within grace: checked by hostRules
+		}
+		lb, hb := w.lagLowerBound(info.maxHB, info.sent)
+		allowed := lagBound + Stale + info.recv.Sub(q.sent)
+		if lb > allowed {
+			return h.violation(q, "lag-50ms: staleness within 50ms + tolerance",
+				fmt.Sprintf("%s lacks heartbeat %d, acknowledged by %s (timeline %d) %s before the read: staleness ≥ %s > allowed %s (50ms + stale %s + %s question-to-read); host said: %s",
+					ip, hb.id, hb.node, hb.tl, lb.Round(time.Millisecond), lb.Round(time.Millisecond), allowed.Round(time.Millisecond), Stale, info.recv.Sub(q.sent).Round(time.Millisecond), h.said(q, info)))
+		}
+	case ClassBytes:
+		if !info.recovery {
+			return false
+		}
+		ref, found := w.positionBefore(q.sent.Add(-Stale))
+		if found && info.lsn+bytesBound < ref.lsn {
+			return h.violation(q, "bytes-64kb: replay within 64 KiB of the primary",
+				fmt.Sprintf("%s replayed %s; the primary (%s, timeline %d) was at %s already %s before the question (heartbeat %d): %d bytes behind > 64 KiB; host said: %s",
+					ip, info.lsn, ref.node, ref.tl, ref.lsn, q.sent.Sub(ref.at).Round(time.Millisecond), ref.id, uint64(ref.lsn-info.lsn), h.said(q, info)))
+		}
+	case ClassLSN, ClassLSNTL:
+		if info.hasRow {
+			return false
+		}
+		w.mu.Lock()
+		lost := w.lostWithKill(row)
+		surv := w.surviving(row)
+		w.mu.Unlock()
+		if q.class == ClassLSN && lost {
+			h.checks.mu.Lock()
+			h.checks.lostNoTL++
+			h.checks.mu.Unlock()
+			return false
+		}
+		return h.violation(q, "lsn-: the answered replica has the write",
+			fmt.Sprintf("%s lacks row %d, committed on %s timeline %d at %s %s before the question (in the newest history: %v, lost with a killed primary: %v); host said: %s",
+				ip, row.id, row.node, row.tl, row.lsn, q.sent.Sub(row.at).Round(time.Millisecond), surv, lost, h.said(q, info)))
+	}
+	return false
+}
+
+// said renders the host's own evidence with the answer's timing.
+func (h *harness) said(q question, info hostInfo) string {
+	role := "writable"
+	if info.recovery {
+		role = "in recovery"
+	}
+	return fmt.Sprintf("%s, system id %s, position %s, timeline %d, newest heartbeat %d, has row %v (read done %s after the question was sent)",
+		role, info.sysid, info.lsn, info.tl, info.maxHB, info.hasRow, info.recv.Sub(q.sent).Round(time.Millisecond))
+}
+
+// violation records a wrong answer with its evidence; it returns true so
+// that callers can return it.
+func (h *harness) violation(q question, rule, evidence string) bool {
+	w := h.w
+	w.mu.Lock()
+	state := fmt.Sprintf("harness: no primary, timeline %d", w.timeline)
+	if w.primary != nil {
+		state = fmt.Sprintf("harness: primary %s, timeline %d", w.primary.Addr(), w.timeline)
+	}
+	w.mu.Unlock()
+	v := Violation{Class: q.class, Name: q.name, At: q.sent.Sub(h.start), Rule: rule,
+		Evidence: fmt.Sprintf("pgdns answered %v (rcode %s) in %s at %.3fs; %s; %s", q.ips, dns.RcodeToString[q.rcode],
+			q.recv.Sub(q.sent).Round(time.Microsecond), q.sent.Sub(h.start).Seconds(), evidence, state)}
+	h.checks.mu.Lock()
+	h.checks.violations = append(h.checks.violations, v)
+	h.checks.byRule[q.class+" "+rule]++
+	n := h.checks.byRule[q.class+" "+rule]
+	h.checks.mu.Unlock()
+	if n <= 3 {
+		h.logf("VIOLATION %s %s: %s", q.name, rule, v.Evidence)
+	}
+	return true
+}

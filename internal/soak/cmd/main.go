@@ -1,0 +1,66 @@
+// Command soak runs the soak (internal/soak) for as long as asked:
+//
+//	go run ./internal/soak/cmd -duration 30m -seed 42
+//
+// It prints the seed first; the same seed plays the same faults. It exits
+// 1 when any answer was wrong, 2 when the harness itself failed.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/soak"
+)
+
+func main() {
+	duration := flag.Duration("duration", 5*time.Minute, "how long faults are injected")
+	seed := flag.Uint64("seed", 0, "seed of the fault schedule (0: from the clock)")
+	short := flag.Bool("short", false, "play every fault kind once in the seed's order, as make test does")
+	workers := flag.Int("workers", 3, "checking clients")
+	foreign := flag.Bool("foreign", true, "list a server of another cluster among the hosts")
+	pgdnsLog := flag.String("pgdns-log", "", "write pgdns's own log to this file")
+	flag.Parse()
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	fmt.Printf("soak: seed %d (make soak SEED=%d reproduces the schedule)\n", *seed, *seed)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	block, release, err := pgtest.Reserve()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(2)
+	}
+	defer release()
+	opts := soak.Options{Seed: *seed, Duration: *duration, Short: *short, Workers: *workers,
+		Addrs: block, Foreign: *foreign, Log: os.Stdout}
+	if *pgdnsLog != "" {
+		f, err := os.Create(*pgdnsLog)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "soak:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		opts.PGDNS = f
+	}
+	rep, err := soak.Run(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(2)
+	}
+	fmt.Println()
+	fmt.Print(rep)
+	if len(rep.Violations) > 0 {
+		fmt.Printf("FAIL: %d violations with seed %d\n", len(rep.Violations), *seed)
+		os.Exit(1)
+	}
+	fmt.Printf("PASS: no violations with seed %d\n", *seed)
+}

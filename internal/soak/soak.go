@@ -1,0 +1,409 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdns/pgdns/internal/app"
+	"github.com/pgdns/pgdns/internal/config"
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// Options describe one soak run.
+type Options struct {
+	Seed     uint64
+	Duration time.Duration // how long faults are injected
+	// Short injects every fault kind once, in an order drawn from the
+	// seed, instead of drawing kinds at random until Duration is up.
+	Short   bool
+	Workers int           // checking clients, default 3
+	Pace    time.Duration // pause of each client between checks, default 30ms
+	Addrs   *pgtest.Block // loopback addresses: nodes .1-.3, foreign .4, pgdns .53
+	Foreign bool          // list a server of another cluster among the hosts
+	Log     io.Writer     // progress, one line per fault; nil = discard
+	PGDNS   io.Writer     // pgdns's own log; nil = discard
+}
+
+// Probe settings of the pgdns under test. Stale is the longest a correct
+// pgdns may keep using a probe sample (max_fails × interval + timeout, see
+// README "How pgdns decides"); every tolerance below derives from it.
+const (
+	probeInterval = 50 * time.Millisecond
+	probeTimeout  = 250 * time.Millisecond
+	probeMaxFails = 3
+	Stale         = probeMaxFails*probeInterval + probeTimeout
+	// Grace is how long after a role change an answer from before it may
+	// still be served: a sample may be Stale old, plus one interval for
+	// the probe that was in flight when the change happened.
+	Grace = Stale + probeInterval
+	// heartbeatEvery is the period of the heartbeat the primary writes.
+	heartbeatEvery = 5 * time.Millisecond
+)
+
+// harness is a running soak: the cluster, pgdns in front of it, the truth.
+type harness struct {
+	opts   Options
+	w      *world
+	logf   func(format string, args ...any)
+	idle   atomic.Bool // writes paused (fault "idle")
+	pgdns  *app.App
+	cfg    string // pgdns config file
+	dns    string // pgdns DNS address
+	logOut io.Writer
+
+	checks  *ledger
+	notes   []string // harness problems (not violations)
+	notesMu sync.Mutex
+	start   time.Time
+}
+
+// Run sets up a cluster and pgdns, injects faults for opts.Duration while
+// the clients check every answer, checks that every acknowledged write
+// survived, and returns the report. An error is a harness failure, not a
+// verdict on pgdns: the verdict is Report.Violations.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if opts.Workers == 0 {
+		opts.Workers = 3
+	}
+	if opts.Pace == 0 {
+		opts.Pace = 30 * time.Millisecond
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.PGDNS == nil {
+		opts.PGDNS = io.Discard
+	}
+	h := &harness{opts: opts, checks: newLedger(), logOut: opts.Log, dns: opts.Addrs.Addr(53, 5353)}
+	h.logf = func(format string, args ...any) {
+		fmt.Fprintf(opts.Log, "soak %7.1fs  %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	h.start = time.Now()
+	h.logf("seed %d, %s of faults (short=%v), %d clients", opts.Seed, opts.Duration, opts.Short, opts.Workers)
+
+	setupCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	pg, err := pgtest.Start(setupCtx, pgtest.Options{IPs: opts.Addrs.IPs(3), Conf: []string{
+		"wal_keep_size = '512MB'", "max_connections = 100",
+	}})
+	if err != nil {
+		return nil, err
+	}
+	defer pg.Close()
+	var foreign *pgtest.Cluster
+	if opts.Foreign {
+		if foreign, err = pgtest.Start(setupCtx, pgtest.Options{IPs: []string{opts.Addrs.IP(4)}}); err != nil {
+			return nil, err
+		}
+		defer foreign.Close()
+	}
+	if err := createTables(setupCtx, pg.Nodes[0], foreign); err != nil {
+		return nil, err
+	}
+	var sysid string
+	if err := pg.Nodes[0].QueryOnce(setupCtx, "SELECT system_identifier::text FROM pg_control_system()", &sysid); err != nil {
+		return nil, err
+	}
+	h.w = newWorld(pg, foreign, sysid)
+	dir, err := os.MkdirTemp("", "pgdns-soak-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := h.startPGDNS(dir); err != nil {
+		return nil, err
+	}
+	defer h.stopPGDNS()
+	if err := h.waitHealed(setupCtx); err != nil {
+		return nil, fmt.Errorf("cluster never streamed: %w", err)
+	}
+	h.logf("cluster up: primary %s, replicas %s %s, foreign %v; pgdns on %s", pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), pg.Nodes[2].Addr(), opts.Foreign, h.dns)
+
+	// Clients and the heartbeat run until the faults are over and the
+	// cluster has healed, then a little longer so the last fault's
+	// recovery is seen.
+	runCtx, stopRun := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); h.heartbeat(runCtx) }()
+	for i := range opts.Workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); h.client(runCtx, i) }()
+	}
+	faults := h.inject(ctx)
+	h.logf("faults over; watching the healed cluster for 3s")
+	select {
+	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
+	}
+	stopRun()
+	wg.Wait()
+	end := time.Now()
+
+	finalCtx, cancelFinal := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelFinal()
+	durability, err := h.checkWrites(finalCtx)
+	if err != nil {
+		h.note("final check of the writes: %v", err)
+	}
+	return h.report(faults, durability, end), nil
+}
+
+// createTables makes the heartbeat and the clients' table (on the foreign
+// host too, so that a check reading it there fails on identity, not on a
+// missing table).
+func createTables(ctx context.Context, primary *pgtest.Node, foreign *pgtest.Cluster) error {
+	nodes := []*pgtest.Node{primary}
+	if foreign != nil {
+		nodes = append(nodes, foreign.Nodes[0])
+	}
+	for _, n := range nodes {
+		conn, err := pgx.Connect(ctx, n.DSN())
+		if err != nil {
+			return err
+		}
+		_, err = conn.Exec(ctx, `CREATE TABLE soak_hb (seq bigint PRIMARY KEY);
+			CREATE TABLE soak_w (id bigint PRIMARY KEY, at timestamptz NOT NULL DEFAULT now());
+			CREATE TABLE soak_burst (pad text)`)
+		conn.Close(context.Background())
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pgdnsConfig is the config file of the pgdns under test.
+func (h *harness) pgdnsConfig() string {
+	var hosts []string
+	for _, n := range h.w.pg.Nodes {
+		hosts = append(hosts, n.Addr())
+	}
+	if h.w.foreign != nil {
+		hosts = append(hosts, h.w.foreign.Nodes[0].Addr())
+	}
+	return fmt.Sprintf(`dns:
+  listen: %s
+  zone: db.local
+  ttl: 1
+  lsn_wait: 20ms
+http:
+  listen: ""
+probe:
+  interval: %s
+  timeout: %s
+  max_fails: %d
+  dsn: "user=postgres dbname=postgres sslmode=disable"
+clusters:
+  main:
+    hosts: [%s]
+    replicas: all
+`, h.dns, probeInterval, probeTimeout, probeMaxFails, strings.Join(hosts, ", "))
+}
+
+// startPGDNS writes the config and starts pgdns in-process through the
+// real config loader, as cmd/pgdns does.
+func (h *harness) startPGDNS(dir string) error {
+	h.cfg = filepath.Join(dir, "pgdns.yaml")
+	if err := os.WriteFile(h.cfg, []byte(h.pgdnsConfig()), 0o600); err != nil {
+		return err
+	}
+	cfg, err := config.Load(h.cfg, nil)
+	if err != nil {
+		return err
+	}
+	a, err := app.New(cfg, slog.New(slog.NewTextHandler(h.opts.PGDNS, nil)))
+	if err != nil {
+		return err
+	}
+	// The port of a stopped instance may take a moment to be free.
+	var startErr error
+	for range 50 {
+		if startErr = a.Start(); startErr == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if startErr != nil {
+		return startErr
+	}
+	h.pgdns = a
+	return nil
+}
+
+func (h *harness) stopPGDNS() {
+	if h.pgdns == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), app.ShutdownTimeout)
+	defer cancel()
+	if err := h.pgdns.Stop(ctx); err != nil {
+		h.note("pgdns stop: %v", err)
+	}
+	h.pgdns = nil
+}
+
+// reloadPGDNS re-reads the config file and applies it, as SIGHUP does in
+// cmd/pgdns.
+func (h *harness) reloadPGDNS() error {
+	cfg, err := config.Load(h.cfg, nil)
+	if err != nil {
+		return err
+	}
+	return h.pgdns.Reload(cfg)
+}
+
+// note records a harness problem: not a violation, but shown in the
+// report.
+func (h *harness) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	h.logf("note: %s", msg)
+	h.notesMu.Lock()
+	defer h.notesMu.Unlock()
+	h.notes = append(h.notes, fmt.Sprintf("%.1fs %s", time.Since(h.start).Seconds(), msg))
+}
+
+// heartbeat inserts the next seq on the current primary every
+// heartbeatEvery and records when each commit returned and the position
+// after it. It writes straight to the node the harness knows is primary:
+// it is the clock the lag and byte checks measure against.
+func (h *harness) heartbeat(ctx context.Context) {
+	var (
+		conn *pgx.Conn
+		on   *pgtest.Node
+		tl   int
+		seq  int64
+	)
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	tick := time.NewTicker(heartbeatEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p := h.w.currentPrimary()
+		if h.idle.Load() || p == nil {
+			continue
+		}
+		if conn != nil && on != p {
+			conn.Close(context.Background())
+			conn = nil
+		}
+		if conn == nil {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			c, err := pgx.Connect(cctx, p.DSN())
+			if err == nil {
+				err = c.QueryRow(cctx, timelineSQL).Scan(&tl)
+			}
+			cancel()
+			if err != nil {
+				if c != nil {
+					c.Close(context.Background())
+				}
+				continue
+			}
+			conn, on = c, p
+		}
+		seq++
+		a, err := commitAndPosition(ctx, conn, "INSERT INTO soak_hb (seq) VALUES ($1)", seq)
+		if err != nil && a.at.IsZero() {
+			conn.Close(context.Background())
+			conn = nil
+			continue
+		}
+		a.id, a.node, a.tl = seq, p.Addr(), tl
+		h.w.mu.Lock()
+		h.w.hb = append(h.w.hb, a)
+		h.w.mu.Unlock()
+		if err != nil {
+			conn.Close(context.Background())
+			conn = nil
+		}
+	}
+}
+
+// timelineSQL reads a primary's current timeline.
+const timelineSQL = `SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int`
+
+// commitAndPosition runs one write (autocommit) and then reads the WAL
+// insert position, as a read-your-writes client takes its token. The ack
+// has at set when the write committed; its lsn is 0 when the position
+// could not be read (the error says why).
+func commitAndPosition(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (ack, error) {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := conn.Exec(cctx, sql, args...); err != nil {
+		return ack{}, err
+	}
+	a := ack{at: time.Now()}
+	var pos string
+	if err := conn.QueryRow(cctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&pos); err != nil {
+		return a, err
+	}
+	lsn, err := ParseLSN(pos)
+	a.lsn = lsn
+	return a, err
+}
+
+// checkWrites reads every row on the final primary and sorts the
+// acknowledged writes into present, lost with a killed primary (async
+// replication: excused), and missing (a violation each).
+func (h *harness) checkWrites(ctx context.Context) (durability, error) {
+	var d durability
+	p := h.w.currentPrimary()
+	if p == nil {
+		return d, errors.New("no primary at the end")
+	}
+	conn, err := pgx.Connect(ctx, p.DSN())
+	if err != nil {
+		return d, err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, "SELECT id FROM soak_w")
+	if err != nil {
+		return d, err
+	}
+	have := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return d, err
+		}
+		have[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return d, err
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	d.final = p.Addr()
+	for _, a := range h.w.writes {
+		d.acked++
+		switch {
+		case have[a.id]:
+			d.present++
+		case h.w.lostWithKill(a):
+			d.lostWithKill++
+		default:
+			d.missing = append(d.missing, a)
+		}
+	}
+	return d, nil
+}

@@ -1,0 +1,102 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// lockedBuffer collects the progress lines written by the harness.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestSoakShort plays every fault kind once, in the order of a fixed seed,
+// against a real cluster with a foreign host listed, while three clients
+// check every answer. Any violation fails it; empty answers do not.
+func TestSoakShort(t *testing.T) {
+	pgtest.Require(t)
+	if testing.Short() {
+		t.Skip("the soak takes about a minute")
+	}
+	progress := &lockedBuffer{}
+	var out io.Writer = progress
+	if testing.Verbose() {
+		out = io.MultiWriter(progress, os.Stderr)
+	}
+	pgdnsLog := &lockedBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Seed: 1, Short: true, Addrs: pgtest.Addrs(t), Foreign: true, Log: out, PGDNS: pgdnsLog})
+	if err != nil {
+		t.Fatalf("soak harness: %v\n%s", err, progress)
+	}
+	t.Logf("\n%s", rep)
+	if len(rep.Violations) > 0 {
+		t.Errorf("%d violations (seed %d; reproduce with make soak SEED=%d SHORT=1)\nprogress:\n%s", len(rep.Violations), rep.Seed, rep.Seed, progress)
+	}
+}
+
+func TestPlanIsTheSeeds(t *testing.T) {
+	draw := func(seed uint64, short bool, n int) []Fault {
+		p := NewPlanner(seed, short)
+		var out []Fault
+		for range n {
+			f, ok := p.Next()
+			if !ok {
+				break
+			}
+			out = append(out, f)
+		}
+		return out
+	}
+	a, b := draw(7, false, 50), draw(7, false, 50)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("seed 7 drew %v then %v at %d", a[i], b[i], i)
+		}
+	}
+	if c := draw(8, false, 50); c[0] == a[0] && c[1] == a[1] && c[2] == a[2] {
+		t.Errorf("seeds 7 and 8 drew the same start: %v", c[:3])
+	}
+	short := draw(1, true, 100)
+	if len(short) != len(Kinds) {
+		t.Fatalf("short plan has %d faults, want %d", len(short), len(Kinds))
+	}
+	seen := map[string]bool{}
+	for _, f := range short {
+		seen[f.Kind] = true
+	}
+	if len(seen) != len(Kinds) {
+		t.Errorf("short plan misses kinds: %v", short)
+	}
+}
+
+func TestLSN(t *testing.T) {
+	l, err := ParseLSN("1/3000060")
+	if err != nil || l != 1<<32|0x3000060 || l.String() != "1/3000060" || l.Label() != "1-3000060" {
+		t.Fatalf("ParseLSN = %v %v", l, err)
+	}
+	if _, err := ParseLSN("3000060"); err == nil {
+		t.Error("no slash accepted")
+	}
+}

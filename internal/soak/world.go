@@ -1,0 +1,213 @@
+package soak
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// LSN is a WAL position, as PostgreSQL prints it "HI/LO".
+type LSN uint64
+
+// ParseLSN reads "HI/LO" (hex).
+func ParseLSN(s string) (LSN, error) {
+	hi, lo, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return 0, fmt.Errorf("bad LSN %q", s)
+	}
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("bad LSN %q", s)
+	}
+	return LSN(h<<32 | l), nil
+}
+
+func (l LSN) String() string { return fmt.Sprintf("%X/%X", uint64(l)>>32, uint64(l)&0xffffffff) }
+
+// Label is the LSN as an lsn- name carries it: "hi-lo", lower-case.
+func (l LSN) Label() string { return fmt.Sprintf("%x-%x", uint64(l)>>32, uint64(l)&0xffffffff) }
+
+// ack is one acknowledged write: a heartbeat or a client's row.
+type ack struct {
+	id   int64
+	node string    // address it committed on
+	tl   int       // that node's timeline
+	lsn  LSN       // pg_current_wal_insert_lsn() after the commit; 0 unknown
+	at   time.Time // when the commit returned
+}
+
+// evidence is a primary answer seen checked: pgdns named a writable host
+// on timeline tl, so from then on it has seen tl.
+type evidence struct {
+	gen int // pgdns incarnation
+	at  time.Time
+	tl  int
+}
+
+// world is the harness's ground truth. The fault injector changes it; the
+// checking workers read it.
+type world struct {
+	mu sync.Mutex
+
+	pg      *pgtest.Cluster
+	foreign *pgtest.Cluster // nil without a foreign host
+	sysid   string          // the cluster's system identifier
+
+	primary  *pgtest.Node // nil between a kill and a promote
+	timeline int          // newest timeline of the cluster
+	forks    map[int]LSN  // where timeline T ended (switch to T+1)
+
+	promotedAt map[string]time.Time // node addr → when it last became primary
+	demotedAt  map[string]time.Time // node addr → when it last stopped being primary
+	killedAt   map[string]time.Time // node addr → when it was last killed as primary (a lossy failover)
+
+	hb     []ack // heartbeats in seq order
+	writes []ack // clients' acknowledged rows
+
+	gen      int // pgdns incarnation, +1 on restart
+	genStart time.Time
+	known    []evidence
+}
+
+func newWorld(pg *pgtest.Cluster, foreign *pgtest.Cluster, sysid string) *world {
+	now := time.Now()
+	w := &world{pg: pg, foreign: foreign, sysid: sysid, primary: pg.Nodes[0], timeline: 1,
+		forks: map[int]LSN{}, promotedAt: map[string]time.Time{pg.Nodes[0].Addr(): now.Add(-time.Hour)},
+		demotedAt: map[string]time.Time{}, killedAt: map[string]time.Time{}, genStart: now}
+	return w
+}
+
+// node finds a cluster node by IP; nil for the foreign host or an address
+// pgdns was never told about.
+func (w *world) node(ip string) *pgtest.Node {
+	for _, n := range w.pg.Nodes {
+		if n.IP == ip {
+			return n
+		}
+	}
+	return nil
+}
+
+// configured reports whether ip is a host in pgdns's config.
+func (w *world) configured(ip string) bool {
+	if w.node(ip) != nil {
+		return true
+	}
+	return w.foreign != nil && w.foreign.Nodes[0].IP == ip
+}
+
+func (w *world) currentPrimary() *pgtest.Node {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.primary
+}
+
+// replicas are the nodes that are not the primary, in node order.
+func (w *world) replicas() []*pgtest.Node {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*pgtest.Node
+	for _, n := range w.pg.Nodes {
+		if n != w.primary {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// surviving reports whether a write acknowledged on timeline tl at lsn is
+// in the history of the newest timeline: on it, or before the point where
+// its own timeline ended.
+func (w *world) surviving(a ack) bool {
+	if a.tl == w.timeline {
+		return true
+	}
+	end, ok := w.forks[a.tl]
+	return ok && a.lsn != 0 && a.lsn <= end
+}
+
+// lostWithKill reports whether a write may have been lost by the harness's
+// own doing: it was not replicated before its primary was killed (async
+// replication loses that tail). Such a write is excused; any other missing
+// write is a violation.
+func (w *world) lostWithKill(a ack) bool {
+	if w.surviving(a) || a.tl >= w.timeline {
+		return false
+	}
+	k, ok := w.killedAt[a.node]
+	return ok && a.at.Before(k)
+}
+
+// lagLowerBound is how stale a replica that has heartbeat seq m at t at
+// least is: the first heartbeat after m that is in the newest timeline's
+// history was committed on the primary by its ack time, and the replica
+// lacks it. 0 when there is none (the primary has written nothing since).
+func (w *world) lagLowerBound(m int64, t time.Time) (time.Duration, ack) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i := sort.Search(len(w.hb), func(i int) bool { return w.hb[i].id > m })
+	for ; i < len(w.hb) && w.hb[i].at.Before(t); i++ {
+		if w.surviving(w.hb[i]) {
+			return t.Sub(w.hb[i].at), w.hb[i]
+		}
+	}
+	return 0, ack{}
+}
+
+// positionBefore is a lower bound of the primary's WAL position at t: the
+// position after the newest heartbeat acknowledged by t that is in the
+// newest timeline's history.
+func (w *world) positionBefore(t time.Time) (ack, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i := sort.Search(len(w.hb), func(i int) bool { return !w.hb[i].at.Before(t) })
+	for i--; i >= 0; i-- {
+		if w.hb[i].lsn != 0 && w.surviving(w.hb[i]) {
+			return w.hb[i], true
+		}
+	}
+	return ack{}, false
+}
+
+// knownTimeline is the highest timeline pgdns incarnation gen had
+// certainly seen before t: the timeline of a writable host it had answered
+// as primary by then.
+func (w *world) knownTimeline(gen int, t time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	best := 0
+	for _, e := range w.known {
+		if e.gen == gen && e.at.Before(t) && e.tl > best {
+			best = e.tl
+		}
+	}
+	return best
+}
+
+// sawPrimary records that incarnation gen answered a writable host on
+// timeline tl as primary at t (keeping the earliest time per timeline).
+func (w *world) sawPrimary(gen int, t time.Time, tl int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, e := range w.known {
+		if e.gen == gen && e.tl == tl {
+			if t.Before(e.at) {
+				w.known[i].at = t
+			}
+			return
+		}
+	}
+	w.known = append(w.known, evidence{gen: gen, at: t, tl: tl})
+}
+
+func (w *world) generation() (int, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen, w.genStart
+}
