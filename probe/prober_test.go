@@ -118,12 +118,15 @@ func TestProberHungHostDelaysNobody(t *testing.T) {
 	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
 	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
 	hung := &fakeHost{ip: "10.0.0.3", inRecovery: true, hang: true}
-	cfg := Config{Interval: 20 * time.Millisecond, Timeout: 300 * time.Millisecond, MaxFails: 2,
+	cfg := Config{Interval: 20 * time.Millisecond, Timeout: time.Second, MaxFails: 2,
 		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1", "h:1"}}}}
 	table, logs := runFake(t, cfg, map[string]*fakeHost{"p:1": primary, "r:1": replica, "h:1": hung})
 
-	// Not ready until the hung host's first probe has timed out.
-	time.Sleep(100 * time.Millisecond)
+	// Not ready until the hung host's first probe has timed out, a second
+	// after the start, though the others are in.
+	waitSnapshot(t, table, "the others probed", func(s *zone.Snapshot) bool {
+		return len(s.Clusters) == 1 && s.Clusters[0].Hosts[0].Seen && s.Clusters[0].Hosts[1].Seen
+	})
 	if table.Load().Ready {
 		t.Fatal("ready before every host was probed once")
 	}
@@ -133,7 +136,8 @@ func TestProberHungHostDelaysNobody(t *testing.T) {
 	// Meanwhile the others were probed every interval.
 	now := time.Now()
 	for _, h := range s.Clusters[0].Hosts[:2] {
-		if age := now.Sub(h.ProbedAt); age > 2*cfg.Interval+10*time.Millisecond {
+		// Probes queued behind the hung one would be a timeout old.
+		if age := now.Sub(h.ProbedAt); age > cfg.Timeout/2 {
 			t.Errorf("%s probe age %v while a host hangs", h.Addr, age)
 		}
 	}
