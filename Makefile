@@ -5,6 +5,8 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 CONFIG   ?= configs/pgdns.yaml
 FUZZ_TIME ?= 30s
+DURATION ?= 30m
+SEED     ?= 0
 
 .DEFAULT_GOAL := help
 
@@ -36,6 +38,11 @@ bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real clu
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./zone ./dnsserver | grep -E '^(Benchmark|goos|goarch|cpu)' > bin/gobench.txt
 	$(GO) build -o bin/pgdns-bench ./internal/bench
 	PATH="$$PATH:$$(go env GOPATH)/bin" ./bin/pgdns-bench -pgdns bin/pgdns -gobench bin/gobench.txt -out BENCHMARKS.md
+
+.PHONY: soak
+soak: ## hunt wrong answers under seeded random faults for DURATION (default 30m); SEED=n replays a schedule, SHORT=1 plays each fault once, FOREIGN=0 lists no foreign host
+	$(GO) build -o bin/pgdns-soak ./internal/soak/cmd
+	./bin/pgdns-soak -duration $(DURATION) -seed $(SEED) $(if $(SHORT),-short) $(if $(filter 0,$(FOREIGN)),-foreign=false) -pgdns-log bin/soak-pgdns.log
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZ_TIME (default 30s)
