@@ -40,8 +40,10 @@ type Sample struct {
 	// Primary only: one row per WAL sender (pg_stat_replication).
 	Standbys []zone.Standby
 	// Replica only: the application name its WAL receiver gives the
-	// primary, which is how the primary's rows name it.
-	AppName string
+	// primary, and the replication slot it streams from, if any: how the
+	// primary's rows name it.
+	AppName  string
+	SlotName string
 	// Where earlier timelines ended, from the timeline history file; nil
 	// on timeline 1 or when the file cannot be read (the prober then
 	// records switches it observes).
@@ -80,10 +82,11 @@ const probeSQL = `SELECT
   (SELECT system_identifier FROM pg_control_system())::text,
   (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint,
   CASE WHEN pg_is_in_recovery() THEN '[]'
-    ELSE coalesce((SELECT json_agg(json_build_array(host(client_addr), application_name, sync_state) ORDER BY pid)
-      FROM pg_stat_replication), '[]')::text
+    ELSE coalesce((SELECT json_agg(json_build_array(host(r.client_addr), r.application_name, r.sync_state, s.slot_name) ORDER BY r.pid)
+      FROM pg_stat_replication r LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid), '[]')::text
   END,
-  coalesce((SELECT conninfo FROM pg_stat_wal_receiver), '')`
+  coalesce((SELECT conninfo FROM pg_stat_wal_receiver), ''),
+  coalesce((SELECT slot_name FROM pg_stat_wal_receiver), '')`
 
 // historySQL reads a timeline history file. pg_read_file needs superuser
 // or pg_read_server_files; without them the probe does without.
@@ -201,7 +204,7 @@ func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 	)
 	start := time.Now()
 	err := c.conn.QueryRow(ctx, probeSQL).Scan(&s.InRecovery, &write, &receive, &replay, &timeline, &ckptTimeline,
-		&sysid, &started, &standbys, &conninfo)
+		&sysid, &started, &standbys, &conninfo, &s.SlotName)
 	end := time.Now()
 	if err != nil {
 		c.Close()

@@ -83,9 +83,9 @@ func walReceiverAppName(conninfo string) string {
 }
 
 // parseStandbys reads the primary's pg_stat_replication rows, sent as a
-// JSON array of [client_addr, application_name, sync_state].
+// JSON array of [client_addr, application_name, sync_state, slot_name].
 func parseStandbys(text string) ([]zone.Standby, error) {
-	var rows [][3]*string
+	var rows [][4]*string
 	if err := json.Unmarshal([]byte(text), &rows); err != nil {
 		return nil, fmt.Errorf("pg_stat_replication rows: %w", err)
 	}
@@ -101,6 +101,9 @@ func parseStandbys(text string) ([]zone.Standby, error) {
 		}
 		if r[2] != nil {
 			sb.Sync = *r[2] == "sync" || *r[2] == "quorum"
+		}
+		if r[3] != nil {
+			sb.Slot = *r[3]
 		}
 		out = append(out, sb)
 	}

@@ -50,7 +50,7 @@ func (p *Prober) record(r result) {
 	h.IP, h.InRecovery, h.SystemID, h.StartedAt = s.IP, s.InRecovery, s.SystemID, s.StartedAt
 	h.Timeline, h.TimelineExact = tl, exact
 	h.WriteLSN, h.ReceiveLSN, h.ReplayLSN = s.WriteLSN, s.ReceiveLSN, s.ReplayLSN
-	h.AppName, h.Standbys = s.AppName, s.Standbys
+	h.AppName, h.SlotName, h.Standbys = s.AppName, s.SlotName, s.Standbys
 
 	// The WAL clock of a writable host. It starts over when the host
 	// changes timeline or goes back into recovery: positions on another

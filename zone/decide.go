@@ -137,13 +137,15 @@ func (c *Cluster) duplicateOf(i int, live []bool) int {
 }
 
 // markSyncStandbys sets Sync on the replicas that the primary's
-// pg_stat_replication reports as sync or quorum. A replica's row is the
-// one from its own address when exactly one row comes from there, else
-// the one with its application name when exactly one has it. When several
-// rows could be its own and they disagree, pgdns cannot tell whether it is
-// a synchronous standby and leans to yes: "replicas: async" then leaves it
-// out, which costs a replica but never sends reads to a standby that
-// commits wait for. Without a primary nobody is known to be one.
+// pg_stat_replication reports as sync or quorum. A replica's row is found
+// by what identifies it, most exact first: the replication slot it
+// streams from; else its own address, when exactly one row comes from
+// there; else its application name, when exactly one row has it. When
+// several rows could be its own and they disagree, pgdns cannot tell
+// whether it is a synchronous standby and leans to yes: "replicas: async"
+// then leaves it out, which costs a replica but never sends reads to a
+// standby that commits wait for. Without a primary nobody is known to be
+// one.
 func (c *Cluster) markSyncStandbys() {
 	p := c.PrimaryHost()
 	for i := range c.Hosts {
@@ -155,7 +157,7 @@ func (c *Cluster) markSyncStandbys() {
 		sync, sure := standbySync(p.Standbys, h)
 		h.Sync = sync
 		if !sure && h.Note == "" {
-			h.Note = "cannot tell which pg_stat_replication row is this replica's (same address and application name as another); counted as synchronous"
+			h.Note = "cannot tell which pg_stat_replication row is this replica's (no slot; address and application name shared); counted as synchronous"
 		}
 	}
 }
@@ -163,32 +165,42 @@ func (c *Cluster) markSyncStandbys() {
 // standbySync finds h's row among a primary's standbys. sure is false when
 // candidate rows disagree; sync is then true.
 func standbySync(rows []Standby, h *Host) (sync, sure bool) {
-	byAddr, byName := 0, 0
-	for _, r := range rows {
-		if h.IP.IsValid() && r.Addr == h.IP {
-			byAddr++
-		}
-		if h.AppName != "" && r.AppName == h.AppName {
-			byName++
-		}
-	}
-	match := func(r Standby) bool { return h.AppName != "" && r.AppName == h.AppName }
-	if byAddr > 0 && (byAddr == 1 || byName != 1) {
-		match = func(r Standby) bool { return r.Addr == h.IP }
-	}
-	var nSync, n int
-	for _, r := range rows {
-		if match(r) {
-			n++
-			if r.Sync {
-				nSync++
+	count := func(match func(Standby) bool) (n, nSync int) {
+		for _, r := range rows {
+			if match(r) {
+				n++
+				if r.Sync {
+					nSync++
+				}
 			}
 		}
+		return n, nSync
 	}
-	switch {
-	case n == 0 || nSync == 0:
-		return false, true // not streaming from the primary, or only async rows
-	case nSync == n:
+	bySlot := func(r Standby) bool { return h.SlotName != "" && r.Slot == h.SlotName }
+	byAddr := func(r Standby) bool { return h.IP.IsValid() && r.Addr == h.IP }
+	byName := func(r Standby) bool { return h.AppName != "" && r.AppName == h.AppName }
+	// The first key that picks exactly one row decides; failing that,
+	// the rows of the most exact key that picks any.
+	n, nSync := 0, 0
+	for _, match := range []func(Standby) bool{bySlot, byAddr, byName} {
+		k, kSync := count(match)
+		if k == 1 {
+			n, nSync = k, kSync
+			break
+		}
+		if n == 0 {
+			n, nSync = k, kSync
+		}
+	}
+	if n == 0 {
+		// Not among the primary's standbys by any key: it streams from
+		// elsewhere (cascading) or not at all, so no commit waits for it.
+		return false, true
+	}
+	switch nSync {
+	case 0:
+		return false, true
+	case n:
 		return true, true
 	}
 	return true, false

@@ -60,6 +60,7 @@ type Host struct {
 	ReplayLSN  LSN       // replica: pg_last_wal_replay_lsn(); primary: WriteLSN
 	Sync       bool      // a synchronous standby, by the primary's pg_stat_replication
 	AppName    string    // replica: the application name its WAL receiver uses
+	SlotName   string    // replica: the replication slot it streams from, if any
 
 	// TimelineExact is false on a replica whose WAL receiver is not
 	// running: Timeline is then only a lower bound of the timeline it
@@ -102,6 +103,7 @@ type Standby struct {
 	Addr    netip.Addr // client_addr; invalid over a Unix socket
 	AppName string     // application_name
 	Sync    bool       // sync_state is sync or quorum
+	Slot    string     // the replication slot the standby streams from, if any
 }
 
 // TimelineEnd is one line of a timeline history file: timeline Timeline
