@@ -88,9 +88,10 @@ type Prober struct {
 	// Owned by the aggregator goroutine (Run).
 	state      []*zone.Cluster // observed fields of every host, configured order
 	history    map[*zone.Host]*walHistory
-	prevReplay map[*zone.Host]replaySample  // a replica's sample before its newest, for byte lag
-	timelines  []map[uint32]timelineHistory // per cluster: what is known of each timeline's history
-	probed     int                          // hosts that have had at least one result
+	prevReplay map[*zone.Host]replaySample     // a replica's sample before its newest, for byte lag
+	lastExact  map[*zone.Host]zone.TimelineEnd // a replica\'s last exact timeline and its replay there (timelines.go)
+	timelines  []map[uint32]timelineHistory    // per cluster: what is known of each timeline's history
+	probed     int                             // hosts that have had at least one result
 	done       []bool
 	last       *zone.Snapshot
 	rounds     []*round // per cluster: the probe round under way (rounds.go)
@@ -112,6 +113,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		results:    make(chan result, 64),
 		history:    map[*zone.Host]*walHistory{},
 		prevReplay: map[*zone.Host]replaySample{},
+		lastExact:  map[*zone.Host]zone.TimelineEnd{},
 		refreshing: map[string]*refreshes{},
 		activate:   make(chan struct{}, 1),
 		ready:      make(chan struct{}),

@@ -16,33 +16,43 @@ type timelineHistory struct {
 
 // learnTimelines folds what sample s of host h tells of the cluster's
 // timeline histories into p.timelines. tl and exact are the timeline the
-// sample puts h on (see record).
+// sample puts h on (see record); continuous says the same run of the
+// server answered every probe since the last sample.
 //
 // A history file is the truth and replaces anything watched. Without one,
 // a switch the probe watches happen is evidence only when it is watched
-// closely: h was in recovery on an exact timeline a at replay position R,
-// the same run of the server answered the next probe, and it is now on a
-// later exact timeline b. PostgreSQL refuses to follow a timeline that
-// forked before its own position, so timeline a ended at or after R in
-// b's history: a lower bound. A host seen writable on a, or with a failed
-// probe or a restart in between (re-cloned, rewound), proves nothing: its
-// last position on a may lie past the fork. Of two lower bounds for one
-// timeline the smaller is kept.
+// closely: h was last seen in recovery on an exact timeline a at replay
+// position R, the same run of the server has answered every probe since,
+// and it is now on a later exact timeline b (following a new primary, or
+// promoted itself). PostgreSQL refuses to follow a timeline that forked
+// before its own position, and a promotion forks at the end of what was
+// replayed, so timeline a ended at or after R in b's history: a lower
+// bound. A host seen writable on a, or with a failed probe or a restart in
+// between (re-cloned, rewound), proves nothing: its last position on a may
+// lie past the fork. Of two lower bounds for one timeline the smaller is
+// kept.
 func (p *Prober) learnTimelines(ci int, h *zone.Host, continuous bool, s Sample, tl uint32, exact bool) {
 	known := p.timelines[ci]
 	if exact && len(s.History) > 0 {
 		known[tl] = timelineHistory{ends: s.History, fromFile: true}
-		return
 	}
-	if !continuous || !h.InRecovery || !h.TimelineExact || !exact || tl <= h.Timeline {
+	last, seen := p.lastExact[h]
+	switch {
+	case !continuous || !exact:
+		if !continuous {
+			delete(p.lastExact, h)
+		}
 		return
+	case seen && tl > last.Timeline && !known[tl].fromFile:
+		parent := known[last.Timeline].ends
+		watched := append(parent[:len(parent):len(parent)], last)
+		known[tl] = timelineHistory{ends: mergeLowerBounds(known[tl].ends, watched)}
 	}
-	if known[tl].fromFile {
-		return
+	if s.InRecovery {
+		p.lastExact[h] = zone.TimelineEnd{Timeline: tl, End: s.ReplayLSN}
+	} else {
+		delete(p.lastExact, h)
 	}
-	parent := known[h.Timeline].ends
-	seen := append(parent[:len(parent):len(parent)], zone.TimelineEnd{Timeline: h.Timeline, End: h.ReplayLSN})
-	known[tl] = timelineHistory{ends: mergeLowerBounds(known[tl].ends, seen)}
 }
 
 // mergeLowerBounds combines two sets of lower bounds of timeline ends into
