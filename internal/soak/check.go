@@ -292,11 +292,11 @@ func (h *harness) checkPrimary(ctx context.Context, client int64) (ack, bool) {
 		h.w.sawPrimary(q.gen, q.recv, info.tl)
 	}
 	id := nextWriteID.Add(1)
-	a, err := commitAndPosition(ctx, conn, "INSERT INTO soak_w (id) VALUES ($1)", id)
+	a, err := commitAndPosition(ctx, conn, tokenSQL, "INSERT INTO soak_w (id) VALUES ($1)", id)
 	if a.at.IsZero() {
 		return ack{}, false // not acknowledged: neither kept nor checked
 	}
-	a.id, a.node, a.tl = id, ip+":5432", info.tl
+	a.id, a.node, a.tl, a.asked = id, ip+":5432", info.tl, q.sent
 	h.w.mu.Lock()
 	h.w.writes = append(h.w.writes, a)
 	h.w.mu.Unlock()
@@ -409,7 +409,7 @@ func (h *harness) filterRules(q question, ip string, info hostInfo, row ack) boo
 		if found && info.lsn+bytesBound < ref.lsn {
 			return h.violation(q, "bytes-64kb: replay within 64 KiB of the primary",
 				fmt.Sprintf("%s replayed %s; the primary (%s, timeline %d) was at %s already %s before the question (heartbeat %d): %d bytes behind > 64 KiB; host said: %s",
-					ip, info.lsn, ref.node, ref.tl, ref.lsn, q.sent.Sub(ref.at).Round(time.Millisecond), ref.id, uint64(ref.lsn-info.lsn), h.said(q, info)))
+					ip, info.lsn, ref.node, ref.tl, ref.lsn, q.sent.Sub(ref.posAt).Round(time.Millisecond), ref.id, uint64(ref.lsn-info.lsn), h.said(q, info)))
 		}
 	case ClassLSN, ClassLSNTL:
 		if info.hasRow {

@@ -284,6 +284,8 @@ func (h *harness) heartbeat(ctx context.Context) {
 		on   *pgtest.Node
 		tl   int
 		seq  int64
+		// connectedAt is when the connection was asked for.
+		connectedAt time.Time
 	)
 	defer func() {
 		if conn != nil {
@@ -308,6 +310,7 @@ func (h *harness) heartbeat(ctx context.Context) {
 		}
 		if conn == nil {
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			dialAt := time.Now()
 			c, err := pgx.Connect(cctx, p.DSN())
 			if err == nil {
 				err = c.QueryRow(cctx, timelineSQL).Scan(&tl)
@@ -319,16 +322,16 @@ func (h *harness) heartbeat(ctx context.Context) {
 				}
 				continue
 			}
-			conn, on = c, p
+			conn, on, connectedAt = c, p, dialAt
 		}
 		seq++
-		a, err := commitAndPosition(ctx, conn, "INSERT INTO soak_hb (seq) VALUES ($1)", seq)
+		a, err := commitAndPosition(ctx, conn, flushSQL, "INSERT INTO soak_hb (seq) VALUES ($1)", seq)
 		if err != nil && a.at.IsZero() {
 			conn.Close(context.Background())
 			conn = nil
 			continue
 		}
-		a.id, a.node, a.tl = seq, p.Addr(), tl
+		a.id, a.node, a.tl, a.asked = seq, p.Addr(), tl, connectedAt
 		h.w.mu.Lock()
 		h.w.hb = append(h.w.hb, a)
 		h.w.mu.Unlock()
@@ -342,11 +345,11 @@ func (h *harness) heartbeat(ctx context.Context) {
 // timelineSQL reads a primary's current timeline.
 const timelineSQL = `SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int`
 
-// commitAndPosition runs one write (autocommit) and then reads the WAL
-// insert position, as a read-your-writes client takes its token. The ack
-// has at set when the write committed; its lsn is 0 when the position
+// commitAndPosition runs one write (autocommit) and then reads a WAL
+// position with posSQL, as a read-your-writes client takes its token. The
+// ack has at set when the write committed; its lsn is 0 when the position
 // could not be read (the error says why).
-func commitAndPosition(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (ack, error) {
+func commitAndPosition(ctx context.Context, conn *pgx.Conn, posSQL, sql string, args ...any) (ack, error) {
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if _, err := conn.Exec(cctx, sql, args...); err != nil {
@@ -354,13 +357,23 @@ func commitAndPosition(ctx context.Context, conn *pgx.Conn, sql string, args ...
 	}
 	a := ack{at: time.Now()}
 	var pos string
-	if err := conn.QueryRow(cctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&pos); err != nil {
+	if err := conn.QueryRow(cctx, posSQL).Scan(&pos); err != nil {
 		return a, err
 	}
+	a.posAt = time.Now()
 	lsn, err := ParseLSN(pos)
 	a.lsn = lsn
 	return a, err
 }
+
+// Positions read after a commit: a client's token is the insert position
+// (README, read-your-writes); the heartbeat records the flushed position,
+// the most a replica can have received, so that a byte check never counts
+// WAL still in the primary's buffers against a replica.
+const (
+	tokenSQL = "SELECT pg_current_wal_insert_lsn()::text"
+	flushSQL = "SELECT pg_current_wal_flush_lsn()::text"
+)
 
 // checkWrites reads every row on the final primary and sorts the
 // acknowledged writes into present, lost with a killed primary (async

@@ -38,8 +38,16 @@ type ack struct {
 	id   int64
 	node string    // address it committed on
 	tl   int       // that node's timeline
-	lsn  LSN       // pg_current_wal_insert_lsn() after the commit; 0 unknown
+	lsn  LSN       // position after the commit (see commitAndPosition); 0 unknown
 	at   time.Time // when the commit returned
+	// posAt is when the position was read: the primary was at lsn by
+	// then (not necessarily at at).
+	posAt time.Time
+	// asked is when the write's session began (a client's DNS question,
+	// the heartbeat's connection): a write may commit on a killed
+	// primary's backend after the kill, but only in a session begun
+	// before it.
+	asked time.Time
 }
 
 // evidence is a primary answer seen checked: pgdns named a writable host
@@ -141,7 +149,7 @@ func (w *world) lostWithKill(a ack) bool {
 		return false
 	}
 	k, ok := w.killedAt[a.node]
-	return ok && a.at.Before(k)
+	return ok && a.asked.Before(k)
 }
 
 // lagLowerBound is how stale a replica that has heartbeat seq m at t at
@@ -166,7 +174,7 @@ func (w *world) lagLowerBound(m int64, t time.Time) (time.Duration, ack) {
 func (w *world) positionBefore(t time.Time) (ack, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	i := sort.Search(len(w.hb), func(i int) bool { return !w.hb[i].at.Before(t) })
+	i := sort.Search(len(w.hb), func(i int) bool { return !w.hb[i].posAt.Before(t) })
 	for i--; i >= 0; i-- {
 		if w.hb[i].lsn != 0 && w.surviving(w.hb[i]) {
 			return w.hb[i], true
