@@ -72,6 +72,10 @@ func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) erro
 	}
 	md := r.markdown(filepath.Base(b.plotPath))
 	fmt.Print(md)
+	// make soak's figures are not the bench's to rewrite: keep them.
+	if prev, err := os.ReadFile(out); err == nil {
+		md += keptSection(string(prev), "## Soak")
+	}
 	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
 		return err
 	}
@@ -79,6 +83,20 @@ func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) erro
 		return copyFile(b.plotPath, filepath.Join(filepath.Dir(out), filepath.Base(b.plotPath)))
 	}
 	return nil
+}
+
+// keptSection returns the section of md that starts with the heading
+// line, up to the next heading of the same level, or "".
+func keptSection(md, heading string) string {
+	i := strings.Index(md, "\n"+heading+"\n")
+	if i < 0 {
+		return ""
+	}
+	rest := md[i+1:]
+	if j := strings.Index(rest[len(heading):], "\n## "); j >= 0 {
+		rest = rest[:len(heading)+j+1]
+	}
+	return "\n" + strings.TrimRight(rest, "\n") + "\n"
 }
 
 func fatal(err error) {

@@ -266,7 +266,17 @@ func (h *harness) failover(ctx context.Context, f Fault, old *pgtest.Node, repli
 	if err := cand.Promote(ctx); err != nil {
 		return how, err
 	}
-	tl, forks, err := history(ctx, cand)
+	var (
+		tl    int
+		forks map[int]LSN
+		err   error
+	)
+	for range 20 { // the new primary may be slow to take connections under load
+		if tl, forks, err = history(ctx, cand); err == nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	if err != nil {
 		return how, err
 	}
