@@ -1,0 +1,143 @@
+package app
+
+// Tests of the superseded-timeline rules and of honest lag bounds (issue
+// 11, items 1 to 3), against real PostgreSQL.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// A primary superseded by a promotion is never answered again, not even
+// when its successor goes away; a replica still streaming from it is not
+// answered by any replica name, whatever its position.
+func TestSupersededPrimaryNeverReturns(t *testing.T) {
+	t.Parallel()
+	ips := pgtest.Addrs(t).IPs(3)
+	pg := pgtest.New(t, pgtest.Options{IPs: ips})
+	old, promoted, stale := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	e := attach(t, pg, envOptions{})
+	ctx := context.Background()
+
+	// A split brain as a late fence leaves it: the old primary keeps
+	// running and taking writes; one replica still follows it.
+	if err := promoted.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
+	written := e.insertAndTakeLSN(t, promoted) // a write on the new timeline
+	// Writes on the old primary carry the stale replica's timeline-1
+	// position past the new write's, so a position check alone would pass.
+	old.Exec(t, "CREATE TABLE IF NOT EXISTS big (v text); INSERT INTO big SELECT repeat('x', 1000) FROM generate_series(1, 2000)")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var past bool
+		stale.Query(t, fmt.Sprintf("SELECT pg_last_wal_replay_lsn() >= '%s'::pg_lsn", strings.Replace(written, "-", "/", 1)), &past)
+		if past {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stale replica never replayed past the new write's position")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	names := []string{"replica.db.local.", "lag-10s.replica.db.local.", "bytes-1gb.replica.db.local.",
+		"lsn-" + written + ".replica.db.local.", "prefer-replica.db.local.", "any.db.local."}
+	for range 20 {
+		for _, name := range names {
+			if got := e.ips(t, name); slices.Contains(got, stale.IP) || slices.Contains(got, old.IP) {
+				t.Fatalf("%s answered a host of the superseded timeline 1: %v", name, got)
+			}
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	_, why := e.get(t, http.DefaultClient, "/v1/resolve?name=replica", "")
+	if !strings.Contains(why, `"addr":"`+stale.Addr()+`","reason":"unknown: replica on timeline 1, superseded by timeline 2"`) {
+		t.Errorf("/v1/resolve does not say why the stale replica is out: %s", why)
+	}
+
+	// The successor goes away. Its predecessor is still superseded.
+	if err := promoted.Stop(ctx, "immediate"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", nil)
+	for range 50 {
+		if got := e.ips(t, "primary.db.local."); len(got) != 0 {
+			t.Fatalf("primary.db.local answered %v after the newest timeline's primary stopped", got)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
+	if !strings.Contains(hosts, "writable on timeline 1, superseded by timeline 2") {
+		t.Errorf("/v1/hosts does not say why the old primary is out: %s", hosts)
+	}
+}
+
+// A replica that applies WAL 200ms late never passes lag-50ms under steady
+// writes, with or without read-your-writes lookups forcing extra probe
+// rounds; a replica that keeps up does. Before lag bounds were proven, a
+// replica sampled after the primary's newest sample got lag 0 (measured:
+// 64 of 174 lookups answered a 150ms-late replica while lsn- lookups ran).
+func TestDelayedReplicaNeverPassesATighterLag(t *testing.T) {
+	t.Parallel()
+	ips := pgtest.Addrs(t).IPs(3)
+	pg := pgtest.New(t, pgtest.Options{IPs: ips})
+	primary, prompt, delayed := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	delayed.Exec(t, "ALTER SYSTEM SET recovery_min_apply_delay = '200ms'")
+	delayed.Exec(t, "SELECT pg_reload_conf()")
+	e := attach(t, pg, envOptions{LSNWait: "20ms"})
+	conn := primary.Conn(t)
+	if _, err := conn.Exec(context.Background(), "CREATE TABLE t (id serial PRIMARY KEY, v text)"); err != nil {
+		t.Fatal(err)
+	}
+	steadyWrites(t, conn)
+	e.waitFor(t, "lag-10s.replica.db.local.", []string{prompt.IP, delayed.IP})
+	// Until the writes flow the delayed replica has everything there is.
+	e.waitFor(t, "lag-100ms.replica.db.local.", []string{prompt.IP})
+
+	check := func(phase string) {
+		t.Helper()
+		promptSeen := 0
+		for range 150 {
+			got := e.ips(t, "lag-50ms.replica.db.local.")
+			if slices.Contains(got, delayed.IP) {
+				t.Fatalf("%s: lag-50ms.replica answered the replica 200ms behind (evidence %q)", phase, e.txt(t, "any.db.local."))
+			}
+			if slices.Contains(got, prompt.IP) {
+				promptSeen++
+			}
+			time.Sleep(15 * time.Millisecond)
+		}
+		t.Logf("%s: the prompt replica passed lag-50ms in %d of 150 lookups", phase, promptSeen)
+		if promptSeen == 0 {
+			t.Errorf("%s: the replica that keeps up never passed lag-50ms", phase)
+		}
+	}
+	check("probe rounds alone")
+
+	// Read-your-writes lookups no replica can satisfy: each asks for a
+	// refresh round, bounded in count and time.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < 2000 && ctx.Err() == nil; i++ {
+				query(t, "udp", e.app.DNSAddr(), "lsn-ffffffff-0.replica.db.local.", 1)
+			}
+		}()
+	}
+	check("with lsn- refreshes")
+	cancel()
+	for range 4 {
+		<-done
+	}
+}
