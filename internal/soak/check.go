@@ -89,6 +89,7 @@ type ledger struct {
 	unavail    map[string]int
 	lostNoTL   int // lsn- without timeline for a write lost with a killed primary
 	byRule     map[string]int
+	restarted  int // filter checks skipped: the host was restarted within Grace before the question
 	violations []Violation
 	events     []event
 	writes     atomic.Int64
@@ -389,6 +390,14 @@ func (h *harness) hostRules(q question, ip string, info hostInfo, primary bool) 
 // filterRules checks what the name's filter promised.
 func (h *harness) filterRules(q question, ip string, info hostInfo, row ack) bool {
 	w := h.w
+	if w.restartedSince(ip+":5432", q.sent.Add(-Grace)) {
+		// Restarted since the sample pgdns may have judged it by: its
+		// replay position may have gone back. Nothing to hold it to.
+		h.checks.mu.Lock()
+		h.checks.restarted++
+		h.checks.mu.Unlock()
+		return false
+	}
 	switch q.class {
 	case ClassLag:
 		if !info.recovery {

@@ -195,6 +195,7 @@ func (h *harness) apply(ctx context.Context, f Fault) (string, error) {
 		time.Sleep(f.Dur)
 		return "paused replay on " + replica.Addr(), execOn(fctx, replica, "SELECT pg_wal_replay_resume()")
 	case RestartReplica:
+		w.restarting(replica)
 		if err := replica.Stop(fctx, f.Mode); err != nil {
 			return "", err
 		}
@@ -298,11 +299,13 @@ func (h *harness) failover(ctx context.Context, f Fault, old *pgtest.Node, repli
 		}
 		how += ", " + other.Addr() + " follows"
 	} else {
+		w.restarting(other)
 		if err := other.Reclone(ctx, cand); err != nil {
 			return how, err
 		}
 		how += ", " + other.Addr() + " re-cloned (was at " + recv + ")"
 	}
+	w.restarting(old)
 	if err := old.Reclone(ctx, cand); err != nil {
 		return how, err
 	}
@@ -392,6 +395,7 @@ func (h *harness) repair(ctx context.Context) {
 		if err == nil && n == 1 {
 			continue
 		}
+		h.w.restarting(r)
 		if err := r.Reclone(ctx, p); err != nil {
 			h.note("repair of %s: %v", r.Addr(), err)
 		}

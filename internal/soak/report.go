@@ -37,7 +37,7 @@ func (h *harness) report(faults []*faultRecord, d durability, end time.Time) *Re
 	l := h.checks
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := &Report{Seed: h.opts.Seed, Elapsed: end.Sub(h.start)}
+	r := &Report{Seed: h.opts.Seed, Elapsed: end.Sub(h.ready)}
 	sort.SliceStable(l.events, func(i, j int) bool { return l.events[i].at.Before(l.events[j].at) })
 	for _, a := range d.missing {
 		l.violations = append(l.violations, Violation{Class: ClassPrimary, Name: "primary.db.local.", At: a.at.Sub(h.start),
@@ -51,8 +51,8 @@ func (h *harness) report(faults []*faultRecord, d durability, end time.Time) *Re
 	h.notesMu.Unlock()
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak seed %d: %s checked (setup excluded), %d faults, %d clients; pgdns probe interval %s, timeout %s, max_fails %d → stale bound %s, grace %s\n",
-		h.opts.Seed, r.Elapsed.Round(100*time.Millisecond), len(faults), h.opts.Workers, probeInterval, probeTimeout, probeMaxFails, Stale, Grace)
+	fmt.Fprintf(&b, "soak seed %d: %s of checks after %s of setup, %d faults, %d clients; pgdns probe interval %s, timeout %s, max_fails %d → stale bound %s, grace %s\n",
+		h.opts.Seed, r.Elapsed.Round(100*time.Millisecond), h.ready.Sub(h.start).Round(100*time.Millisecond), len(faults), h.opts.Workers, probeInterval, probeTimeout, probeMaxFails, Stale, Grace)
 	viol := map[string]int{}
 	for _, v := range r.Violations {
 		viol[v.Class]++
@@ -63,6 +63,7 @@ func (h *harness) report(faults []*faultRecord, d durability, end time.Time) *Re
 	}
 	fmt.Fprintf(&b, "\nwrites: %d acknowledged through primary.db.local; on the final primary %s: %d present, %d missing, %d lost with a killed primary before they replicated (async replication; excused)\n",
 		d.acked, d.final, d.present, len(d.missing), d.lostWithKill)
+	fmt.Fprintf(&b, "filter checks not made because the host had been restarted or re-cloned since the question's grace began (its replay position may go back): %d\n", l.restarted)
 	fmt.Fprintf(&b, "lsn- tokens without a timeline for such lost writes, answered by a replica without the row (documented; not violations): %d\n", l.lostNoTL)
 
 	fmt.Fprintf(&b, "\nper fault: healed = cluster streaming again; then per class, the time after the fault's start until answers were available and right again (\"-\" never unavailable in the fault's window; \"never\" not again before the next fault), with the empty answers in the window\n")
@@ -78,8 +79,8 @@ func (h *harness) report(faults []*faultRecord, d durability, end time.Time) *Re
 		}
 		fmt.Fprintf(&b, "%-3d %-16s %-8s %-9s", f.N, f.Kind, fmt.Sprintf("%.1fs", f.start.Sub(h.start).Seconds()), since(f.start, f.healed))
 		for _, c := range Classes {
-			back, empties := l.recovery(c, f.start, until)
-			fmt.Fprintf(&b, " %-18s", fmt.Sprintf("%s (%d empty)", back, empties))
+			d, state, empties := l.recovery(c, f.start, until)
+			fmt.Fprintf(&b, " %-18s", fmt.Sprintf("%s (%d empty)", recoveryText(d, state), empties))
 		}
 		b.WriteString("\n")
 		if f.err != nil {
@@ -87,6 +88,7 @@ func (h *harness) report(faults []*faultRecord, d durability, end time.Time) *Re
 		}
 		fmt.Fprintf(&b, "    %s\n", f.detail)
 	}
+	h.kindSummary(&b, faults, end)
 	if len(r.Notes) > 0 {
 		b.WriteString("\nharness notes:\n")
 		for _, n := range r.Notes {
@@ -127,11 +129,18 @@ func (h *harness) report(faults []*faultRecord, d durability, end time.Time) *Re
 	return r
 }
 
+// Recovery states of one class in one fault's window.
+const (
+	neverDown = iota // no empty, unavailable or wrong answer
+	backAgain        // right again after the returned time
+	notBack          // not right again before the window ended
+)
+
 // recovery is, for one class in [from, until), how long after from the
 // answers were available and right again: the first good answer after the
-// last empty, unavailable or wrong one. It returns "-" when there was none
-// of those, and the number of empty answers.
-func (l *ledger) recovery(class string, from, until time.Time) (string, int) {
+// last empty, unavailable or wrong one. It also returns the number of
+// empty answers.
+func (l *ledger) recovery(class string, from, until time.Time) (time.Duration, int, int) {
 	var lastBad, firstGoodAfter time.Time
 	empties := 0
 	for _, e := range l.events {
@@ -152,9 +161,82 @@ func (l *ledger) recovery(class string, from, until time.Time) (string, int) {
 	}
 	switch {
 	case lastBad.IsZero():
-		return "-", empties
+		return 0, neverDown, empties
 	case firstGoodAfter.IsZero():
-		return "never", empties
+		return 0, notBack, empties
 	}
-	return firstGoodAfter.Sub(from).Round(time.Millisecond).String(), empties
+	return firstGoodAfter.Sub(from), backAgain, empties
+}
+
+func recoveryText(d time.Duration, state int) string {
+	switch state {
+	case neverDown:
+		return "-"
+	case notBack:
+		return "never"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// kindSummary renders, per fault kind, how often it was played, how long
+// the cluster took to heal, and per class the median and worst time until
+// answers were right again (over the faults that interrupted that class).
+func (h *harness) kindSummary(b *strings.Builder, faults []*faultRecord, end time.Time) {
+	fmt.Fprintf(b, "\nper fault kind: n, healed median/max; per class: median/max time until available and right again over the faults that interrupted it, and how many did\n")
+	fmt.Fprintf(b, "%-16s %3s %-17s", "kind", "n", "healed")
+	for _, c := range Classes {
+		fmt.Fprintf(b, " %-22s", c)
+	}
+	b.WriteString("\n")
+	for _, kind := range Kinds {
+		var healed []time.Duration
+		backs := map[string][]time.Duration{}
+		nots := map[string]int{}
+		n := 0
+		for i, f := range faults {
+			if f.Kind != kind {
+				continue
+			}
+			n++
+			if !f.healed.IsZero() {
+				healed = append(healed, f.healed.Sub(f.start))
+			}
+			until := end
+			if i+1 < len(faults) {
+				until = faults[i+1].start
+			}
+			for _, c := range Classes {
+				d, state, _ := h.checks.recovery(c, f.start, until)
+				switch state {
+				case backAgain:
+					backs[c] = append(backs[c], d)
+				case notBack:
+					nots[c]++
+				}
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "%-16s %3d %-17s", kind, n, medMax(healed))
+		for _, c := range Classes {
+			cell := medMax(backs[c]) + fmt.Sprintf(" (%d)", len(backs[c])+nots[c])
+			if nots[c] > 0 {
+				cell += fmt.Sprintf(" %d never", nots[c])
+			}
+			fmt.Fprintf(b, " %-22s", cell)
+		}
+		b.WriteString("\n")
+	}
+}
+
+// medMax renders the median and the maximum of ds, "-" when empty.
+func medMax(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	sorted := append([]time.Duration(nil), ds...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	r := func(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
+	return r(sorted[len(sorted)/2]) + "/" + r(sorted[len(sorted)-1])
 }

@@ -65,7 +65,8 @@ type harness struct {
 	checks  *ledger
 	notes   []string // harness problems (not violations)
 	notesMu sync.Mutex
-	start   time.Time
+	start   time.Time // the run began (setup included); times in the report count from it
+	ready   time.Time // setup done: clients and faults began
 }
 
 // Run sets up a cluster and pgdns, injects faults for opts.Duration while
@@ -133,6 +134,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	// Clients and the heartbeat run until the faults are over and the
 	// cluster has healed, then a little longer so the last fault's
 	// recovery is seen.
+	h.ready = time.Now()
 	runCtx, stopRun := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -74,6 +74,11 @@ type world struct {
 	promotedAt map[string]time.Time // node addr → when it last became primary
 	demotedAt  map[string]time.Time // node addr → when it last stopped being primary
 	killedAt   map[string]time.Time // node addr → when it was last killed as primary (a lossy failover)
+	// restartedAt: node addr → when it was last stopped to be restarted or
+	// re-cloned. A replica's replay position may go back across a restart
+	// (it reopens at its consistent point), so what pgdns saw before it
+	// need not hold after it.
+	restartedAt map[string]time.Time
 
 	hb     []ack // heartbeats in seq order
 	writes []ack // clients' acknowledged rows
@@ -87,7 +92,7 @@ func newWorld(pg *pgtest.Cluster, foreign *pgtest.Cluster, sysid string) *world 
 	now := time.Now()
 	w := &world{pg: pg, foreign: foreign, sysid: sysid, primary: pg.Nodes[0], timeline: 1,
 		forks: map[int]LSN{}, promotedAt: map[string]time.Time{pg.Nodes[0].Addr(): now.Add(-time.Hour)},
-		demotedAt: map[string]time.Time{}, killedAt: map[string]time.Time{}, genStart: now}
+		demotedAt: map[string]time.Time{}, killedAt: map[string]time.Time{}, restartedAt: map[string]time.Time{}, genStart: now}
 	return w
 }
 
@@ -108,6 +113,21 @@ func (w *world) configured(ip string) bool {
 		return true
 	}
 	return w.foreign != nil && w.foreign.Nodes[0].IP == ip
+}
+
+// restarting records that n is about to be stopped and started again.
+func (w *world) restarting(n *pgtest.Node) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.restartedAt[n.Addr()] = time.Now()
+}
+
+// restartedSince reports whether the node at addr was restarted after t.
+func (w *world) restartedSince(addr string, t time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.restartedAt[addr]
+	return ok && r.After(t)
 }
 
 func (w *world) currentPrimary() *pgtest.Node {
