@@ -76,10 +76,12 @@ type Prober struct {
 	kicks   []chan struct{} // per host (flat index): probe now
 	driven  []atomic.Int64  // per host: when a round last kicked it (Unix ns)
 
-	active    atomic.Bool
-	activate  chan struct{} // tells the aggregator to publish at once
-	ready     chan struct{} // closed when every host has had a result
-	readyOnce sync.Once
+	active       atomic.Bool
+	activate     chan Knowledge // tells the aggregator to adopt it, then publish at once
+	stopped      chan struct{}  // closed when Run returns
+	knowledgeReq chan chan Knowledge
+	ready        chan struct{} // closed when every host has had a result
+	readyOnce    sync.Once
 
 	refreshMu  sync.Mutex
 	refreshing map[string]*refreshes         // by cluster name
@@ -110,13 +112,15 @@ type result struct {
 func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Logger, defaultCluster string) *Prober {
 	p := &Prober{
 		cfg: cfg, table: table, newChecker: newChecker, log: log, now: time.Now, defCluster: defaultCluster,
-		results:    make(chan result, 64),
-		history:    map[*zone.Host]*walHistory{},
-		prevReplay: map[*zone.Host]replaySample{},
-		lastExact:  map[*zone.Host]zone.TimelineEnd{},
-		refreshing: map[string]*refreshes{},
-		activate:   make(chan struct{}, 1),
-		ready:      make(chan struct{}),
+		results:      make(chan result, 64),
+		history:      map[*zone.Host]*walHistory{},
+		prevReplay:   map[*zone.Host]replaySample{},
+		lastExact:    map[*zone.Host]zone.TimelineEnd{},
+		refreshing:   map[string]*refreshes{},
+		activate:     make(chan Knowledge, 1),
+		stopped:      make(chan struct{}),
+		knowledgeReq: make(chan chan Knowledge),
+		ready:        make(chan struct{}),
 	}
 	p.active.Store(!cfg.Inactive)
 	for _, cc := range cfg.Clusters {
@@ -142,6 +146,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 // Run probes until ctx is done. It returns after every host goroutine has
 // stopped and closed its connection.
 func (p *Prober) Run(ctx context.Context) {
+	defer close(p.stopped)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ci, c := range p.state {
@@ -176,7 +181,14 @@ func (p *Prober) Run(ctx context.Context) {
 				}
 			}
 		case <-tick.C:
-		case <-p.activate:
+		case k := <-p.activate:
+			// Adopt before publishing anything: the first snapshot
+			// already knows what the predecessor knew.
+			p.adopt(k)
+			p.active.Store(true)
+		case reply := <-p.knowledgeReq:
+			reply <- p.export()
+			continue
 		}
 		p.publish()
 		p.published.Store(p.last)
@@ -187,12 +199,17 @@ func (p *Prober) Run(ctx context.Context) {
 // Ready is closed once every host has been probed at least once.
 func (p *Prober) Ready() <-chan struct{} { return p.ready }
 
-// Activate makes an inactive prober publish, at once.
-func (p *Prober) Activate() {
-	p.active.Store(true)
+// Activate makes an inactive prober publish, at once, after it has
+// adopted what predecessor (the prober it replaces, or nil) has learned.
+// The predecessor must still be running.
+func (p *Prober) Activate(ctx context.Context, predecessor *Prober) {
+	var k Knowledge
+	if predecessor != nil {
+		k = predecessor.knowledge(ctx)
+	}
 	select {
-	case p.activate <- struct{}{}:
-	default:
+	case p.activate <- k:
+	case <-ctx.Done():
 	}
 }
 

@@ -230,7 +230,11 @@ func (a *App) swap(probing *config.Config) error {
 	}
 	old := a.running
 	old.p.Deactivate()
-	next.p.Activate()
+	// The new prober inherits what the old one learned (identity, newest
+	// timeline, timeline histories, WAL clocks) before it publishes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	next.p.Activate(ctx, old.p)
+	cancel()
 	a.prober.Store(next.p)
 	a.running = next
 	a.probing = probing

@@ -78,6 +78,20 @@ func TestSupersededPrimaryNeverReturns(t *testing.T) {
 	if !strings.Contains(hosts, "writable on timeline 1, superseded by timeline 2") {
 		t.Errorf("/v1/hosts does not say why the old primary is out: %s", hosts)
 	}
+
+	// A reload starts a new prober, which sees only the old primary and
+	// its replica on timeline 1. It inherits what the old prober knew.
+	next := *e.cfg
+	next.Probe.Interval = 150 * time.Millisecond
+	if err := e.app.Reload(&next); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if got := e.ips(t, "primary.db.local."); len(got) != 0 {
+			t.Fatalf("after a reload primary.db.local answered %v: the newest timeline was forgotten", got)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
 }
 
 // A replica that applies WAL 200ms late never passes lag-50ms under steady

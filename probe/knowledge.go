@@ -1,0 +1,99 @@
+package probe
+
+import "context"
+
+// Knowledge is what a prober learns over time and a successor probing the
+// same hosts must not have to learn again: each cluster's identity and
+// newest timeline (without them a superseded primary could be answered
+// again right after a reload), its timeline histories (lsn- tokens with a
+// timeline), and each primary's WAL clock (lag bounds). A reload or a
+// Patroni membership change starts a new prober; it inherits this from the
+// one it replaces. A restart of pgdns starts from nothing.
+type Knowledge struct {
+	clusters map[string]clusterKnowledge
+}
+
+type clusterKnowledge struct {
+	identity  uint64
+	newest    uint32
+	timelines map[uint32]timelineHistory
+	clocks    map[string]*walHistory // by host address
+}
+
+// knowledge returns a copy of what p has learned, read by its aggregator;
+// the zero Knowledge when p has stopped or ctx ends first.
+func (p *Prober) knowledge(ctx context.Context) Knowledge {
+	reply := make(chan Knowledge, 1)
+	select {
+	case p.knowledgeReq <- reply:
+	case <-ctx.Done():
+		return Knowledge{}
+	case <-p.stopped:
+		return Knowledge{}
+	}
+	select {
+	case k := <-reply:
+		return k
+	case <-ctx.Done():
+		return Knowledge{}
+	}
+}
+
+// export copies the aggregator's knowledge. Only the aggregator calls it.
+func (p *Prober) export() Knowledge {
+	k := Knowledge{clusters: map[string]clusterKnowledge{}}
+	for ci, c := range p.state {
+		ck := clusterKnowledge{identity: c.Identity, newest: c.NewestTimeline,
+			timelines: map[uint32]timelineHistory{}, clocks: map[string]*walHistory{}}
+		for tl, h := range p.timelines[ci] {
+			ck.timelines[tl] = h // entries are never modified in place
+		}
+		for hi := range c.Hosts {
+			if w := p.history[&c.Hosts[hi]]; w != nil {
+				ck.clocks[c.Hosts[hi].Addr] = &walHistory{owner: w.owner, timeline: w.timeline,
+					marks: append([]walMark(nil), w.marks...)}
+			}
+		}
+		k.clusters[c.Name] = ck
+	}
+	return k
+}
+
+// adopt folds a predecessor's knowledge into the aggregator's state, for
+// the clusters and hosts both probe. Only the aggregator calls it.
+func (p *Prober) adopt(k Knowledge) {
+	for ci, c := range p.state {
+		old, ok := k.clusters[c.Name]
+		if !ok || (c.IdentityPinned && old.identity != c.Identity) {
+			continue
+		}
+		if c.Identity != 0 && old.identity != c.Identity {
+			continue // the predecessor knew another cluster under this name
+		}
+		c.Identity = old.identity
+		c.NewestTimeline = max(c.NewestTimeline, old.newest)
+		for tl, h := range old.timelines {
+			if cur, ok := p.timelines[ci][tl]; !ok || !cur.fromFile {
+				p.timelines[ci][tl] = h
+			}
+		}
+		for hi := range c.Hosts {
+			h := &c.Hosts[hi]
+			w := old.clocks[h.Addr]
+			if w == nil {
+				continue
+			}
+			if mine := p.history[h]; mine != nil && mine.timeline == w.timeline {
+				for _, m := range mine.marks {
+					w.add(m.first, m.lsn)
+					w.add(m.last, m.lsn)
+				}
+			} else if mine != nil {
+				continue // the host moved on: the older clock is of no use
+			}
+			if !h.InRecovery && h.Seen {
+				p.history[h] = w
+			}
+		}
+	}
+}
