@@ -91,6 +91,7 @@ type envOptions struct {
 	Replicas string   // clusters.main.replicas, default all
 	DSN      string   // probe.dsn, default user=postgres
 	Extra    []string // more host:port entries after the cluster's nodes
+	Hosts    []string // the whole host list, in this order, instead of the nodes and Extra
 	Listen   string   // dns.listen, default 127.0.0.1:0
 	MinGap   string   // dns.lsn_refresh_min_gap, default the built-in one
 }
@@ -107,6 +108,15 @@ func newEnv(t *testing.T, ips []string, interval string) *env {
 // answers the primary.
 func attach(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
 	t.Helper()
+	e := launch(t, pg, o)
+	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[0].IP})
+	return e
+}
+
+// launch starts pgdns in front of a cluster and returns at once, for tests
+// in which pgdns must not (yet) answer a primary.
+func launch(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
+	t.Helper()
 	o.Interval = cmp.Or(o.Interval, "100ms")
 	o.Timeout = cmp.Or(o.Timeout, "1s")
 	o.LSNWait = cmp.Or(o.LSNWait, "0s")
@@ -118,6 +128,9 @@ func attach(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
 		hosts = append(hosts, n.Addr())
 	}
 	hosts = append(hosts, o.Extra...)
+	if o.Hosts != nil {
+		hosts = o.Hosts
+	}
 	minGap := ""
 	if o.MinGap != "" {
 		minGap = "  lsn_refresh_min_gap: " + o.MinGap + "\n"
@@ -139,9 +152,7 @@ clusters:
     hosts: [%s]
     replicas: %s
 `, o.Listen, o.LSNWait, minGap, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas))
-	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
-	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[0].IP})
-	return e
+	return &env{pg: pg, app: a, cfg: cfg, logs: logs}
 }
 
 // query asks pgdns over network ("udp" or "tcp").
