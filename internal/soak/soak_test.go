@@ -3,8 +3,10 @@ package soak
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,8 +54,23 @@ func TestSoakShort(t *testing.T) {
 	}
 	t.Logf("\n%s", rep)
 	if len(rep.Violations) > 0 {
-		t.Errorf("%d violations (seed %d; reproduce with make soak SEED=%d SHORT=1)\nprogress:\n%s", len(rep.Violations), rep.Seed, rep.Seed, progress)
+		t.Errorf("%d violations (seed %d; reproduce with make soak SEED=%d SHORT=1)\nprogress:\n%s\npgdns's warnings and errors:\n%s",
+			len(rep.Violations), rep.Seed, rep.Seed, progress, warnings(pgdnsLog.String(), 40))
 	}
+}
+
+// warnings returns up to n lines of a slog text log at WARN or ERROR.
+func warnings(log string, n int) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			out = append(out, line)
+		}
+	}
+	if len(out) > n {
+		out = append(out[:n], fmt.Sprintf("… and %d more", len(out)-n))
+	}
+	return strings.Join(out, "\n")
 }
 
 func TestPlanIsTheSeeds(t *testing.T) {
