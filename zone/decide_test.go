@@ -132,3 +132,76 @@ func TestSyncStandbyRows(t *testing.T) {
 		})
 	}
 }
+
+// The cluster's identity: a tie fails closed, a stray never takes over an
+// established identity while one of its hosts lives, a rebuilt cluster is
+// recognised by a majority of all configured hosts, and a pinned identity
+// never changes.
+func TestIdentity(t *testing.T) {
+	stray, primary, replica := seen("10.0.0.9", false, 0), seen("10.0.0.1", false, 0), seen("10.0.0.2", true, 0)
+	stray.SystemID = 99
+	c := &Cluster{Name: "main", Hosts: []Host{stray, primary, replica}}
+	c.Hosts[2].Fails = 3 // the replica is down: one host each
+	c.Decide(t0, stale, 3)
+	if c.Identity != 0 || c.Primary != -1 || c.Hosts[0].Aside != AsideForeign || c.Hosts[1].Aside != AsideForeign {
+		t.Fatalf("tie: identity %d primary %d asides %v %v", c.Identity, c.Primary, c.Hosts[0].Aside, c.Hosts[1].Aside)
+	}
+	c.Hosts[2].Fails = 0
+	c.Decide(t0, stale, 3)
+	if c.Identity != 7 || c.Primary != 1 {
+		t.Fatalf("majority: identity %d primary %d", c.Identity, c.Primary)
+	}
+	c.Hosts[2].Fails = 3
+	c.Decide(t0, stale, 3)
+	if c.Identity != 7 || c.Primary != 1 {
+		t.Fatalf("established identity not kept on a tie: identity %d primary %d", c.Identity, c.Primary)
+	}
+	c.Hosts[1].Fails = 3 // only the stray lives
+	c.Decide(t0, stale, 3)
+	if c.Identity != 7 || c.Primary != -1 {
+		t.Fatalf("a lone stray took over: identity %d primary %d", c.Identity, c.Primary)
+	}
+	// Rebuilt: every host comes back with a new identity.
+	for i := range c.Hosts {
+		c.Hosts[i].Fails, c.Hosts[i].SystemID = 0, 42
+	}
+	c.Hosts[0].InRecovery = true
+	c.Decide(t0, stale, 3)
+	if c.Identity != 42 || c.Primary == -1 {
+		t.Fatalf("rebuilt cluster: identity %d primary %d", c.Identity, c.Primary)
+	}
+
+	pinned := &Cluster{Name: "main", Identity: 99, IdentityPinned: true, Hosts: []Host{seen("10.0.0.1", false, 0), seen("10.0.0.2", true, 0)}}
+	pinned.Decide(t0, stale, 3)
+	if pinned.Identity != 99 || pinned.Primary != -1 {
+		t.Fatalf("pinned identity moved: %d primary %d", pinned.Identity, pinned.Primary)
+	}
+}
+
+// A writable host on a timeline older than the newest one seen is never
+// the primary, even once the newest timeline's hosts are gone; a host
+// whose timeline is only a lower bound never vouches for a timeline token.
+func TestNewestTimelineIsRemembered(t *testing.T) {
+	old, promoted := seen("10.0.0.1", false, 0), seen("10.0.0.2", false, 0)
+	promoted.Timeline = 2
+	c := &Cluster{Name: "main", Hosts: []Host{old, promoted}}
+	c.Decide(t0, stale, 3)
+	if c.Primary != 1 || c.NewestTimeline != 2 {
+		t.Fatalf("primary %d newest %d", c.Primary, c.NewestTimeline)
+	}
+	c.Hosts[1].Fails = 3
+	c.Decide(t0, stale, 3)
+	if c.Primary != -1 || c.Hosts[0].Aside != AsideSuperseded {
+		t.Fatalf("the superseded primary came back: primary %d aside %v", c.Primary, c.Hosts[0].Aside)
+	}
+
+	r := seen("10.0.0.3", true, 0x9000)
+	r.Timeline, r.History = 2, []TimelineEnd{{Timeline: 1, End: 0x8000}}
+	if !r.hasHistory(1, 0x7000) {
+		t.Fatal("an exact timeline with history did not vouch for a token before the fork")
+	}
+	r.TimelineExact = false
+	if r.hasHistory(1, 0x7000) || r.hasHistory(2, 0x7000) {
+		t.Fatal("a lower-bound timeline vouched for a timeline token")
+	}
+}

@@ -161,7 +161,7 @@ func (a *App) startProber(cfg *config.Config, active bool) (*runningProber, erro
 	pcfg.MinRefreshGap = cfg.DNS.LSNRefreshMinGap
 	pcfg.Hooks.RefreshRound, pcfg.Hooks.RefreshCoalesced = a.metrics.RefreshRound, a.metrics.RefreshCoalesced
 	for _, c := range cfg.Clusters {
-		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly})
+		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly, SystemID: c.SystemID})
 	}
 	rp := &runningProber{p: probe.New(pcfg, a.table, newChecker, a.log, cfg.DNS.DefaultCluster), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -86,6 +86,11 @@ type Cluster struct {
 	Hosts     []string
 	Patroni   []string
 	AsyncOnly bool // replicas: async
+
+	// SystemID pins the cluster's system identifier (system_identifier:
+	// pg_control_system() as PostgreSQL prints it); 0 lets pgdns establish
+	// it from the hosts' majority.
+	SystemID uint64
 }
 
 // DefaultLSNRefreshMinGap is the default dns.lsn_refresh_min_gap: short
@@ -116,7 +121,7 @@ var defaults = map[string]any{
 var (
 	topKeys = []string{"dns.listen", "dns.zone", "dns.ttl", "dns.default_cluster", "dns.lsn_wait", "dns.lsn_refresh_min_gap", "dns.rate_limit",
 		"dns.nameservers", "http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn"}
-	clusterKeys = []string{"hosts", "patroni", "replicas"}
+	clusterKeys = []string{"hosts", "patroni", "replicas", "system_identifier"}
 )
 
 // Load reads the file at path (which must exist), applies environ (as from
@@ -257,6 +262,7 @@ func fromKoanf(k *koanf.Koanf) (*Config, error) {
 		default:
 			r.fail(prefix+".replicas", "must be all or async, got %q", v)
 		}
+		c.SystemID = r.systemID(prefix + ".system_identifier")
 		cfg.Clusters = append(cfg.Clusters, c)
 	}
 
@@ -286,6 +292,31 @@ func (r *reader) str(key string) string {
 	}
 	r.fail(key, "must be a string, got %q", fmt.Sprint(v))
 	return ""
+}
+
+// systemID reads a PostgreSQL system identifier: a positive decimal
+// number, written as a YAML number or, safer from float rounding in other
+// tools, a string. Absent is 0.
+func (r *reader) systemID(key string) uint64 {
+	v := r.k.Get(key)
+	var text string
+	switch v := v.(type) {
+	case nil:
+		return 0
+	case string:
+		text = v
+	case int, int64, uint64:
+		text = fmt.Sprint(v)
+	default:
+		r.fail(key, "must be a system identifier (digits, as pg_control_system() prints it), got %q", fmt.Sprint(v))
+		return 0
+	}
+	n, err := strconv.ParseUint(text, 10, 64)
+	if err != nil || n == 0 {
+		r.fail(key, "must be a system identifier (digits, as pg_control_system() prints it), got %q", text)
+		return 0
+	}
+	return n
 }
 
 func (r *reader) duration(key string, zeroOK bool) time.Duration {

@@ -91,6 +91,7 @@ func TestErrorsNameTheKeyAndQuoteTheValue(t *testing.T) {
 		{"no clusters", "dns:\n  ttl: 1\n", []string{`clusters must define at least one cluster`}},
 		{"empty cluster", "clusters:\n  main:\n    replicas: all\n", []string{`clusters.main.hosts must list at least one host:port`}},
 		{"bad replicas", "clusters:\n  main:\n    hosts: [h:1]\n    replicas: some\n", []string{`clusters.main.replicas must be all or async, got "some"`}},
+		{"bad system identifier", "clusters:\n  main:\n    hosts: [h:1]\n    system_identifier: 12ab\n", []string{`clusters.main.system_identifier must be a system identifier (digits, as pg_control_system() prints it), got "12ab"`}},
 		{"bad patroni", "clusters:\n  main:\n    patroni: [ftp://x]\n", []string{`clusters.main.patroni[0] must be an http or https URL, got "ftp://x"`}},
 		{"no default", "clusters:\n  a:\n    hosts: [h:1]\n  b:\n    hosts: [i:1]\n", []string{`dns.default_cluster must be set when there is more than one cluster`}},
 		{"unknown default", minimal + "dns:\n  default_cluster: other\n", []string{`dns.default_cluster must name a cluster in clusters, got "other"`}},
@@ -177,5 +178,24 @@ func TestLSNRefreshMinGap(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("lsn_refresh_min_gap %s: error %v, want %q", value, err, want)
 		}
+	}
+}
+
+func TestSystemIdentifierPin(t *testing.T) {
+	for name, yaml := range map[string]string{
+		"YAML number": minimal + "    system_identifier: 7000000000000000001\n",
+		"string":      minimal + "    system_identifier: \"7000000000000000001\"\n",
+	} {
+		cfg, err := Load(write(t, yaml), nil)
+		if err != nil || cfg.Clusters[0].SystemID != 7000000000000000001 {
+			t.Errorf("%s: %v, %v", name, cfg, err)
+		}
+	}
+	cfg, err := Load(write(t, minimal), []string{"PGDNS_CLUSTERS__MAIN__SYSTEM_IDENTIFIER=7000000000000000002"})
+	if err != nil || cfg.Clusters[0].SystemID != 7000000000000000002 {
+		t.Fatalf("from the environment: %v, %v", cfg, err)
+	}
+	if cfg, err := Load(write(t, minimal), nil); err != nil || cfg.Clusters[0].SystemID != 0 {
+		t.Fatalf("unpinned: %v, %v", cfg, err)
 	}
 }
