@@ -37,9 +37,7 @@ func (p *Prober) record(r result) {
 			tl = max(tl, h.Timeline)
 		}
 	}
-	if c.Identity != 0 && s.SystemID == c.Identity {
-		p.learnTimelines(r.cluster, h, continuous, s, tl, exact)
-	}
+	p.learnTimelines(r.cluster, h, continuous, s, tl, exact, c.Identity != 0 && s.SystemID == c.Identity)
 
 	if s.InRecovery && continuous && h.InRecovery {
 		p.prevReplay[h] = replaySample{at: h.ProbedAt, replay: h.ReplayLSN}

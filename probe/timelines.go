@@ -30,20 +30,19 @@ type timelineHistory struct {
 // bound. A host seen writable on a, or with a failed probe or a restart in
 // between (re-cloned, rewound), proves nothing: its last position on a may
 // lie past the fork. Of two lower bounds for one timeline the smaller is
-// kept.
-func (p *Prober) learnTimelines(ci int, h *zone.Host, continuous bool, s Sample, tl uint32, exact bool) {
+// kept. Only a host of the cluster's identity (ours) teaches anything.
+func (p *Prober) learnTimelines(ci int, h *zone.Host, continuous bool, s Sample, tl uint32, exact, ours bool) {
 	known := p.timelines[ci]
-	if exact && len(s.History) > 0 {
+	if ours && exact && len(s.History) > 0 {
 		known[tl] = timelineHistory{ends: s.History, fromFile: true}
 	}
-	last, seen := p.lastExact[h]
-	switch {
-	case !continuous || !exact:
-		if !continuous {
-			delete(p.lastExact, h)
-		}
+	if !continuous {
+		delete(p.lastExact, h)
+	}
+	if !exact {
 		return
-	case seen && tl > last.Timeline && !known[tl].fromFile:
+	}
+	if last, seen := p.lastExact[h]; ours && seen && tl > last.Timeline && !known[tl].fromFile {
 		parent := known[last.Timeline].ends
 		watched := append(parent[:len(parent):len(parent)], last)
 		known[tl] = timelineHistory{ends: mergeLowerBounds(known[tl].ends, watched)}
