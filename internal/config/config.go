@@ -304,6 +304,9 @@ func (r *reader) systemID(key string) uint64 {
 	case nil:
 		return 0
 	case string:
+		if v == "" {
+			return 0
+		}
 		text = v
 	case int, int64, uint64:
 		text = fmt.Sprint(v)
