@@ -19,7 +19,8 @@ import (
 // everything.
 func TestDemo(t *testing.T) {
 	pgtest.Require(t)
-	o := options{dns: "127.0.50.53:5353", http: "127.0.50.53:8080", ips: []string{"127.0.50.11", "127.0.50.12", "127.0.50.13"}}
+	b := pgtest.Addrs(t)
+	o := options{dns: b.Addr(53, 5353), http: b.Addr(53, 8080), ips: b.IPs(3)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out bytes.Buffer
@@ -59,11 +60,11 @@ func TestDemo(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the demo did not stop")
 	}
-	if !strings.Contains(out.String(), "dig @127.0.50.53 -p 5353 lag-50ms.replica.db.local") ||
+	if !strings.Contains(out.String(), "dig @"+b.IP(53)+" -p 5353 lag-50ms.replica.db.local") ||
 		!strings.Contains(out.String(), "stopping PostgreSQL") {
 		t.Errorf("demo output:\n%s", out.String())
 	}
-	if c, err := net.DialTimeout("tcp", "127.0.50.11:5432", time.Second); err == nil {
+	if c, err := net.DialTimeout("tcp", o.ips[0]+":5432", time.Second); err == nil {
 		c.Close()
 		t.Error("PostgreSQL still runs after the demo stopped")
 	}

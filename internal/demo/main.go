@@ -67,6 +67,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	defer cancel()
 	pg, err := pgtest.Start(startCtx, pgtest.Options{IPs: o.ips})
 	if err != nil {
+		if ctx.Err() != nil {
+			// Ctrl-C during start-up: Start has stopped what it started
+			// and removed its files.
+			fmt.Fprintln(out, "interrupted; PostgreSQL stopped and its files removed")
+			return nil
+		}
 		return err
 	}
 	defer func() {

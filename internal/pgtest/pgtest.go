@@ -240,10 +240,23 @@ func (c *Cluster) run(ctx context.Context, name string, args ...string) (string,
 	cmd.Dir = c.root
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// Each step runs in a process group of its own: a Ctrl-C at the
+	// terminal reaches only us, and we stop the whole step, runuser and
+	// all, with SIGINT, which pg_ctl start passes on to the server it is
+	// starting. Killing runuser alone would leave its child running on,
+	// to start a server or write a data directory after Close.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
 	// pg_ctl start leaves the server running with our pipes open; don't
-	// wait for it to close them.
+	// wait for it to close them. A step still running this long after
+	// SIGINT is killed.
 	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+	err := cmd.Run()
+	if cmd.Process != nil && ctx.Err() != nil {
+		// Whatever of the step is left (a child of a killed runuser).
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if err != nil && !errors.Is(err, exec.ErrWaitDelay) {
 		return out.String(), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out.String())
 	}
 	return out.String(), nil
