@@ -6,6 +6,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -142,4 +143,31 @@ func (n *Node) CheckpointLSN(ctx context.Context) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("pg_controldata -D %s: no latest checkpoint location", n.Dir)
+}
+
+// SignalWalsenders sends sig to the node's WAL senders only: SIGSTOP holds
+// back replication while the server keeps committing (asynchronous
+// replication then loses those commits if the node dies), SIGKILL ends
+// them.
+func (n *Node) SignalWalsenders(sig syscall.Signal) error {
+	var errs []error
+	for _, pid := range n.processesTitled("walsender") {
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// processesTitled lists the node's backends whose process title starts
+// with kind ("walsender", "checkpointer", ...).
+func (n *Node) processesTitled(kind string) []int {
+	var out []int
+	for _, pid := range n.processes() {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if err == nil && strings.HasPrefix(string(cmdline), "postgres: "+n.Name+": "+kind) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -55,6 +56,9 @@ func (f Fault) String() string {
 	s := fmt.Sprintf("#%d %s after %s", f.N, f.Kind, f.Gap.Round(time.Millisecond))
 	if f.Dur > 0 {
 		s += fmt.Sprintf(", for %s", f.Dur.Round(time.Millisecond))
+	}
+	if f.Mode != "" {
+		s += ", " + f.Mode
 	}
 	return s + fmt.Sprintf(", pick %d", f.Pick)
 }
@@ -113,6 +117,15 @@ func (p *Planner) Next() (f Fault, ok bool) {
 	case RestartReplica:
 		f.Mode = []string{"fast", "immediate"}[p.rng.IntN(2)]
 	}
+	if kind == KillFailover {
+		// Half the kills find the replicas behind (replication held back
+		// for a moment while the primary takes writes), so that acknowledged writes
+		// are lost with it, as asynchronous replication allows. Drawn
+		// from Pick, not the generator, so that schedules stay as before.
+		if (f.Pick/2)%2 == 1 {
+			f.Mode = "lagging"
+		}
+	}
 	return f, true
 }
 
@@ -136,10 +149,14 @@ func (h *harness) inject(ctx context.Context) []*faultRecord {
 		if !ok || (!h.opts.Short && time.Now().Add(f.Gap).After(deadline)) {
 			return out
 		}
+		gap := f.Gap
+		if h.opts.Short {
+			gap /= 2 // the short soak keeps make test near a minute
+		}
 		select {
 		case <-ctx.Done():
 			return out
-		case <-time.After(f.Gap):
+		case <-time.After(gap):
 		}
 		r := &faultRecord{Fault: f, start: time.Now()}
 		h.logf("fault %s", f)
@@ -232,14 +249,27 @@ func (h *harness) failover(ctx context.Context, f Fault, old *pgtest.Node, repli
 	other := replicas[(f.Pick+1)%len(replicas)]
 	var how string
 	if f.Kind == KillFailover {
-		if err := old.KillPostmaster(); err != nil {
+		if f.Mode == "lagging" {
+			// Hold replication back while the primary commits; those
+			// commits die with it.
+			if err := old.SignalWalsenders(syscall.SIGSTOP); err != nil {
+				return "", err
+			}
+			time.Sleep(300 * time.Millisecond)
+			how = "WAL senders frozen 300ms, "
+		}
+		err := old.KillPostmaster()
+		if f.Mode == "lagging" {
+			err = errors.Join(err, old.SignalWalsenders(syscall.SIGKILL))
+		}
+		if err != nil {
 			return "", err
 		}
 		now := time.Now()
 		w.mu.Lock()
 		w.primary, w.demotedAt[old.Addr()], w.killedAt[old.Addr()] = nil, now, now
 		w.mu.Unlock()
-		how = "killed " + old.Addr()
+		how += "killed " + old.Addr()
 	} else {
 		if err := old.Stop(ctx, "fast"); err != nil {
 			return "", err
