@@ -76,7 +76,7 @@ func New(table *zone.Table) *Metrics {
 	}, []string{"cluster"})
 	m.refreshCoalesced = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pgdns_lsn_refresh_coalesced_total",
-		Help: "Refreshes asked for by lsn- lookups that started no round of their own: they shared the round running, or waited for the next one (dns.lsn_refresh_min_gap).",
+		Help: "Refreshes asked for by lsn- lookups that started no round at once: they waited for the next round, because one was running or the last started less than dns.lsn_refresh_min_gap ago (reason running, min_gap).",
 	}, []string{"cluster", "reason"})
 	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced)
 	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.splitBrains, m.httpRequests,
@@ -129,8 +129,9 @@ func (m *Metrics) RefreshRound(cluster string) {
 	m.refreshRounds.WithLabelValues(cluster).Inc()
 }
 
-// RefreshCoalesced counts one refresh asked for that started no round of
-// its own, with why: "running" or "min_gap".
+// RefreshCoalesced counts one refresh asked for that started no round at
+// once, with why: "running" or "min_gap" (probe.CoalescedRunning,
+// probe.CoalescedMinGap).
 func (m *Metrics) RefreshCoalesced(cluster, why string) {
 	m.refreshCoalesced.WithLabelValues(cluster, why).Inc()
 }
