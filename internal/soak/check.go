@@ -38,8 +38,9 @@ var Classes = []string{ClassPrimary, ClassReplica, ClassLag, ClassBytes, ClassLS
 //     this pgdns had already answered as primary; the write made there is
 //     on the final primary (unless its primary was killed before the write
 //     was replicated: async replication's loss, counted apart);
-//   - replica names: the host is in recovery, unless it was promoted less
-//     than Grace before the question; the newest timeline history it holds
+//   - replica names: the host is in recovery, unless its promotion was
+//     under way or completed (pg_ctl promote returned) less than Grace
+//     before the question; the newest timeline history it holds
 //     is not older than a timeline this pgdns had already answered;
 //   - lag-50ms: staleness ≤ 50ms + Stale + (read done − question sent),
 //     where staleness is at least (read sent − ack time of the first
@@ -345,6 +346,7 @@ func (h *harness) hostRules(q question, ip string, info hostInfo, primary bool) 
 	addr := ip + ":5432"
 	w.mu.Lock()
 	promoted, wasPrimary := w.promotedAt[addr]
+	promoting := w.promoting[addr]
 	demoted, wasDemoted := w.demotedAt[addr]
 	current := w.primary != nil && w.primary.Addr() == addr
 	timeline := w.timeline
@@ -371,10 +373,10 @@ func (h *harness) hostRules(q question, ip string, info hostInfo, primary bool) 
 				fmt.Sprintf("%s is writable on timeline %d; this pgdns had already answered a primary on timeline %d (newest %d); host said: %s", ip, info.tl, known, timeline, h.said(q, info)))
 		}
 	case !info.recovery:
-		if !wasPrimary || promoted.Before(cutoff) {
+		if !promoting && (!wasPrimary || promoted.Before(cutoff)) {
 			when := "was never promoted"
 			if wasPrimary {
-				when = fmt.Sprintf("was promoted %s before the question", q.sent.Sub(promoted).Round(time.Millisecond))
+				when = fmt.Sprintf("its promotion had completed %s before the question", q.sent.Sub(promoted).Round(time.Millisecond))
 			}
 			return h.violation(q, "a replica name never answers the primary", fmt.Sprintf("%s is writable and %s (grace %s); host said: %s", ip, when, Grace, h.said(q, info)))
 		}

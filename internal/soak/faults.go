@@ -289,18 +289,22 @@ func (h *harness) failover(ctx context.Context, f Fault, old *pgtest.Node, repli
 		}
 	}
 	time.Sleep(f.Dur)
-	// Promoted from the moment it is asked: it may be writable (and
-	// answered so) before pg_ctl promote returns.
+	// Promoting from the moment it is asked: it may be writable (and
+	// answered so) before pg_ctl promote returns, but it is only known to
+	// be writable once it has returned; the grace counts from then.
 	w.mu.Lock()
-	w.promotedAt[cand.Addr()] = time.Now()
+	w.promotedAt[cand.Addr()], w.promoting[cand.Addr()] = time.Now(), true
 	w.mu.Unlock()
-	if err := cand.Promote(ctx); err != nil {
+	err := cand.Promote(ctx)
+	w.mu.Lock()
+	w.promotedAt[cand.Addr()], w.promoting[cand.Addr()] = time.Now(), false
+	w.mu.Unlock()
+	if err != nil {
 		return how, err
 	}
 	var (
 		tl    int
 		forks map[int]LSN
-		err   error
 	)
 	for range 20 { // the new primary may be slow to take connections under load
 		if tl, forks, err = history(ctx, cand); err == nil {

@@ -71,7 +71,8 @@ type world struct {
 	timeline int          // newest timeline of the cluster
 	forks    map[int]LSN  // where timeline T ended (switch to T+1)
 
-	promotedAt map[string]time.Time // node addr → when it last became primary
+	promotedAt map[string]time.Time // node addr → when it last became primary (pg_ctl promote returned)
+	promoting  map[string]bool      // node addr → a promotion was asked for and has not returned
 	demotedAt  map[string]time.Time // node addr → when it last stopped being primary
 	killedAt   map[string]time.Time // node addr → when it was last killed as primary (a lossy failover)
 	// restartedAt: node addr → when it was last stopped to be restarted or
@@ -92,7 +93,7 @@ func newWorld(pg *pgtest.Cluster, foreign *pgtest.Cluster, sysid string) *world 
 	now := time.Now()
 	w := &world{pg: pg, foreign: foreign, sysid: sysid, primary: pg.Nodes[0], timeline: 1,
 		forks: map[int]LSN{}, promotedAt: map[string]time.Time{pg.Nodes[0].Addr(): now.Add(-time.Hour)},
-		demotedAt: map[string]time.Time{}, killedAt: map[string]time.Time{}, restartedAt: map[string]time.Time{}, genStart: now}
+		demotedAt: map[string]time.Time{}, killedAt: map[string]time.Time{}, restartedAt: map[string]time.Time{}, promoting: map[string]bool{}, genStart: now}
 	return w
 }
 
