@@ -24,7 +24,8 @@ func check(t *testing.T, newChecker NewCheckerFunc, addr string, timeout time.Du
 
 func TestPostgresCheckerReadsPrimaryAndReplica(t *testing.T) {
 	t.Parallel()
-	cl := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.1.11", "127.0.1.12"}})
+	ips := pgtest.Addrs(t).IPs(2)
+	cl := pgtest.New(t, pgtest.Options{IPs: ips})
 	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
 	if err != nil {
 		t.Fatal(err)
@@ -33,21 +34,21 @@ func TestPostgresCheckerReadsPrimaryAndReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.InRecovery || p.WriteLSN == 0 || p.ReplayLSN != p.WriteLSN || p.Timeline != 1 || p.SystemID == 0 || p.IP.String() != "127.0.1.11" {
+	if p.InRecovery || p.WriteLSN == 0 || p.ReplayLSN != p.WriteLSN || p.Timeline != 1 || p.SystemID == 0 || p.IP.String() != ips[0] {
 		t.Fatalf("primary sample %+v", p)
 	}
 	r, err := check(t, newChecker, cl.Nodes[1].Addr(), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.InRecovery || r.WriteLSN != 0 || r.ReplayLSN == 0 || r.Timeline != 1 || r.SystemID != p.SystemID || r.IP.String() != "127.0.1.12" {
+	if !r.InRecovery || r.WriteLSN != 0 || r.ReplayLSN == 0 || r.Timeline != 1 || r.SystemID != p.SystemID || r.IP.String() != ips[1] {
 		t.Fatalf("replica sample %+v (primary %+v)", r, p)
 	}
 }
 
 func TestPostgresCheckerURLDSN(t *testing.T) {
 	t.Parallel()
-	cl := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.1.21"}})
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
 	newChecker, err := PostgresCheckers("postgres://postgres@/postgres?sslmode=disable&connect_timeout=3")
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestPostgresCheckerURLDSN(t *testing.T) {
 // A host that accepts TCP and never speaks fails at the probe's deadline.
 func TestPostgresCheckerHungHost(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.1.31:0")
+	ln, err := net.Listen("tcp", pgtest.Addrs(t).Addr(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestPostgresCheckerHungHost(t *testing.T) {
 func TestPostgresCheckerRefused(t *testing.T) {
 	t.Parallel()
 	newChecker, _ := PostgresCheckers("user=postgres sslmode=disable")
-	_, err := check(t, newChecker, "127.0.1.41:1", time.Second)
+	_, err := check(t, newChecker, pgtest.Addrs(t).Addr(1, 1), time.Second)
 	if err == nil || !strings.Contains(err.Error(), "connect") {
 		t.Fatalf("err = %v", err)
 	}
@@ -103,7 +104,7 @@ func TestPostgresCheckersRejectsBadDSN(t *testing.T) {
 // The probe needs no more than pg_monitor, as the README says.
 func TestPostgresCheckerAsMonitorRole(t *testing.T) {
 	t.Parallel()
-	cl := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.1.51", "127.0.1.52"}})
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2)})
 	cl.Nodes[0].Exec(t, "CREATE ROLE watcher LOGIN IN ROLE pg_monitor")
 	newChecker, err := PostgresCheckers("user=watcher dbname=postgres sslmode=disable")
 	if err != nil {
