@@ -190,7 +190,7 @@ func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 			if ctx.Err() != nil {
 				return Sample{}, errors.New("connect: timed out (probe.timeout): the host accepted no session")
 			}
-			return Sample{}, connectError(err)
+			return Sample{}, classify(connectError(err))
 		}
 		c.conn = conn
 	}
@@ -211,7 +211,7 @@ func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 		if ctx.Err() != nil {
 			return Sample{}, errors.New("probe query: timed out (probe.timeout)")
 		}
-		return Sample{}, fmt.Errorf("probe query: %w", err)
+		return Sample{}, classify(fmt.Errorf("probe query: %w", err))
 	}
 	s.At = start.Add(end.Sub(start) / 2)
 	if ta, ok := c.conn.PgConn().Conn().RemoteAddr().(*net.TCPAddr); ok {
@@ -244,14 +244,24 @@ func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 }
 
 // connectError shortens pgx's connect errors, which repeat the user and
-// database for every fallback, to their last cause.
+// database for every fallback, to their last cause, keeping the cause for
+// errors.Is and errors.As.
 func connectError(err error) error {
 	msg := err.Error()
 	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.HasPrefix(msg, "failed to connect") {
-		return errors.New("connect: " + msg[i+2:])
+		return shortError{msg: "connect: " + msg[i+2:], err: err}
 	}
 	return fmt.Errorf("connect: %w", err)
 }
+
+// shortError is an error with a shorter message than its cause's.
+type shortError struct {
+	msg string
+	err error
+}
+
+func (e shortError) Error() string { return e.msg }
+func (e shortError) Unwrap() error { return e.err }
 
 func optionalLSN(s string) (zone.LSN, error) {
 	if s == "" {

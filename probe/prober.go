@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,10 @@ type Config struct {
 	// MinRefreshGap is the least time between the starts of two Refresh
 	// rounds of one cluster (dns.lsn_refresh_min_gap).
 	MinRefreshGap time.Duration
+
+	// FluxInterval and FluxDuration: how often the hosts of a cluster in
+	// flux are probed, and for how long at most (flux.go).
+	FluxInterval, FluxDuration time.Duration
 }
 
 // Hooks let the caller observe the prober, for metrics. Nil hooks are
@@ -41,6 +46,9 @@ type Hooks struct {
 	// RefreshCoalesced is called for each Refresh call that starts no
 	// round of its own, with why (CoalescedRunning, CoalescedMinGap).
 	RefreshCoalesced func(cluster, why string)
+	// FluxProbes is called for each round of flux probes of a cluster,
+	// with the number of hosts kicked.
+	FluxProbes func(cluster string, hosts int)
 }
 
 // ClusterConfig lists the hosts of one cluster.
@@ -97,6 +105,7 @@ type Prober struct {
 	done       []bool
 	last       *zone.Snapshot
 	rounds     []*round // per cluster: the probe round under way (rounds.go)
+	flux       []flux   // per cluster: the flux episode (flux.go)
 }
 
 type result struct {
@@ -140,6 +149,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	}
 	p.driven = make([]atomic.Int64, len(p.done))
 	p.rounds = make([]*round, len(p.state))
+	p.flux = make([]flux, len(p.state))
 	return p
 }
 
@@ -163,10 +173,19 @@ func (p *Prober) Run(ctx context.Context) {
 	// that a host whose probes all hang ages out of the answers.
 	tick := time.NewTicker(p.cfg.Interval)
 	defer tick.Stop()
+	fluxInterval, _ := p.fluxSettings()
+	fluxTick := time.NewTicker(fluxInterval)
+	defer fluxTick.Stop()
+	var fluxC <-chan time.Time // nil while no cluster is in flux
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-fluxC:
+			if !p.fluxRound() {
+				fluxC = nil
+			}
+			continue
 		case r := <-p.results:
 			p.record(r)
 			p.advanceRound(r)
@@ -192,6 +211,10 @@ func (p *Prober) Run(ctx context.Context) {
 		}
 		p.publish()
 		p.published.Store(p.last)
+		if fluxC == nil && p.fluxRound() {
+			fluxTick.Reset(fluxInterval)
+			fluxC = fluxTick.C
+		}
 		p.finishRefreshes()
 	}
 }
@@ -257,15 +280,52 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 				notBefore = time.Now().Add(min(wait, max(maxBackoff, p.cfg.Interval)) - p.cfg.Interval/2)
 			}
 		}
-		select {
-		case <-ctx.Done():
+		var seen error
+		kicked, seen = p.idle(ctx, checker, tick.C, kick)
+		if ctx.Err() != nil {
 			return
-		case <-tick.C:
-			kicked = false
-		case <-kick:
-			kicked = true
+		}
+		if seen != nil {
+			// The server went away between probes: say so now, and let
+			// the next probe (on the tick, or sooner in flux) reconnect.
+			fails++
+			p.send(ctx, result{cluster: ci, host: hi, started: time.Now(), err: seen})
 		}
 	}
+}
+
+// idle waits for the host's next probe: its tick, a kick, or the end of
+// ctx. Meanwhile a checker that can watches its connection; should the
+// server go away, idle returns at once with the definitive error it saw.
+func (p *Prober) idle(ctx context.Context, checker Checker, tick <-chan time.Time, kick <-chan struct{}) (kicked bool, seen error) {
+	w, ok := checker.(Watcher)
+	if !ok {
+		select {
+		case <-ctx.Done():
+		case <-tick:
+		case <-kick:
+			return true, nil
+		}
+		return false, nil
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- w.Watch(wctx) }()
+	select {
+	case <-ctx.Done():
+	case <-tick:
+	case <-kick:
+		kicked = true
+	case err := <-done:
+		if errors.Is(err, ErrNotServing) {
+			return false, err
+		}
+		return false, nil // not definitive: the next probe will tell
+	}
+	stop()
+	<-done // the checker is ours again
+	return kicked, nil
 }
 
 func (p *Prober) send(ctx context.Context, r result) {

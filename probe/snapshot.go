@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"errors"
 	"strings"
 	"time"
 
@@ -21,6 +22,9 @@ func (p *Prober) record(r result) {
 	}
 	if r.err != nil {
 		h.Fails++
+		if errors.Is(r.err, ErrNotServing) {
+			h.Fails = max(h.Fails, p.cfg.MaxFails) // down at once (failures.go)
+		}
 		h.LastError = r.err.Error()
 		return
 	}
@@ -98,6 +102,7 @@ func (p *Prober) publish() {
 	}
 	snap.StampSerials(p.serialBase())
 	p.logChanges(snap)
+	p.updateFlux(snap, now)
 	p.last = snap
 	if snap.Ready {
 		p.readyOnce.Do(func() { close(p.ready) })

@@ -159,6 +159,8 @@ func (a *App) startProber(cfg *config.Config, active bool) (*runningProber, erro
 		Inactive: !active,
 	}
 	pcfg.MinRefreshGap = cfg.DNS.LSNRefreshMinGap
+	pcfg.FluxInterval, pcfg.FluxDuration = cfg.Probe.FluxInterval, cfg.Probe.FluxDuration
+	pcfg.Hooks.FluxProbes = a.metrics.FluxProbes
 	pcfg.Hooks.RefreshRound, pcfg.Hooks.RefreshCoalesced = a.metrics.RefreshRound, a.metrics.RefreshCoalesced
 	for _, c := range cfg.Clusters {
 		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly, SystemID: c.SystemID})

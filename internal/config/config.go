@@ -78,6 +78,12 @@ type Probe struct {
 	Timeout  time.Duration
 	MaxFails int
 	DSN      string
+
+	// FluxInterval and FluxDuration: while a cluster is in flux (its
+	// primary went down or changed, a host changed role) its hosts are
+	// probed every FluxInterval, for at most FluxDuration.
+	FluxInterval time.Duration
+	FluxDuration time.Duration
 }
 
 // Cluster is one PostgreSQL cluster.
@@ -113,6 +119,8 @@ var defaults = map[string]any{
 	"probe.interval":          "250ms",
 	"probe.timeout":           "1s",
 	"probe.max_fails":         3,
+	"probe.flux_interval":     "10ms",
+	"probe.flux_duration":     "3s",
 	"probe.dsn":               "user=postgres dbname=postgres",
 }
 
@@ -120,7 +128,8 @@ var defaults = map[string]any{
 // cluster.
 var (
 	topKeys = []string{"dns.listen", "dns.zone", "dns.ttl", "dns.default_cluster", "dns.lsn_wait", "dns.lsn_refresh_min_gap", "dns.rate_limit",
-		"dns.nameservers", "http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn"}
+		"dns.nameservers", "http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn",
+		"probe.flux_interval", "probe.flux_duration"}
 	clusterKeys = []string{"hosts", "patroni", "replicas", "system_identifier"}
 )
 
@@ -219,6 +228,14 @@ func fromKoanf(k *koanf.Koanf) (*Config, error) {
 	cfg.Probe.Timeout = r.duration("probe.timeout", false)
 	cfg.Probe.MaxFails = r.integer("probe.max_fails", 1, 1000)
 	cfg.Probe.DSN = r.str("probe.dsn")
+	cfg.Probe.FluxInterval = r.duration("probe.flux_interval", false)
+	cfg.Probe.FluxDuration = r.duration("probe.flux_duration", false)
+	if cfg.Probe.FluxInterval < time.Millisecond && cfg.Probe.FluxInterval > 0 {
+		r.fail("probe.flux_interval", "must be at least 1ms, got %q", k.String("probe.flux_interval"))
+	}
+	if cfg.Probe.FluxDuration > time.Minute {
+		r.fail("probe.flux_duration", "must be at most 1m, got %q", k.String("probe.flux_duration"))
+	}
 	if cfg.DNS.LSNWait > 10*time.Second {
 		r.fail("dns.lsn_wait", "must be at most 10s, got %q", k.String("dns.lsn_wait"))
 	}

@@ -29,6 +29,7 @@ type Metrics struct {
 
 	refreshRounds    *prometheus.CounterVec
 	refreshCoalesced *prometheus.CounterVec
+	fluxProbes       *prometheus.CounterVec
 
 	// answers caches the counter of each (kind, rcode): DNSAnswer runs on
 	// every query, and a label lookup hashes and locks.
@@ -78,7 +79,11 @@ func New(table *zone.Table) *Metrics {
 		Name: "pgdns_lsn_refresh_coalesced_total",
 		Help: "Refreshes asked for by lsn- lookups that started no round at once: they waited for the next round, because one was running or the last started less than dns.lsn_refresh_min_gap ago (reason running, min_gap).",
 	}, []string{"cluster", "reason"})
-	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced)
+	m.fluxProbes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pgdns_flux_probes_total",
+		Help: "Probes asked for beyond the interval while a cluster was in flux (its primary went down or changed, a host changed role): the extra load of fast failover.",
+	}, []string{"cluster"})
+	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.fluxProbes)
 	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.splitBrains, m.httpRequests,
 		hostCollector{table: table},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -134,6 +139,11 @@ func (m *Metrics) RefreshRound(cluster string) {
 // probe.CoalescedMinGap).
 func (m *Metrics) RefreshCoalesced(cluster, why string) {
 	m.refreshCoalesced.WithLabelValues(cluster, why).Inc()
+}
+
+// FluxProbes counts the probes of one flux round of a cluster.
+func (m *Metrics) FluxProbes(cluster string, hosts int) {
+	m.fluxProbes.WithLabelValues(cluster).Add(float64(hosts))
 }
 
 // HTTPRequest counts one HTTP request.

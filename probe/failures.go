@@ -1,0 +1,90 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrNotServing marks a probe failure that proves the server is not
+// serving: the host leaves the answers on the first one, not after
+// max_fails. Connection refused, a connection reset or closed by the
+// server, and the server's own shutdown and startup errors (SQLSTATE
+// 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now)
+// are definitive. Timeouts, name resolution and authentication failures
+// are ambiguous (a slow network, a DNS hiccup, a password being rotated)
+// and count toward max_fails.
+var ErrNotServing = errors.New("the server is not serving")
+
+// notServing is a definitive failure: its message is the cause's, and it
+// matches both the cause and ErrNotServing.
+type notServing struct{ err error }
+
+func (e notServing) Error() string   { return e.err.Error() }
+func (e notServing) Unwrap() []error { return []error{e.err, ErrNotServing} }
+
+// classify marks err as definitive when it proves the server is not
+// serving; other errors come back as they are.
+func classify(err error) error {
+	if err == nil || errors.Is(err, ErrNotServing) || !definitive(err) {
+		return err
+	}
+	return notServing{err}
+}
+
+func definitive(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03":
+			return true
+		}
+		return false // the server answered: authentication, permissions...
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return false
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed)
+}
+
+// Watcher is a Checker that can also watch its connection between probes.
+type Watcher interface {
+	// Watch blocks until ctx is done (it then returns ctx's error) or the
+	// connection reports that the server went away (a definitive error).
+	Watch(ctx context.Context) error
+}
+
+// Watch implements Watcher: it keeps a read pending on the idle
+// connection, so that a shutdown message or a closed socket is seen the
+// moment it arrives rather than at the next probe.
+func (c *pgChecker) Watch(ctx context.Context) error {
+	if c.conn == nil || c.conn.IsClosed() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	for {
+		err := c.conn.PgConn().WaitForNotification(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err() // our own wake-up: the connection stays open
+		}
+		if err != nil {
+			c.Close()
+			return classify(err)
+		}
+		// A notification: nobody listens, so none comes; read on.
+	}
+}

@@ -1,0 +1,107 @@
+package probe
+
+import (
+	"time"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// A cluster is in flux from the moment its primary goes down or changes,
+// or any of its hosts changes role, until a primary is known and nothing
+// has changed for fluxSettle, or for at most Config.FluxDuration. While
+// in flux every host of the cluster is probed every Config.FluxInterval,
+// so a promotion is seen within that, whatever probe.interval is. The
+// bound keeps a cluster without a primary for an hour from being probed
+// at that rate for an hour: after an episode that ran its full duration,
+// the next may start only FluxDuration later; until then the cluster is
+// probed at the normal interval.
+
+// Defaults of the flux settings when Config leaves them zero.
+const (
+	DefaultFluxInterval = 10 * time.Millisecond
+	DefaultFluxDuration = 3 * time.Second
+)
+
+// fluxSettleRounds is how many flux rounds without a change, with a
+// primary known, end an episode early.
+const fluxSettleRounds = 10
+
+// flux is the episode state of one cluster. The aggregator owns it.
+type flux struct {
+	active        bool
+	started       time.Time
+	lastChange    time.Time
+	cooldownUntil time.Time
+}
+
+// updateFlux starts, extends or ends each cluster's episode from the
+// snapshot just built, compared with the last one.
+func (p *Prober) updateFlux(snap *zone.Snapshot, now time.Time) {
+	if p.last == nil || !p.last.Ready || !snap.Ready {
+		return
+	}
+	interval, duration := p.fluxSettings()
+	for ci, c := range snap.Clusters {
+		f := &p.flux[ci]
+		if roleAnswerChanged(p.last.Clusters[ci], c) {
+			if !f.active && !now.Before(f.cooldownUntil) {
+				f.active, f.started = true, now
+			}
+			f.lastChange = now
+		}
+		if !f.active {
+			continue
+		}
+		switch {
+		case now.Sub(f.started) >= duration:
+			f.active, f.cooldownUntil = false, now.Add(duration)
+		case c.Primary >= 0 && now.Sub(f.lastChange) >= fluxSettleRounds*interval:
+			f.active = false
+		}
+	}
+}
+
+// roleAnswerChanged reports whether the primary or any host's role
+// differs between two states of one cluster.
+func roleAnswerChanged(old, cur *zone.Cluster) bool {
+	if len(old.Hosts) != len(cur.Hosts) || old.Primary != cur.Primary {
+		return true
+	}
+	for i := range cur.Hosts {
+		if old.Hosts[i].Role != cur.Hosts[i].Role {
+			return true
+		}
+	}
+	return false
+}
+
+// fluxRound kicks every host of every cluster in flux, and reports
+// whether any is.
+func (p *Prober) fluxRound() bool {
+	any := false
+	for ci, c := range p.state {
+		if !p.flux[ci].active {
+			continue
+		}
+		any = true
+		base := p.flatIndex(ci, 0)
+		for hi := range c.Hosts {
+			p.kick(base + hi)
+		}
+		if hook := p.cfg.Hooks.FluxProbes; hook != nil {
+			hook(c.Name, len(c.Hosts))
+		}
+	}
+	return any
+}
+
+func (p *Prober) fluxSettings() (interval, duration time.Duration) {
+	interval, duration = p.cfg.FluxInterval, p.cfg.FluxDuration
+	if interval <= 0 {
+		interval = DefaultFluxInterval
+	}
+	if duration <= 0 {
+		duration = DefaultFluxDuration
+	}
+	return interval, duration
+}
