@@ -287,20 +287,26 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, sn
 	hosts, err := snap.Select(parsed, now, turn, buf[:0])
 	if err == nil && h.shouldWaitForReplay(parsed, hosts) {
 		// Read-your-writes: the write is probably on a replica already,
-		// just not in this snapshot. Re-probe the replicas (shared with
-		// other waiting lookups) for up to lsn_wait, then select again.
+		// just not in this snapshot. Re-probe the cluster (shared with
+		// other waiting lookups) for up to lsn_wait, selecting again after
+		// each round: the first may be one that was running before the
+		// write, the second started after this lookup asked.
 		cluster := parsed.Cluster
 		if cluster == "" {
 			cluster = snap.Default
 		}
 		timer := time.NewTimer(h.lsnWait)
-		select {
-		case <-h.refresh(cluster):
-		case <-timer.C:
+		for round, waiting := 0, true; waiting && round < 2; round++ {
+			select {
+			case <-h.refresh(cluster):
+			case <-timer.C:
+				waiting = false
+			}
+			snap, now = h.table.Load(), h.now()
+			hosts, err = snap.Select(parsed, now, turn, buf[:0])
+			waiting = waiting && err == nil && h.shouldWaitForReplay(parsed, hosts)
 		}
 		timer.Stop()
-		snap, now = h.table.Load(), h.now()
-		hosts, err = snap.Select(parsed, now, turn, buf[:0])
 	}
 	switch {
 	case errors.Is(err, zone.ErrNotReady):

@@ -15,24 +15,22 @@ type refresh struct {
 	done    chan struct{}
 }
 
-// refreshes are the rounds of one cluster: at most one running and one
-// due, which every lookup arriving meanwhile shares.
+// refreshes are the rounds of one cluster: at most one running, or one
+// due at the end of the gap; every lookup arriving meanwhile shares it.
 type refreshes struct {
 	running *refresh
-	next    *refresh  // starts once running is done and the gap is over
+	next    *refresh  // starts once the gap since the last start is over
 	last    time.Time // when the last round started
 	timer   bool      // a timer will start next at the end of the gap
 }
 
 // Why a Refresh call started no round of its own (Hooks.RefreshCoalesced).
-// Either way it waits for the cluster's next round.
 const (
-	// CoalescedRunning: a round was running. Its probes may have read the
-	// replicas before the caller's write, so the caller waits for the next
-	// round, which starts when this one is done.
+	// CoalescedRunning: it shares the round running.
 	CoalescedRunning = "running"
 	// CoalescedMinGap: the cluster's last round started less than
-	// Config.MinRefreshGap ago; the next round starts at the end of the gap.
+	// Config.MinRefreshGap ago; it waits for the next round, which starts
+	// at the end of the gap.
 	CoalescedMinGap = "min_gap"
 )
 
@@ -42,11 +40,14 @@ const (
 // primary is probed too, so that the replicas' lag is measured against a
 // primary position as fresh as theirs.
 //
-// The round a caller gets starts after the call: at once, or, when a round
-// is running or the last one started less than Config.MinRefreshGap ago,
-// as the cluster's next round, shared by every caller until it starts. So
-// lookups, however many, cost at most one probe per host per gap. A caller
-// waits on the channel for as long as it can afford (dns.lsn_wait).
+// A caller shares the round running, if any: its probes may have read the
+// hosts before the caller's write, so a caller whose question its results
+// do not answer asks again and gets a round that starts after it asked. A
+// round starts at once, or, when the last one started less than
+// Config.MinRefreshGap ago, at the end of that gap, shared by every caller
+// until then. So lookups, however many, cost at most one probe per host per
+// gap. A caller waits on the channel for as long as it can afford
+// (dns.lsn_wait).
 //
 // The hosts are those of the prober's own last snapshot, never the shared
 // table's, which may still hold another prober's hosts right after a
@@ -67,8 +68,12 @@ func (p *Prober) Refresh(cluster string) <-chan struct{} {
 		rs.running = nil
 		p.startNext(cluster, rs, now)
 	}
+	if rs.running != nil {
+		p.coalesced(cluster, CoalescedRunning)
+		return rs.running.done
+	}
 	if rs.next != nil {
-		p.coalesced(cluster, rs)
+		p.coalesced(cluster, CoalescedMinGap)
 		return rs.next.done
 	}
 	r := &refresh{waiting: p.refreshHosts(cluster), done: make(chan struct{})}
@@ -76,8 +81,10 @@ func (p *Prober) Refresh(cluster string) <-chan struct{} {
 		close(r.done)
 		return r.done
 	}
-	p.coalesced(cluster, rs)
 	rs.next = r
+	if now.Sub(rs.last) < p.cfg.MinRefreshGap {
+		p.coalesced(cluster, CoalescedMinGap)
+	}
 	p.startNext(cluster, rs, now)
 	return r.done
 }
@@ -115,16 +122,9 @@ func (p *Prober) startNext(cluster string, rs *refreshes, now time.Time) {
 	}
 }
 
-// coalesced reports a Refresh call that, as things stand, does not start a
-// round at once. The caller holds refreshMu.
-func (p *Prober) coalesced(cluster string, rs *refreshes) {
-	hook := p.cfg.Hooks.RefreshCoalesced
-	switch {
-	case hook == nil:
-	case rs.running != nil:
-		hook(cluster, CoalescedRunning)
-	case time.Since(rs.last) < p.cfg.MinRefreshGap:
-		hook(cluster, CoalescedMinGap)
+func (p *Prober) coalesced(cluster, why string) {
+	if hook := p.cfg.Hooks.RefreshCoalesced; hook != nil {
+		hook(cluster, why)
 	}
 }
 
@@ -163,8 +163,8 @@ func (p *Prober) noteRefreshed(res result) {
 }
 
 // finishRefreshes releases the waiters of every running round whose
-// results have all been published, and starts the next round where one is
-// due. The aggregator calls it after each publish.
+// results have all been published. The aggregator calls it after each
+// publish.
 func (p *Prober) finishRefreshes() {
 	p.refreshMu.Lock()
 	defer p.refreshMu.Unlock()
