@@ -77,7 +77,7 @@ func New(table *zone.Table) *Metrics {
 	}, []string{"cluster"})
 	m.refreshCoalesced = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pgdns_lsn_refresh_coalesced_total",
-		Help: "Refreshes asked for by lsn- lookups that started no round at once: they waited for the next round, because one was running or the last started less than dns.lsn_refresh_min_gap ago (reason running, min_gap).",
+		Help: "Refreshes asked for by lsn- lookups that started no round: they shared the round running (reason running) or waited for the one due at the end of dns.lsn_refresh_min_gap (reason min_gap).",
 	}, []string{"cluster", "reason"})
 	m.fluxProbes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pgdns_flux_probes_total",
@@ -134,8 +134,8 @@ func (m *Metrics) RefreshRound(cluster string) {
 	m.refreshRounds.WithLabelValues(cluster).Inc()
 }
 
-// RefreshCoalesced counts one refresh asked for that started no round at
-// once, with why: "running" or "min_gap" (probe.CoalescedRunning,
+// RefreshCoalesced counts one refresh asked for that started no round,
+// with why: "running" or "min_gap" (probe.CoalescedRunning,
 // probe.CoalescedMinGap).
 func (m *Metrics) RefreshCoalesced(cluster, why string) {
 	m.refreshCoalesced.WithLabelValues(cluster, why).Inc()
