@@ -15,14 +15,17 @@ import (
 // query with a replica's row (the real cluster's system identifier, a fixed
 // replay position). They let the scale run configure 1,000 hosts on a
 // machine that runs three real servers.
+//
+// Each fake is its own server run (its own postmaster start time), so that
+// pgdns does not take them for one server listed many times.
 func runFakePG(args []string) {
 	fs := flag.NewFlagSet("fakepg", flag.ExitOnError)
 	n := fs.Int("n", 997, "how many fake replicas")
 	sysid := fs.String("sysid", "1", "system identifier to report")
 	lsn := fs.String("lsn", "0/3000000", "replay position to report")
 	_ = fs.Parse(args)
-	row := [][]byte{[]byte("t"), []byte(""), []byte(*lsn), []byte(*lsn), []byte("1"), []byte(*sysid), []byte("{}"), []byte("")}
 	for i := range *n {
+		row := fakeRow(*sysid, *lsn, i)
 		ln, err := net.Listen("tcp", FakeAddr(i))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "fakepg:", err)
@@ -49,15 +52,27 @@ func FakeAddr(i int) string {
 	return fmt.Sprintf("127.1.%d.%d:5432", i/250, i%250+1)
 }
 
+// fakeFields are the columns of the probe's query (probe/checker.go).
 var fakeFields = []pgproto3.FieldDescription{
 	{Name: []byte("in_recovery"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
 	{Name: []byte("write"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
 	{Name: []byte("receive"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
 	{Name: []byte("replay"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
 	{Name: []byte("timeline"), DataTypeOID: 20, DataTypeSize: 8, TypeModifier: -1},
+	{Name: []byte("checkpoint_timeline"), DataTypeOID: 20, DataTypeSize: 8, TypeModifier: -1},
 	{Name: []byte("sysid"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
-	{Name: []byte("sync"), DataTypeOID: 1009, DataTypeSize: -1, TypeModifier: -1},
+	{Name: []byte("started"), DataTypeOID: 20, DataTypeSize: 8, TypeModifier: -1},
+	{Name: []byte("standbys"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
 	{Name: []byte("conninfo"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+	{Name: []byte("slot"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+}
+
+// fakeRow is fake replica i's answer to the probe: streaming on timeline 1
+// from a WAL receiver, at replay position lsn.
+func fakeRow(sysid, lsn string, i int) [][]byte {
+	started := fmt.Sprint(1_700_000_000_000_000 + i) // µs since the epoch, one per fake
+	return [][]byte{[]byte("t"), []byte(""), []byte(lsn), []byte(lsn), []byte("1"), []byte("1"), []byte(sysid),
+		[]byte(started), []byte("[]"), []byte("application_name=fake" + fmt.Sprint(i)), []byte("")}
 }
 
 func serveFake(c net.Conn, row [][]byte) {

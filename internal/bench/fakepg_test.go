@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/probe"
 	"github.com/pgdns/pgdns/zone"
 )
@@ -13,12 +14,13 @@ import (
 // The scale run's fake replicas must pass pgdns's real probe, or the
 // figures would measure failing probes.
 func TestFakeReplicaPassesTheProbe(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.51.1:0")
+	ip := pgtest.Addrs(t).IP(1)
+	ln, err := net.Listen("tcp", ip+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	row := [][]byte{[]byte("t"), []byte(""), []byte("0/3000060"), []byte("0/3000060"), []byte("1"), []byte("7000000000000000001"), []byte("{}"), []byte("")}
+	row := fakeRow("7000000000000000001", "0/3000060", 0)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -44,7 +46,7 @@ func TestFakeReplicaPassesTheProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !s.InRecovery || s.ReplayLSN != zone.LSN(0x3000060) || s.SystemID != 7000000000000000001 || s.Timeline != 1 || s.IP.String() != "127.0.51.1" {
+		if !s.InRecovery || s.ReplayLSN != zone.LSN(0x3000060) || s.SystemID != 7000000000000000001 || s.Timeline != 1 || s.IP.String() != ip {
 			t.Fatalf("sample %+v", s)
 		}
 	}

@@ -128,6 +128,9 @@ func (c *Cluster) startAll(ctx context.Context, opts Options) error {
 		"hot_standby = on",
 		"hot_standby_feedback = on",
 		"wal_receiver_status_interval = 1s",
+		// A replica stopped for a while by a test must find the WAL it
+		// missed: checkpoints would otherwise recycle it under load.
+		"wal_keep_size = 256MB",
 		"shared_buffers = 16MB",
 		"max_connections = 50",
 		"logging_collector = off",
