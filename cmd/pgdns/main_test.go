@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 func runMain(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
@@ -67,12 +69,13 @@ func TestCheck(t *testing.T) {
 }
 
 func TestListenAddressInUse(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.5.1:0")
+	b := pgtest.Addrs(t)
+	pc, err := net.ListenPacket("udp", b.Addr(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	path := writeConfig(t, "dns:\n  listen: "+pc.LocalAddr().String()+"\nhttp:\n  listen: \"\"\nclusters:\n  main:\n    hosts: [127.0.5.2:1]\n")
+	path := writeConfig(t, "dns:\n  listen: "+pc.LocalAddr().String()+"\nhttp:\n  listen: \"\"\nclusters:\n  main:\n    hosts: ["+b.Addr(2, 1)+"]\n")
 	code, _, errOut := runMain(t, context.Background(), "-config", path)
 	if code != 1 || !strings.Contains(errOut, "dns.listen") || !strings.Contains(errOut, "in use") {
 		t.Fatalf("exit %d, %q", code, errOut)
@@ -82,7 +85,8 @@ func TestListenAddressInUse(t *testing.T) {
 // The whole program serves until its context ends (SIGINT/SIGTERM in main)
 // and then exits 0 promptly.
 func TestGracefulShutdown(t *testing.T) {
-	path := writeConfig(t, "dns:\n  listen: 127.0.5.3:0\nhttp:\n  listen: \"\"\nprobe:\n  interval: 50ms\nclusters:\n  main:\n    hosts: [127.0.5.4:1]\n")
+	b := pgtest.Addrs(t)
+	path := writeConfig(t, "dns:\n  listen: "+b.Addr(1, 0)+"\nhttp:\n  listen: \"\"\nprobe:\n  interval: 50ms\nclusters:\n  main:\n    hosts: ["+b.Addr(2, 1)+"]\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var stderr bytes.Buffer

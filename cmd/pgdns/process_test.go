@@ -85,8 +85,9 @@ func waitAnswer(t *testing.T, addr, name string, want int) {
 // the old one kept); SIGTERM under load lets queries finish, closes every
 // probe connection and exits 0 within 5 s.
 func TestSignals(t *testing.T) {
-	pg := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.27.11", "127.0.27.12", "127.0.27.13"}})
-	const dnsAddr = "127.0.27.53:5353"
+	b := pgtest.Addrs(t)
+	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(3)})
+	dnsAddr := b.Addr(53, 5353)
 	conf := func(hosts ...string) string {
 		return fmt.Sprintf("dns: {listen: %q}\nhttp: {listen: \"\"}\nprobe: {interval: 100ms, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
 			dnsAddr, strings.Join(hosts, ", "))

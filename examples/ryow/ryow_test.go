@@ -18,7 +18,8 @@ import (
 // The example, run as a user would run it: a real cluster, a real pgdns,
 // pgx resolving through it.
 func TestExampleAgainstRealCluster(t *testing.T) {
-	pg := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.22.11", "127.0.22.12", "127.0.22.13"}})
+	ips := pgtest.Addrs(t).IPs(3)
+	pg := pgtest.New(t, pgtest.Options{IPs: ips})
 	path := filepath.Join(t.TempDir(), "pgdns.yaml")
 	yaml := fmt.Sprintf(`
 dns: {listen: "127.0.0.1:0", lsn_wait: 20ms}
@@ -58,13 +59,13 @@ clusters:
 		t.Fatal(err)
 	}
 	t.Logf("%+v", r)
-	if r.Primary != "127.0.22.11" || r.Stale != 0 {
+	if r.Primary != ips[0] || r.Stale != 0 {
 		t.Fatalf("report %+v", r)
 	}
 	if r.ByReplica < r.Rounds/2 {
 		t.Errorf("only %d of %d own-write reads were served by a replica", r.ByReplica, r.Rounds)
 	}
-	if r.FreshFrom != "127.0.22.12" && r.FreshFrom != "127.0.22.13" {
+	if r.FreshFrom != ips[1] && r.FreshFrom != ips[2] {
 		t.Errorf("bounded-lag read served by %s, want a replica", r.FreshFrom)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 func TestClusterStreams(t *testing.T) {
 	t.Parallel()
-	c := New(t, Options{IPs: []string{"127.0.9.1", "127.0.9.2"}})
+	c := New(t, Options{IPs: Addrs(t).IPs(2)})
 	c.Nodes[0].Exec(t, "CREATE TABLE t (x int); INSERT INTO t VALUES (42)")
 	conn := c.Nodes[1].Conn(t)
 	deadline := time.Now().Add(10 * time.Second)
