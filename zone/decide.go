@@ -12,7 +12,7 @@ import (
 //
 //   - maxFails failed probes in a row, or no good probe for staleAfter: down;
 //   - never probed successfully (and not down yet): unknown;
-//   - a system identifier other than the cluster's (see identity): set
+//   - a system identifier other than the cluster's (see settleIdentity): set
 //     aside, since it belongs to another cluster;
 //   - the same server as a host listed before it (same system identifier
 //     and postmaster start time): set aside, answered once;
@@ -112,7 +112,7 @@ func (c *Cluster) setAside(h *Host, why Aside, note string) {
 func (c *Cluster) foreignNote(h *Host) string {
 	if c.Identity == 0 {
 		return "system identifier " + strconv.FormatUint(h.SystemID, 10) +
-			": no identity holds a majority of the live hosts yet"
+			": no identity is shared by a majority of the configured hosts yet"
 	}
 	return "system identifier " + strconv.FormatUint(h.SystemID, 10) +
 		" is not the cluster's " + strconv.FormatUint(c.Identity, 10)
@@ -207,34 +207,29 @@ func standbySync(rows []Standby, h *Host) (sync, sure bool) {
 }
 
 // settleIdentity decides which system identifier is the cluster's. A
-// pinned identity never changes. Otherwise the first identity held by a
-// strict majority of the live hosts is established; on a tie nothing is,
-// and every host is set aside until one side has a majority. Once
-// established it is kept while any live host has it; it changes only when
-// none does and a strict majority of all configured hosts, live or not,
-// agree on another (the cluster was rebuilt). A stray host, even alone,
-// never takes over.
+// pinned identity never changes. Otherwise an identity is established
+// once a strict majority of all configured hosts, live or not, share it:
+// never from whichever host happens to answer first, so a stray host,
+// even the only one up, never takes a cluster over. On a tie nothing is
+// established and every host is set aside. Once established it is kept
+// while any live host has it, and changes only when none does and a
+// strict majority of the configured hosts agree on another (the cluster
+// was rebuilt).
 func (c *Cluster) settleIdentity(live []bool) {
 	if c.IdentityPinned {
 		return
 	}
 	counts := map[uint64]int{}
-	nLive := 0
 	for i := range c.Hosts {
 		if live[i] {
 			counts[c.Hosts[i].SystemID]++
-			nLive++
 		}
 	}
 	if c.Identity != 0 && counts[c.Identity] > 0 {
 		return
 	}
 	for id, n := range counts {
-		switch {
-		case c.Identity == 0 && 2*n > nLive:
-			c.Identity, c.NewestTimeline = id, 0
-			return
-		case c.Identity != 0 && 2*n > len(c.Hosts):
+		if 2*n > len(c.Hosts) {
 			c.Identity, c.NewestTimeline = id, 0
 			return
 		}

@@ -146,7 +146,7 @@ func TestIdentityTieFailsClosed(t *testing.T) {
 	e.holds(t, "primary.db.local.", 3*time.Second, exactly(), "a primary on a 1:1 identity tie")
 	e.holds(t, "any.db.local.", time.Second, without(stray.IP), "the stray host")
 	e.waitHost(t, stray.Addr(), "explained the tie", func(h hostState) bool {
-		return h.Role == "unknown" && strings.Contains(h.Note, "no identity holds a majority")
+		return h.Role == "unknown" && strings.Contains(h.Note, "no identity is shared by a majority")
 	})
 
 	if err := replica.Start(ctx); err != nil {
