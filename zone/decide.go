@@ -112,7 +112,7 @@ func (c *Cluster) setAside(h *Host, why Aside, note string) {
 func (c *Cluster) foreignNote(h *Host) string {
 	if c.Identity == 0 {
 		return "system identifier " + strconv.FormatUint(h.SystemID, 10) +
-			": no identity is shared by a majority of the configured hosts yet"
+			": no identity is shared by a majority of the hosts yet"
 	}
 	return "system identifier " + strconv.FormatUint(h.SystemID, 10) +
 		" is not the cluster's " + strconv.FormatUint(c.Identity, 10)
@@ -208,28 +208,35 @@ func standbySync(rows []Standby, h *Host) (sync, sure bool) {
 
 // settleIdentity decides which system identifier is the cluster's. A
 // pinned identity never changes. Otherwise an identity is established
-// once a strict majority of all configured hosts, live or not, share it:
-// never from whichever host happens to answer first, so a stray host,
-// even the only one up, never takes a cluster over. On a tie nothing is
-// established and every host is set aside. Once established it is kept
-// while any live host has it, and changes only when none does and a
-// strict majority of the configured hosts agree on another (the cluster
-// was rebuilt).
+// when a strict majority of all configured hosts, live or not, share it;
+// or, once every host has been probed at least once, when at least two
+// live hosts and a strict majority of the live ones do. Never from
+// whichever host happens to answer first, and never from a lone host of a
+// larger cluster: a stray host, even the only one up, never takes the
+// cluster over. On a tie nothing is established and every host is set
+// aside. Once established the identity is kept while any live host has
+// it, and changes only when none does and a strict majority of the
+// configured hosts agree on another (the cluster was rebuilt).
 func (c *Cluster) settleIdentity(live []bool) {
 	if c.IdentityPinned {
 		return
 	}
 	counts := map[uint64]int{}
+	nLive, probedAll := 0, true
 	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		probedAll = probedAll && (h.Seen || h.Fails > 0)
 		if live[i] {
-			counts[c.Hosts[i].SystemID]++
+			counts[h.SystemID]++
+			nLive++
 		}
 	}
 	if c.Identity != 0 && counts[c.Identity] > 0 {
 		return
 	}
 	for id, n := range counts {
-		if 2*n > len(c.Hosts) {
+		byLive := c.Identity == 0 && probedAll && n >= 2 && 2*n > nLive
+		if 2*n > len(c.Hosts) || byLive {
 			c.Identity, c.NewestTimeline = id, 0
 			return
 		}

@@ -205,3 +205,23 @@ func TestNewestTimelineIsRemembered(t *testing.T) {
 		t.Fatal("a lower-bound timeline vouched for a timeline token")
 	}
 }
+
+// Two live hosts that agree establish the identity once every host has
+// been probed, though most configured hosts are down; one alone does not.
+func TestIdentityFromLiveHosts(t *testing.T) {
+	hosts := []Host{seen("10.0.0.1", false, 0), seen("10.0.0.2", true, 0), seen("10.0.0.3", true, 0),
+		seen("10.0.0.4", true, 0), seen("10.0.0.5", true, 0)}
+	for i := 2; i < 5; i++ {
+		hosts[i].Seen, hosts[i].Fails = false, 3
+	}
+	c := &Cluster{Name: "main", Hosts: hosts}
+	c.Decide(t0, stale, 3)
+	if c.Identity != 7 || c.Primary != 0 {
+		t.Fatalf("two of five live: identity %d primary %d", c.Identity, c.Primary)
+	}
+	lone := &Cluster{Name: "main", Hosts: []Host{seen("10.0.0.1", false, 0), hosts[2], hosts[3]}}
+	lone.Decide(t0, stale, 3)
+	if lone.Identity != 0 || lone.Primary != -1 {
+		t.Fatalf("one of three live: identity %d primary %d", lone.Identity, lone.Primary)
+	}
+}
