@@ -82,3 +82,9 @@ func (bl *Block) IPs(n int) []string {
 
 // Addr returns the i-th address with a port: "127.B.0.i:port".
 func (bl *Block) Addr(i, port int) string { return bl.IP(i) + ":" + strconv.Itoa(port) }
+
+// Port returns a port that is the block's own on any address: 20000+B,
+// below Linux's ephemeral range. It is for a test that must listen outside
+// the block, e.g. on 127.0.0.1 because it reaches the server by the name
+// localhost.
+func (bl *Block) Port() int { return 20000 + bl.b }

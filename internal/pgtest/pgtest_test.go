@@ -34,4 +34,7 @@ func TestAddrsNeverShared(t *testing.T) {
 	if got := a.IPs(3); got[0] != a.IP(1) || got[2] != a.IP(3) {
 		t.Fatalf("IPs(3) = %v", got)
 	}
+	if a.Port() == b.Port() {
+		t.Fatalf("two blocks share port %d", a.Port())
+	}
 }
