@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // findCoreDNS finds the coredns binary on PATH or where go install puts
@@ -113,7 +115,8 @@ func ask(t *testing.T, addr, name string, qtype uint16) answer {
 // with the README's settings it does not.
 func TestCoreDNSForwarding(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.23.11", "127.0.23.12", "127.0.23.13"
+	b := pgtest.Addrs(t)
+	p, r1, r2 := b.IP(11), b.IP(12), b.IP(13)
 	corefile, err := os.ReadFile("../../configs/Corefile")
 	if err != nil {
 		t.Fatal(err)
@@ -121,10 +124,10 @@ func TestCoreDNSForwarding(t *testing.T) {
 	findCoreDNS(t)
 	e := newEnv(t, []string{p, r1, r2}, "100ms")
 	e.waitFor(t, "replica.db.local.", []string{r1, r2})
-	plain := startCoreDNS(t, string(corefile), "127.0.23.53", e.app.DNSAddr())
+	plain := startCoreDNS(t, string(corefile), b.IP(53), e.app.DNSAddr())
 	cached := startCoreDNS(t, withCache(string(corefile), "    cache {\n        success 9984 1 0\n        denial 9984 1 0\n    }"),
-		"127.0.23.54", e.app.DNSAddr())
-	naive := startCoreDNS(t, withCache(string(corefile), "    cache"), "127.0.23.55", e.app.DNSAddr())
+		b.IP(54), e.app.DNSAddr())
+	naive := startCoreDNS(t, withCache(string(corefile), "    cache"), b.IP(55), e.app.DNSAddr())
 
 	names := []struct {
 		name  string

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 // streaming replicas and checks every role, alias and filter.
 func TestRolesFiltersAndLSN(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.2.11", "127.0.2.12", "127.0.2.13"
+	ips := pgtest.Addrs(t).IPs(3)
+	p, r1, r2 := ips[0], ips[1], ips[2]
 	e := newEnv(t, []string{p, r1, r2}, "100ms")
 	primary, paused := e.pg.Nodes[0], e.pg.Nodes[2]
 	primary.Exec(t, "CREATE TABLE t (id serial PRIMARY KEY, v text)")
@@ -212,7 +214,8 @@ func lagOf(t *testing.T, txts []string, ip string) int {
 // promotes the remaining replica.
 func TestStoppedReplicaAndPromotion(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.3.11", "127.0.3.12", "127.0.3.13"
+	ips := pgtest.Addrs(t).IPs(3)
+	p, r1, r2 := ips[0], ips[1], ips[2]
 	e := newEnv(t, []string{p, r1, r2}, "100ms")
 	e.waitFor(t, "replica.db.local.", []string{r1, r2})
 	ctx := context.Background()
@@ -254,7 +257,8 @@ func TestStoppedReplicaAndPromotion(t *testing.T) {
 // NODATA. A host that hangs holds up only its own probe.
 func TestServfailUntilFirstRound(t *testing.T) {
 	t.Parallel()
-	hung := silentListener(t, "127.0.4.1:0")
+	b := pgtest.Addrs(t)
+	hung := silentListener(t, b.Addr(1, 0))
 	a, _, _ := startApp(t, `
 dns:
   listen: 127.0.0.1:0
@@ -266,7 +270,7 @@ probe:
   dsn: "user=postgres sslmode=disable"
 clusters:
   main:
-    hosts: [`+hung.Addr().String()+`, 127.0.4.2:1]
+    hosts: [`+hung.Addr().String()+`, `+b.Addr(2, 1)+`]
 `)
 	m := query(t, "udp", a.DNSAddr(), "primary.db.local.", dns.TypeA)
 	if m.Rcode != dns.RcodeServerFailure {
@@ -292,18 +296,21 @@ clusters:
 // address it connected to.
 func TestHostNamesAreResolved(t *testing.T) {
 	t.Parallel()
-	pg := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.0.1"}, Port: 55432})
+	// localhost is 127.0.0.1, outside every block: the port is the block's.
+	port := pgtest.Addrs(t).Port()
+	host := "localhost:" + strconv.Itoa(port)
+	pg := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.0.1"}, Port: port})
 	a, _, _ := startApp(t, `
 dns: {listen: "127.0.0.1:0"}
 http: {listen: ""}
 probe: {interval: 100ms, dsn: "user=postgres dbname=postgres sslmode=disable"}
 clusters:
   main:
-    hosts: [localhost:55432]
+    hosts: [`+host+`]
 `)
 	e := &env{pg: pg, app: a}
 	e.waitFor(t, "primary.db.local.", []string{"127.0.0.1"})
-	if txt := e.txt(t, "primary.db.local."); len(txt) != 1 || !strings.HasPrefix(txt[0], "host=localhost:55432 role=primary") {
+	if txt := e.txt(t, "primary.db.local."); len(txt) != 1 || !strings.HasPrefix(txt[0], "host="+host+" role=primary") {
 		t.Fatalf("evidence %q", txt)
 	}
 }

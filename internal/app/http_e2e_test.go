@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // get fetches path from the HTTP API and returns status and body.
@@ -49,7 +51,8 @@ func (e *env) eventually(t *testing.T, path, accept string, check func(code int,
 // against a real primary with two replicas, one of which stops replaying.
 func TestHTTPAgainstRealCluster(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.6.11", "127.0.6.12", "127.0.6.13"
+	ips := pgtest.Addrs(t).IPs(3)
+	p, r1, r2 := ips[0], ips[1], ips[2]
 	e := newEnv(t, []string{p, r1, r2}, "100ms")
 	primary, paused := e.pg.Nodes[0], e.pg.Nodes[2]
 	primary.Exec(t, "CREATE TABLE t (id serial PRIMARY KEY, v text)")

@@ -59,7 +59,8 @@ func (r *resolverNS) psql(dsn, sql string) (string, error) {
 
 func TestLibpqThroughTheSystemResolver(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2, dnsIP = "127.0.20.11", "127.0.20.12", "127.0.20.13", "127.0.20.53"
+	b := pgtest.Addrs(t)
+	p, r1, r2, dnsIP := b.IP(11), b.IP(12), b.IP(13), b.IP(53)
 	ns := newResolverNS(t, dnsIP)
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
 	pg.Nodes[0].Exec(t, "CREATE TABLE ryw (id bigint PRIMARY KEY)")
@@ -122,7 +123,8 @@ func TestLibpqThroughTheSystemResolver(t *testing.T) {
 // session through it, reach the new primary.
 func TestFailoverThroughDNS(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2, dnsIP = "127.0.21.11", "127.0.21.12", "127.0.21.13", "127.0.21.53"
+	b := pgtest.Addrs(t)
+	p, r1, r2, dnsIP := b.IP(11), b.IP(12), b.IP(13), b.IP(53)
 	ns := newResolverNS(t, dnsIP)
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
 	e := attach(t, pg, envOptions{Interval: "250ms", Listen: dnsIP + ":53"})

@@ -27,7 +27,8 @@ import (
 // host in a role it did not have.
 func TestFaultsUnderLoad(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.24.11", "127.0.24.12", "127.0.24.13"
+	ips := pgtest.Addrs(t).IPs(3)
+	p, r1, r2 := ips[0], ips[1], ips[2]
 	e := newEnv(t, []string{p, r1, r2}, "100ms")
 	e.waitFor(t, "replica.db.local.", []string{r1, r2})
 	ctx := context.Background()
@@ -132,7 +133,8 @@ func TestFaultsUnderLoad(t *testing.T) {
 // file is rejected and the old configuration stays.
 func TestReload(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.25.11", "127.0.25.12", "127.0.25.13"
+	ips := pgtest.Addrs(t).IPs(3)
+	p, r1, r2 := ips[0], ips[1], ips[2]
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
 	yaml := func(hosts ...string) string {
 		return fmt.Sprintf("dns: {listen: \"127.0.0.1:0\"}\nhttp: {listen: \"\"}\nprobe: {interval: 100ms, dsn: \"user=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
@@ -199,7 +201,8 @@ func TestReload(t *testing.T) {
 func TestSecretsNeverLeak(t *testing.T) {
 	t.Parallel()
 	const canary = "canary-7f3a9c"
-	pg := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.26.11", "127.0.26.12"},
+	b := pgtest.Addrs(t)
+	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(2),
 		HBA: []string{"host all watcher 127.0.0.0/8 scram-sha-256"}})
 	pg.Nodes[0].Exec(t, "CREATE ROLE watcher LOGIN PASSWORD 'the-right-one' IN ROLE pg_monitor")
 	a, _, logs := startApp(t, fmt.Sprintf(`
@@ -208,8 +211,8 @@ http: {listen: "127.0.0.1:0"}
 probe: {interval: 100ms, dsn: "user=watcher password=%s dbname=postgres sslmode=disable"}
 clusters:
   main:
-    hosts: [%s, %s, 127.0.26.13:5432]
-`, canary, pg.Nodes[0].Addr(), pg.Nodes[1].Addr()))
+    hosts: [%s, %s, %s]
+`, canary, pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), b.Addr(3, 5432)))
 	e := &env{pg: pg, app: a, logs: logs}
 	e.eventually(t, "/v1/hosts", "", func(_ int, body string) bool {
 		return strings.Count(body, `"role":"down"`) == 3 && strings.Contains(body, "password authentication failed")

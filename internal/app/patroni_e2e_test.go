@@ -30,7 +30,8 @@ func others(nodes []*pgtest.PatroniNode, not *pgtest.PatroniNode) []string {
 
 func TestPatroni(t *testing.T) {
 	t.Parallel()
-	pc := pgtest.NewPatroni(t, "127.0.40.1", []string{"127.0.40.11", "127.0.40.12", "127.0.40.13"})
+	b := pgtest.Addrs(t)
+	pc := pgtest.NewPatroni(t, b.IP(1), []string{b.IP(11), b.IP(12), b.IP(13)})
 	ctx := context.Background()
 	var urls []string
 	for _, n := range pc.Nodes {
@@ -38,7 +39,7 @@ func TestPatroni(t *testing.T) {
 	}
 	listen := "127.0.0.1:0"
 	if os.Geteuid() == 0 {
-		listen = "127.0.40.53:53" // for psql through the system resolver
+		listen = b.Addr(53, 53) // for psql through the system resolver
 	}
 	// Only Patroni URLs: the hosts come from /cluster.
 	a, cfg, logs := startApp(t, fmt.Sprintf(`
@@ -60,7 +61,7 @@ clusters:
 
 	if os.Geteuid() == 0 {
 		t.Run("psql through the names", func(t *testing.T) {
-			ns := newResolverNS(t, "127.0.40.53")
+			ns := newResolverNS(t, b.IP(53))
 			out, err := ns.psql("host=primary.db.local target_session_attrs=read-write", "SELECT inet_server_addr()")
 			if err != nil || out != leader.IP {
 				t.Fatalf("primary: %q %v", out, err)
@@ -140,12 +141,12 @@ clusters:
 	})
 
 	t.Run("members come and go with Patroni", func(t *testing.T) {
-		added, err := pc.AddNode("127.0.40.14")
+		added, err := pc.AddNode(b.IP(14))
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.eventually(t, "/v1/hosts", "", func(_ int, body string) bool {
-			return strings.Contains(body, `"addr":"`+added.Addr()+`","ip":"127.0.40.14","role":"replica","alive":true`)
+			return strings.Contains(body, `"addr":"`+added.Addr()+`","ip":"`+b.IP(14)+`","role":"replica","alive":true`)
 		})
 		// The killed node's member key expires: it leaves the probe's list.
 		if dead == nil {

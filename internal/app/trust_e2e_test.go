@@ -23,7 +23,8 @@ import (
 // primary; on equal timelines there is no primary at all.
 func TestSplitBrain(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.10.11", "127.0.10.12", "127.0.10.13"
+	ips := pgtest.Addrs(t).IPs(3)
+	p, r1, r2 := ips[0], ips[1], ips[2]
 	e := newEnv(t, []string{p, r1, r2}, "100ms")
 	ctx := context.Background()
 
@@ -66,7 +67,8 @@ func TestSplitBrain(t *testing.T) {
 // Rule 2: a host of another cluster, listed by mistake, is never answered.
 func TestForeignHostIsNeverAnswered(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2, foreign = "127.0.11.11", "127.0.11.12", "127.0.11.13", "127.0.11.21"
+	b := pgtest.Addrs(t)
+	p, r1, r2, foreign := b.IP(11), b.IP(12), b.IP(13), b.IP(21)
 	other := pgtest.New(t, pgtest.Options{IPs: []string{foreign}})
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
 	e := attach(t, pg, envOptions{Extra: []string{other.Nodes[0].Addr()}})
@@ -92,13 +94,15 @@ func TestForeignHostIsNeverAnswered(t *testing.T) {
 // answered, and each says why in the logs once.
 func TestBadHostsDelayNobody(t *testing.T) {
 	t.Parallel()
-	const p, r1 = "127.0.12.11", "127.0.12.12"
-	silentListener(t, "127.0.12.31:5432")
-	locked := pgtest.New(t, pgtest.Options{IPs: []string{"127.0.12.41"},
+	b := pgtest.Addrs(t)
+	p, r1 := b.IP(11), b.IP(12)
+	hung, refused := b.Addr(31, 5432), b.Addr(32, 5432)
+	silentListener(t, hung)
+	locked := pgtest.New(t, pgtest.Options{IPs: []string{b.IP(41)},
 		HBA: []string{"host all postgres 127.0.0.0/8 scram-sha-256"}})
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1}})
 	e := attach(t, pg, envOptions{Interval: "250ms", Timeout: "1s",
-		Extra: []string{"127.0.12.31:5432", "127.0.12.32:5432", locked.Nodes[0].Addr()}})
+		Extra: []string{hung, refused, locked.Nodes[0].Addr()}})
 
 	// Wait until all three are down, then watch the good hosts' probe age.
 	e.eventually(t, "/v1/hosts", "", func(_ int, body string) bool { return strings.Count(body, `"role":"down"`) == 3 })
@@ -129,7 +133,7 @@ func TestBadHostsDelayNobody(t *testing.T) {
 	}
 	logs := e.logs.String()
 	for host, why := range map[string]string{
-		"127.0.12.31:5432": "timed out", "127.0.12.32:5432": "refused", "127.0.12.41:5432": "password",
+		hung: "timed out", refused: "refused", locked.Nodes[0].Addr(): "password",
 	} {
 		var lines []string
 		for _, l := range strings.Split(logs, "\n") {
@@ -147,7 +151,8 @@ func TestBadHostsDelayNobody(t *testing.T) {
 // lag-100ms.replica, probed at the default interval.
 func TestIdlePrimaryTenSeconds(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.17.11", "127.0.17.12", "127.0.17.13"
+	ips := pgtest.Addrs(t).IPs(3)
+	p, r1, r2 := ips[0], ips[1], ips[2]
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
 	e := attach(t, pg, envOptions{Interval: "250ms"})
 	e.waitFor(t, "lag-100ms.replica.db.local.", []string{r1, r2})
@@ -166,7 +171,8 @@ func TestIdlePrimaryTenSeconds(t *testing.T) {
 // without a primary no lag can be, but LSNs still can.
 func TestStaleKnowledge(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.13.11", "127.0.13.12", "127.0.13.13"
+	ips := pgtest.Addrs(t).IPs(3)
+	p, r1, r2 := ips[0], ips[1], ips[2]
 	e := newEnv(t, []string{p, r1, r2}, "100ms")
 	e.waitFor(t, "lag-10s.replica.db.local.", []string{r1, r2})
 
@@ -210,7 +216,8 @@ func TestStaleKnowledge(t *testing.T) {
 // answers; replicas: all keeps them.
 func TestSynchronousStandbys(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.14.11", "127.0.14.12", "127.0.14.13"
+	ips := pgtest.Addrs(t).IPs(3)
+	p, r1, r2 := ips[0], ips[1], ips[2]
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
 	syncName := pg.Nodes[1].Name
 	pg.Nodes[0].Exec(t, "ALTER SYSTEM SET synchronous_standby_names = '"+syncName+"'")
@@ -243,7 +250,8 @@ func TestSynchronousStandbys(t *testing.T) {
 // must really have the row.
 func TestReadYourWritesWithLSNWait(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.15.11", "127.0.15.12", "127.0.15.13"
+	ips := pgtest.Addrs(t).IPs(3)
+	p, r1, r2 := ips[0], ips[1], ips[2]
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
 	pg.Nodes[0].Exec(t, "CREATE TABLE ryw (id bigint PRIMARY KEY)")
 	now := attach(t, pg, envOptions{Interval: "250ms", LSNWait: "0s"})
@@ -311,7 +319,8 @@ func TestReadYourWritesWithLSNWait(t *testing.T) {
 // fails closed.
 func TestTimelineTokens(t *testing.T) {
 	t.Parallel()
-	const p, r1, r2 = "127.0.16.11", "127.0.16.12", "127.0.16.13"
+	ips := pgtest.Addrs(t).IPs(3)
+	p, r1, r2 := ips[0], ips[1], ips[2]
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
 	primary, promoted, follower := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	primary.Exec(t, "CREATE TABLE tl (v text); CREATE ROLE watcher LOGIN IN ROLE pg_monitor")
