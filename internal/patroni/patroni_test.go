@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"slices"
 	"testing"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 func TestMembers(t *testing.T) {
@@ -24,16 +26,17 @@ func TestMembers(t *testing.T) {
 		_, _ = w.Write([]byte("not json"))
 	}))
 	defer broken.Close()
+	dead := "http://" + pgtest.Addrs(t).Addr(1, 1)
 
 	// The first URL that answers wins; a dead and a broken one are skipped.
-	got, err := Members(context.Background(), http.DefaultClient, []string{"http://127.0.0.1:1", broken.URL, good.URL + "/"})
+	got, err := Members(context.Background(), http.DefaultClient, []string{dead, broken.URL, good.URL + "/"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"10.0.0.1:5432", "10.0.0.2:5433"}; !slices.Equal(got, want) {
 		t.Fatalf("members %v, want %v", got, want)
 	}
-	if _, err := Members(context.Background(), http.DefaultClient, []string{"http://127.0.0.1:1", broken.URL}); err == nil {
+	if _, err := Members(context.Background(), http.DefaultClient, []string{dead, broken.URL}); err == nil {
 		t.Fatal("no URL answered, yet no error")
 	}
 }
