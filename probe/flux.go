@@ -6,8 +6,9 @@ import (
 	"github.com/pgdns/pgdns/zone"
 )
 
-// A cluster is in flux from the moment its primary goes down or changes,
-// or any of its hosts changes role, until a primary is known and nothing
+// A cluster is in flux from the moment its role answer changes (its
+// primary goes down or changes, a host changes role: what moves the SOA
+// serial, zone.SameRoleAnswer), until a primary is known and nothing
 // has changed for fluxSettle, or for at most Config.FluxDuration. While
 // in flux every host of the cluster is probed every Config.FluxInterval,
 // so a promotion is seen within that, whatever probe.interval is. The
@@ -43,7 +44,7 @@ func (p *Prober) updateFlux(snap *zone.Snapshot, now time.Time) {
 	interval, duration := p.fluxSettings()
 	for ci, c := range snap.Clusters {
 		f := &p.flux[ci]
-		if roleAnswerChanged(p.last.Clusters[ci], c) {
+		if !zone.SameRoleAnswer(p.last.Clusters[ci], c) {
 			if !f.active && !now.Before(f.cooldownUntil) {
 				f.active, f.started = true, now
 			}
@@ -59,20 +60,6 @@ func (p *Prober) updateFlux(snap *zone.Snapshot, now time.Time) {
 			f.active = false
 		}
 	}
-}
-
-// roleAnswerChanged reports whether the primary or any host's role
-// differs between two states of one cluster.
-func roleAnswerChanged(old, cur *zone.Cluster) bool {
-	if len(old.Hosts) != len(cur.Hosts) || old.Primary != cur.Primary {
-		return true
-	}
-	for i := range cur.Hosts {
-		if old.Hosts[i].Role != cur.Hosts[i].Role {
-			return true
-		}
-	}
-	return false
 }
 
 // fluxRound kicks every host of every cluster in flux, and reports
