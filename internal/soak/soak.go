@@ -53,14 +53,13 @@ const (
 
 // harness is a running soak: the cluster, pgdns in front of it, the truth.
 type harness struct {
-	opts   Options
-	w      *world
-	logf   func(format string, args ...any)
-	idle   atomic.Bool // writes paused (fault "idle")
-	pgdns  *app.App
-	cfg    string // pgdns config file
-	dns    string // pgdns DNS address
-	logOut io.Writer
+	opts  Options
+	w     *world
+	logf  func(format string, args ...any)
+	idle  atomic.Bool // writes paused (fault "idle")
+	pgdns *app.App
+	cfg   string // pgdns config file
+	dns   string // pgdns DNS address
 
 	checks  *ledger
 	notes   []string // harness problems (not violations)
@@ -86,7 +85,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.PGDNS == nil {
 		opts.PGDNS = io.Discard
 	}
-	h := &harness{opts: opts, checks: newLedger(), logOut: opts.Log, dns: opts.Addrs.Addr(53, 5353)}
+	h := &harness{opts: opts, checks: newLedger(), dns: opts.Addrs.Addr(53, 5353)}
 	h.logf = func(format string, args ...any) {
 		fmt.Fprintf(opts.Log, "soak %7.1fs  %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
 	}
