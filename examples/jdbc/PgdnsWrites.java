@@ -5,7 +5,7 @@
 //   javac -cp /usr/share/java/postgresql.jar -d out PgdnsWrites.java
 //   java -Djava.security.properties=pgdns.java.security \
 //        -cp /usr/share/java/postgresql.jar:out PgdnsWrites \
-//        'jdbc:postgresql://primary.db.local,replica.db.local/postgres?targetServerType=primary&user=postgres' 60
+//        'jdbc:postgresql://primary.db.local/postgres?targetServerType=primary&user=postgres' 60
 //
 // It stops after the given number of seconds (at most 600) or 100000
 // writes, or when its standard input closes. Each line of output is one

@@ -106,7 +106,7 @@ func TestJDBCSwitchover(t *testing.T) {
 	// The program, in a mount namespace whose /etc/resolv.conf names pgdns.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const url = "jdbc:postgresql://primary.db.local,replica.db.local/postgres?targetServerType=primary" +
+	const url = "jdbc:postgresql://primary.db.local/postgres?targetServerType=primary" +
 		"&user=postgres&sslmode=disable&connectTimeout=2&socketTimeout=5&loginTimeout=5"
 	cmd := exec.CommandContext(ctx, "unshare", "-m", "sh", "-c",
 		`mount --bind "$1" /etc/resolv.conf && shift && exec "$@"`, "sh", ns.conf,
