@@ -253,3 +253,26 @@ func TestProberRefresh(t *testing.T) {
 		t.Fatal("a refresh of a cluster without replicas must complete at once")
 	}
 }
+
+// A host that hangs goes stale, then down by max_fails: one change, logged
+// once, not once per snapshot while its staleness grows.
+func TestProberLogsAHungHostOnce(t *testing.T) {
+	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
+	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond, MaxFails: 3,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}
+	table, logs := runFake(t, cfg, map[string]*fakeHost{"p:1": primary, "r:1": replica})
+	waitSnapshot(t, table, "pr", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" })
+	replica.set(func(h *fakeHost) { h.hang = true })
+	waitSnapshot(t, table, "replica down by max_fails", func(s *zone.Snapshot) bool {
+		h := s.Clusters[0].Hosts[1]
+		return h.Role == zone.RoleDown && h.Fails >= 3
+	})
+	time.Sleep(200 * time.Millisecond) // more snapshots while it stays down
+	if n := strings.Count(logs.String(), "host=r:1 from=replica to=down"); n != 1 {
+		t.Errorf("the hung replica's fall logged %d times:\n%s", n, logs)
+	}
+	if n := strings.Count(logs.String(), "host=r:1 from=down to=down"); n != 0 {
+		t.Errorf("down to down logged %d times:\n%s", n, logs)
+	}
+}

@@ -188,7 +188,9 @@ func (p *Prober) logChanges(snap *zone.Snapshot) {
 			} else if h.Role == zone.RoleUnknown && h.Note == "" && h.LastError == "" {
 				continue
 			}
-			if h.Role == was && h.Note == wasNote {
+			// Down stays down: a stale host's note counts the time since
+			// its last good probe and changes on every snapshot.
+			if h.Role == was && (h.Note == wasNote || h.Role == zone.RoleDown) {
 				continue
 			}
 			attrs := []any{"cluster", c.Name, "host", h.Addr, "from", was.String(), "to", h.Role.String()}
