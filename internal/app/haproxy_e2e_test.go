@@ -186,23 +186,27 @@ func TestHAProxyFollowsSwitchover(t *testing.T) {
 	p, r1, r2 := ips[0], ips[1], ips[2]
 	ctx := context.Background()
 
-	// Read-only sessions on both replicas, held open.
+	// Two read-only sessions on the replica to be promoted, held open, once
+	// HAProxy balances across both replicas.
 	onR1 := []*pgx.Conn{}
 	seen := map[string]bool{}
-	for i := 0; i < 50 && (len(onR1) < 2 || !seen[r2]); i++ {
+	// Both replica slots come up within a resolution and a check or two.
+	for i := 0; i < 200 && (len(onR1) < 2 || !seen[r2]); i++ {
+		time.Sleep(50 * time.Millisecond)
 		c, err := hxConnect(ctx, h.ro)
 		if err != nil {
-			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
 		var addr string
 		if err := c.QueryRow(ctx, "SELECT host(inet_server_addr())").Scan(&addr); err != nil {
 			t.Fatal(err)
 		}
 		seen[addr] = true
-		if addr == r1 {
+		if addr == r1 && len(onR1) < 2 {
 			onR1 = append(onR1, c)
+			t.Cleanup(func() { _ = c.Close(context.Background()) })
+		} else {
+			_ = c.Close(ctx)
 		}
 	}
 	if len(onR1) < 2 || !seen[r2] {

@@ -388,6 +388,12 @@ func newPgBouncerEnv(t *testing.T, replicas int) (*env, *bouncer, []string) {
 	if _, err := c.Exec(context.Background(), "CREATE TABLE w (i int PRIMARY KEY, at timestamptz DEFAULT now())"); err != nil {
 		t.Fatalf("create table through pgbouncer: %v", err)
 	}
+	if replicas > 0 {
+		// Every replica has replayed the database and the table before a
+		// read goes there.
+		tok := e.insertAndTakeLSN(t, pg.Nodes[0])
+		e.waitFor(t, "lsn-"+tok+".replica.db.local.", ips[1:])
+	}
 	return e, bn, ips
 }
 
@@ -410,8 +416,14 @@ func TestPgBouncerFollowsSwitchover(t *testing.T) {
 			t.Fatalf("write through pgbouncer: committed by %q, %v; want %s", addr, err, p)
 		}
 	}
-	if got := bn.warmReads(t, 4); !slices.Equal(got, []string{r1, r2}) {
-		t.Fatalf("reads through app_ro were served by %v, want both replicas %v", got, []string{r1, r2})
+	// Concurrent reads until PgBouncer holds server connections to both
+	// replicas (it opens them one at a time, each on the next address).
+	var served []string
+	for n := 4; n <= 16 && !slices.Equal(served, []string{r1, r2}); n *= 2 {
+		served = bn.warmReads(t, n)
+	}
+	if !slices.Equal(served, []string{r1, r2}) {
+		t.Fatalf("reads through app_ro were served by %v, want both replicas %v", served, []string{r1, r2})
 	}
 	if got := bn.servers(t, "app_ro"); !slices.Contains(got, r1) {
 		t.Fatalf("SHOW SERVERS for app_ro: %v, want a connection to %s", got, r1)
