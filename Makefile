@@ -7,6 +7,7 @@ CONFIG   ?= configs/pgdns.yaml
 FUZZ_TIME ?= 30s
 DURATION ?= 30m
 SEED     ?= 0
+BENCH_ONLY ?=
 
 .DEFAULT_GOAL := help
 
@@ -33,11 +34,11 @@ demo: ## start a throwaway primary + 2 replicas and pgdns on them; Ctrl-C tears 
 	./bin/pgdns-demo
 
 .PHONY: bench
-bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md
+bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md (BENCH_ONLY=failover: that section alone)
 	./scripts/bench-deps.sh
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./zone ./dnsserver | grep -E '^(Benchmark|goos|goarch|cpu)' > bin/gobench.txt
+	$(if $(BENCH_ONLY),,$(GO) test -run '^$$' -bench . -benchmem -count 1 ./zone ./dnsserver | grep -E '^(Benchmark|goos|goarch|cpu)' > bin/gobench.txt)
 	$(GO) build -o bin/pgdns-bench ./internal/bench
-	PATH="$$PATH:$$(go env GOPATH)/bin" ./bin/pgdns-bench -pgdns bin/pgdns -gobench bin/gobench.txt -out BENCHMARKS.md
+	PATH="$$PATH:$$(go env GOPATH)/bin" ./bin/pgdns-bench -pgdns bin/pgdns -gobench bin/gobench.txt -out BENCHMARKS.md $(if $(BENCH_ONLY),-only $(BENCH_ONLY))
 
 .PHONY: soak
 soak: ## hunt wrong answers under seeded random faults for DURATION (default 30m); SEED=n replays a schedule, SHORT=1 plays each fault once, FOREIGN=0 lists no foreign host

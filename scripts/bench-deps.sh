@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what `make bench` needs when it is missing: dnsperf, wrk and
-# gnuplot from Debian, CoreDNS with go install (about 3 minutes the first
+# gnuplot from Debian (and patroni and etcd-server for the Patroni
+# switchovers of the failover section), CoreDNS with go install (about 3 minutes the first
 # time), the PostgreSQL server binaries.
 set -euo pipefail
 need=()
 command -v dnsperf >/dev/null 2>&1 || need+=(dnsperf)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v gnuplot >/dev/null 2>&1 || need+=(gnuplot-nox)
+command -v patroni >/dev/null 2>&1 || need+=(patroni)
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 if ((${#need[@]})); then
   sudo=""

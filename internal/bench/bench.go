@@ -39,7 +39,7 @@ type bench struct {
 	lsn      string // an LSN every replica has replayed, for lsn- queries
 }
 
-func newBench(pgdnsBin string) (*bench, error) {
+func newBench(pgdnsBin string, cluster bool) (*bench, error) {
 	dir, err := os.MkdirTemp("", "pgdns-bench-")
 	if err != nil {
 		return nil, err
@@ -49,6 +49,9 @@ func newBench(pgdnsBin string) (*bench, error) {
 		return nil, err
 	}
 	b := &bench{dir: dir, pgdns: abs}
+	if !cluster {
+		return b, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if b.pg, err = pgtest.Start(ctx, pgtest.Options{IPs: []string{primaryIP, replica1IP, replica2IP}}); err != nil {

@@ -31,9 +31,21 @@ func main() {
 	goBench := flag.String("gobench", "", "file with `go test -bench` output to include")
 	rounds := flag.Int("rounds", 3, "interleaved rounds of the DNS comparison")
 	duration := flag.Duration("duration", 8*time.Second, "length of one dnsperf throughput run")
+	only := flag.String("only", "", "run only this section (failover) and rewrite only it in the report")
+	flag.IntVar(&failoverReps, "failover-reps", failoverReps, "repetitions of each failover case")
+	flag.IntVar(&patroniReps, "patroni-reps", patroniReps, "Patroni switchovers in the failover step (0: none)")
 	flag.Parse()
 
-	if err := run(*pgdnsBin, *goBench, *out, *rounds, *duration); err != nil {
+	var err error
+	switch *only {
+	case "":
+		err = run(*pgdnsBin, *goBench, *out, *rounds, *duration)
+	case "failover":
+		err = runFailoverOnly(*pgdnsBin, *out)
+	default:
+		err = fmt.Errorf("-only %q: the only section that runs alone is failover", *only)
+	}
+	if err != nil {
 		fatal(err)
 	}
 }
@@ -43,7 +55,7 @@ func main() {
 func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, err := newBench(pgdnsBin)
+	b, err := newBench(pgdnsBin, true)
 	if err != nil {
 		return err
 	}
@@ -72,9 +84,10 @@ func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) erro
 	}
 	md := r.markdown(filepath.Base(b.plotPath))
 	fmt.Print(md)
-	// make soak's figures are not the bench's to rewrite: keep them.
+	// Sections the bench does not write (make soak's, the end-to-end
+	// tests' switchover figures) are not its to drop: keep them.
 	if prev, err := os.ReadFile(out); err == nil {
-		md += keptSection(string(prev), "## Soak")
+		md += otherSections(string(prev), md)
 	}
 	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
 		return err
@@ -83,6 +96,65 @@ func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) erro
 		return copyFile(b.plotPath, filepath.Join(filepath.Dir(out), filepath.Base(b.plotPath)))
 	}
 	return nil
+}
+
+// runFailoverOnly measures failover alone and replaces the failover
+// section of out (and failover.png beside it), keeping every other
+// section as it was.
+func runFailoverOnly(pgdnsBin, out string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b, err := newBench(pgdnsBin, false)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	r := &report{machine: machine()}
+	fmt.Fprintln(os.Stderr, "bench: failover ...")
+	if err := b.failover(ctx, r); err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	section := r.failover.markdown(filepath.Base(b.plotPath))
+	fmt.Print(section)
+	prev, err := os.ReadFile(out)
+	if err != nil {
+		return err
+	}
+	md := replaceSection(string(prev), failoverHeading, section)
+	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	if b.plotPath != "" {
+		return copyFile(b.plotPath, filepath.Join(filepath.Dir(out), filepath.Base(b.plotPath)))
+	}
+	return nil
+}
+
+// replaceSection puts section in place of md's section under heading (up
+// to the next heading of the same level), or at the end if md has none.
+func replaceSection(md, heading, section string) string {
+	i := strings.Index(md, "\n"+heading+"\n")
+	if i < 0 {
+		return strings.TrimRight(md, "\n") + "\n\n" + section
+	}
+	rest := md[i+1:]
+	end := len(rest)
+	if j := strings.Index(rest[len(heading):], "\n## "); j >= 0 {
+		end = len(heading) + j + 1
+	}
+	return md[:i+1] + section + rest[end:]
+}
+
+// otherSections returns prev's "## " sections whose headings md has not,
+// in prev's order.
+func otherSections(prev, md string) string {
+	var kept string
+	for _, l := range strings.Split(prev, "\n") {
+		if strings.HasPrefix(l, "## ") && !strings.Contains(md, "\n"+l+"\n") {
+			kept += keptSection(prev, l)
+		}
+	}
+	return kept
 }
 
 // keptSection returns the section of md that starts with the heading

@@ -59,17 +59,8 @@ func (r *report) markdown(plot string) string {
 		w("## Go benchmarks\n\n`go test -bench . -benchmem ./zone ./dnsserver`: `zone.Parse` and selection allocate nothing; a whole query through `ServeDNS` (parse, select, build, pack) allocates the answer's records.\n\n```\n%s```\n\n", r.goBench)
 	}
 
-	if f := r.failover; f != nil {
-		p50, mx := durations(f.fromStart)
-		rp50, rmx := durations(f.fromReturn)
-		w("## Failover visibility\n\nA fresh primary and replica, pgdns probing every 100 ms; the primary is stopped (`-m immediate`), the replica promoted 300 ms later; %d repetitions. Time until `primary.db.local` answers the new primary:\n\n", len(f.fromStart))
-		w("| measured from | p50 | max | target |\n|---|---:|---:|---|\n")
-		w("| `pg_ctl promote` started | %s | %s | ≤ 300 ms: %s |\n", ms(p50), ms(mx), verdict(mx <= 300*time.Millisecond))
-		w("| `pg_ctl promote` returned | %s | %s | |\n\n", ms(rp50), ms(rmx))
-		w("`pg_ctl promote` waits until the server is writable; 0 ms from its return means pgdns already answered the new primary by then. The old primary leaves the answers `max_fails` probes after it stops (about 3 × 100 ms here), before the promote; in between `primary.db.local` answers no address, never a wrong one.\n\n")
-		if plot != "" {
-			w("![what primary.db.local answered during a failover](%s)\n\n", plot)
-		}
+	if r.failover != nil {
+		b.WriteString(r.failover.markdown(plot))
 	}
 
 	if y := r.ryow; y != nil {
