@@ -112,7 +112,12 @@ func TestSerialFollowsFailover(t *testing.T) {
 
 	// A second instance watching the same cluster (or this one after a
 	// restart) starts from its clock: close to the first one's serial, and
-	// not behind the serial from before the failover.
+	// not behind the serial from before the failover. With one of its two
+	// hosts down it could not establish the cluster's identity (one live
+	// host proves nothing against a stray): it is pinned, as the README
+	// advises for that case.
+	var sysid string
+	e.pg.Nodes[1].Query(t, "SELECT system_identifier::text FROM pg_control_system()", &sysid)
 	other, _, _ := startApp(t, fmt.Sprintf(`
 dns: {listen: "127.0.0.1:0", ttl: 1}
 http: {listen: ""}
@@ -120,7 +125,8 @@ probe: {interval: 100ms, timeout: 1s, max_fails: 3, dsn: "user=postgres dbname=p
 clusters:
   main:
     hosts: [%s, %s]
-`, primary.Addr(), e.pg.Nodes[1].Addr()))
+    system_identifier: "%s"
+`, primary.Addr(), e.pg.Nodes[1].Addr(), sysid))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		m := query(t, "udp", other.DNSAddr(), "primary.db.local.", dns.TypeA)
