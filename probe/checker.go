@@ -176,6 +176,10 @@ type pgChecker struct {
 	cfg  *pgx.ConnConfig
 	conn *pgx.Conn
 
+	// lastOK: the last Check succeeded, so a connection that is gone
+	// since was lost between probes (Watch opens a new one to watch).
+	lastOK bool
+
 	// The history of historyTL, read once per timeline, not every probe.
 	historyTL   uint32
 	history     []zone.TimelineEnd
@@ -183,7 +187,8 @@ type pgChecker struct {
 }
 
 // Check implements Checker.
-func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
+func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
+	defer func() { c.lastOK = err == nil }()
 	if c.conn == nil || c.conn.IsClosed() {
 		conn, err := pgx.ConnectConfig(ctx, c.cfg)
 		if err != nil {
@@ -195,7 +200,6 @@ func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 		c.conn = conn
 	}
 	var (
-		s                      Sample
 		write, receive, replay string
 		timeline, ckptTimeline int64
 		sysid, standbys        string
@@ -203,7 +207,7 @@ func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 		started                int64
 	)
 	start := time.Now()
-	err := c.conn.QueryRow(ctx, probeSQL).Scan(&s.InRecovery, &write, &receive, &replay, &timeline, &ckptTimeline,
+	err = c.conn.QueryRow(ctx, probeSQL).Scan(&s.InRecovery, &write, &receive, &replay, &timeline, &ckptTimeline,
 		&sysid, &started, &standbys, &conninfo, &s.SlotName)
 	end := time.Now()
 	if err != nil {

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -122,5 +123,57 @@ func TestPostgresCheckerAsMonitorRole(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond) // the role has not reached the replica yet
 		}
+	}
+}
+
+// A connection lost between probes without a word (closed under the
+// prober, say) leaves no host unwatched: Watch opens another at once, so a
+// crash right after is still seen when it happens, not at the next probe.
+func TestWatchReopensALostConnection(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
+	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newChecker(cl.Nodes[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pc := c.(*pgChecker)
+	_ = pc.conn.Close(ctx) // lost, and nobody said so
+	done := make(chan error, 1)
+	wctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	go func() { done <- c.(Watcher).Watch(wctx) }()
+	// Watch's new session shows in pg_stat_activity under pgdns's name.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var n int
+		cl.Nodes[0].Query(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns'", &n)
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Watch opened no connection after the last one was lost")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := cl.Nodes[0].Stop(context.Background(), "immediate"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotServing) {
+			t.Fatalf("Watch returned %v, want a definitive failure", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a crash after a lost connection was not seen by Watch")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"syscall"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -72,6 +73,18 @@ type Watcher interface {
 // connection, so that a shutdown message or a closed socket is seen the
 // moment it arrives rather than at the next probe.
 func (c *pgChecker) Watch(ctx context.Context) error {
+	if (c.conn == nil || c.conn.IsClosed()) && c.lastOK {
+		// The last probe succeeded, yet its connection is gone: open
+		// another at once rather than stay blind until the next probe.
+		// Once per good probe, so a failing host is not retried here.
+		c.lastOK = false
+		conn, err := pgx.ConnectConfig(ctx, c.cfg)
+		if err == nil {
+			c.conn = conn
+		} else if err := classify(connectError(err)); ctx.Err() == nil && errors.Is(err, ErrNotServing) {
+			return err
+		}
+	}
 	if c.conn == nil || c.conn.IsClosed() {
 		<-ctx.Done()
 		return ctx.Err()
