@@ -72,7 +72,15 @@ func (p *Prober) fluxRound() bool {
 		}
 		any = true
 		base := p.flatIndex(ci, 0)
+		now := time.Now().UnixNano()
 		for hi := range c.Hosts {
+			// Replicas probed in step with the primary stay driven (rounds.go)
+			// when the flux ends, until the primary's next tick opens a
+			// round: a replica probing on its own tick, out of step with
+			// the primary, would have loose lag bounds meanwhile.
+			if p.last != nil && p.last.Ready && p.last.Clusters[ci].Hosts[hi].Role == zone.RoleReplica {
+				p.driven[base+hi].Store(now)
+			}
 			p.kick(base + hi)
 		}
 		if hook := p.cfg.Hooks.FluxProbes; hook != nil {
