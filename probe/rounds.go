@@ -80,3 +80,21 @@ func (p *Prober) skipTick(flat int, lastStart time.Time) bool {
 	since := time.Since(time.Unix(0, p.driven[flat].Load()))
 	return since < 2*p.cfg.Interval && time.Since(lastStart) < p.cfg.Interval*3/2
 }
+
+// driveOnReady marks the replicas of a snapshot that has just become ready
+// as driven, so that they wait for the primary's first round instead of
+// probing on their own ticks, out of step with it, meanwhile.
+func (p *Prober) driveOnReady(snap *zone.Snapshot) {
+	if !snap.Ready || (p.last != nil && p.last.Ready) {
+		return
+	}
+	now := time.Now().UnixNano()
+	for ci, c := range snap.Clusters {
+		base := p.flatIndex(ci, 0)
+		for hi := range c.Hosts {
+			if c.Hosts[hi].Role == zone.RoleReplica {
+				p.driven[base+hi].Store(now)
+			}
+		}
+	}
+}

@@ -103,6 +103,7 @@ func (p *Prober) publish() {
 	snap.StampSerials(p.serialBase())
 	p.logChanges(snap)
 	p.updateFlux(snap, now)
+	p.driveOnReady(snap)
 	p.last = snap
 	if snap.Ready {
 		p.readyOnce.Do(func() { close(p.ready) })
