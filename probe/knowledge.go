@@ -50,7 +50,7 @@ func (p *Prober) export() Knowledge {
 		}
 		for hi := range c.Hosts {
 			if w := p.history[&c.Hosts[hi]]; w != nil {
-				ck.clocks[c.Hosts[hi].Addr] = &walHistory{owner: w.owner, timeline: w.timeline,
+				ck.clocks[c.Hosts[hi].Addr] = &walHistory{timeline: w.timeline,
 					marks: append([]walMark(nil), w.marks...)}
 			}
 		}

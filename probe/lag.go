@@ -56,7 +56,6 @@ type walMark struct {
 // bounded in length. It belongs to one primary on one timeline and is
 // replaced when either changes.
 type walHistory struct {
-	owner    string // addr of the primary
 	timeline uint32
 	marks    []walMark
 }

@@ -63,7 +63,7 @@ func (p *Prober) record(r result) {
 		return
 	}
 	if w == nil || w.timeline != s.Timeline {
-		w = &walHistory{owner: h.Addr, timeline: s.Timeline}
+		w = &walHistory{timeline: s.Timeline}
 		p.history[h] = w
 	}
 	w.add(s.At, s.WriteLSN)
