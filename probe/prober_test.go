@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgdns/pgdns/internal/testkit"
 	"github.com/pgdns/pgdns/zone"
 )
 
@@ -56,28 +56,11 @@ func (c fakeChecker) Check(ctx context.Context) (Sample, error) {
 
 func (fakeChecker) Close() {}
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runFake probes the fake hosts (one cluster "main") until the test ends.
-func runFake(t *testing.T, cfg Config, hosts map[string]*fakeHost) (*zone.Table, *syncBuffer) {
+func runFake(t *testing.T, cfg Config, hosts map[string]*fakeHost) (*zone.Table, *testkit.Buffer) {
 	t.Helper()
 	table := zone.NewTable()
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	newChecker := func(addr string) (Checker, error) {
 		h, ok := hosts[addr]
 		if !ok {
@@ -221,7 +204,7 @@ func TestProberRefresh(t *testing.T) {
 	newChecker := func(addr string) (Checker, error) {
 		return fakeChecker{map[string]*fakeHost{"p:1": primary, "r:1": replica}[addr]}, nil
 	}
-	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&syncBuffer{}, nil)), "main")
+	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&testkit.Buffer{}, nil)), "main")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()

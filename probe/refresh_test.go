@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgdns/pgdns/internal/testkit"
 	"github.com/pgdns/pgdns/zone"
 )
 
@@ -16,7 +17,7 @@ import (
 func startFake(t *testing.T, cfg Config, table *zone.Table, hosts map[string]*fakeHost) *Prober {
 	t.Helper()
 	newChecker := func(addr string) (Checker, error) { return fakeChecker{hosts[addr]}, nil }
-	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&syncBuffer{}, nil)), "main")
+	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&testkit.Buffer{}, nil)), "main")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
@@ -191,7 +192,7 @@ func TestRefreshDuringARoundThenTheNext(t *testing.T) {
 		}
 		return fakeChecker{primary}, nil
 	}
-	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&syncBuffer{}, nil)), "main")
+	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&testkit.Buffer{}, nil)), "main")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()

@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // findCoreDNS finds the coredns binary on PATH or where go install puts
@@ -54,7 +55,7 @@ func startCoreDNS(t *testing.T, corefile, ip, pgdnsAddr string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "-conf", path)
 	cmd.Env = append(os.Environ(), "PGDNS_ADDR="+pgdnsAddr, "COREDNS_BIND="+ip, "COREDNS_PORT="+port)
-	var out syncBuffer
+	var out testkit.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // env is a running cluster with pgdns in front of it.
@@ -28,30 +28,12 @@ type env struct {
 	pg   *pgtest.Cluster
 	app  *App
 	cfg  *config.Config
-	logs *syncBuffer
-}
-
-// syncBuffer collects logs written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs *testkit.Buffer
 }
 
 // startApp loads yaml through the real config loader and starts pgdns on a
 // free loopback port. Its logs are kept, and printed with -v.
-func startApp(t *testing.T, yaml string) (*App, *config.Config, *syncBuffer) {
+func startApp(t *testing.T, yaml string) (*App, *config.Config, *testkit.Buffer) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "pgdns.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -61,7 +43,7 @@ func startApp(t *testing.T, yaml string) (*App, *config.Config, *syncBuffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	var out io.Writer = logs
 	if testing.Verbose() {
 		out = io.MultiWriter(logs, os.Stderr)

@@ -20,12 +20,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // hxProxy is a running HAProxy.
 type hxProxy struct {
 	rw, ro string // the read-write and read-only ports, ip:port
-	logs   *syncBuffer
+	logs   *testkit.Buffer
 }
 
 // startHAProxy runs configs/haproxy.cfg with its ports on ip and pgdns at
@@ -54,7 +55,7 @@ func startHAProxy(t *testing.T, ip, dnsAddr string) *hxProxy {
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := &hxProxy{rw: ip + ":5000", ro: ip + ":5001", logs: &syncBuffer{}}
+	h := &hxProxy{rw: ip + ":5000", ro: ip + ":5001", logs: &testkit.Buffer{}}
 	cmd := exec.Command(bin, "-db", "-f", path)
 	cmd.Stdout, cmd.Stderr = h.logs, h.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

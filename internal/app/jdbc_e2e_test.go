@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // pgjdbcJar is where Debian's libpostgresql-jdbc-java puts pgjdbc.
@@ -121,7 +122,7 @@ func TestJDBCSwitchover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // requireRoot stops a test that needs root (pgdns on port 53, as c-ares
@@ -104,7 +105,7 @@ func shippedConfig(t *testing.T, name string, set map[string]string) string {
 // bouncer is a running PgBouncer.
 type bouncer struct {
 	addr string // listen address, ip:6432
-	logs *syncBuffer
+	logs *testkit.Buffer
 }
 
 // startPgBouncer runs configs/pgbouncer.ini on ip:6432 with pgdns at
@@ -131,7 +132,7 @@ func startPgBouncer(t *testing.T, ip, dnsIP string) *bouncer {
 			t.Fatal(err)
 		}
 	}
-	b := &bouncer{addr: net.JoinHostPort(ip, "6432"), logs: &syncBuffer{}}
+	b := &bouncer{addr: net.JoinHostPort(ip, "6432"), logs: &testkit.Buffer{}}
 	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
 	cmd.Stdout, cmd.Stderr = b.logs, b.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: postgresCredential(t), Setpgid: true}

@@ -1,36 +1,17 @@
 package soak
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
-
-// lockedBuffer collects the progress lines written by the harness.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestSoakShort plays every fault kind once, in the order of a fixed seed,
 // against a real cluster with a foreign host listed, while three clients
@@ -40,12 +21,12 @@ func TestSoakShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the soak takes about a minute")
 	}
-	progress := &lockedBuffer{}
+	progress := &testkit.Buffer{}
 	var out io.Writer = progress
 	if testing.Verbose() {
 		out = io.MultiWriter(progress, os.Stderr)
 	}
-	pgdnsLog := &lockedBuffer{}
+	pgdnsLog := &testkit.Buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Options{Seed: 1, Short: true, Addrs: pgtest.Addrs(t), Foreign: true, Log: out, PGDNS: pgdnsLog})

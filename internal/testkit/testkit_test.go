@@ -1,0 +1,85 @@
+package testkit
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestPollStopsWhenTheConditionHolds(t *testing.T) {
+	n := 0
+	if !Poll(time.Minute, time.Millisecond, func() bool { n++; return n == 3 }) {
+		t.Fatal("Poll gave up on a condition that held")
+	}
+	if n != 3 {
+		t.Fatalf("cond called %d times, want 3", n)
+	}
+}
+
+func TestPollGivesUpAfterWithin(t *testing.T) {
+	start := time.Now()
+	n := 0
+	if Poll(20*time.Millisecond, time.Millisecond, func() bool { n++; return false }) {
+		t.Fatal("Poll reported a condition that never held")
+	}
+	if took := time.Since(start); took < 20*time.Millisecond {
+		t.Fatalf("gave up after %v, before the 20ms deadline", took)
+	}
+	if n < 2 {
+		t.Fatalf("cond called %d times, want it called again after the deadline", n)
+	}
+}
+
+// fatalRecorder is a testing.TB whose Fatalf records the message and
+// stops the goroutine, as the real one does.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalRecorder) Helper() {}
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic(f)
+}
+
+func TestEventuallyNamesTheLastValue(t *testing.T) {
+	rec := &fatalRecorder{TB: t}
+	n := 0
+	func() {
+		defer func() {
+			if r := recover(); r != rec {
+				t.Fatalf("Eventually did not fail: %v", r)
+			}
+		}()
+		Eventually(rec, 10*time.Millisecond, time.Millisecond, "n to reach -1", func() (int, bool) { n++; return n, false })
+	}()
+	want := fmt.Sprintf("n to reach -1: not within 10ms; last observed: %d", n)
+	if rec.msg != want {
+		t.Fatalf("failure message %q, want %q", rec.msg, want)
+	}
+	if got := Eventually(t, time.Minute, time.Millisecond, "n to reach a multiple of 5", func() (int, bool) { n++; return n, n%5 == 0 }); got%5 != 0 {
+		t.Fatalf("Eventually returned %d, not the value that passed", got)
+	}
+}
+
+func TestBufferConcurrentWrites(t *testing.T) {
+	var b Buffer
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				_, _ = b.Write([]byte("x"))
+				_ = b.String()
+			}
+		}()
+	}
+	wg.Wait()
+	if got := b.String(); got != strings.Repeat("x", 800) {
+		t.Fatalf("got %d bytes, want 800", len(got))
+	}
+}
