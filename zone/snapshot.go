@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -88,11 +89,14 @@ func (s *Snapshot) LookupCluster(name string) (*Cluster, error) {
 type Table struct {
 	snap atomic.Pointer[Snapshot]
 	turn atomic.Uint64
+
+	ready     chan struct{} // closed by the first Store of a ready Snapshot
+	readyOnce sync.Once
 }
 
 // NewTable returns a Table holding an empty, not ready Snapshot.
 func NewTable() *Table {
-	t := &Table{}
+	t := &Table{ready: make(chan struct{})}
 	t.snap.Store(&Snapshot{})
 	return t
 }
@@ -101,7 +105,18 @@ func NewTable() *Table {
 func (t *Table) Load() *Snapshot { return t.snap.Load() }
 
 // Store publishes s. The caller must not modify s afterwards.
-func (t *Table) Store(s *Snapshot) { t.snap.Store(s) }
+func (t *Table) Store(s *Snapshot) {
+	t.snap.Store(s)
+	if s.Ready {
+		t.readyOnce.Do(func() { close(t.ready) })
+	}
+}
+
+// Ready is closed once the Table first holds a ready Snapshot: the moment
+// answers stop being SERVFAIL and /readyz turns 200, which is when a
+// service manager may be told that pgdns is up (sd_notify READY=1). It
+// stays closed: a later Snapshot is never unready.
+func (t *Table) Ready() <-chan struct{} { return t.ready }
 
 // Turn returns a new value for each call, used to rotate the order of
 // replicas from one answer to the next so that clients spread their load.

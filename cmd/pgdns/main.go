@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/coreos/go-systemd/v22/daemon"
+
 	"github.com/pgdns/pgdns/internal/app"
 	"github.com/pgdns/pgdns/internal/config"
 )
@@ -71,8 +73,11 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "pgdns:", err)
 		return 1
 	}
-	go reloadOnHangup(ctx, a, *configPath, environ, log)
-	if err := a.Run(ctx); err != nil {
+	serve, release := stopping(ctx, log)
+	defer release()
+	go notifyReady(serve, a, log)
+	go reloadOnHangup(serve, a, *configPath, environ, log)
+	if err := a.Run(serve); err != nil {
 		fmt.Fprintln(stderr, "pgdns:", err)
 		return 1
 	}
@@ -80,7 +85,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 }
 
 // reloadOnHangup re-reads the config file on every SIGHUP. A bad file is
-// rejected and logged, and the running configuration stays.
+// rejected and logged, and the running configuration stays. Once pgdns is
+// ready, the service manager hears RELOADING=1 and then READY=1 again
+// (before, notifyReady sends the first READY=1).
 func reloadOnHangup(ctx context.Context, a *app.App, path string, environ []string, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -92,12 +99,19 @@ func reloadOnHangup(ctx context.Context, a *app.App, path string, environ []stri
 		case <-hup:
 		}
 		log.Info("SIGHUP: reloading the configuration", "file", path)
+		ready := isReady(a)
+		if ready {
+			notify(log, daemon.SdNotifyReloading+"\n"+daemon.SdNotifyMonotonicUsec())
+		}
 		cfg, err := config.Load(path, environ)
 		if err == nil {
 			err = a.Reload(cfg)
 		}
 		if err != nil {
 			log.Error("reload rejected; the running configuration stays", "error", strings.ReplaceAll(err.Error(), "\n", "; "))
+		}
+		if ready {
+			notify(log, daemon.SdNotifyReady)
 		}
 	}
 }
