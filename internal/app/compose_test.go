@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/pgdns/pgdns/internal/config"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // composeFile is the part of `docker-compose config` output the test reads.
@@ -30,7 +31,7 @@ type composeFile struct {
 // checked against the settings the tests run with.
 func TestDockerCompose(t *testing.T) {
 	t.Parallel()
-	bin := requireTool(t, "docker-compose")
+	bin := testkit.RequireTool(t, "docker-compose")
 	out, err := exec.Command(bin, "-f", "../../docker-compose.yml", "config").CombinedOutput()
 	if err != nil {
 		t.Fatalf("docker-compose config: %v\n%s", err, out)

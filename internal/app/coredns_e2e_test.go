@@ -29,7 +29,7 @@ func findCoreDNS(t *testing.T) string {
 			return p
 		}
 	}
-	return requireTool(t, "coredns") // fails under CI, skips elsewhere
+	return testkit.RequireTool(t, "coredns") // fails under CI, skips elsewhere
 }
 
 func fileExists(p string) bool {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -243,20 +242,6 @@ func writeAndTakeLSN(t *testing.T, conn *pgx.Conn, sql string, args ...any) stri
 // lsn- names carry it ("0-3000060").
 func lsnLabel(lsn string) string {
 	return strings.ToLower(strings.Replace(lsn, "/", "-", 1))
-}
-
-// requireTool finds a client program on PATH. Missing, it fails the test
-// under CI (where .ci/run installs it) and skips it elsewhere.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI=%s and %s is not installed", os.Getenv("CI"), name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-	return path
 }
 
 // silentListener accepts TCP connections on addr and never says a word:

@@ -15,6 +15,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // TestRolesFiltersAndLSN runs pgdns against a real primary and two
@@ -75,7 +76,7 @@ func TestRolesFiltersAndLSN(t *testing.T) {
 	})
 
 	t.Run("dig, a real client", func(t *testing.T) {
-		dig := requireTool(t, "dig")
+		dig := testkit.RequireTool(t, "dig")
 		host, port, _ := net.SplitHostPort(e.app.DNSAddr())
 		for name, want := range map[string]string{
 			"primary.db.local":           p,

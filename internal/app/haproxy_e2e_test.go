@@ -33,7 +33,7 @@ type hxProxy struct {
 // dnsAddr, and waits until both ports accept connections.
 func startHAProxy(t *testing.T, ip, dnsAddr string) *hxProxy {
 	t.Helper()
-	bin := requireTool(t, "haproxy")
+	bin := testkit.RequireTool(t, "haproxy")
 	dir := t.TempDir()
 	b, err := os.ReadFile(filepath.Join("..", "..", "configs", "haproxy.cfg"))
 	if err != nil {
@@ -158,7 +158,7 @@ func hxUntil(t *testing.T, addr string, write bool, start time.Time, want, never
 // HAProxy on .70, and waits until HAProxy reaches the primary.
 func newHAProxyEnv(t *testing.T, replicas int) (*env, *hxProxy, []string) {
 	t.Helper()
-	requireTool(t, "haproxy")
+	testkit.RequireTool(t, "haproxy")
 	b := pgtest.Addrs(t)
 	ips := make([]string, 1+replicas)
 	for i := range ips {

@@ -25,15 +25,13 @@ import (
 // pgjdbcJar is where Debian's libpostgresql-jdbc-java puts pgjdbc.
 const pgjdbcJar = "/usr/share/java/postgresql.jar"
 
-// requireJar finds a jar like requireTool finds a program: missing, it
-// fails the test under CI (where .ci/run installs it) and skips it elsewhere.
+// requireJar finds a jar like testkit.RequireTool finds a program:
+// missing, it fails the test under CI (where .ci/run installs it) and
+// skips it elsewhere.
 func requireJar(t *testing.T, path, pkg string) string {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI=%s and %s is missing (apt-get install %s)", os.Getenv("CI"), path, pkg)
-		}
-		t.Skipf("%s is missing (apt-get install %s)", path, pkg)
+		testkit.Require(t, fmt.Errorf("%s is missing (apt-get install %s)", path, pkg))
 	}
 	return path
 }
@@ -75,7 +73,7 @@ func TestJDBCSwitchover(t *testing.T) {
 	b := pgtest.Addrs(t)
 	p, r1, r2, dnsIP := b.IP(11), b.IP(12), b.IP(13), b.IP(53)
 	ns := newResolverNS(t, dnsIP)
-	javac, java := requireTool(t, "javac"), requireTool(t, "java")
+	javac, java := testkit.RequireTool(t, "javac"), testkit.RequireTool(t, "java")
 	jar := requireJar(t, pgjdbcJar, "libpostgresql-jdbc-java")
 	src, err := filepath.Abs("../../examples/jdbc")
 	if err != nil {

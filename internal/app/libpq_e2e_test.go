@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // resolverNS is a way to run programs whose /etc/resolv.conf points at one
@@ -28,18 +29,13 @@ type resolverNS struct {
 
 func newResolverNS(t *testing.T, dnsIP string) *resolverNS {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI must run as root: pgdns on port 53 and mount namespaces need it")
-		}
-		t.Skip("needs root: pgdns on port 53 and a private mount namespace")
-	}
-	requireTool(t, "unshare")
+	testkit.RequireRoot(t, "pgdns on port 53 and a private mount namespace")
+	testkit.RequireTool(t, "unshare")
 	conf := filepath.Join(t.TempDir(), "resolv.conf")
 	if err := os.WriteFile(conf, []byte("nameserver "+dnsIP+"\noptions timeout:1 attempts:2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &resolverNS{conf: conf, psqlBin: requireTool(t, "psql")}
+	return &resolverNS{conf: conf, psqlBin: testkit.RequireTool(t, "psql")}
 }
 
 // psql runs one statement through libpq with dsn and returns its

@@ -27,19 +27,6 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// requireRoot stops a test that needs root (pgdns on port 53, as c-ares
-// and HAProxy's resolvers ask there): it fails under CI and is skipped
-// elsewhere.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI must run as root: pgdns listens on port 53")
-		}
-		t.Skip("needs root: pgdns listens on port 53")
-	}
-}
-
 // sharedTempDir makes a directory that a program running as the postgres
 // user can read (t.TempDir's parents are private to root), removed when
 // the test ends.
@@ -113,7 +100,7 @@ type bouncer struct {
 // admin), and waits until it accepts connections.
 func startPgBouncer(t *testing.T, ip, dnsIP string) *bouncer {
 	t.Helper()
-	bin := requireTool(t, "pgbouncer")
+	bin := testkit.RequireTool(t, "pgbouncer")
 	dir := sharedTempDir(t, "pgdns-pgbouncer-")
 	files := map[string]string{
 		"resolv.conf":  "nameserver " + dnsIP + "\n",
@@ -371,8 +358,8 @@ func (b *bouncer) warmReads(t *testing.T, n int) []string {
 // with a table w in the database app, created through PgBouncer.
 func newPgBouncerEnv(t *testing.T, replicas int) (*env, *bouncer, []string) {
 	t.Helper()
-	requireRoot(t)
-	requireTool(t, "pgbouncer")
+	testkit.RequireRoot(t, "pgdns listens on port 53, where PgBouncer's c-ares asks")
+	testkit.RequireTool(t, "pgbouncer")
 	b := pgtest.Addrs(t)
 	ips := make([]string, 1+replicas)
 	for i := range ips {

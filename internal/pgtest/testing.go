@@ -2,13 +2,14 @@ package pgtest
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // New starts a cluster for a test and stops it when the test ends. Without
@@ -42,8 +43,8 @@ func NewPatroni(t testing.TB, etcdIP string, ips []string) *PatroniCluster {
 	defer cancel()
 	pc, err := StartPatroni(ctx, etcdIP, ips)
 	if err != nil {
-		if strings.Contains(err.Error(), "not found") && os.Getenv("CI") == "" {
-			t.Skip(err)
+		if strings.Contains(err.Error(), "not found") {
+			testkit.Require(t, err)
 		}
 		t.Fatalf("patroni: %v", err)
 	}
@@ -56,17 +57,14 @@ func NewPatroni(t testing.TB, etcdIP string, ips []string) *PatroniCluster {
 	return pc
 }
 
-// Require stops a test that needs PostgreSQL binaries when there are none:
-// it fails under CI (CI set), where a missing install must not pass green,
-// and is skipped on a developer's machine.
+// Require stops a test that needs PostgreSQL binaries when there are none,
+// under testkit.Require's rule: it fails under CI (CI set), where a
+// missing install must not pass green, and is skipped on a developer's
+// machine.
 func Require(t testing.TB) {
 	t.Helper()
-	if _, err := BinDir(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI=%s and %v", os.Getenv("CI"), err)
-		}
-		t.Skip(err)
-	}
+	_, err := BinDir()
+	testkit.Require(t, err)
 }
 
 func tail(s string, n int) string {
