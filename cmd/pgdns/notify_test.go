@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -15,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // notifyMsg is one datagram pgdns sent to NOTIFY_SOCKET and when it came.
@@ -101,20 +100,7 @@ func TestSdNotify(t *testing.T) {
 		"probe: {interval: 100ms, timeout: 2s, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\n"+
 		"clusters:\n  main:\n    hosts: [%s, %s]\n    system_identifier: %q\n", dnsAddr, httpAddr, pg.Nodes[0].Addr(), hung, sysID))
 	sock, msgs := notifySocket(t)
-	cmd := exec.Command(os.Args[0], "-config", path)
-	cmd.Env = append(os.Environ(), "GO_TEST_RUN_PGDNS_MAIN=1", "NOTIFY_SOCKET="+sock)
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("pgdns output:\n%s", logs)
-		}
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	cmd, logs := startProcess(t, path, "NOTIFY_SOCKET="+sock)
 
 	// Poll /readyz until READY=1 arrives; remember when the last 503 was
 	// asked for. READY=1 received before that request went out would be a
@@ -198,21 +184,20 @@ poll:
 }
 
 // logTime waits for a log line with msg and returns its time.
-func logTime(t *testing.T, logs *lockedBuffer, msg string) time.Time {
+func logTime(t *testing.T, logs *testkit.Buffer, msg string) time.Time {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	line := testkit.Eventually(t, 10*time.Second, 20*time.Millisecond, "log line "+msg, func() (string, bool) {
 		for _, line := range strings.Split(logs.String(), "\n") {
-			if !strings.Contains(line, `msg="`+msg+`"`) {
-				continue
+			if strings.Contains(line, `msg="`+msg+`"`) {
+				return line, true
 			}
-			stamp, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
-			at, err := time.Parse(time.RFC3339Nano, stamp)
-			if err != nil {
-				t.Fatalf("log line %q: %v", line, err)
-			}
-			return at
 		}
+		return "", false
+	})
+	stamp, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+	at, err := time.Parse(time.RFC3339Nano, stamp)
+	if err != nil {
+		t.Fatalf("log line %q: %v", line, err)
 	}
-	t.Fatalf("no log line %q:\n%s", msg, logs)
-	return time.Time{}
+	return at
 }

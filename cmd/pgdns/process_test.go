@@ -27,11 +27,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// startProcess runs pgdns as a child process with the config file at path.
-func startProcess(t *testing.T, path string) (*exec.Cmd, *testkit.Buffer) {
+// startProcess runs pgdns as a child process with the config file at path
+// and env added to the environment.
+func startProcess(t *testing.T, path string, env ...string) (*exec.Cmd, *testkit.Buffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-config", path)
-	cmd.Env = append(os.Environ(), "GO_TEST_RUN_PGDNS_MAIN=1")
+	cmd.Env = append(append(os.Environ(), "GO_TEST_RUN_PGDNS_MAIN=1"), env...)
 	logs := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
