@@ -8,6 +8,7 @@ FUZZ_TIME ?= 30s
 DURATION ?= 30m
 SEED     ?= 0
 BENCH_ONLY ?=
+PPROF    ?=
 
 .DEFAULT_GOAL := help
 
@@ -34,11 +35,11 @@ demo: ## start a throwaway primary + 2 replicas and pgdns on them; Ctrl-C tears 
 	./bin/pgdns-demo
 
 .PHONY: bench
-bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md (BENCH_ONLY=failover: that section alone)
+bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md (BENCH_ONLY=failover or scale: that section alone; PPROF=dir: profiles of the scale step)
 	./scripts/bench-deps.sh
 	$(if $(BENCH_ONLY),,$(GO) test -run '^$$' -bench . -benchmem -count 1 ./zone ./dnsserver | grep -E '^(Benchmark|goos|goarch|cpu)' > bin/gobench.txt)
 	$(GO) build -o bin/pgdns-bench ./internal/bench
-	PATH="$$PATH:$$(go env GOPATH)/bin" ./bin/pgdns-bench -pgdns bin/pgdns -gobench bin/gobench.txt -out BENCHMARKS.md $(if $(BENCH_ONLY),-only $(BENCH_ONLY))
+	PATH="$$PATH:$$(go env GOPATH)/bin" ./bin/pgdns-bench -pgdns bin/pgdns -gobench bin/gobench.txt -out BENCHMARKS.md $(if $(BENCH_ONLY),-only $(BENCH_ONLY)) $(if $(PPROF),-pprof $(PPROF))
 
 .PHONY: soak
 soak: ## hunt wrong answers under seeded random faults for DURATION (default 30m); SEED=n replays a schedule, SHORT=1 plays each fault once, FOREIGN=0 lists no foreign host

@@ -117,7 +117,7 @@ func (a *App) Start() error {
 			Metrics:         a.metrics.Handler(),
 			OnRequest:       a.metrics.HTTPRequest,
 		}, a.table, a.log)
-		hs, err := httpapi.Start(cfg.HTTP.Listen, api, a.log)
+		hs, err := httpapi.Start(cfg.HTTP.Listen, withPprof(cfg.HTTP.Listen, api), a.log)
 		if err != nil {
 			_ = srv.Shutdown(context.Background())
 			return fmt.Errorf("http.listen %q: %w", cfg.HTTP.Listen, err)

@@ -31,7 +31,8 @@ func main() {
 	goBench := flag.String("gobench", "", "file with `go test -bench` output to include")
 	rounds := flag.Int("rounds", 3, "interleaved rounds of the DNS comparison")
 	duration := flag.Duration("duration", 8*time.Second, "length of one dnsperf throughput run")
-	only := flag.String("only", "", "run only this section (failover) and rewrite only it in the report")
+	only := flag.String("only", "", "run only this section (failover, scale) and rewrite only it in the report")
+	flag.StringVar(&scaleProfiles, "pprof", "", "scale: save pgdns's CPU and heap profiles with 1,000 hosts in this directory and summarize them in the report")
 	flag.IntVar(&failoverReps, "failover-reps", failoverReps, "repetitions of each failover case")
 	flag.IntVar(&patroniReps, "patroni-reps", patroniReps, "Patroni switchovers in the failover step (0: none)")
 	flag.Parse()
@@ -42,8 +43,10 @@ func main() {
 		err = run(*pgdnsBin, *goBench, *out, *rounds, *duration)
 	case "failover":
 		err = runFailoverOnly(*pgdnsBin, *out)
+	case "scale":
+		err = runScaleOnly(*pgdnsBin, *out)
 	default:
-		err = fmt.Errorf("-only %q: the only section that runs alone is failover", *only)
+		err = fmt.Errorf("-only %q: the sections that run alone are failover and scale", *only)
 	}
 	if err != nil {
 		fatal(err)
@@ -196,4 +199,41 @@ func machine() string {
 		}
 	}
 	return cpu
+}
+
+// runScaleOnly measures scale alone: pgdns on the three real servers at
+// rest, then with 1,000 hosts, and replaces the scale section of out,
+// keeping every other section as it was.
+func runScaleOnly(pgdnsBin, out string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b, err := newBench(pgdnsBin, true)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	var hosts []string
+	for _, n := range b.pg.Nodes {
+		hosts = append(hosts, n.Addr())
+	}
+	if _, err := b.startPGDNS(hosts, "250ms"); err != nil {
+		return err
+	}
+	time.Sleep(3 * time.Second) // settle, then the idle footprint
+	if b.rssIdle, err = rssKiB(b.pgdnsPID); err != nil {
+		return err
+	}
+	r := &report{machine: machine()}
+	fmt.Fprintln(os.Stderr, "bench: scale ...")
+	if err := b.scale(ctx, r); err != nil {
+		return fmt.Errorf("scale: %w", err)
+	}
+	r.scale.rss3 = 0 // no load steps ran before
+	section := r.scale.markdown()
+	fmt.Print(section)
+	prev, err := os.ReadFile(out)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, []byte(replaceSection(string(prev), scaleHeading, section)), 0o644)
 }

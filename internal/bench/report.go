@@ -71,15 +71,8 @@ func (r *report) markdown(plot string) string {
 		w("The wait adds %s at p50 and %s at p99.\n\n", ms(max(0, y.waitP50-y.noWaitP50)), ms(max(0, y.waitP99-y.noWaitP99)))
 	}
 
-	if s := r.scale; s != nil {
-		w("## Scale\n\n")
-		w("| hosts | RSS | target |\n|---|---:|---|\n")
-		w("| 3 (real), serving and probing, before any load | %.1f MiB | ≤ 20 MiB: %s |\n", float64(s.rss3Idle)/1024, verdict(s.rss3Idle <= 20*1024))
-		w("| 3 (real), right after the load steps above | %.1f MiB | |\n", float64(s.rss3)/1024)
-		w("| %d (%d real + %d fake), probing | %.1f MiB | |\n\n", s.realHosts+s.fakes, s.realHosts, s.fakes, float64(s.rss1000)/1024)
-		w("After a burst of tens of thousands of queries a second the Go runtime keeps goroutine stacks and heap it grew for a while before returning them to the system; the resting footprint is the first line.\n\n")
-		w("The %d fakes are one process serving just enough of the PostgreSQL wire protocol (startup, then one row per simple query, via `pgproto3`) on 127.1.x.y:5432, each reporting itself as a replica of the real cluster. With %d hosts probed every %s (%.0f probes/s) pgdns used %.1f%% of one core: %.4f%% per host. It was ready (every host probed, 999 replicas answered) %v after start. Answer latency at that size, at 5,000 queries/s over UDP (`primary` and `lag-50ms.replica`, the latter truncated with TC): p50 %s, p99 %s.\n\n",
-			s.fakes, s.realHosts+s.fakes, s.interval, float64(s.realHosts+s.fakes)/0.25, s.cpuTotal, s.cpuPerHost, s.readyIn.Round(time.Millisecond), ms(s.p50), ms(s.p99))
+	if r.scale != nil {
+		b.WriteString(r.scale.markdown())
 	}
 
 	if len(r.http) > 0 {

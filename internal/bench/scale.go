@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,14 +21,24 @@ import (
 // scaleResult: memory and CPU of pgdns with 3 and with 1,000 hosts.
 type scaleResult struct {
 	rss3Idle         int64 // KiB, before any load
-	rss3, rss1000    int64 // KiB, after the load steps
-	cpuPerHost       float64
-	cpuTotal         float64 // percent of one core, 1,000 hosts
+	rss3, rss1000    int64 // KiB, after the load steps (rss3: 0 when scale ran alone)
+	cpuTotal         float64 // percent of one core, 1,000 hosts, median window
+	cpuPerProbe      []time.Duration // CPU time of pgdns per probe done, per window
+	probesPerSec     float64
+	heapInuse        float64 // bytes, go_memstats_heap_inuse_bytes at 1,000 hosts
+	goroutines       float64
 	p50, p99         time.Duration
 	readyIn          time.Duration
 	realHosts, fakes int
 	interval         string
+	windows          int
+	window           time.Duration
+	cpuTop, heapTop  string // pprof -top summaries, when -pprof is given
 }
+
+// scaleProfiles, when set (-pprof), is where the scale step saves
+// pgdns's CPU and heap profiles with 1,000 hosts.
+var scaleProfiles string
 
 // rssKiB reads a process's resident set size.
 func rssKiB(pid int) (int64, error) {
@@ -84,10 +99,10 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 	for i := range res.fakes {
 		hosts = append(hosts, FakeAddr(i))
 	}
-	const bigDNS = "127.0.30.57:5353"
+	const bigDNS, bigHTTP = "127.0.30.57:5353", "127.0.30.57:8080"
 	path := filepath.Join(b.dir, "pgdns-1000.yaml")
-	if err := writeFile(path, fmt.Sprintf("dns: {listen: %q}\nhttp: {listen: \"\"}\nprobe: {interval: %s, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
-		bigDNS, res.interval, strings.Join(hosts, ", "))); err != nil {
+	if err := writeFile(path, fmt.Sprintf("dns: {listen: %q}\nhttp: {listen: %q}\nprobe: {interval: %s, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
+		bigDNS, bigHTTP, res.interval, strings.Join(hosts, ", "))); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -101,17 +116,45 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 	}
 	res.readyIn = time.Since(start)
 	time.Sleep(2 * time.Second)
-	t0, err := cpuTicks(cmd.Process.Pid)
-	if err != nil {
-		return err
+	// CPU per probe: pgdns's own CPU time (/proc, so the fakes' CPU is
+	// not counted) over the probes it finished meanwhile. Other load on
+	// the machine slows both alike, so the ratio holds where a share of a
+	// core would not. The scrapes of /metrics fall outside each window.
+	res.windows, res.window = 3, 10*time.Second
+	var shares []float64
+	for range res.windows {
+		n0, err0 := probesDone(bigHTTP)
+		t0, err := cpuTicks(cmd.Process.Pid)
+		if err != nil {
+			return err
+		}
+		w0 := time.Now()
+		time.Sleep(res.window)
+		t1, _ := cpuTicks(cmd.Process.Pid)
+		took := time.Since(w0)
+		n1, err1 := probesDone(bigHTTP)
+		if err := errors.Join(err0, err1); err != nil {
+			return err
+		}
+		if n1 <= n0 {
+			return fmt.Errorf("no probes counted in a window (%v → %v)", n0, n1)
+		}
+		cpu := time.Duration(t1-t0) * 10 * time.Millisecond
+		res.cpuPerProbe = append(res.cpuPerProbe, time.Duration(float64(cpu)/(n1-n0)))
+		shares = append(shares, cpu.Seconds()/took.Seconds()*100)
+		res.probesPerSec += (n1 - n0) / took.Seconds() / float64(res.windows)
 	}
-	const window = 10 * time.Second
-	time.Sleep(window)
-	t1, _ := cpuTicks(cmd.Process.Pid)
-	res.cpuTotal = float64(t1-t0) / 100 / window.Seconds() * 100
-	res.cpuPerHost = res.cpuTotal / float64(len(hosts))
+	slices.Sort(shares)
+	res.cpuTotal = shares[len(shares)/2]
 	if res.rss1000, err = rssKiB(cmd.Process.Pid); err != nil {
 		return err
+	}
+	res.heapInuse = metric(bigHTTP, "go_memstats_heap_inuse_bytes")
+	res.goroutines = metric(bigHTTP, "go_goroutines")
+	if scaleProfiles != "" {
+		if res.cpuTop, res.heapTop, err = takeProfiles(bigHTTP, scaleProfiles, b.pgdns); err != nil {
+			return err
+		}
 	}
 	queries := filepath.Join(b.dir, "queries-1000.txt")
 	if err := writeFile(queries, "primary.db.local A\nlag-50ms.replica.db.local A\n"); err != nil {
@@ -137,4 +180,75 @@ func waitDNSTCP(addr, name string, want int, timeout time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("%s never answered %s with %d records", addr, name, want)
+}
+
+// takeProfiles saves an 8 s CPU profile and a heap profile of the pgdns
+// serving httpAddr (its /debug/pprof/, loopback only) in dir, and returns
+// the top entries of each as `go tool pprof -top` prints them.
+func takeProfiles(httpAddr, dir, bin string) (cpuTop, heapTop string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	get := func(path, file string) error {
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://" + httpAddr + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", path, resp.Status)
+		}
+		f, err := os.Create(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(f, resp.Body)
+		return err
+	}
+	cpuFile, heapFile := filepath.Join(dir, "scale-cpu.pprof"), filepath.Join(dir, "scale-heap.pprof")
+	if err := get("/debug/pprof/profile?seconds=8", cpuFile); err != nil {
+		return "", "", err
+	}
+	if err := get("/debug/pprof/heap", heapFile); err != nil {
+		return "", "", err
+	}
+	top := func(args ...string) (string, error) {
+		out, err := exec.Command("go", append([]string{"tool", "pprof", "-top", "-nodecount=15"}, args...)...).Output()
+		return string(out), err
+	}
+	if cpuTop, err = top(bin, cpuFile); err != nil {
+		return "", "", fmt.Errorf("go tool pprof: %w", err)
+	}
+	if heapTop, err = top("-sample_index=inuse_space", bin, heapFile); err != nil {
+		return "", "", fmt.Errorf("go tool pprof: %w", err)
+	}
+	return cpuTop, heapTop, nil
+}
+
+// probesDone sums pgdns_probe_duration_seconds_count over every host. The
+// page is large with 1,000 hosts: it is read whole, with time to spare,
+// or not at all.
+func probesDone(httpAddr string) (float64, error) {
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("/metrics: %w", err)
+	}
+	var sum float64
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "pgdns_probe_duration_seconds_count{") {
+			f := strings.Fields(l)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				return 0, fmt.Errorf("/metrics: %q: %w", l, err)
+			}
+			sum += v
+		}
+	}
+	return sum, nil
 }
