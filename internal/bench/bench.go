@@ -15,16 +15,21 @@ import (
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
-// Addresses of this run, all on loopback.
-const (
-	primaryIP  = "127.0.30.11"
-	replica1IP = "127.0.30.12"
-	replica2IP = "127.0.30.13"
-	pgdnsDNS   = "127.0.30.53:5353"
-	pgdnsHTTP  = "127.0.30.53:8080"
-	corednsDNS = "127.0.30.54:5353"
-	floorDNS   = "127.0.30.55:5353"
+// Addresses of this run, all on loopback, in a block of pgtest.Reserve
+// (set by newBench): two runs side by side, or a run beside the tests,
+// never share one.
+var (
+	primaryIP, replica1IP, replica2IP string
+	pgdnsDNS, pgdnsHTTP               string
+	corednsDNS, floorDNS, echoDNS     string
 )
+
+// useBlock takes the run's addresses from block.
+func useBlock(block *pgtest.Block) {
+	primaryIP, replica1IP, replica2IP = block.IP(11), block.IP(12), block.IP(13)
+	pgdnsDNS, pgdnsHTTP = block.Addr(53, 5353), block.Addr(53, 8080)
+	corednsDNS, floorDNS, echoDNS = block.Addr(54, 5353), block.Addr(55, 5353), block.Addr(56, 5353)
+}
 
 // bench holds what every step uses: the cluster, the servers, a scratch
 // directory.
@@ -37,6 +42,7 @@ type bench struct {
 	rssIdle  int64 // KiB, pgdns with 3 hosts before any load
 	plotPath string
 	lsn      string // an LSN every replica has replayed, for lsn- queries
+	release  func() // frees the address block
 }
 
 func newBench(pgdnsBin string, cluster bool) (*bench, error) {
@@ -48,13 +54,19 @@ func newBench(pgdnsBin string, cluster bool) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{dir: dir, pgdns: abs}
+	block, release, err := pgtest.Reserve()
+	if err != nil {
+		return nil, err
+	}
+	useBlock(block)
+	b := &bench{dir: dir, pgdns: abs, release: release}
 	if !cluster {
 		return b, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if b.pg, err = pgtest.Start(ctx, pgtest.Options{IPs: []string{primaryIP, replica1IP, replica2IP}}); err != nil {
+		release()
 		return nil, err
 	}
 	return b, nil
@@ -75,6 +87,7 @@ func (b *bench) close() {
 		b.pg.Close()
 	}
 	_ = os.RemoveAll(b.dir)
+	b.release()
 }
 
 // start runs a server process that lives until the bench ends.
@@ -151,7 +164,7 @@ func (b *bench) startCoreDNS() error {
 	}
 	zone := filepath.Join(b.dir, "db.local.zone")
 	var z strings.Builder
-	z.WriteString("$ORIGIN db.local.\n$TTL 1\n@ IN SOA ns hostmaster 1 60 10 3600 1\n@ IN NS ns\nns IN A 127.0.30.54\n")
+	z.WriteString("$ORIGIN db.local.\n$TTL 1\n@ IN SOA ns hostmaster 1 60 10 3600 1\n@ IN NS ns\nns IN A " + strings.Split(corednsDNS, ":")[0] + "\n")
 	z.WriteString("primary IN A " + primaryIP + "\n")
 	for _, name := range []string{"replica", "lag-50ms.replica", "bytes-1mb.replica", b.lsnName()} {
 		z.WriteString(name + " IN A " + replica1IP + "\n" + name + " IN A " + replica2IP + "\n")
@@ -181,6 +194,33 @@ func (b *bench) startFloor() error {
 		return err
 	}
 	return waitDNS(floorDNS, "replica.db.local.", 2, 15*time.Second)
+}
+
+// startEcho runs this binary as the plain UDP echo, the ceiling.
+func (b *bench) startEcho() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if _, err := b.start(self, []string{"echo", "-listen", echoDNS}); err != nil {
+		return err
+	}
+	return waitEcho(echoDNS, 15*time.Second)
+}
+
+// waitEcho polls addr until a query comes back as a response.
+func waitEcho(addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		req := new(dns.Msg)
+		req.SetQuestion("primary.db.local.", dns.TypeA)
+		m, _, err := (&dns.Client{Timeout: 300 * time.Millisecond}).Exchange(req, addr)
+		if err == nil && m.Response {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("the UDP echo on %s never answered", addr)
 }
 
 // lsnName is the relative lsn- name of the query mix: an LSN both replicas

@@ -30,8 +30,8 @@ func median[T int64 | float64 | time.Duration](v []T) T {
 }
 
 // dnsComparison runs the same query file against pgdns (live probing),
-// CoreDNS (static zone) and the floor, interleaved round by round so that
-// drift of the machine hits all three alike.
+// CoreDNS (static zone), the floor and the echo, interleaved round by
+// round so that drift of the machine hits all of them alike.
 func (b *bench) dnsComparison(ctx context.Context, r *report, rounds int, d time.Duration) error {
 	primary := b.pg.Nodes[0]
 	conn, err := pgxConnect(ctx, primary.DSN())
@@ -67,6 +67,9 @@ func (b *bench) dnsComparison(ctx context.Context, r *report, rounds int, d time
 	if err := b.startFloor(); err != nil {
 		return err
 	}
+	if err := b.startEcho(); err != nil {
+		return err
+	}
 
 	queries := filepath.Join(b.dir, "queries.txt")
 	var q strings.Builder
@@ -76,8 +79,8 @@ func (b *bench) dnsComparison(ctx context.Context, r *report, rounds int, d time
 	if err := os.WriteFile(queries, []byte(q.String()), 0o644); err != nil {
 		return err
 	}
-	targets := []*perf{{name: "pgdns"}, {name: "CoreDNS (static zone file)"}, {name: "floor (miekg/dns, constant map)"}}
-	addrs := []string{pgdnsDNS, corednsDNS, floorDNS}
+	targets := []*perf{{name: "pgdns"}, {name: "CoreDNS (static zone file)"}, {name: "floor (miekg/dns, constant map)"}, {name: "ceiling (plain UDP echo)"}}
+	addrs := []string{pgdnsDNS, corednsDNS, floorDNS, echoDNS}
 	for round := range rounds {
 		for i, t := range targets {
 			fmt.Fprintf(os.Stderr, "bench: round %d/%d %s\n", round+1, rounds, t.name)

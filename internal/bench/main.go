@@ -22,6 +22,10 @@ func main() {
 		runFloor(os.Args[2:])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "echo" {
+		runEcho(os.Args[2:])
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "fakepg" {
 		runFakePG(os.Args[2:])
 		return
@@ -31,7 +35,7 @@ func main() {
 	goBench := flag.String("gobench", "", "file with `go test -bench` output to include")
 	rounds := flag.Int("rounds", 3, "interleaved rounds of the DNS comparison")
 	duration := flag.Duration("duration", 8*time.Second, "length of one dnsperf throughput run")
-	only := flag.String("only", "", "run only this section (failover, scale) and rewrite only it in the report")
+	only := flag.String("only", "", "run only this section (dns, failover, scale) and rewrite only it in the report")
 	flag.StringVar(&scaleProfiles, "pprof", "", "scale: save pgdns's CPU and heap profiles with 1,000 hosts in this directory and summarize them in the report")
 	flag.IntVar(&failoverReps, "failover-reps", failoverReps, "repetitions of each failover case")
 	flag.IntVar(&patroniReps, "patroni-reps", patroniReps, "Patroni switchovers in the failover step (0: none)")
@@ -45,8 +49,10 @@ func main() {
 		err = runFailoverOnly(*pgdnsBin, *out)
 	case "scale":
 		err = runScaleOnly(*pgdnsBin, *out)
+	case "dns":
+		err = runDNSOnly(*pgdnsBin, *out, *rounds, *duration)
 	default:
-		err = fmt.Errorf("-only %q: the sections that run alone are failover and scale", *only)
+		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover and scale", *only)
 	}
 	if err != nil {
 		fatal(err)
@@ -131,6 +137,31 @@ func runFailoverOnly(pgdnsBin, out string) error {
 		return copyFile(b.plotPath, filepath.Join(filepath.Dir(out), filepath.Base(b.plotPath)))
 	}
 	return nil
+}
+
+// runDNSOnly measures DNS throughput and latency alone (pgdns, CoreDNS,
+// the miekg/dns floor and the UDP echo, on a real cluster) and replaces
+// that section of out, keeping every other section as it was.
+func runDNSOnly(pgdnsBin, out string, rounds int, duration time.Duration) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b, err := newBench(pgdnsBin, true)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	r := &report{machine: machine()}
+	fmt.Fprintln(os.Stderr, "bench: DNS throughput and latency ...")
+	if err := b.dnsComparison(ctx, r, rounds, duration); err != nil {
+		return fmt.Errorf("DNS throughput and latency: %w", err)
+	}
+	section := r.dnsMarkdown()
+	fmt.Print(section)
+	prev, err := os.ReadFile(out)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, []byte(replaceSection(string(prev), dnsHeading, section)), 0o644)
 }
 
 // replaceSection puts section in place of md's section under heading (up
