@@ -1,7 +1,6 @@
 package dnsserver
 
 import (
-	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -139,7 +138,7 @@ func udpSize(req *dns.Msg) int {
 }
 
 // answer builds the reply to req and says what kind of name was asked.
-// Every outcome maps to one rcode here.
+// The zone decides the outcome (lookup); finish maps it to an rcode.
 func (h *Handler) answer(req *dns.Msg) (*dns.Msg, string) {
 	m := new(dns.Msg)
 	m.SetReply(req)
@@ -161,50 +160,69 @@ func (h *Handler) answer(req *dns.Msg) (*dns.Msg, string) {
 		m.Rcode = dns.RcodeFormatError
 		return m, "malformed"
 	}
-	q := req.Question[0]
+	snap := h.table.Load() // the one snapshot this answer reads (see answerHosts)
+	kind, outcome, snap := h.lookup(m, req.Question[0], snap)
+	return h.finish(m, outcome, snap), kind
+}
+
+// lookup fills the answer to q from snap and returns what kind of name was
+// asked, the zone's outcome, and the snapshot the answer was read from.
+func (h *Handler) lookup(m *dns.Msg, q dns.Question, snap *zone.Snapshot) (string, zone.Outcome, *zone.Snapshot) {
 	name := dns.CanonicalName(q.Name)
 	parsed, err := zone.Parse(name, h.origin)
-	if errors.Is(err, zone.ErrOutsideZone) || (q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY) {
-		m.Rcode = dns.RcodeRefused // not ours, and pgdns never recurses
-		return m, "outside"
-	}
-	if q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
-		m.Rcode = dns.RcodeRefused // no zone transfers, as CoreDNS without "transfer"
-		return m, "transfer"
-	}
-	m.Authoritative = true
-	snap := h.table.Load() // the one snapshot this answer reads (see answerHosts)
-	if err != nil {
-		return h.nxdomain(m, snap), "invalid"
+	switch o := zone.OutcomeOf(err); {
+	case o == zone.Refused || (q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY):
+		return "outside", zone.Refused, snap // not ours, and pgdns never recurses
+	case q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR:
+		return "transfer", zone.Refused, snap // no zone transfers, as CoreDNS without "transfer"
+	case o != zone.Answered:
+		return "invalid", o, snap
 	}
 	if addrs, ok := h.nsAddrs[name]; ok {
 		m.Answer = h.addresses(q.Name, q.Qtype, addrs)
-		return h.nodataIfEmpty(m, snap), "ns"
+		return "ns", zone.Answered, snap
 	}
 
 	switch parsed.Kind {
 	case zone.KindApex:
 		h.answerApex(m, q.Qtype, snap)
-		return h.nodataIfEmpty(m, snap), "apex"
+		return "apex", zone.Answered, snap
 	case zone.KindNameServer:
-		return h.nxdomain(m, snap), "invalid" // not one of the configured name servers
+		return "invalid", zone.NoSuchName, snap // not one of the configured name servers
 	case zone.KindCluster:
-		return h.answerCluster(m, q, parsed.Cluster, snap)
+		kind, o := h.answerCluster(m, q, parsed.Cluster, snap)
+		return kind, o, snap
 	}
-	return h.answerHosts(m, q, &parsed, snap), parsed.Target.String()
+	o, snap := h.answerHosts(m, q, &parsed, snap)
+	return parsed.Target.String(), o, snap
 }
 
-func (h *Handler) nxdomain(m *dns.Msg, snap *zone.Snapshot) *dns.Msg {
-	m.Rcode = dns.RcodeNameError
-	m.Ns = []dns.RR{h.soaRecord(h.origin, h.apexSerial(snap))}
-	return m
-}
-
-// nodataIfEmpty turns an empty answer into NOERROR/NODATA with the SOA in
-// the authority section, so that resolvers cache it only for the TTL.
-func (h *Handler) nodataIfEmpty(m *dns.Msg, snap *zone.Snapshot) *dns.Msg {
-	if len(m.Answer) == 0 {
+// finish maps the outcome to the reply's rcode, AA bit and authority
+// section: the one table from outcomes to DNS answers (CoreDNS's file
+// plugin does the same with its lookup Result).
+func (h *Handler) finish(m *dns.Msg, o zone.Outcome, snap *zone.Snapshot) *dns.Msg {
+	if o == zone.Answered && len(m.Answer) == 0 {
+		o = zone.NoData // a valid name with no record of the type asked
+	}
+	switch o {
+	case zone.Answered:
+		m.Authoritative = true
+	case zone.NoData:
+		// NOERROR/NODATA with the SOA in the authority section, so that
+		// resolvers cache it only for the TTL.
+		m.Authoritative = true
 		m.Ns = []dns.RR{h.soaRecord(h.origin, h.apexSerial(snap))}
+	case zone.NoSuchName:
+		m.Authoritative = true
+		m.Rcode = dns.RcodeNameError
+		m.Ns = []dns.RR{h.soaRecord(h.origin, h.apexSerial(snap))}
+	case zone.Refused:
+		m.Rcode = dns.RcodeRefused
+	case zone.NotReady:
+		m.Rcode = dns.RcodeServerFailure // the hosts are not known yet
+	default:
+		h.log.Error("no answer to a query", "outcome", o.String(), "question", m.Question[0].String())
+		m.Rcode = dns.RcodeServerFailure
 	}
 	return m
 }
@@ -240,19 +258,17 @@ func (h *Handler) answerApex(m *dns.Msg, qtype uint16, snap *zone.Snapshot) {
 // primary.orders.db.local to be orders.db.local finds one, with the
 // serial of that cluster. A label that names no cluster is as invalid as
 // any other name outside the grammar.
-func (h *Handler) answerCluster(m *dns.Msg, q dns.Question, name string, snap *zone.Snapshot) (*dns.Msg, string) {
+func (h *Handler) answerCluster(m *dns.Msg, q dns.Question, name string, snap *zone.Snapshot) (string, zone.Outcome) {
 	c, err := snap.LookupCluster(name)
-	switch {
-	case errors.Is(err, zone.ErrNotReady):
-		m.Authoritative = false
-		m.Rcode = dns.RcodeServerFailure // the clusters are not known yet
-		return m, "cluster"
-	case err != nil:
-		return h.nxdomain(m, snap), "invalid"
+	switch o := zone.OutcomeOf(err); {
+	case o == zone.NotReady:
+		return "cluster", o // the clusters are not known yet
+	case o != zone.Answered:
+		return "invalid", o
 	case q.Qtype == dns.TypeSOA || q.Qtype == dns.TypeANY:
 		m.Answer = []dns.RR{h.soaRecord(q.Name, h.atLeastStart(c.Serial))}
 	}
-	return h.nodataIfEmpty(m, snap), "cluster"
+	return "cluster", zone.Answered
 }
 
 // glue returns the address records of the name servers in the zone.
@@ -279,8 +295,9 @@ func (h *Handler) addresses(name string, qtype uint16, addrs []netip.Addr) []dns
 	return rrs
 }
 
-// answerHosts answers a role name from snap, the current snapshot.
-func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, snap *zone.Snapshot) *dns.Msg {
+// answerHosts answers a role name from snap, the current snapshot, and
+// returns the outcome and the snapshot the answer was read from.
+func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, snap *zone.Snapshot) (zone.Outcome, *zone.Snapshot) {
 	now := h.now()
 	var buf [8]*zone.Host
 	turn := h.table.Turn()
@@ -308,15 +325,8 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, sn
 		}
 		timer.Stop()
 	}
-	switch {
-	case errors.Is(err, zone.ErrNotReady):
-		m.Authoritative = false
-		m.Rcode = dns.RcodeServerFailure
-		return m
-	case errors.Is(err, zone.ErrUnknownCluster):
-		return h.nxdomain(m, snap)
-	case err != nil:
-		panic(err) // Select returns no other error; ServeDNS turns this into SERVFAIL
+	if err != nil {
+		return zone.OutcomeOf(err), snap
 	}
 
 	// The owner name is echoed as the client wrote it (0x20 case
@@ -326,7 +336,7 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, sn
 		// RFC 8482: ANY gets one small synthesized record, not every
 		// address: no amplification, and nothing to cache wrongly.
 		m.Answer = []dns.RR{&dns.HINFO{Hdr: header(owner, dns.TypeHINFO, h.ttl), Cpu: "RFC8482"}}
-		return m
+		return zone.Answered, snap
 	}
 	for _, host := range hosts {
 		ip := host.IP
@@ -339,7 +349,7 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, sn
 			m.Answer = append(m.Answer, aaaaRecord(owner, h.ttl, ip))
 		}
 	}
-	return h.nodataIfEmpty(m, snap)
+	return zone.Answered, snap
 }
 
 // shouldWaitForReplay reports whether an answer to an lsn- query holds no

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -22,17 +21,18 @@ type excludedJSON struct {
 	Reason string `json:"reason"`
 }
 
-// outcome maps selection errors to the DNS rcode and HTTP status of the
-// answer: the one table both are read from.
-func outcome(err error) (rcode string, status int) {
-	switch {
-	case err == nil:
+// status maps the zone's outcome of a name to the rcode DNS answers it
+// with and the HTTP status of /v1/resolve: the one table of this API's
+// answers (dnsserver keeps the DNS one).
+func status(o zone.Outcome) (rcode string, code int) {
+	switch o {
+	case zone.Answered, zone.NoData:
 		return "NOERROR", http.StatusOK
-	case errors.Is(err, zone.ErrNoSuchName), errors.Is(err, zone.ErrUnknownCluster):
+	case zone.NoSuchName:
 		return "NXDOMAIN", http.StatusNotFound
-	case errors.Is(err, zone.ErrOutsideZone):
+	case zone.Refused:
 		return "REFUSED", http.StatusBadRequest
-	case errors.Is(err, zone.ErrNotReady):
+	case zone.NotReady:
 		return "SERVFAIL", http.StatusServiceUnavailable
 	}
 	return "SERVFAIL", http.StatusInternalServerError
@@ -74,12 +74,12 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	rcode, status := outcome(err)
+	rcode, code := status(zone.OutcomeOf(err))
 	body.Rcode = rcode
 	if err != nil {
 		body.Error = err.Error()
 	}
-	writeJSON(w, status, body)
+	writeJSON(w, code, body)
 }
 
 // qualify lower-cases name and makes it fully qualified: a name with a

@@ -1,7 +1,6 @@
 package zone
 
 import (
-	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -82,10 +81,10 @@ type Query struct {
 	Timeline uint32 // 0: any; else MinLSN was taken on this timeline
 }
 
-// Errors returned by Parse. They map one to one onto DNS rcodes.
+// Errors returned by Parse, each with its Outcome.
 var (
-	ErrOutsideZone = errors.New("name is outside the zone")   // REFUSED
-	ErrNoSuchName  = errors.New("name is not in the grammar") // NXDOMAIN
+	ErrOutsideZone error = &Error{Refused, "name is outside the zone"}
+	ErrNoSuchName  error = &Error{NoSuchName, "name is not in the grammar"}
 )
 
 // Parse reads a lower-case, fully qualified name (trailing dot) under origin

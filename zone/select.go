@@ -1,14 +1,13 @@
 package zone
 
 import (
-	"errors"
 	"time"
 )
 
-// Errors returned by Select besides the ones of Parse.
+// Errors returned by Select and LookupCluster, each with its Outcome.
 var (
-	ErrNotReady       = errors.New("the first probe round has not finished") // SERVFAIL
-	ErrUnknownCluster = errors.New("no such cluster")                        // NXDOMAIN
+	ErrNotReady       error = &Error{NotReady, "the first probe round has not finished"}
+	ErrUnknownCluster error = &Error{NoSuchName, "no such cluster"}
 )
 
 // Reason says why a replica is or is not fit for a query.
