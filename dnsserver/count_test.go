@@ -26,7 +26,7 @@ func (w *countCheckingWriter) WriteMsg(m *dns.Msg) error {
 func TestAnswerCountedBeforeItIsWritten(t *testing.T) {
 	h := newTestHandler(testSnapshot())
 	counted := 0
-	h.onAns = func(string, int) { counted++ }
+	h.onAns = func(Asked, int) { counted++ }
 	for _, name := range []string{"primary.db.local.", "nope.db.local.", "example.com."} {
 		counted = 0
 		req := new(dns.Msg)

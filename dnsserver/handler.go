@@ -39,9 +39,8 @@ type Config struct {
 	Refresh func(cluster string) <-chan struct{}
 
 	// OnAnswer, when set, is called once per answer with what was asked
-	// (a role such as "replica", or "apex", "cluster", "ns", "invalid",
-	// "outside", "transfer", "malformed") and the rcode sent, for metrics.
-	OnAnswer func(kind string, rcode int)
+	// and the rcode sent, for metrics.
+	OnAnswer func(asked Asked, rcode int)
 }
 
 // NameServer is one name server of the zone.
@@ -60,7 +59,7 @@ type Handler struct {
 	table   *zone.Table
 	log     *slog.Logger
 	now     func() time.Time
-	onAns   func(kind string, rcode int)
+	onAns   func(asked Asked, rcode int)
 
 	lsnWait time.Duration
 	refresh func(cluster string) <-chan struct{}
@@ -110,13 +109,13 @@ func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			_ = w.WriteMsg(m)
 		}
 	}()
-	m, kind := h.answer(req)
+	m, asked := h.answer(req)
 	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
 		m.Truncate(udpSize(req))
 	}
 	// Counted before it is sent: whoever has the answer can see it counted.
 	if h.onAns != nil {
-		h.onAns(kind, m.Rcode)
+		h.onAns(asked, m.Rcode)
 	}
 	_ = w.WriteMsg(m)
 }
@@ -137,9 +136,9 @@ func udpSize(req *dns.Msg) int {
 	return min(size, maxUDPSize)
 }
 
-// answer builds the reply to req and says what kind of name was asked.
+// answer builds the reply to req and says what was asked.
 // The zone decides the outcome (lookup); finish maps it to an rcode.
-func (h *Handler) answer(req *dns.Msg) (*dns.Msg, string) {
+func (h *Handler) answer(req *dns.Msg) (*dns.Msg, Asked) {
 	m := new(dns.Msg)
 	m.SetReply(req)
 	m.Compress = true
@@ -149,52 +148,51 @@ func (h *Handler) answer(req *dns.Msg) (*dns.Msg, string) {
 		m.SetEdns0(maxUDPSize, opt.Do()) // RFC 3225: DO is echoed
 		if opt.Version() != 0 {
 			m.Rcode = dns.RcodeBadVers // RFC 6891: only version 0 exists
-			return m, "malformed"
+			return m, AskedMalformed
 		}
 	}
 	if req.Opcode != dns.OpcodeQuery {
 		m.Rcode = dns.RcodeNotImplemented
-		return m, "malformed"
+		return m, AskedMalformed
 	}
 	if len(req.Question) != 1 {
 		m.Rcode = dns.RcodeFormatError
-		return m, "malformed"
+		return m, AskedMalformed
 	}
 	snap := h.table.Load() // the one snapshot this answer reads (see answerHosts)
-	kind, outcome, snap := h.lookup(m, req.Question[0], snap)
-	return h.finish(m, outcome, snap), kind
+	asked, outcome, snap := h.lookup(m, req.Question[0], snap)
+	return h.finish(m, outcome, snap), asked
 }
 
-// lookup fills the answer to q from snap and returns what kind of name was
-// asked, the zone's outcome, and the snapshot the answer was read from.
-func (h *Handler) lookup(m *dns.Msg, q dns.Question, snap *zone.Snapshot) (string, zone.Outcome, *zone.Snapshot) {
+// lookup fills the answer to q from snap and returns what was asked, the zone's outcome, and the snapshot the answer was read from.
+func (h *Handler) lookup(m *dns.Msg, q dns.Question, snap *zone.Snapshot) (Asked, zone.Outcome, *zone.Snapshot) {
 	name := dns.CanonicalName(q.Name)
 	parsed, err := zone.Parse(name, h.origin)
 	switch o := zone.OutcomeOf(err); {
 	case o == zone.Refused || (q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY):
-		return "outside", zone.Refused, snap // not ours, and pgdns never recurses
+		return AskedOutside, zone.Refused, snap // not ours, and pgdns never recurses
 	case q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR:
-		return "transfer", zone.Refused, snap // no zone transfers, as CoreDNS without "transfer"
+		return AskedTransfer, zone.Refused, snap // no zone transfers, as CoreDNS without "transfer"
 	case o != zone.Answered:
-		return "invalid", o, snap
+		return AskedInvalid, o, snap
 	}
 	if addrs, ok := h.nsAddrs[name]; ok {
 		m.Answer = h.addresses(q.Name, q.Qtype, addrs)
-		return "ns", zone.Answered, snap
+		return AskedNameServer, zone.Answered, snap
 	}
 
 	switch parsed.Kind {
 	case zone.KindApex:
 		h.answerApex(m, q.Qtype, snap)
-		return "apex", zone.Answered, snap
+		return AskedApex, zone.Answered, snap
 	case zone.KindNameServer:
-		return "invalid", zone.NoSuchName, snap // not one of the configured name servers
+		return AskedInvalid, zone.NoSuchName, snap // not one of the configured name servers
 	case zone.KindCluster:
-		kind, o := h.answerCluster(m, q, parsed.Cluster, snap)
-		return kind, o, snap
+		asked, o := h.answerCluster(m, q, parsed.Cluster, snap)
+		return asked, o, snap
 	}
 	o, snap := h.answerHosts(m, q, &parsed, snap)
-	return parsed.Target.String(), o, snap
+	return askedRole(parsed.Target), o, snap
 }
 
 // finish maps the outcome to the reply's rcode, AA bit and authority
@@ -258,17 +256,17 @@ func (h *Handler) answerApex(m *dns.Msg, qtype uint16, snap *zone.Snapshot) {
 // primary.orders.db.local to be orders.db.local finds one, with the
 // serial of that cluster. A label that names no cluster is as invalid as
 // any other name outside the grammar.
-func (h *Handler) answerCluster(m *dns.Msg, q dns.Question, name string, snap *zone.Snapshot) (string, zone.Outcome) {
+func (h *Handler) answerCluster(m *dns.Msg, q dns.Question, name string, snap *zone.Snapshot) (Asked, zone.Outcome) {
 	c, err := snap.LookupCluster(name)
 	switch o := zone.OutcomeOf(err); {
 	case o == zone.NotReady:
-		return "cluster", o // the clusters are not known yet
+		return AskedCluster, o // the clusters are not known yet
 	case o != zone.Answered:
-		return "invalid", o
+		return AskedInvalid, o
 	case q.Qtype == dns.TypeSOA || q.Qtype == dns.TypeANY:
 		m.Answer = []dns.RR{h.soaRecord(q.Name, h.atLeastStart(c.Serial))}
 	}
-	return "cluster", zone.Answered
+	return AskedCluster, zone.Answered
 }
 
 // glue returns the address records of the name servers in the zone.

@@ -185,24 +185,51 @@ func TestHandlerNotReady(t *testing.T) {
 	checkReply(t, Case{Rcode: dns.RcodeServerFailure}, m)
 }
 
-// The kind of name each answer counts under (metrics): an unknown
-// cluster label is as invalid as any name outside the grammar.
-func TestHandlerKinds(t *testing.T) {
+// What each answer counts as asked (metrics): an unknown cluster label
+// is as invalid as any name outside the grammar.
+func TestHandlerAsked(t *testing.T) {
 	h := newTestHandler(testSnapshot())
-	for name, want := range map[string]string{
-		"primary.db.local.": "primary", "main.db.local.": "cluster", "nope.db.local.": "invalid",
-		"lag-5.replica.db.local.": "invalid", "db.local.": "apex", "ns.db.local.": "ns", "example.com.": "outside",
+	for name, want := range map[string]Asked{
+		"primary.db.local.": AskedPrimary, "lag-5ms.prefer-standby.db.local.": AskedPreferReplica,
+		"any.orders.db.local.": AskedAny, "replica.nope.db.local.": AskedReplica,
+		"main.db.local.": AskedCluster, "nope.db.local.": AskedInvalid,
+		"lag-5.replica.db.local.": AskedInvalid, "db.local.": AskedApex, "ns.db.local.": AskedNameServer, "example.com.": AskedOutside,
 	} {
 		req := new(dns.Msg)
 		req.SetQuestion(name, dns.TypeA)
-		if _, kind := h.answer(req); kind != want {
-			t.Errorf("%s: kind %q, want %q", name, kind, want)
+		if _, asked := h.answer(req); asked != want {
+			t.Errorf("%s: asked %v, want %v", name, asked, want)
 		}
 	}
 	req := new(dns.Msg)
 	req.SetQuestion("db.local.", dns.TypeAXFR)
-	if _, kind := h.answer(req); kind != "transfer" {
-		t.Errorf("AXFR: kind %q", kind)
+	if _, asked := h.answer(req); asked != AskedTransfer {
+		t.Errorf("AXFR: asked %v", asked)
+	}
+	req.Opcode = dns.OpcodeNotify
+	if _, asked := h.answer(req); asked != AskedMalformed {
+		t.Errorf("NOTIFY: asked %v", asked)
+	}
+}
+
+// The labels answers are counted under: a role name's own, and one each
+// for the rest; no two share one.
+func TestAskedLabels(t *testing.T) {
+	seen := map[string]Asked{}
+	for a := range Asked(NumAsked) {
+		l := a.String()
+		if l == "" || l == "unknown" || strings.HasPrefix(l, "target(") {
+			t.Errorf("Asked(%d) has no label: %q", a, l)
+		}
+		if b, dup := seen[l]; dup {
+			t.Errorf("Asked(%d) and Asked(%d) share the label %q", a, b, l)
+		}
+		seen[l] = a
+	}
+	for _, tg := range []zone.Target{zone.TargetPrimary, zone.TargetReplica, zone.TargetPreferReplica, zone.TargetAny} {
+		if askedRole(tg).String() != tg.String() {
+			t.Errorf("%v counts as %v", tg, askedRole(tg))
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/pgdns/pgdns/dnsserver"
 	"github.com/pgdns/pgdns/zone"
 )
 
@@ -31,13 +32,13 @@ type Metrics struct {
 	refreshCoalesced *prometheus.CounterVec
 	fluxProbes       *prometheus.CounterVec
 
-	// answers caches the counter of each (kind, rcode): DNSAnswer runs on
+	// answers caches the counter of each (asked, rcode): DNSAnswer runs on
 	// every query, and a label lookup hashes and locks.
 	answers sync.Map // answerKey -> prometheus.Counter
 }
 
 type answerKey struct {
-	kind  string
+	asked dnsserver.Asked
 	rcode int
 }
 
@@ -95,9 +96,9 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
-// DNSAnswer counts one DNS answer.
-func (m *Metrics) DNSAnswer(kind string, rcode int) {
-	key := answerKey{kind, rcode}
+// DNSAnswer counts one DNS answer (dnsserver.Config.OnAnswer).
+func (m *Metrics) DNSAnswer(asked dnsserver.Asked, rcode int) {
+	key := answerKey{asked, rcode}
 	if c, ok := m.answers.Load(key); ok {
 		c.(prometheus.Counter).Inc()
 		return
@@ -106,7 +107,7 @@ func (m *Metrics) DNSAnswer(kind string, rcode int) {
 	if !ok {
 		name = strconv.Itoa(rcode)
 	}
-	c := m.dnsQueries.WithLabelValues(kind, name)
+	c := m.dnsQueries.WithLabelValues(asked.String(), name)
 	m.answers.Store(key, c)
 	c.Inc()
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgdns/pgdns/dnsserver"
 	"github.com/pgdns/pgdns/zone"
 )
 
@@ -32,9 +33,9 @@ func TestMetrics(t *testing.T) {
 
 	m := New(table)
 	for range 3 {
-		m.DNSAnswer("replica", 0)
+		m.DNSAnswer(dnsserver.AskedReplica, 0)
 	}
-	m.DNSAnswer("invalid", 3)
+	m.DNSAnswer(dnsserver.AskedInvalid, 3)
 	m.ProbeDone("main", "10.0.0.3:5432", 2*time.Millisecond, errors.New("refused"))
 	m.RoleChanged("main", "10.0.0.3:5432", zone.RoleReplica, zone.RoleDown)
 	m.SplitBrain("main")
