@@ -46,6 +46,7 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 	}
 
 	c.settleIdentity(live)
+	runs := make(map[serverRun]int, len(c.Hosts))
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		switch {
@@ -54,7 +55,7 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 			c.setAside(h, AsideForeign, c.foreignNote(h))
 			live[i] = false
 		default:
-			if d := c.duplicateOf(i, live); d >= 0 {
+			if d := c.duplicateOf(i, runs); d >= 0 {
 				c.setAside(h, AsideDuplicate, "the same server as "+c.Hosts[d].Addr+
 					" (same system identifier and start time): answered once, under that address")
 				live[i] = false
@@ -118,21 +119,31 @@ func (c *Cluster) foreignNote(h *Host) string {
 		" is not the cluster's " + strconv.FormatUint(c.Identity, 10)
 }
 
+// serverRun identifies one run of one server: one system identifier and
+// one postmaster start time, to the microsecond.
+type serverRun struct {
+	systemID uint64
+	sec      int64
+	nsec     int
+}
+
 // duplicateOf returns the index of a live host listed before i that is the
 // same server as host i (two spellings of one address, or a configured
 // name and the address Patroni reports), or -1. One server run has one
 // system identifier and one postmaster start time, to the microsecond.
-func (c *Cluster) duplicateOf(i int, live []bool) int {
+// runs holds the first live host of each run seen so far: Decide calls it
+// in host order, on live hosts only, so that a cluster of n hosts costs n
+// lookups rather than n²/2 comparisons (a thousand hosts, every publish).
+func (c *Cluster) duplicateOf(i int, runs map[serverRun]int) int {
 	h := &c.Hosts[i]
 	if h.StartedAt.IsZero() {
 		return -1
 	}
-	for j := range i {
-		o := &c.Hosts[j]
-		if live[j] && o.SystemID == h.SystemID && o.StartedAt.Equal(h.StartedAt) {
-			return j
-		}
+	run := serverRun{h.SystemID, h.StartedAt.Unix(), h.StartedAt.Nanosecond()}
+	if j, ok := runs[run]; ok {
+		return j
 	}
+	runs[run] = i
 	return -1
 }
 

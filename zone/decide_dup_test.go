@@ -1,0 +1,72 @@
+package zone
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestDecideDuplicates: one server run listed under several addresses is
+// answered once, under the first live one; a down first listing leaves the
+// next live one answered; other runs and hosts without a start time are
+// never duplicates.
+func TestDecideDuplicates(t *testing.T) {
+	run1, run2 := t0.Add(-time.Hour), t0.Add(-time.Hour+time.Microsecond)
+	host := func(ip string, started time.Time) Host {
+		h := seen(ip, true, 0x5000)
+		h.StartedAt = started
+		return h
+	}
+	down := host("10.0.0.1", run1)
+	down.Fails = 3
+	hosts := []Host{
+		seen("10.0.0.9", false, 0x5000), // the primary, no start time
+		down,                            // run1, down: not the one others duplicate
+		host("10.0.0.2", run1),          // run1: answered
+		host("10.0.0.3", run2),          // run2: answered
+		host("10.0.0.4", run1),          // run1 again: set aside as 10.0.0.2
+		host("10.0.0.5", time.Time{}),   // no start time: never a duplicate
+		host("10.0.0.6", time.Time{}),
+		host("10.0.0.7", run2), // run2 again: set aside as 10.0.0.3
+	}
+	c := cluster(hosts...).Clusters[0]
+	want := []struct {
+		role  Role
+		aside Aside
+		of    string
+	}{
+		{RolePrimary, NotAside, ""}, {RoleDown, NotAside, ""}, {RoleReplica, NotAside, ""}, {RoleReplica, NotAside, ""},
+		{RoleUnknown, AsideDuplicate, "10.0.0.2:5432"}, {RoleReplica, NotAside, ""}, {RoleReplica, NotAside, ""},
+		{RoleUnknown, AsideDuplicate, "10.0.0.3:5432"},
+	}
+	for i, w := range want {
+		h := &c.Hosts[i]
+		if h.Role != w.role || h.Aside != w.aside {
+			t.Errorf("%s: role %v aside %v, want %v %v (note %q)", h.Addr, h.Role, h.Aside, w.role, w.aside, h.Note)
+		}
+		if w.of != "" && h.Note != "the same server as "+w.of+" (same system identifier and start time): answered once, under that address" {
+			t.Errorf("%s: note %q, want the same server as %s", h.Addr, h.Note, w.of)
+		}
+	}
+}
+
+// BenchmarkDecide: roles of a cluster whose servers all have start times
+// (every probed host does), as the probe decides them on each publish.
+func BenchmarkDecide(b *testing.B) {
+	for _, n := range []int{3, 1000} {
+		hosts := []Host{seen("10.0.0.1", false, 0x5000)}
+		for i := 1; i < n; i++ {
+			hosts = append(hosts, seen(fmt.Sprintf("10.0.%d.%d", (i+1)/250, (i+1)%250+1), true, 0x5000))
+		}
+		for i := range hosts {
+			hosts[i].StartedAt = t0.Add(-time.Hour + time.Duration(i)*time.Microsecond)
+		}
+		c := &Cluster{Name: "main", Hosts: hosts}
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Decide(t0, stale, 3)
+			}
+		})
+	}
+}
