@@ -103,6 +103,8 @@ var cases = []Case{
 	{Qname: "orders.db.local.", Qtype: dns.TypeAXFR, Rcode: dns.RcodeRefused},
 	{Qname: "primary.nope.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
 	{Qname: "lag-5.replica.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "dc-nowhere.replica.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}}, // an unknown location
+	{Qname: "dc-a.dc-b.replica.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
 	{Qname: "lag-1s.lag-2s.replica.db.local.", Qtype: dns.TypeTXT, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
 	{Qname: "example.com.", Qtype: dns.TypeA, Rcode: dns.RcodeRefused},
 	{Qname: ".", Qtype: dns.TypeNS, Rcode: dns.RcodeRefused},

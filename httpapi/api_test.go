@@ -82,6 +82,7 @@ func TestEndpoints(t *testing.T) {
 		{"/v1/resolve?name=LAG-2S.Standby", "", 200, "application/json", `"query":"lag-2000ms.replica"`},
 		{"/v1/resolve?name=nope", "", 404, "application/json", `"rcode":"NXDOMAIN"`},
 		{"/v1/resolve?name=primary.other", "", 404, "application/json", `"rcode":"NXDOMAIN"`},
+		{"/v1/resolve?name=dc-nowhere.replica", "", 404, "application/json", `"rcode":"NXDOMAIN"`},
 		{"/v1/resolve?name=example.com.", "", 400, "application/json", `"rcode":"REFUSED"`},
 		{"/v1/resolve?name=primary.db.local.example.", "", 400, "application/json", `"rcode":"REFUSED"`},
 		{"/v1/resolve?name=main", "", 200, "application/json", `"query":"main","rcode":"NOERROR"`},

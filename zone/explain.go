@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"slices"
 	"strconv"
 	"time"
 )
@@ -9,12 +10,14 @@ import (
 type Verdict struct {
 	Host     *Host
 	Selected bool
+	Rank     int    // a selected host's place in the answer, from 1; 0 when left out
 	Why      string // for a host left out: the reason, e.g. "lag 1200ms > 50ms"
 }
 
 // Explain returns a verdict for every host of the query's cluster, in
 // configured order: the same rules as Select, with the reasons spelled out
-// for people (the HTTP API's /v1/resolve). Selected follows Select exactly.
+// for people (the HTTP API's /v1/resolve). Selected follows Select exactly,
+// and Rank gives the answer's order at turn 0 (the client's location first).
 func (s *Snapshot) Explain(q *Query, now time.Time) ([]Verdict, error) {
 	chosen, err := s.Select(q, now, 0, nil)
 	if err != nil {
@@ -25,12 +28,8 @@ func (s *Snapshot) Explain(q *Query, now time.Time) ([]Verdict, error) {
 	out := make([]Verdict, len(c.Hosts))
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		v := Verdict{Host: h}
-		for _, ch := range chosen {
-			if ch == h {
-				v.Selected = true
-			}
-		}
+		v := Verdict{Host: h, Rank: slices.Index(chosen, h) + 1}
+		v.Selected = v.Rank > 0
 		if !v.Selected {
 			v.Why = c.why(h, q, primary, now, s.StaleAfter)
 		}
@@ -54,6 +53,10 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 	}
 	if h == primary {
 		switch q.Target {
+		case TargetPrimary, TargetAny:
+			if q.DC != "" && h.Location != q.DC {
+				return "primary: " + locationWhy(h, q.DC)
+			}
 		case TargetReplica:
 			return "primary: not a replica"
 		case TargetPreferReplica:
@@ -67,6 +70,8 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 	switch c.Check(h, q, primary, now, staleAfter) {
 	case SyncStandby:
 		return "synchronous standby (replicas: async)"
+	case OtherLocation:
+		return locationWhy(h, q.DC)
 	case LagUnknown:
 		if primary == nil {
 			return "lag unknown: no live primary"
@@ -83,6 +88,14 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 		return "replay " + h.ReplayLSN.String() + " < " + q.MinLSN.String()
 	}
 	return "not selected"
+}
+
+// locationWhy says why h is not in location dc.
+func locationWhy(h *Host, dc string) string {
+	if h.Location == "" {
+		return "no location, not " + dc
+	}
+	return "location " + h.Location + ", not " + dc
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + "ms" }

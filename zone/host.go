@@ -48,6 +48,10 @@ type Host struct {
 	Addr    string // "host:port" as configured
 	IP      netip.Addr
 
+	// Location is where the host is (its data centre, zone...), from the
+	// configuration or Patroni's dc tag; "" when not labelled.
+	Location string
+
 	// Observed by the last successful probe.
 	Seen       bool      // at least one probe has succeeded
 	ProbedAt   time.Time // when the last successful probe read its values

@@ -79,6 +79,15 @@ type Query struct {
 	HasLSN   bool
 	MinLSN   LSN    // has replayed at least this position
 	Timeline uint32 // 0: any; else MinLSN was taken on this timeline
+
+	// DC is the dc-NAME filter: only hosts in that location ("" = none).
+	DC string
+
+	// From is the location of the client asking ("" when unknown). It is
+	// not part of the name: Parse leaves it empty and String ignores it;
+	// the server sets it from the client's address (Snapshot.Locate)
+	// before selection, which puts that location's replicas first.
+	From string
 }
 
 // Errors returned by Parse, each with its Outcome.
@@ -173,10 +182,27 @@ func ValidClusterName(name string) bool {
 	return !q.parseFilter(name)
 }
 
+// DCPrefix starts the location filter label: dc-east.replica.
+const DCPrefix = "dc-"
+
+// ValidLocationName reports whether name can name a location: 1 to 60
+// lower-case letters, digits, '-' and '_', so that "dc-" + name is one
+// label of at most 63 bytes.
+func ValidLocationName(name string) bool {
+	return len(name) <= 63-len(DCPrefix) && validClusterLabel(name)
+}
+
 // parseFilter applies one filter label to q. It fails on a malformed label
 // and on a second filter of the same kind.
 func (q *Query) parseFilter(label string) bool {
 	switch {
+	case strings.HasPrefix(label, DCPrefix):
+		name := label[len(DCPrefix):]
+		if q.DC != "" || !ValidLocationName(name) {
+			return false
+		}
+		q.DC = name
+		return true
 	case strings.HasPrefix(label, "lag-"):
 		if q.HasLag {
 			return false
@@ -302,8 +328,9 @@ func parseDecimal(s string) (uint64, bool) {
 }
 
 // String returns the canonical relative name of q (without the zone), such
-// that Parse(q.String()+"."+origin, origin) returns q again: filters in the
-// order lag, bytes, lsn; lag in ms; bytes in b; the canonical role word.
+// that Parse(q.String()+"."+origin, origin) returns q again (From aside,
+// which no name carries): filters in the order dc, lag, bytes, lsn; lag in
+// ms; bytes in b; the canonical role word.
 func (q Query) String() string {
 	switch q.Kind {
 	case KindApex:
@@ -314,6 +341,11 @@ func (q Query) String() string {
 		return q.Cluster
 	}
 	b := make([]byte, 0, 64)
+	if q.DC != "" {
+		b = append(b, DCPrefix...)
+		b = append(b, q.DC...)
+		b = append(b, '.')
+	}
 	if q.HasLag {
 		b = append(b, "lag-"...)
 		b = strconv.AppendInt(b, q.MaxLag.Milliseconds(), 10)

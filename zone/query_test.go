@@ -2,6 +2,7 @@ package zone
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,6 +37,19 @@ func TestParse(t *testing.T) {
 		{"lsn-0-3000060-t2.prefer-replica.db.local.", Query{Kind: KindHosts, Target: TargetPreferReplica, HasLSN: true, MinLSN: 0x3000060, Timeline: 2}, nil},
 		{"lsn-0-1.lag-1s.bytes-1kb.replica.orders.db.local.", Query{Kind: KindHosts, Target: TargetReplica, Cluster: "orders",
 			HasLag: true, MaxLag: time.Second, HasBytes: true, MaxBytes: 1024, HasLSN: true, MinLSN: 1}, nil},
+
+		{"dc-east.replica.db.local.", Query{Kind: KindHosts, Target: TargetReplica, DC: "east"}, nil},
+		{"dc-east.lag-50ms.replica.db.local.", Query{Kind: KindHosts, Target: TargetReplica, DC: "east", HasLag: true, MaxLag: 50 * time.Millisecond}, nil},
+		{"lsn-0-1.dc-us-east-1.prefer-replica.orders.db.local.", Query{Kind: KindHosts, Target: TargetPreferReplica, Cluster: "orders",
+			DC: "us-east-1", HasLSN: true, MinLSN: 1}, nil},
+		{"dc-lag-5ms.primary.db.local.", Query{Kind: KindHosts, Target: TargetPrimary, DC: "lag-5ms"}, nil}, // a location may look like a filter
+		{"dc-" + strings.Repeat("a", 60) + ".any.db.local.", Query{Kind: KindHosts, Target: TargetAny, DC: strings.Repeat("a", 60)}, nil},
+		{"dc-.replica.db.local.", Query{}, ErrNoSuchName},
+		{"dc-" + strings.Repeat("a", 61) + ".any.db.local.", Query{}, ErrNoSuchName}, // a 64-byte label
+		{"dc-east.dc-west.replica.db.local.", Query{}, ErrNoSuchName},                // at most one
+		{"dc-east.dc-east.replica.db.local.", Query{}, ErrNoSuchName},
+		{"dc-ea\\st.replica.db.local.", Query{}, ErrNoSuchName},
+		{"dc-east.db.local.", Query{}, ErrNoSuchName}, // a filter alone, and no cluster name
 
 		{"example.com.", Query{}, ErrOutsideZone},
 		{"xdb.local.", Query{}, ErrOutsideZone},
@@ -94,10 +108,18 @@ func TestQueryStringIsCanonical(t *testing.T) {
 	if got, want := q.String(), "lag-2000ms.bytes-1024b.lsn-0-3000060-t3.replica.orders"; got != want {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
+	q, err = Parse("lag-1s.dc-east.standby.db.local.", origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.From = "west" // the client's location is not part of the name
+	if got, want := q.String(), "dc-east.lag-1000ms.replica"; got != want {
+		t.Fatalf("String() = %q, want %q", got, want)
+	}
 }
 
 func TestParseDoesNotAllocate(t *testing.T) {
-	for _, name := range []string{"lsn-0-3000060.lag-50ms.bytes-1mb.replica.orders.db.local.", "orders.db.local."} {
+	for _, name := range []string{"lsn-0-3000060.lag-50ms.bytes-1mb.dc-east.replica.orders.db.local.", "orders.db.local."} {
 		allocs := testing.AllocsPerRun(100, func() {
 			if _, err := Parse(name, origin); err != nil {
 				t.Fatal(err)
@@ -113,7 +135,7 @@ func TestValidClusterName(t *testing.T) {
 	for name, want := range map[string]bool{
 		"main": true, "orders-eu_1": true,
 		"": false, "primary": false, "standby": false, "any": false, "ns": false,
-		"lag-5ms": false, "bytes-1kb": false, "lsn-0-1": false, "Main": false, "a.b": false,
+		"lag-5ms": false, "bytes-1kb": false, "lsn-0-1": false, "Main": false, "a.b": false, "dc-east": false,
 	} {
 		if got := ValidClusterName(name); got != want {
 			t.Errorf("ValidClusterName(%q) = %v, want %v", name, got, want)
@@ -146,6 +168,8 @@ func FuzzParse(f *testing.F) {
 		"lsn-0-3000060-t2.prefer-replica.orders.db.local.", "db.local.", "ns.db.local.",
 		"lag-1s.bytes-2gb.lsn-ffffffff-ffffffff-t4294967295.any.x.db.local.",
 		"..db.local.", "lag-.replica.db.local.", "example.com.", "", "orders.db.local.",
+		"dc-east.lag-50ms.replica.db.local.", "dc-us-east-1.any.orders.db.local.", "dc-.replica.db.local.",
+		"dc-a.dc-b.replica.db.local.",
 	} {
 		f.Add(seed)
 	}
@@ -163,6 +187,12 @@ func FuzzParse(f *testing.F) {
 		case KindHosts:
 			if q.Target < TargetPrimary || q.Target > TargetAny {
 				t.Fatalf("Parse(%q) target %d", name, q.Target)
+			}
+			if q.DC != "" && !ValidLocationName(q.DC) {
+				t.Fatalf("Parse(%q) location %q", name, q.DC)
+			}
+			if q.From != "" {
+				t.Fatalf("Parse(%q) set the client's location %q", name, q.From)
 			}
 		case KindCluster:
 			if !ValidClusterName(q.Cluster) {

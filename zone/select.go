@@ -6,8 +6,9 @@ import (
 
 // Errors returned by Select and LookupCluster, each with its Outcome.
 var (
-	ErrNotReady       error = &Error{NotReady, "the first probe round has not finished"}
-	ErrUnknownCluster error = &Error{NoSuchName, "no such cluster"}
+	ErrNotReady        error = &Error{NotReady, "the first probe round has not finished"}
+	ErrUnknownCluster  error = &Error{NoSuchName, "no such cluster"}
+	ErrUnknownLocation error = &Error{NoSuchName, "no such location"} // a dc- filter that no host or network names
 )
 
 // Reason says why a replica is or is not fit for a query.
@@ -24,6 +25,7 @@ const (
 	BytesTooHigh         // byte lag above the filter's bound
 	NotReplayed          // has not replayed the LSN yet
 	OtherTimeline        // the LSN is not part of this host's timeline history
+	OtherLocation        // a dc- filter was asked and the host is not in that location
 )
 
 // live reports whether h may be answered at all: a primary or replica whose
@@ -61,6 +63,9 @@ func (c *Cluster) Check(h *Host, q *Query, primary *Host, now time.Time, staleAf
 	if c.AsyncOnly && h.Sync {
 		return SyncStandby
 	}
+	if q.DC != "" && h.Location != q.DC {
+		return OtherLocation
+	}
 	if (q.HasLag && (primary == nil || !h.LagKnown)) || (q.HasBytes && (primary == nil || !h.BytesKnown)) {
 		return LagUnknown
 	}
@@ -82,9 +87,19 @@ func (c *Cluster) Check(h *Host, q *Query, primary *Host, now time.Time, staleAf
 }
 
 // Select appends to dst the hosts that answer q at time now and returns
-// the extended slice. Replicas come in an order rotated by turn, so that
-// successive answers spread clients across them. The primary fits every
-// filter: it has all the data there is.
+// the extended slice. The primary fits every filter but dc- (it has all
+// the data there is, but it is where it is). Replicas come in an order
+// rotated by turn, so that successive answers spread clients across them;
+// when the client's location is known (q.From), the hosts in it come first,
+// rotated among themselves, then the others, rotated: libpq tries
+// addresses in order, so it lands in its own location when it can and
+// falls over to another when it must. In an any answer the primary stays
+// first of its group.
+//
+// A dc- filter answers only hosts in that location, the primary included;
+// prefer-replica still falls back to the primary wherever it is when no
+// replica of the location fits. A dc- filter naming a location pgdns does
+// not know is ErrUnknownLocation.
 //
 // An empty result with a nil error is a valid name with no fitting host.
 func (s *Snapshot) Select(q *Query, now time.Time, turn uint64, dst []*Host) ([]*Host, error) {
@@ -95,30 +110,60 @@ func (s *Snapshot) Select(q *Query, now time.Time, turn uint64, dst []*Host) ([]
 	if c == nil {
 		return dst, ErrUnknownCluster
 	}
+	if q.DC != "" && !s.KnownLocation(q.DC) {
+		return dst, ErrUnknownLocation
+	}
 	primary := c.LivePrimary(now, s.StaleAfter)
-	if q.Target == TargetPrimary || q.Target == TargetAny {
-		if primary != nil {
+	primaryFits := primary != nil && (q.DC == "" || primary.Location == q.DC)
+	if q.Target == TargetPrimary {
+		if primaryFits {
 			dst = append(dst, primary)
 		}
-		if q.Target == TargetPrimary {
-			return dst, nil
-		}
+		return dst, nil
 	}
 
 	start := len(dst)
+	if q.Target == TargetAny && primaryFits {
+		dst = append(dst, primary)
+	}
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		if h.Role == RoleReplica && c.Check(h, q, primary, now, s.StaleAfter) == Fits {
 			dst = append(dst, h)
 		}
 	}
-	if n := len(dst) - start; n > 1 {
-		rotate(dst[start:], int(turn%uint64(n)))
-	}
+	arrange(dst[start:], q.From, turn)
 	if q.Target == TargetPreferReplica && len(dst) == start && primary != nil {
 		dst = append(dst, primary)
 	}
 	return dst, nil
+}
+
+// arrange orders selected hosts in place: those in location from first
+// (none when from is ""), then the others; each group rotated by turn,
+// except that a primary heading its group stays there.
+func arrange(hosts []*Host, from string, turn uint64) {
+	local := 0
+	if from != "" {
+		for i := range hosts {
+			if hosts[i].Location == from {
+				rotate(hosts[local:i+1], i-local) // hosts[i] moves to hosts[local]
+				local++
+			}
+		}
+	}
+	spread(hosts[:local], turn)
+	spread(hosts[local:], turn)
+}
+
+// spread rotates a group of hosts by turn, a primary at its head aside.
+func spread(group []*Host, turn uint64) {
+	if len(group) > 0 && group[0].Role == RolePrimary {
+		group = group[1:]
+	}
+	if n := len(group); n > 1 {
+		rotate(group, int(turn%uint64(n)))
+	}
 }
 
 // rotate moves the first k elements of s to its end, in place.

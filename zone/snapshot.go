@@ -55,6 +55,10 @@ type Snapshot struct {
 	// StaleAfter is how old a host's last good probe may be before its
 	// state cannot be vouched for: max_fails × interval + timeout.
 	StaleAfter time.Duration
+
+	// Networks maps client addresses to locations (dns.locations); nil
+	// when none are configured.
+	Networks *Networks
 }
 
 // Cluster returns the named cluster; "" means the default one.

@@ -1,0 +1,84 @@
+package zone
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+)
+
+// Network maps one client network to the location its clients are in.
+type Network struct {
+	Prefix   netip.Prefix
+	Location string
+}
+
+// Networks finds a client's location from its address: dns.locations. The
+// most specific network that contains the address wins, so a /24 carved out
+// of a /16 belongs to its own location. It is immutable once built.
+type Networks struct {
+	nets  []Network // longest prefix first, so that the first match is the most specific
+	names []string  // every location named, sorted, without repeats
+}
+
+// NewNetworks returns the table of nets. Prefixes are masked and IPv4 ones
+// kept as IPv4 (an IPv4-mapped IPv6 prefix is not unmapped: write IPv4
+// networks as IPv4). The caller rejects a prefix given twice; here the
+// first one listed would win.
+func NewNetworks(nets []Network) *Networks {
+	n := &Networks{}
+	for _, nw := range nets {
+		n.nets = append(n.nets, Network{Prefix: nw.Prefix.Masked(), Location: nw.Location})
+		n.names = append(n.names, nw.Location)
+	}
+	slices.SortStableFunc(n.nets, func(a, b Network) int { return cmp.Compare(b.Prefix.Bits(), a.Prefix.Bits()) })
+	slices.Sort(n.names)
+	n.names = slices.Compact(n.names)
+	return n
+}
+
+// Locate returns the location of a client at ip, "" when no network
+// contains it. An IPv4-mapped IPv6 address is taken as the IPv4 address it
+// carries (a dual-stack socket reports IPv4 clients that way).
+func (n *Networks) Locate(ip netip.Addr) string {
+	if n == nil || !ip.IsValid() {
+		return ""
+	}
+	ip = ip.Unmap().WithZone("")
+	for _, nw := range n.nets {
+		if nw.Prefix.Contains(ip) {
+			return nw.Location
+		}
+	}
+	return ""
+}
+
+// Names returns the locations the networks name, sorted. The caller must
+// not modify the slice.
+func (n *Networks) Names() []string {
+	if n == nil {
+		return nil
+	}
+	return n.names
+}
+
+// Locate returns the location of a client at ip by the snapshot's
+// networks, "" when unknown.
+func (s *Snapshot) Locate(ip netip.Addr) string { return s.Networks.Locate(ip) }
+
+// KnownLocation reports whether name is a location pgdns knows: one that
+// dns.locations names, or the location of a host of any cluster (from the
+// configuration or Patroni's tags). A dc- filter naming any other is as
+// unknown as a cluster no one configured.
+func (s *Snapshot) KnownLocation(name string) bool {
+	if _, ok := slices.BinarySearch(s.Networks.Names(), name); ok {
+		return true
+	}
+	for _, c := range s.Clusters {
+		for i := range c.Hosts {
+			if c.Hosts[i].Location == name {
+				return true
+			}
+		}
+	}
+	return false
+}
