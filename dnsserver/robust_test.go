@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // validQuery checks that the server still answers a normal query.
@@ -25,11 +27,11 @@ func validQuery(t *testing.T, network, addr string) {
 // settledGoroutines waits for goroutines to wind down and returns their
 // number.
 func settledGoroutines(want int) int {
-	n := runtime.NumGoroutine()
-	for deadline := time.Now().Add(5 * time.Second); n > want && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
+	var n int
+	testkit.Poll(5*time.Second, 50*time.Millisecond, func() bool {
 		n = runtime.NumGoroutine()
-	}
+		return n <= want
+	})
 	return n
 }
 
@@ -133,19 +135,12 @@ func TestIdleTCPConnections(t *testing.T) {
 	validQuery(t, "udp", addr)
 	// Past the cap new connections are closed at once; within two read
 	// timeouts the idle ones are gone and TCP serves again.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, 100*time.Millisecond, "TCP to serve again while idle connections are held (error)", func() (error, bool) {
 		req := new(dns.Msg)
 		req.SetQuestion("primary.db.local.", dns.TypeA)
 		m, _, err := (&dns.Client{Net: "tcp", Timeout: time.Second}).Exchange(req, addr)
-		if err == nil && m.Rcode == dns.RcodeSuccess {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("TCP never served again while idle connections were held: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err, err == nil && m.Rcode == dns.RcodeSuccess
+	})
 	closed := 0
 	for _, c := range idle {
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 func check(t *testing.T, newChecker NewCheckerFunc, addr string, timeout time.Duration) (Sample, error) {
@@ -112,16 +113,14 @@ func TestPostgresCheckerAsMonitorRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range cl.Nodes {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, err := check(t, newChecker, n.Addr(), 5*time.Second)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) || !strings.Contains(err.Error(), "does not exist") {
-				t.Fatalf("%s as pg_monitor: %v", n.Name, err)
-			}
-			time.Sleep(50 * time.Millisecond) // the role has not reached the replica yet
+		var err error
+		testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
+			_, err = check(t, newChecker, n.Addr(), 5*time.Second)
+			// "does not exist": the role has not reached the replica yet.
+			return err == nil || !strings.Contains(err.Error(), "does not exist")
+		})
+		if err != nil {
+			t.Fatalf("%s as pg_monitor: %v", n.Name, err)
 		}
 	}
 }
@@ -153,18 +152,11 @@ func TestWatchReopensALostConnection(t *testing.T) {
 	defer stop()
 	go func() { done <- c.(Watcher).Watch(wctx) }()
 	// Watch's new session shows in pg_stat_activity under pgdns's name.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.Eventually(t, 5*time.Second, 10*time.Millisecond, "Watch to open a connection after the last one was lost (pgdns sessions)", func() (int, bool) {
 		var n int
 		cl.Nodes[0].Query(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns'", &n)
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Watch opened no connection after the last one was lost")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n, n == 1
+	})
 	if err := cl.Nodes[0].Stop(context.Background(), "immediate"); err != nil {
 		t.Fatal(err)
 	}

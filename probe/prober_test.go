@@ -78,15 +78,10 @@ func runFake(t *testing.T, cfg Config, hosts map[string]*fakeHost) (*zone.Table,
 
 func waitSnapshot(t *testing.T, table *zone.Table, what string, ok func(*zone.Snapshot) bool) *zone.Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if s := table.Load(); ok(s) {
-			return s
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("never saw %s", what)
-	return nil
+	return testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, "a snapshot "+what, func() (*zone.Snapshot, bool) {
+		s := table.Load()
+		return s, ok(s)
+	})
 }
 
 func roles(s *zone.Snapshot) string {

@@ -203,13 +203,11 @@ func TestRefreshDuringARoundThenTheNext(t *testing.T) {
 	gate.Store(&open)
 	before := replica.probes.Load()
 	first := p.Refresh("main")
-	deadline := time.Now().Add(5 * time.Second)
-	for replica.probes.Load() == before { // the round's probe of the replica is in flight
-		if time.Now().After(deadline) {
-			t.Fatal("the refresh never probed the replica")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// Until the round's probe of the replica is in flight.
+	testkit.Eventually(t, 5*time.Second, time.Millisecond, "the refresh to probe the replica (probes)", func() (int64, bool) {
+		n := replica.probes.Load()
+		return n, n != before
+	})
 	replica.set(func(h *fakeHost) { h.lsn = 200 }) // replayed after that probe read it
 	if p.Refresh("main") != first {
 		t.Fatal("a lookup arriving during a round does not share it")

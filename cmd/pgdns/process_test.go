@@ -50,19 +50,12 @@ func startProcess(t *testing.T, path string, env ...string) (*exec.Cmd, *testkit
 
 func waitAnswer(t *testing.T, addr, name string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testkit.Eventually(t, 15*time.Second, 50*time.Millisecond, fmt.Sprintf("%s to answer %d records", name, want), func() (string, bool) {
 		req := new(dns.Msg)
 		req.SetQuestion(name, dns.TypeA)
 		m, _, err := (&dns.Client{Timeout: 300 * time.Millisecond}).Exchange(req, addr)
-		if err == nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never answered %d records (last %v, %v)", name, want, m, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Sprintf("%v, %v", m, err), err == nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) == want
+	})
 }
 
 // TestSignals: SIGHUP reloads the config file (a bad one is rejected and
@@ -95,10 +88,8 @@ func TestSignals(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(logs.String(), "reload rejected"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the rejected reload is not logged:\n%s", logs)
-		}
+	if !testkit.Poll(15*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(logs.String(), "reload rejected") }) {
+		t.Fatalf("the rejected reload is not logged:\n%s", logs)
 	}
 	waitAnswer(t, dnsAddr, "replica.db.local.", 2)
 	if !strings.Contains(logs.String(), "dns.ttl") {
@@ -155,12 +146,10 @@ func TestSignals(t *testing.T) {
 	// A closed connection's backend leaves pg_stat_activity when it has
 	// exited, a moment after the client is gone.
 	var conns int
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
 		pg.Nodes[0].Query(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns'", &conns)
-		if conns == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+		return conns == 0
+	})
 	if conns != 0 {
 		t.Errorf("%d probe connections left open after exit", conns)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/pgdns/pgdns/internal/app"
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // startPgdns runs pgdns in-process in front of pg, listening on dnsIP,
@@ -158,15 +159,12 @@ func TestPoolsFollowASwitchover(t *testing.T) {
 
 	const writeSQL = "INSERT INTO pool_writes DEFAULT VALUES RETURNING host(inet_server_addr()), pg_is_in_recovery()"
 	const readSQL = "SELECT host(inet_server_addr()), pg_is_in_recovery()"
-	for deadline := time.Now().Add(20 * time.Second); ; { // until pgdns has probed every host
-		w, r := through(writes, writeSQL), through(reads, readSQL)
-		if w.err == nil && r.err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pools not ready: write %v, read %v", w.err, r.err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var w, r use
+	if !testkit.Poll(20*time.Second, 50*time.Millisecond, func() bool { // until pgdns has probed every host
+		w, r = through(writes, writeSQL), through(reads, readSQL)
+		return w.err == nil && r.err == nil
+	}) {
+		t.Fatalf("pools not ready: write %v, read %v", w.err, r.err)
 	}
 	// Fill both pools; the read pool must hold connections to both
 	// replicas. It shuffles replica.db.local's answers, so a pool of 6

@@ -13,6 +13,7 @@ import (
 	"github.com/pgdns/pgdns/internal/app"
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // The example, run as a user would run it: a real cluster, a real pgdns,
@@ -49,12 +50,10 @@ clusters:
 	defer cancel()
 	c := &Client{DSN: "user=postgres dbname=postgres sslmode=disable", Zone: "db.local", Resolver: NewResolver(a.DNSAddr())}
 	var r Report
-	for deadline := time.Now().Add(10 * time.Second); ; { // until the first probe round is in
-		if r, err = Run(ctx, c, 50); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.Poll(10*time.Second, 100*time.Millisecond, func() bool { // until the first probe round is in
+		r, err = Run(ctx, c, 50)
+		return err == nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

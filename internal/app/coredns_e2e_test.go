@@ -68,15 +68,15 @@ func startCoreDNS(t *testing.T, corefile, ip, pgdnsAddr string) string {
 		}
 	})
 	addr := net.JoinHostPort(ip, port)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
 		req := new(dns.Msg)
 		req.SetQuestion("db.local.", dns.TypeSOA)
-		if m, _, err := (&dns.Client{Timeout: 200 * time.Millisecond}).Exchange(req, addr); err == nil && m.Rcode == dns.RcodeSuccess {
-			return addr
-		}
+		m, _, err := (&dns.Client{Timeout: 200 * time.Millisecond}).Exchange(req, addr)
+		return err == nil && m.Rcode == dns.RcodeSuccess
+	}) {
+		t.Fatalf("CoreDNS did not answer on %s:\n%s", addr, out.String())
 	}
-	t.Fatalf("CoreDNS did not answer on %s:\n%s", addr, out.String())
-	return ""
+	return addr
 }
 
 // withCache puts cache settings into the db.local block of a Corefile.

@@ -183,19 +183,18 @@ func (e *env) waitFor(t *testing.T, name string, want []string) time.Duration {
 	t.Helper()
 	want = slices.Sorted(slices.Values(want))
 	start := time.Now()
-	deadline := start.Add(20 * time.Second)
 	var got []string
-	for time.Now().Before(deadline) {
+	if !testkit.Poll(20*time.Second, 20*time.Millisecond, func() bool {
 		m := e.query(t, "udp", name, dns.TypeA)
-		if m.Rcode == dns.RcodeSuccess {
-			if got = answerIPs(t, m); slices.Equal(got, want) {
-				return time.Since(start)
-			}
+		if m.Rcode != dns.RcodeSuccess {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		got = answerIPs(t, m)
+		return slices.Equal(got, want)
+	}) {
+		t.Fatalf("%s answered %v, want %v (evidence: %q)", name, got, want, e.txt(t, "any.db.local."))
 	}
-	t.Fatalf("%s answered %v, want %v (evidence: %q)", name, got, want, e.txt(t, "any.db.local."))
-	return 0
+	return time.Since(start)
 }
 
 // txt returns the TXT evidence for name.

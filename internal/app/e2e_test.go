@@ -280,14 +280,10 @@ clusters:
 	if m := query(t, "udp", a.DNSAddr(), "db.local.", dns.TypeSOA); m.Rcode != dns.RcodeSuccess || len(m.Answer) != 1 {
 		t.Fatalf("SOA before the first round: %v", m)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
 		m = query(t, "udp", a.DNSAddr(), "primary.db.local.", dns.TypeA)
-		if m.Rcode != dns.RcodeServerFailure || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return m.Rcode != dns.RcodeServerFailure
+	})
 	if m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 || len(m.Ns) != 1 {
 		t.Fatalf("after the first round with no live host: %v", m)
 	}

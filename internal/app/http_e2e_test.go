@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -13,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // get fetches path from the HTTP API and returns status and body.
@@ -34,17 +36,13 @@ func (e *env) get(t *testing.T, client *http.Client, path string, accept string)
 // eventually polls GET path until check accepts the body.
 func (e *env) eventually(t *testing.T, path, accept string, check func(code int, body string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	var code int
 	var body string
-	for time.Now().Before(deadline) {
-		if code, body = e.get(t, http.DefaultClient, path, accept); check(code, body) {
-			return body
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("GET %s never passed: last %d %s", path, code, body)
-	return ""
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "GET "+path+" to pass (status, body)", func() (string, bool) {
+		code, body = e.get(t, http.DefaultClient, path, accept)
+		return fmt.Sprintf("%d %s", code, body), check(code, body)
+	})
+	return body
 }
 
 // TestHTTPAgainstRealCluster runs the JSON API and the pg-status endpoints

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // hostState is one host as /v1/hosts shows it.
@@ -51,15 +52,13 @@ func (e *env) hostStates(t *testing.T) map[string]hostState {
 // waitHost polls /v1/hosts until host addr passes ok, and returns it.
 func (e *env) waitHost(t *testing.T, addr, what string, ok func(hostState) bool) hostState {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	var h hostState
-	for time.Now().Before(deadline) {
-		if h = e.hostStates(t)[addr]; ok(h) {
-			return h
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testkit.Poll(30*time.Second, 50*time.Millisecond, func() bool {
+		h = e.hostStates(t)[addr]
+		return ok(h)
+	}) {
+		t.Fatalf("%s never %s: last %+v (evidence %q)", addr, what, h, e.txt(t, "any.db.local."))
 	}
-	t.Fatalf("%s never %s: last %+v (evidence %q)", addr, what, h, e.txt(t, "any.db.local."))
 	return h
 }
 
@@ -229,16 +228,10 @@ func standbyRows(t *testing.T, primary *pgtest.Node) []standbyRow {
 // its rows.
 func waitStandbys(t *testing.T, primary *pgtest.Node, what string, ok func([]standbyRow) bool) []standbyRow {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var rows []standbyRow
-	for time.Now().Before(deadline) {
-		if rows = standbyRows(t, primary); ok(rows) {
-			return rows
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("pg_stat_replication never %s: %+v", what, rows)
-	return nil
+	return testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, "pg_stat_replication to be "+what, func() ([]standbyRow, bool) {
+		rows := standbyRows(t, primary)
+		return rows, ok(rows)
+	})
 }
 
 // oneSyncOnePotential accepts two walreceiver rows, one sync and one

@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 func others(nodes []*pgtest.PatroniNode, not *pgtest.PatroniNode) []string {
@@ -117,10 +118,7 @@ clusters:
 		killed := time.Now()
 		gone := false
 		var next string
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no new primary 60 s after the leader died\n%s", pc.Logs())
-			}
+		if !testkit.Poll(60*time.Second, 20*time.Millisecond, func() bool {
 			ips := answerIPs(t, e.query(t, "udp", "primary.db.local.", dns.TypeA))
 			switch {
 			case slices.Contains(ips, dead.IP) && gone:
@@ -130,8 +128,11 @@ clusters:
 			}
 			if len(ips) == 1 && ips[0] != dead.IP {
 				next = ips[0]
-				break
+				return true
 			}
+			return false
+		}) {
+			t.Fatalf("no new primary 60 s after the leader died\n%s", pc.Logs())
 		}
 		t.Logf("failover: the dead leader left primary.db.local and %s was answered %v after the kill (Patroni ttl 10 s)",
 			next, time.Since(killed).Round(time.Millisecond))

@@ -10,6 +10,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 	"github.com/pgdns/pgdns/zone"
 )
 
@@ -127,17 +128,10 @@ clusters:
     hosts: [%s, %s]
     system_identifier: "%s"
 `, primary.Addr(), e.pg.Nodes[1].Addr(), sysid))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the second instance to answer the primary", func() (*dns.Msg, bool) {
 		m := query(t, "udp", other.DNSAddr(), "primary.db.local.", dns.TypeA)
-		if m.Rcode == dns.RcodeSuccess && len(answerIPs(t, m)) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second instance does not answer the primary: %v", m)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return m, m.Rcode == dns.RcodeSuccess && len(answerIPs(t, m)) == 1
+	})
 	s3 := soaSerial(t, other.DNSAddr(), "main.db.local.")
 	diff := int64(int32(s3 - serial()))
 	t.Logf("serials: first instance %d, second %d", serial(), s3)

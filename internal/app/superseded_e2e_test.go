@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // A primary superseded by a promotion is never answered again, not even
@@ -36,18 +37,11 @@ func TestSupersededPrimaryNeverReturns(t *testing.T) {
 	// Writes on the old primary carry the stale replica's timeline-1
 	// position past the new write's, so a position check alone would pass.
 	old.Exec(t, "CREATE TABLE IF NOT EXISTS big (v text); INSERT INTO big SELECT repeat('x', 1000) FROM generate_series(1, 2000)")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the stale replica to replay past the new write's position", func() (bool, bool) {
 		var past bool
 		stale.Query(t, fmt.Sprintf("SELECT pg_last_wal_replay_lsn() >= '%s'::pg_lsn", strings.Replace(written, "-", "/", 1)), &past)
-		if past {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the stale replica never replayed past the new write's position")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return past, past
+	})
 	names := []string{"replica.db.local.", "lag-10s.replica.db.local.", "bytes-1gb.replica.db.local.",
 		"lsn-" + written + ".replica.db.local.", "prefer-replica.db.local.", "any.db.local."}
 	for range 20 {

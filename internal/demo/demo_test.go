@@ -11,6 +11,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // TestDemo runs what `make demo` runs, on addresses of its own, and checks
@@ -36,15 +37,11 @@ func TestDemo(t *testing.T) {
 		}
 		return m
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if m := ask("lag-50ms.replica.db.local."); m != nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the demo never answered lag-50ms.replica with both replicas:\n%s", out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testkit.Poll(60*time.Second, 100*time.Millisecond, func() bool {
+		m := ask("lag-50ms.replica.db.local.")
+		return m != nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) == 2
+	}) {
+		t.Fatalf("the demo never answered lag-50ms.replica with both replicas:\n%s", out.String())
 	}
 	m := ask("lsn-ffffffff-0.replica.db.local.")
 	if m == nil || m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // childEnv marks a run of this test binary as the demo itself (not
@@ -83,7 +84,7 @@ func TestCtrlCTearsEverythingDown(t *testing.T) {
 			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 
 			var upAt time.Time
-			for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Millisecond) {
+			if !testkit.Poll(90*time.Second, time.Millisecond, func() bool {
 				if upAt.IsZero() && pgUp(ips[0]) {
 					upAt = time.Now()
 				}
@@ -92,16 +93,16 @@ func TestCtrlCTearsEverythingDown(t *testing.T) {
 					upFor = time.Since(upAt)
 				}
 				if tc.now(out.String(), upFor) {
-					break
+					return true
 				}
 				select {
 				case err := <-exited:
 					t.Fatalf("the demo exited (%v) before the moment:\n%s\n%s", err, out.String(), logs.String())
 				default:
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the moment never came:\n%s\n%s", out.String(), logs.String())
-				}
+				return false
+			}) {
+				t.Fatalf("the moment never came:\n%s\n%s", out.String(), logs.String())
 			}
 			pid := cmd.Process.Pid
 			if tc.group {
@@ -123,11 +124,10 @@ func TestCtrlCTearsEverythingDown(t *testing.T) {
 			// directory (a leftover step may yet write there: give it
 			// time to show), and the directory holds nothing.
 			var left []string
-			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-				if left = processesUnder(tmp); len(left) > 0 {
-					break
-				}
-			}
+			testkit.Poll(5*time.Second, 100*time.Millisecond, func() bool {
+				left = processesUnder(tmp)
+				return len(left) > 0
+			})
 			if len(left) > 0 {
 				t.Errorf("processes of the demo still run after SIGINT:\n%s", strings.Join(left, "\n"))
 			}

@@ -2,8 +2,11 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 func TestClusterStreams(t *testing.T) {
@@ -11,19 +14,12 @@ func TestClusterStreams(t *testing.T) {
 	c := New(t, Options{IPs: Addrs(t).IPs(2)})
 	c.Nodes[0].Exec(t, "CREATE TABLE t (x int); INSERT INTO t VALUES (42)")
 	conn := c.Nodes[1].Conn(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "the replica to see the row (in recovery, rows, error)", func() (string, bool) {
 		var inRecovery bool
 		var n int
 		err := conn.QueryRow(context.Background(), "SELECT pg_is_in_recovery(), (SELECT count(*) FROM t)").Scan(&inRecovery, &n)
-		if err == nil && inRecovery && n == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica never saw the row: in recovery %v, rows %d, err %v", inRecovery, n, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Sprintf("%v, %d, %v", inRecovery, n, err), err == nil && inRecovery && n == 1
+	})
 }
 
 func TestAddrsNeverShared(t *testing.T) {
