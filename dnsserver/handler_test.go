@@ -13,9 +13,10 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/zone"
+	"github.com/pgdns/pgdns/zone/zonetest"
 )
 
-var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+var t0 = zonetest.T0
 
 // Case is one query and the whole answer expected, records written as in a
 // zone file.
@@ -31,12 +32,9 @@ type Case struct {
 
 const soa = "db.local. 1 IN SOA ns.db.local. hostmaster.db.local. 1767268800 60 10 3600 1"
 
+// host is a host probed 120 ms before t0.
 func host(ip string, inRecovery bool, replay zone.LSN) zone.Host {
-	return zone.Host{
-		Cluster: "main", Addr: ip + ":5432", IP: netip.MustParseAddr(ip),
-		Seen: true, ProbedAt: t0.Add(-120 * time.Millisecond), InRecovery: inRecovery,
-		Timeline: 1, TimelineExact: true, SystemID: 7, ReplayLSN: replay, LagKnown: inRecovery, BytesKnown: inRecovery,
-	}
+	return zonetest.Host(ip, inRecovery, replay, t0.Add(-120*time.Millisecond))
 }
 
 func testSnapshot() *zone.Snapshot {
@@ -46,13 +44,9 @@ func testSnapshot() *zone.Snapshot {
 	behind := host("127.0.0.13", true, 0x3000000)
 	behind.Lag, behind.LagBytes = 900*time.Millisecond, 0x60
 	v6 := host("::1", true, 0x3000060)
-	v6.Addr = "[::1]:5432"
-	main := &zone.Cluster{Name: "main", Hosts: []zone.Host{primary, fresh, behind}}
-	orders := &zone.Cluster{Name: "orders", Hosts: []zone.Host{host("127.0.0.21", false, 5), v6}}
-	for _, c := range []*zone.Cluster{main, orders} {
-		c.Decide(t0, 2*time.Second, 3)
-	}
-	return &zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{main, orders}, Default: "main", StaleAfter: 2 * time.Second}
+	return zonetest.Ready(t0, 2*time.Second,
+		zonetest.Cluster("main", primary, fresh, behind),
+		zonetest.Cluster("orders", host("127.0.0.21", false, 5), v6))
 }
 
 func newTestHandler(snap *zone.Snapshot) *Handler {

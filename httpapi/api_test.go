@@ -6,22 +6,24 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgdns/pgdns/zone"
+	"github.com/pgdns/pgdns/zone/zonetest"
 )
 
-var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+var t0 = zonetest.T0
 
+// host is a host probed 100 ms before t0 whose system identifier does not
+// fit a JSON number, with its receive position and (a primary's too) its
+// lag known.
 func host(ip string, inRecovery bool, replay zone.LSN) zone.Host {
-	return zone.Host{
-		Cluster: "main", Addr: ip + ":5432", IP: netip.MustParseAddr(ip),
-		Seen: true, ProbedAt: t0.Add(-100 * time.Millisecond), InRecovery: inRecovery,
-		Timeline: 1, SystemID: 7000000000000000001, ReplayLSN: replay, ReceiveLSN: replay, LagKnown: true, BytesKnown: true, TimelineExact: true,
-	}
+	h := zonetest.Host(ip, inRecovery, replay, t0.Add(-100*time.Millisecond))
+	h.SystemID, h.ReceiveLSN = 7000000000000000001, replay
+	h.LagKnown, h.BytesKnown = true, true
+	return h
 }
 
 // testSnapshot: a primary, a fresh replica, a replica 1.2 s and 2 MB
@@ -34,9 +36,7 @@ func testSnapshot() *zone.Snapshot {
 	behind.Lag, behind.LagBytes = 1200*time.Millisecond, 2_000_000
 	down := host("127.0.0.14", true, 0)
 	down.Fails, down.LastError = 3, "connect: connection refused"
-	c := &zone.Cluster{Name: "main", Hosts: []zone.Host{p, fresh, behind, down}}
-	c.Decide(t0, 2*time.Second, 3)
-	return &zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{c}, Default: "main", StaleAfter: 2 * time.Second}
+	return zonetest.Ready(t0, 2*time.Second, zonetest.Cluster("main", p, fresh, behind, down))
 }
 
 func newTestAPI(snap *zone.Snapshot) (*API, *zone.Table) {

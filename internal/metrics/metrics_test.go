@@ -3,13 +3,13 @@ package metrics
 import (
 	"errors"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgdns/pgdns/dnsserver"
 	"github.com/pgdns/pgdns/zone"
+	"github.com/pgdns/pgdns/zone/zonetest"
 )
 
 func scrape(t *testing.T, m *Metrics) string {
@@ -22,14 +22,12 @@ func scrape(t *testing.T, m *Metrics) string {
 func TestMetrics(t *testing.T) {
 	now := time.Now()
 	table := zone.NewTable()
-	c := &zone.Cluster{Name: "main", Hosts: []zone.Host{
-		{Cluster: "main", Addr: "10.0.0.1:5432", IP: netip.MustParseAddr("10.0.0.1"), Seen: true, ProbedAt: now, SystemID: 1, Timeline: 1, LagKnown: true, BytesKnown: true},
-		{Cluster: "main", Addr: "10.0.0.2:5432", IP: netip.MustParseAddr("10.0.0.2"), Seen: true, ProbedAt: now, SystemID: 1, Timeline: 1, InRecovery: true,
-			LagKnown: true, BytesKnown: true, Lag: 1500 * time.Millisecond, LagBytes: 4096},
-		{Cluster: "main", Addr: "10.0.0.3:5432", Fails: 3},
-	}}
-	c.Decide(now, time.Minute, 3)
-	table.Store(&zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{c}, Default: "main", StaleAfter: time.Minute})
+	primary := zonetest.Host("10.0.0.1", false, 0, now)
+	primary.LagKnown, primary.BytesKnown = true, true
+	replica := zonetest.Host("10.0.0.2", true, 0, now)
+	replica.Lag, replica.LagBytes = 1500*time.Millisecond, 4096
+	down := zone.Host{Cluster: "main", Addr: "10.0.0.3:5432", Fails: 3}
+	table.Store(zonetest.Ready(now, time.Minute, zonetest.Cluster("main", primary, replica, down)))
 
 	m := New(table)
 	for range 3 {
