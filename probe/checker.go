@@ -159,6 +159,8 @@ func hostConfig(dsn, host, port string) (*pgx.ConnConfig, error) {
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	cfg.StatementCacheCapacity = 0
 	cfg.DescriptionCacheCapacity = 0
+	// Know why a connection broke, when pgx's error does not say (socket.go).
+	recordFailures(&cfg.Config)
 	return cfg, nil
 }
 
@@ -211,6 +213,7 @@ func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
 		&sysid, &started, &standbys, &conninfo, &s.SlotName)
 	end := time.Now()
 	if err != nil {
+		err = c.failure(err)
 		c.Close()
 		if ctx.Err() != nil {
 			return Sample{}, errors.New("probe query: timed out (probe.timeout)")
@@ -245,6 +248,16 @@ func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
 	s.AppName = walReceiverAppName(conninfo)
 	s.History = c.readHistory(ctx, s.Timeline)
 	return s, nil
+}
+
+// failure is what an operation on c.conn that failed with err proves:
+// err, or the socket's own failure when err proves less (pgx reports a
+// connection the server closed under a query as "conn closed").
+func (c *pgChecker) failure(err error) error {
+	if f := socketFailure(c.conn); f != nil && !definitive(err) {
+		return f
+	}
+	return err
 }
 
 // connectError shortens pgx's connect errors, which repeat the user and

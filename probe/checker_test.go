@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
@@ -167,5 +169,71 @@ func TestWatchReopensALostConnection(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a crash after a lost connection was not seen by Watch")
+	}
+}
+
+// A server that crashes while a probe's query runs closes the connection
+// under pgx, which reports it as "conn closed" rather than the EOF it
+// read; the probe must still fail definitively, so the host leaves the
+// answers at once rather than after max_fails probes. The probe is held
+// in its query by a lock on a view it reads, then the server is stopped
+// with -m immediate.
+func TestCheckSeesACrashDuringItsQuery(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
+	node := cl.Nodes[0]
+	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newChecker(node.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	locker, err := pgx.Connect(ctx, node.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(context.Background())
+	if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_stat_replication IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Check(ctx)
+		done <- err
+	}()
+	// Wait until the probe's backend waits for the lock. The lock on the
+	// view extends to the catalogs it reads, so new sessions would wait
+	// too: the locker looks itself.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := locker.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns' AND wait_event_type = 'Lock'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the probe never waited for the lock")
+		}
+	}
+	if err := node.Stop(context.Background(), "immediate"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotServing) {
+			t.Fatalf("a probe cut by a crash failed with %v, want a definitive failure", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the probe did not return after the crash")
 	}
 }

@@ -95,6 +95,7 @@ func (c *pgChecker) Watch(ctx context.Context) error {
 			return ctx.Err() // our own wake-up: the connection stays open
 		}
 		if err != nil {
+			err = c.failure(err)
 			c.Close()
 			return classify(err)
 		}
