@@ -30,6 +30,10 @@ type Config struct {
 	// FluxInterval and FluxDuration: how often the hosts of a cluster in
 	// flux are probed, and for how long at most (flux.go).
 	FluxInterval, FluxDuration time.Duration
+
+	// Networks map client addresses to locations (dns.locations); every
+	// snapshot carries them, so a reload replaces them with the hosts.
+	Networks *zone.Networks
 }
 
 // Hooks let the caller observe the prober, for metrics. Nil hooks are
@@ -57,6 +61,10 @@ type ClusterConfig struct {
 	Hosts     []string // "host:port"
 	AsyncOnly bool     // leave synchronous standbys out of replica answers
 	SystemID  uint64   // the cluster's system identifier when pinned in config, else 0
+
+	// Locations gives hosts their location: "host:port" → name. A host
+	// not in it has none.
+	Locations map[string]string
 }
 
 // StaleAfter is how old a host's last good probe may be before pgdns no
@@ -136,7 +144,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		c := &zone.Cluster{Name: cc.Name, Primary: -1, AsyncOnly: cc.AsyncOnly,
 			Identity: cc.SystemID, IdentityPinned: cc.SystemID != 0}
 		for _, addr := range cc.Hosts {
-			c.Hosts = append(c.Hosts, zone.Host{Cluster: cc.Name, Addr: addr})
+			c.Hosts = append(c.Hosts, zone.Host{Cluster: cc.Name, Addr: addr, Location: cc.Locations[addr]})
 		}
 		p.state = append(p.state, c)
 		p.timelines = append(p.timelines, map[uint32]timelineHistory{})

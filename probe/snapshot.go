@@ -87,6 +87,7 @@ func (p *Prober) publish() {
 		Built:      now,
 		StaleAfter: stale,
 		Default:    p.defCluster,
+		Networks:   p.cfg.Networks,
 	}
 	for ci, src := range p.state {
 		c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...),

@@ -21,6 +21,7 @@ import (
 	"github.com/pgdns/pgdns/httpapi"
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/metrics"
+	"github.com/pgdns/pgdns/internal/patroni"
 	"github.com/pgdns/pgdns/probe"
 	"github.com/pgdns/pgdns/zone"
 )
@@ -34,11 +35,11 @@ type App struct {
 	table   *zone.Table
 	metrics *metrics.Metrics
 
-	mu          sync.Mutex          // serialises Start, Reload, discovery and Stop
-	cfg         *config.Config      // as configured (hosts without discovered members)
-	discovered  map[string][]string // members read from Patroni, by cluster
-	discoFailed map[string]bool     // Patroni did not answer last time (log once)
-	probing     *config.Config      // what the running prober probes: cfg plus members
+	mu          sync.Mutex                  // serialises Start, Reload, discovery and Stop
+	cfg         *config.Config              // as configured (hosts without discovered members)
+	discovered  map[string][]patroni.Member // members read from Patroni, by cluster
+	discoFailed map[string]bool             // Patroni did not answer last time (log once)
+	probing     *config.Config              // what the running prober probes: cfg plus members
 	stopDisco   context.CancelFunc
 	discoDone   chan struct{}
 	dns         *dnsserver.Server
@@ -71,7 +72,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	}
 	table := zone.NewTable()
 	return &App{cfg: cfg, log: log, table: table, metrics: metrics.New(table),
-		discovered: map[string][]string{}, discoFailed: map[string]bool{}}, nil
+		discovered: map[string][]patroni.Member{}, discoFailed: map[string]bool{}}, nil
 }
 
 // Table is the live table the servers answer from.
@@ -163,7 +164,11 @@ func (a *App) startProber(cfg *config.Config, active bool) (*runningProber, erro
 	pcfg.Hooks.FluxProbes = a.metrics.FluxProbes
 	pcfg.Hooks.RefreshRound, pcfg.Hooks.RefreshCoalesced = a.metrics.RefreshRound, a.metrics.RefreshCoalesced
 	for _, c := range cfg.Clusters {
-		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly, SystemID: c.SystemID})
+		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly, SystemID: c.SystemID,
+			Locations: c.Locations})
+	}
+	if len(cfg.DNS.Networks) > 0 {
+		pcfg.Networks = zone.NewNetworks(cfg.DNS.Networks)
 	}
 	rp := &runningProber{p: probe.New(pcfg, a.table, newChecker, a.log, cfg.DNS.DefaultCluster), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -197,6 +202,7 @@ func (a *App) Reload(cfg *config.Config) error {
 	listeners := func(c *config.Config) (config.DNS, config.HTTP) {
 		d := c.DNS
 		d.DefaultCluster = "" // follows the clusters: reloadable
+		d.Networks = nil      // carried by the snapshots: reloadable
 		return d, c.HTTP
 	}
 	newDNS, newHTTP := listeners(cfg)
@@ -208,6 +214,7 @@ func (a *App) Reload(cfg *config.Config) error {
 	next := *cfg
 	next.DNS, next.HTTP = a.cfg.DNS, a.cfg.HTTP
 	next.DNS.DefaultCluster = cfg.DNS.DefaultCluster
+	next.DNS.Networks = cfg.DNS.Networks
 	if err := a.swap(a.effective(&next)); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,15 +13,23 @@ import (
 )
 
 // effective is cfg with each cluster's hosts extended by the members
-// Patroni reported: configured hosts first, then the others in order.
+// Patroni reported: configured hosts first, then the others in order. A
+// member's dc tag gives its location unless the configuration gives one.
 func (a *App) effective(cfg *config.Config) *config.Config {
 	out := *cfg
 	out.Clusters = make([]config.Cluster, len(cfg.Clusters))
 	for i, c := range cfg.Clusters {
 		c.Hosts = slices.Clone(c.Hosts)
+		c.Locations = maps.Clone(c.Locations)
 		for _, m := range a.discovered[c.Name] {
-			if !slices.Contains(c.Hosts, m) {
-				c.Hosts = append(c.Hosts, m)
+			if !slices.Contains(c.Hosts, m.Addr) {
+				c.Hosts = append(c.Hosts, m.Addr)
+			}
+			if _, set := c.Locations[m.Addr]; !set && m.Location != "" {
+				if c.Locations == nil {
+					c.Locations = map[string]string{}
+				}
+				c.Locations[m.Addr] = m.Location
 			}
 		}
 		out.Clusters[i] = c
@@ -79,12 +88,28 @@ func (a *App) discover(ctx context.Context) bool {
 		}
 		a.discoFailed[c.Name] = false
 		if !slices.Equal(members, a.discovered[c.Name]) {
-			a.log.Info("members from Patroni", "cluster", c.Name, "members", strings.Join(members, ","))
+			a.log.Info("members from Patroni", "cluster", c.Name, "members", memberList(members))
 			a.discovered[c.Name] = members
 			changed = true
 		}
 	}
 	return changed
+}
+
+// memberList is members for the log: host:port, with @location when the
+// member has a dc tag.
+func memberList(members []patroni.Member) string {
+	var b strings.Builder
+	for i, m := range members {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(m.Addr)
+		if m.Location != "" {
+			b.WriteString("@" + m.Location)
+		}
+	}
+	return b.String()
 }
 
 // httpClient reads Patroni's REST API.

@@ -53,6 +53,15 @@ type DNS struct {
 	// LSNRefreshMinGap is the least time between the starts of two
 	// refresh rounds of one cluster that lsn- lookups ask for.
 	LSNRefreshMinGap time.Duration
+
+	// Networks map client networks to locations (dns.locations): replica
+	// answers put the client's location first.
+	Networks []zone.Network
+
+	// ClientSubnetFrom are the sources (forwarders) whose EDNS Client
+	// Subnet option is taken as the client's address
+	// (dns.client_subnet_from); empty: the option is ignored.
+	ClientSubnetFrom []netip.Prefix
 }
 
 // NameServer is one name server of the zone.
@@ -93,6 +102,10 @@ type Cluster struct {
 	Patroni   []string
 	AsyncOnly bool // replicas: async
 
+	// Locations labels hosts with their location (locations: name →
+	// hosts): host "host:port" → location name.
+	Locations map[string]string
+
 	// SystemID pins the cluster's system identifier (system_identifier:
 	// pg_control_system() as PostgreSQL prints it); 0 lets pgdns establish
 	// it from the hosts' majority.
@@ -128,7 +141,7 @@ var defaults = map[string]any{
 // cluster.
 var (
 	topKeys = []string{"dns.listen", "dns.zone", "dns.ttl", "dns.default_cluster", "dns.lsn_wait", "dns.lsn_refresh_min_gap", "dns.rate_limit",
-		"dns.nameservers", "http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn",
+		"dns.nameservers", clientSubnetKey, "http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes", "probe.interval", "probe.timeout", "probe.max_fails", "probe.dsn",
 		"probe.flux_interval", "probe.flux_duration"}
 	clusterKeys = []string{"hosts", "patroni", "replicas", "system_identifier"}
 )
@@ -198,12 +211,12 @@ func fromKoanf(k *koanf.Koanf) (*Config, error) {
 		r.fail("clusters", "must map cluster names to their hosts, got %q", fmt.Sprint(k.Get("clusters")))
 	}
 	for _, key := range k.Keys() {
-		if slices.Contains(topKeys, key) {
+		if slices.Contains(topKeys, key) || locationKey(key) {
 			continue
 		}
 		if rest, ok := strings.CutPrefix(key, "clusters."); ok {
 			name, field, _ := strings.Cut(rest, ".")
-			if slices.Contains(clusterNames, name) && slices.Contains(clusterKeys, field) {
+			if slices.Contains(clusterNames, name) && (slices.Contains(clusterKeys, field) || clusterLocationField(field)) {
 				continue
 			}
 			if field == "" {
@@ -221,6 +234,8 @@ func fromKoanf(k *koanf.Koanf) (*Config, error) {
 	cfg.DNS.LSNRefreshMinGap = r.duration("dns.lsn_refresh_min_gap", false)
 	cfg.DNS.RateLimit = r.integer("dns.rate_limit", 0, 1_000_000)
 	cfg.DNS.NameServers = r.nameServers("dns.nameservers", cfg.DNS.Zone, cfg.DNS.Listen, clusterNames)
+	cfg.DNS.Networks = r.networks()
+	cfg.DNS.ClientSubnetFrom = r.clientSubnetFrom()
 	cfg.HTTP.Listen = r.address("http.listen", true)
 	cfg.HTTP.SyncMaxLag = r.duration("http.sync_max_lag", true)
 	cfg.HTTP.SyncMaxLagBytes = uint64(r.integer("http.sync_max_lag_bytes", 0, 1<<50))
@@ -280,6 +295,7 @@ func fromKoanf(k *koanf.Koanf) (*Config, error) {
 			r.fail(prefix+".replicas", "must be all or async, got %q", v)
 		}
 		c.SystemID = r.systemID(prefix + ".system_identifier")
+		c.Locations = r.hostLocations(prefix, &c)
 		cfg.Clusters = append(cfg.Clusters, c)
 	}
 

@@ -17,8 +17,10 @@ func TestMembers(t *testing.T) {
 			return
 		}
 		_, _ = w.Write([]byte(`{"members":[
-			{"name":"n2","host":"10.0.0.2","port":5433,"role":"replica","state":"streaming"},
+			{"name":"n2","host":"10.0.0.2","port":5433,"role":"replica","state":"streaming","tags":{"dc":"West","nofailover":true}},
 			{"name":"n1","host":"10.0.0.1","port":5432,"role":"leader","state":"running"},
+			{"name":"n4","host":"10.0.0.4","role":"replica","state":"streaming","tags":{"dc":7}},
+			{"name":"n5","host":"10.0.0.5","role":"replica","state":"streaming","tags":{"dc":"us east"}},
 			{"name":"n3","host":"","role":"replica","state":"starting"}],"scope":"demo"}`))
 	}))
 	defer good.Close()
@@ -33,7 +35,8 @@ func TestMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"10.0.0.1:5432", "10.0.0.2:5433"}; !slices.Equal(got, want) {
+	want := []Member{{Addr: "10.0.0.1:5432"}, {Addr: "10.0.0.2:5433", Location: "west"}, {Addr: "10.0.0.4:5432"}, {Addr: "10.0.0.5:5432"}}
+	if !slices.Equal(got, want) {
 		t.Fatalf("members %v, want %v", got, want)
 	}
 	if _, err := Members(context.Background(), http.DefaultClient, []string{dead, broken.URL}); err == nil {
