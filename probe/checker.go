@@ -186,6 +186,8 @@ type pgChecker struct {
 	historyTL   uint32
 	history     []zone.TimelineEnd
 	noHistories bool // reading history files is not permitted: stop trying
+
+	row probeRow // the last probe's columns, kept to reuse their buffers
 }
 
 // Check implements Checker.
@@ -201,16 +203,8 @@ func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
 		}
 		c.conn = conn
 	}
-	var (
-		write, receive, replay string
-		timeline, ckptTimeline int64
-		sysid, standbys        string
-		conninfo               string
-		started                int64
-	)
 	start := time.Now()
-	err = c.conn.QueryRow(ctx, probeSQL).Scan(&s.InRecovery, &write, &receive, &replay, &timeline, &ckptTimeline,
-		&sysid, &started, &standbys, &conninfo, &s.SlotName)
+	err = c.queryProbe(ctx)
 	end := time.Now()
 	if err != nil {
 		err = c.failure(err)
@@ -224,28 +218,9 @@ func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
 	if ta, ok := c.conn.PgConn().Conn().RemoteAddr().(*net.TCPAddr); ok {
 		s.IP = ta.AddrPort().Addr().Unmap()
 	}
-	if s.WriteLSN, err = optionalLSN(write); err == nil {
-		if s.ReceiveLSN, err = optionalLSN(receive); err == nil {
-			s.ReplayLSN, err = optionalLSN(replay)
-		}
-	}
-	if err != nil {
+	if err := parseProbeRow(&c.row, &s); err != nil {
 		return Sample{}, fmt.Errorf("probe query: %w", err)
 	}
-	if !s.InRecovery {
-		s.ReplayLSN = s.WriteLSN
-	}
-	id, err := strconv.ParseInt(sysid, 10, 64)
-	if err != nil || timeline < 0 || timeline > 1<<32-1 || (timeline == 0 && !s.InRecovery) ||
-		ckptTimeline <= 0 || ckptTimeline > 1<<32-1 {
-		return Sample{}, fmt.Errorf("probe query: bad system identifier %q or timeline %d/%d", sysid, timeline, ckptTimeline)
-	}
-	s.SystemID, s.Timeline, s.CheckpointTimeline = uint64(id), uint32(timeline), uint32(ckptTimeline)
-	s.StartedAt = time.UnixMicro(started)
-	if s.Standbys, err = parseStandbys(standbys); err != nil {
-		return Sample{}, fmt.Errorf("probe query: %w", err)
-	}
-	s.AppName = walReceiverAppName(conninfo)
 	s.History = c.readHistory(ctx, s.Timeline)
 	return s, nil
 }

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -63,7 +64,7 @@ func ParseHistory(text string) []zone.TimelineEnd {
 // (the replica's cluster_name), as libpq would send it.
 func walReceiverAppName(conninfo string) string {
 	var app, fallback string
-	for _, kv := range strings.Fields(conninfo) {
+	for kv := range strings.FieldsSeq(conninfo) {
 		k, v, _ := strings.Cut(kv, "=")
 		v = strings.Trim(v, "'")
 		switch k {
@@ -84,9 +85,12 @@ func walReceiverAppName(conninfo string) string {
 
 // parseStandbys reads the primary's pg_stat_replication rows, sent as a
 // JSON array of [client_addr, application_name, sync_state, slot_name].
-func parseStandbys(text string) ([]zone.Standby, error) {
+func parseStandbys(text []byte) ([]zone.Standby, error) {
+	if bytes.Equal(text, []byte("[]")) {
+		return []zone.Standby{}, nil // every replica, every probe: no JSON decoder needed
+	}
 	var rows [][4]*string
-	if err := json.Unmarshal([]byte(text), &rows); err != nil {
+	if err := json.Unmarshal(text, &rows); err != nil {
 		return nil, fmt.Errorf("pg_stat_replication rows: %w", err)
 	}
 	out := make([]zone.Standby, 0, len(rows))

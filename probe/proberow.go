@@ -1,0 +1,132 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The probe query runs on the connection's pgconn, below pgx's query
+// layer: probeSQL has no arguments, so pgx's simple-protocol path would
+// only re-sanitize its 1.2 kB of text and scan through its type map on
+// every probe, which at a thousand hosts every 250 ms cost more CPU than
+// the round trip itself (issue 17). The columns come back in PostgreSQL's
+// text format and parseProbeRow reads them directly.
+
+// probeColumns is the number of columns of probeSQL.
+const probeColumns = 11
+
+// probeRow is one row of probeSQL in text format. Its buffers are reused
+// from probe to probe.
+type probeRow struct {
+	values [probeColumns][]byte
+	null   [probeColumns]bool
+
+	// The strings read from the last row that did not change, kept so
+	// that an unchanged value costs no allocation.
+	conninfo  []byte
+	appName   string // walReceiverAppName(conninfo), when appNameOK
+	appNameOK bool
+	slot      string
+}
+
+// queryProbe runs probeSQL on c's connection (one Query message, one round
+// trip) and copies its one row into c.row.
+func (c *pgChecker) queryProbe(ctx context.Context) error {
+	mrr := c.conn.PgConn().Exec(ctx, probeSQL)
+	rows := 0
+	var err error
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		for rr.NextRow() {
+			rows++
+			vals := rr.Values()
+			if rows > 1 {
+				continue
+			}
+			if len(vals) != probeColumns {
+				err = fmt.Errorf("%d columns, want %d", len(vals), probeColumns)
+				continue
+			}
+			for i, v := range vals {
+				c.row.null[i] = v == nil
+				c.row.values[i] = append(c.row.values[i][:0], v...)
+			}
+		}
+		if _, rerr := rr.Close(); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	if cerr := mrr.Close(); cerr != nil {
+		return cerr // the server's or the connection's error comes first
+	}
+	if err != nil {
+		return err
+	}
+	if rows != 1 {
+		return fmt.Errorf("%d rows, want 1", rows)
+	}
+	return nil
+}
+
+// parseProbeRow fills s from one row of probeSQL, as the checks of the
+// pgx scan it replaces did: no column may be NULL (the query coalesces
+// every one that could be), a boolean is t or f, integers are decimal,
+// LSNs are PostgreSQL's X/X or empty.
+func parseProbeRow(row *probeRow, s *Sample) error {
+	for i, null := range row.null {
+		if null {
+			return fmt.Errorf("column %d is NULL", i+1)
+		}
+	}
+	v := &row.values
+	switch {
+	case bytes.Equal(v[0], []byte("t")):
+		s.InRecovery = true
+	case bytes.Equal(v[0], []byte("f")):
+		s.InRecovery = false
+	default:
+		return fmt.Errorf("pg_is_in_recovery() is %q, not a boolean", v[0])
+	}
+	var err error
+	if s.WriteLSN, err = optionalLSN(string(v[1])); err == nil {
+		if s.ReceiveLSN, err = optionalLSN(string(v[2])); err == nil {
+			s.ReplayLSN, err = optionalLSN(string(v[3]))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !s.InRecovery {
+		s.ReplayLSN = s.WriteLSN
+	}
+	timeline, err1 := strconv.ParseInt(string(v[4]), 10, 64)
+	ckptTimeline, err2 := strconv.ParseInt(string(v[5]), 10, 64)
+	id, err3 := strconv.ParseInt(string(v[6]), 10, 64)
+	started, err4 := strconv.ParseInt(string(v[7]), 10, 64)
+	if err := errors.Join(err1, err2, err4); err != nil {
+		return err
+	}
+	if err3 != nil || timeline < 0 || timeline > 1<<32-1 || (timeline == 0 && !s.InRecovery) ||
+		ckptTimeline <= 0 || ckptTimeline > 1<<32-1 {
+		return fmt.Errorf("bad system identifier %q or timeline %d/%d", v[6], timeline, ckptTimeline)
+	}
+	s.SystemID, s.Timeline, s.CheckpointTimeline = uint64(id), uint32(timeline), uint32(ckptTimeline)
+	s.StartedAt = time.UnixMicro(started)
+	if s.Standbys, err = parseStandbys(v[8]); err != nil {
+		return err
+	}
+	if !row.appNameOK || !bytes.Equal(v[9], row.conninfo) { // the same on every probe of one WAL receiver
+		row.conninfo, row.appNameOK = append(row.conninfo[:0], v[9]...), true
+		row.appName = walReceiverAppName(string(v[9]))
+	}
+	s.AppName = row.appName
+	if string(v[10]) != row.slot {
+		row.slot = string(v[10])
+	}
+	s.SlotName = row.slot
+	return nil
+}

@@ -1,0 +1,108 @@
+package probe
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// textRow builds a probeRow from the columns as PostgreSQL's text format
+// writes them; "NULL" stands for a NULL.
+func textRow(cols ...string) *probeRow {
+	var r probeRow
+	for i, c := range cols {
+		if c == "NULL" {
+			r.null[i] = true
+			continue
+		}
+		r.values[i] = []byte(c)
+	}
+	return &r
+}
+
+var (
+	replicaCols = []string{"t", "", "0/3000060", "0/3000028", "1", "1", "7000000000000000001", "1700000000000000",
+		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 sslmode=prefer", "r1_slot"}
+	primaryCols = []string{"f", "0/5000000", "", "", "3", "2", "7000000000000000001", "1700000000000123",
+		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", ""}
+)
+
+// TestParseProbeRow: what the probe's row says, read from its text format,
+// for a replica and a primary, and refusals for what no server sends.
+func TestParseProbeRow(t *testing.T) {
+	var s Sample
+	if err := parseProbeRow(textRow(replicaCols...), &s); err != nil {
+		t.Fatal(err)
+	}
+	want := Sample{InRecovery: true, ReceiveLSN: 0x3000060, ReplayLSN: 0x3000028, Timeline: 1, CheckpointTimeline: 1,
+		SystemID: 7000000000000000001, StartedAt: time.UnixMicro(1700000000000000), Standbys: []zone.Standby{},
+		AppName: "r1", SlotName: "r1_slot"}
+	if s.InRecovery != want.InRecovery || s.WriteLSN != 0 || s.ReceiveLSN != want.ReceiveLSN || s.ReplayLSN != want.ReplayLSN ||
+		s.Timeline != 1 || s.CheckpointTimeline != 1 || s.SystemID != want.SystemID || !s.StartedAt.Equal(want.StartedAt) ||
+		s.Standbys == nil || len(s.Standbys) != 0 || s.AppName != "r1" || s.SlotName != "r1_slot" {
+		t.Errorf("replica: %+v", s)
+	}
+
+	s = Sample{}
+	if err := parseProbeRow(textRow(primaryCols...), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.InRecovery || s.WriteLSN != 0x5000000 || s.ReplayLSN != 0x5000000 || s.Timeline != 3 || s.CheckpointTimeline != 2 ||
+		s.AppName != "walreceiver" || s.SlotName != "" || len(s.Standbys) != 2 ||
+		s.Standbys[0] != (zone.Standby{Addr: netip.MustParseAddr("10.0.0.2"), AppName: "r1", Sync: true, Slot: "r1_slot"}) ||
+		s.Standbys[1] != (zone.Standby{AppName: "r2"}) {
+		t.Errorf("primary: %+v", s)
+	}
+
+	// The strings kept from one probe to the next follow a change.
+	row := textRow(replicaCols...)
+	for _, want := range []struct{ conninfo, slot, app string }{
+		{"application_name=a", "s1", "a"}, {"application_name=a", "s1", "a"}, {"", "", "walreceiver"}, {"application_name=b", "s2", "b"},
+	} {
+		row.values[9], row.values[10] = []byte(want.conninfo), []byte(want.slot)
+		s = Sample{}
+		if err := parseProbeRow(row, &s); err != nil || s.AppName != want.app || s.SlotName != want.slot {
+			t.Errorf("conninfo %q slot %q: app %q slot %q (%v)", want.conninfo, want.slot, s.AppName, s.SlotName, err)
+		}
+	}
+
+	for _, tc := range []struct {
+		col  int
+		val  string
+		want string
+	}{
+		{0, "NULL", "column 1 is NULL"},
+		{10, "NULL", "column 11 is NULL"},
+		{0, "true", "not a boolean"},
+		{3, "3000028", "LSN"},
+		{4, "x", "invalid syntax"},
+		{6, "abc", "bad system identifier"},
+		{4, "0", "bad system identifier"}, // a primary always knows its timeline
+		{5, "0", "bad system identifier"},
+		{8, "[", "pg_stat_replication rows"},
+	} {
+		cols := append([]string(nil), primaryCols...)
+		cols[tc.col] = tc.val
+		err := parseProbeRow(textRow(cols...), &Sample{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("column %d = %q: error %v, want one saying %q", tc.col+1, tc.val, err, tc.want)
+		}
+	}
+}
+
+// BenchmarkParseProbeRow: reading one replica's probe row, as each of a
+// thousand hosts does every interval; the row's strings are reused while
+// they do not change.
+func BenchmarkParseProbeRow(b *testing.B) {
+	row := textRow(replicaCols...)
+	b.ReportAllocs()
+	for b.Loop() {
+		var s Sample
+		if err := parseProbeRow(row, &s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
