@@ -22,6 +22,7 @@ var (
 	primaryIP, replica1IP, replica2IP string
 	pgdnsDNS, pgdnsHTTP               string
 	corednsDNS, floorDNS, echoDNS     string
+	bigDNS, bigHTTP                   string // pgdns of the scale step, 1,000 hosts
 )
 
 // useBlock takes the run's addresses from block.
@@ -29,6 +30,7 @@ func useBlock(block *pgtest.Block) {
 	primaryIP, replica1IP, replica2IP = block.IP(11), block.IP(12), block.IP(13)
 	pgdnsDNS, pgdnsHTTP = block.Addr(53, 5353), block.Addr(53, 8080)
 	corednsDNS, floorDNS, echoDNS = block.Addr(54, 5353), block.Addr(55, 5353), block.Addr(56, 5353)
+	bigDNS, bigHTTP = block.Addr(57, 5353), block.Addr(57, 8080)
 }
 
 // bench holds what every step uses: the cluster, the servers, a scratch
