@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -63,6 +64,8 @@ type Handler struct {
 
 	lsnWait time.Duration
 	refresh func(cluster string) <-chan struct{}
+
+	soaWire atomic.Pointer[packedSOA] // the apex SOA packed for the fast path
 }
 
 // NewHandler returns a Handler for cfg reading from table.

@@ -105,15 +105,17 @@ var cases = []Case{
 }
 
 func TestHandler(t *testing.T) {
-	h := newTestHandler(testSnapshot())
-	for _, tc := range cases {
-		t.Run(tc.Qname+"/"+dns.TypeToString[tc.Qtype], func(t *testing.T) {
-			req := new(dns.Msg)
-			req.SetQuestion(tc.Qname, tc.Qtype)
-			m, _ := h.answer(req)
-			checkReply(t, tc, m)
-		})
-	}
+	forEachPath(t, func(t *testing.T, answer answerFunc) {
+		h := newTestHandler(testSnapshot())
+		for _, tc := range cases {
+			t.Run(tc.Qname+"/"+dns.TypeToString[tc.Qtype], func(t *testing.T) {
+				req := new(dns.Msg)
+				req.SetQuestion(tc.Qname, tc.Qtype)
+				m, _ := answer(h, req)
+				checkReply(t, tc, m)
+			})
+		}
+	})
 }
 
 // checkReply compares a reply with a Case whole. Answers of more than one
@@ -163,49 +165,53 @@ func compareSection(t *testing.T, section string, got []dns.RR, want []string) {
 func normalise(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func TestHandlerNotReady(t *testing.T) {
-	h := newTestHandler(&zone.Snapshot{})
-	for _, name := range []string{"primary.db.local.", "lag-1s.replica.db.local."} {
+	forEachPath(t, func(t *testing.T, answer answerFunc) {
+		h := newTestHandler(&zone.Snapshot{})
+		for _, name := range []string{"primary.db.local.", "lag-1s.replica.db.local."} {
+			req := new(dns.Msg)
+			req.SetQuestion(name, dns.TypeA)
+			m, _ := answer(h, req)
+			checkReply(t, Case{Rcode: dns.RcodeServerFailure}, m)
+		}
+		// The apex does not depend on the probe.
 		req := new(dns.Msg)
-		req.SetQuestion(name, dns.TypeA)
-		m, _ := h.answer(req)
+		req.SetQuestion("db.local.", dns.TypeSOA)
+		m, _ := answer(h, req)
+		checkReply(t, Case{AA: true, Answer: []string{soa}}, m)
+		// Which clusters exist is not known before the first snapshot.
+		req.SetQuestion("main.db.local.", dns.TypeSOA)
+		m, _ = answer(h, req)
 		checkReply(t, Case{Rcode: dns.RcodeServerFailure}, m)
-	}
-	// The apex does not depend on the probe.
-	req := new(dns.Msg)
-	req.SetQuestion("db.local.", dns.TypeSOA)
-	m, _ := h.answer(req)
-	checkReply(t, Case{AA: true, Answer: []string{soa}}, m)
-	// Which clusters exist is not known before the first snapshot.
-	req.SetQuestion("main.db.local.", dns.TypeSOA)
-	m, _ = h.answer(req)
-	checkReply(t, Case{Rcode: dns.RcodeServerFailure}, m)
+	})
 }
 
 // What each answer counts as asked (metrics): an unknown cluster label
 // is as invalid as any name outside the grammar.
 func TestHandlerAsked(t *testing.T) {
-	h := newTestHandler(testSnapshot())
-	for name, want := range map[string]Asked{
-		"primary.db.local.": AskedPrimary, "lag-5ms.prefer-standby.db.local.": AskedPreferReplica,
-		"any.orders.db.local.": AskedAny, "replica.nope.db.local.": AskedReplica,
-		"main.db.local.": AskedCluster, "nope.db.local.": AskedInvalid,
-		"lag-5.replica.db.local.": AskedInvalid, "db.local.": AskedApex, "ns.db.local.": AskedNameServer, "example.com.": AskedOutside,
-	} {
-		req := new(dns.Msg)
-		req.SetQuestion(name, dns.TypeA)
-		if _, asked := h.answer(req); asked != want {
-			t.Errorf("%s: asked %v, want %v", name, asked, want)
+	forEachPath(t, func(t *testing.T, answer answerFunc) {
+		h := newTestHandler(testSnapshot())
+		for name, want := range map[string]Asked{
+			"primary.db.local.": AskedPrimary, "lag-5ms.prefer-standby.db.local.": AskedPreferReplica,
+			"any.orders.db.local.": AskedAny, "replica.nope.db.local.": AskedReplica,
+			"main.db.local.": AskedCluster, "nope.db.local.": AskedInvalid,
+			"lag-5.replica.db.local.": AskedInvalid, "db.local.": AskedApex, "ns.db.local.": AskedNameServer, "example.com.": AskedOutside,
+		} {
+			req := new(dns.Msg)
+			req.SetQuestion(name, dns.TypeA)
+			if _, asked := answer(h, req); asked != want {
+				t.Errorf("%s: asked %v, want %v", name, asked, want)
+			}
 		}
-	}
-	req := new(dns.Msg)
-	req.SetQuestion("db.local.", dns.TypeAXFR)
-	if _, asked := h.answer(req); asked != AskedTransfer {
-		t.Errorf("AXFR: asked %v", asked)
-	}
-	req.Opcode = dns.OpcodeNotify
-	if _, asked := h.answer(req); asked != AskedMalformed {
-		t.Errorf("NOTIFY: asked %v", asked)
-	}
+		req := new(dns.Msg)
+		req.SetQuestion("db.local.", dns.TypeAXFR)
+		if _, asked := answer(h, req); asked != AskedTransfer {
+			t.Errorf("AXFR: asked %v", asked)
+		}
+		req.Opcode = dns.OpcodeNotify
+		if _, asked := answer(h, req); asked != AskedMalformed {
+			t.Errorf("NOTIFY: asked %v", asked)
+		}
+	})
 }
 
 // The labels answers are counted under: a role name's own, and one each
@@ -230,131 +236,141 @@ func TestAskedLabels(t *testing.T) {
 }
 
 func TestHandlerRotatesReplicas(t *testing.T) {
-	h := newTestHandler(testSnapshot())
-	firsts := map[string]bool{}
-	for range 4 {
-		req := new(dns.Msg)
-		req.SetQuestion("replica.db.local.", dns.TypeA)
-		m, _ := h.answer(req)
-		firsts[m.Answer[0].(*dns.A).A.String()] = true
-	}
-	if len(firsts) != 2 {
-		t.Fatalf("the first replica was always one of %v", firsts)
-	}
+	forEachPath(t, func(t *testing.T, answer answerFunc) {
+		h := newTestHandler(testSnapshot())
+		firsts := map[string]bool{}
+		for range 4 {
+			req := new(dns.Msg)
+			req.SetQuestion("replica.db.local.", dns.TypeA)
+			m, _ := answer(h, req)
+			firsts[m.Answer[0].(*dns.A).A.String()] = true
+		}
+		if len(firsts) != 2 {
+			t.Fatalf("the first replica was always one of %v", firsts)
+		}
+	})
 }
 
 func TestHandlerEDNS(t *testing.T) {
-	h := newTestHandler(testSnapshot())
-	req := new(dns.Msg)
-	req.SetQuestion("primary.db.local.", dns.TypeA)
-	req.SetEdns0(4096, false)
-	m, _ := h.answer(req)
-	opt := m.IsEdns0()
-	if opt == nil || opt.UDPSize() != maxUDPSize {
-		t.Fatalf("OPT = %v, want UDP size %d", opt, maxUDPSize)
-	}
-	if opt.Do() {
-		t.Fatal("DO set in the reply to a query without it")
-	}
-	// RFC 3225: the DO bit of the query is copied into the reply.
-	req.IsEdns0().SetDo()
-	if m, _ := h.answer(req); m.IsEdns0() == nil || !m.IsEdns0().Do() {
-		t.Fatalf("DO not echoed: %v", m.IsEdns0())
-	}
-	req.IsEdns0().SetVersion(1)
-	if m, _ := h.answer(req); m.Rcode != dns.RcodeBadVers {
-		t.Fatalf("EDNS version 1: rcode %s", dns.RcodeToString[m.Rcode])
-	}
+	forEachPath(t, func(t *testing.T, answer answerFunc) {
+		h := newTestHandler(testSnapshot())
+		req := new(dns.Msg)
+		req.SetQuestion("primary.db.local.", dns.TypeA)
+		req.SetEdns0(4096, false)
+		m, _ := answer(h, req)
+		opt := m.IsEdns0()
+		if opt == nil || opt.UDPSize() != maxUDPSize {
+			t.Fatalf("OPT = %v, want UDP size %d", opt, maxUDPSize)
+		}
+		if opt.Do() {
+			t.Fatal("DO set in the reply to a query without it")
+		}
+		// RFC 3225: the DO bit of the query is copied into the reply.
+		req.IsEdns0().SetDo()
+		if m, _ := answer(h, req); m.IsEdns0() == nil || !m.IsEdns0().Do() {
+			t.Fatalf("DO not echoed: %v", m.IsEdns0())
+		}
+		req.IsEdns0().SetVersion(1)
+		if m, _ := answer(h, req); m.Rcode != dns.RcodeBadVers {
+			t.Fatalf("EDNS version 1: rcode %s", dns.RcodeToString[m.Rcode])
+		}
+	})
 }
 
 func TestHandlerRejectsOddRequests(t *testing.T) {
-	h := newTestHandler(testSnapshot())
-	req := new(dns.Msg)
-	req.SetQuestion("primary.db.local.", dns.TypeA)
-	req.Opcode = dns.OpcodeUpdate
-	if m, _ := h.answer(req); m.Rcode != dns.RcodeNotImplemented {
-		t.Errorf("UPDATE: %s", dns.RcodeToString[m.Rcode])
-	}
-	req = new(dns.Msg)
-	req.SetQuestion("primary.db.local.", dns.TypeA)
-	req.Question[0].Qclass = dns.ClassCHAOS
-	if m, _ := h.answer(req); m.Rcode != dns.RcodeRefused {
-		t.Errorf("class CH: %s", dns.RcodeToString[m.Rcode])
-	}
-	req = new(dns.Msg)
-	if m, _ := h.answer(req); m.Rcode != dns.RcodeFormatError {
-		t.Errorf("no question: %s", dns.RcodeToString[m.Rcode])
-	}
+	forEachPath(t, func(t *testing.T, answer answerFunc) {
+		h := newTestHandler(testSnapshot())
+		req := new(dns.Msg)
+		req.SetQuestion("primary.db.local.", dns.TypeA)
+		req.Opcode = dns.OpcodeUpdate
+		if m, _ := answer(h, req); m.Rcode != dns.RcodeNotImplemented {
+			t.Errorf("UPDATE: %s", dns.RcodeToString[m.Rcode])
+		}
+		req = new(dns.Msg)
+		req.SetQuestion("primary.db.local.", dns.TypeA)
+		req.Question[0].Qclass = dns.ClassCHAOS
+		if m, _ := answer(h, req); m.Rcode != dns.RcodeRefused {
+			t.Errorf("class CH: %s", dns.RcodeToString[m.Rcode])
+		}
+		req = new(dns.Msg)
+		if m, _ := answer(h, req); m.Rcode != dns.RcodeFormatError {
+			t.Errorf("no question: %s", dns.RcodeToString[m.Rcode])
+		}
+	})
 }
 
 // Each cluster's SOA carries its own serial, the apex the highest; every
 // part of one answer comes from the snapshot loaded for it, and a new
 // snapshot moves the serials answered.
 func TestHandlerSerials(t *testing.T) {
-	snap := testSnapshot()
-	start := uint32(t0.Unix())
-	snap.Clusters[0].Serial, snap.Clusters[1].Serial = start+3, start+9
-	h := newTestHandler(snap)
-	soaAt := func(owner string, serial uint32) string {
-		return fmt.Sprintf("%s 1 IN SOA ns.db.local. hostmaster.db.local. %d 60 10 3600 1", owner, serial)
-	}
-	ask := func(name string, qtype uint16) *dns.Msg {
-		req := new(dns.Msg)
-		req.SetQuestion(name, qtype)
-		m, _ := h.answer(req)
-		return m
-	}
-	checkReply(t, Case{AA: true, Answer: []string{soaAt("db.local.", start+9)}}, ask("db.local.", dns.TypeSOA))
-	checkReply(t, Case{AA: true, Answer: []string{soaAt("main.db.local.", start+3)}}, ask("main.db.local.", dns.TypeSOA))
-	checkReply(t, Case{AA: true, Answer: []string{soaAt("orders.db.local.", start+9)}}, ask("orders.db.local.", dns.TypeSOA))
-	checkReply(t, Case{AA: true, Ns: []string{soaAt("db.local.", start+9)}}, ask("primary.db.local.", dns.TypeMX))
-	checkReply(t, Case{AA: true, Ns: []string{soaAt("db.local.", start+9)}}, ask("main.db.local.", dns.TypeA))
-	checkReply(t, Case{Rcode: dns.RcodeNameError, AA: true, Ns: []string{soaAt("db.local.", start+9)}}, ask("nope.db.local.", dns.TypeA))
+	forEachPath(t, func(t *testing.T, answer answerFunc) {
+		snap := testSnapshot()
+		start := uint32(t0.Unix())
+		snap.Clusters[0].Serial, snap.Clusters[1].Serial = start+3, start+9
+		h := newTestHandler(snap)
+		soaAt := func(owner string, serial uint32) string {
+			return fmt.Sprintf("%s 1 IN SOA ns.db.local. hostmaster.db.local. %d 60 10 3600 1", owner, serial)
+		}
+		ask := func(name string, qtype uint16) *dns.Msg {
+			req := new(dns.Msg)
+			req.SetQuestion(name, qtype)
+			m, _ := answer(h, req)
+			return m
+		}
+		checkReply(t, Case{AA: true, Answer: []string{soaAt("db.local.", start+9)}}, ask("db.local.", dns.TypeSOA))
+		checkReply(t, Case{AA: true, Answer: []string{soaAt("main.db.local.", start+3)}}, ask("main.db.local.", dns.TypeSOA))
+		checkReply(t, Case{AA: true, Answer: []string{soaAt("orders.db.local.", start+9)}}, ask("orders.db.local.", dns.TypeSOA))
+		checkReply(t, Case{AA: true, Ns: []string{soaAt("db.local.", start+9)}}, ask("primary.db.local.", dns.TypeMX))
+		checkReply(t, Case{AA: true, Ns: []string{soaAt("db.local.", start+9)}}, ask("main.db.local.", dns.TypeA))
+		checkReply(t, Case{Rcode: dns.RcodeNameError, AA: true, Ns: []string{soaAt("db.local.", start+9)}}, ask("nope.db.local.", dns.TypeA))
 
-	next := testSnapshot()
-	next.Clusters[0].Serial, next.Clusters[1].Serial = start+12, start+9
-	h.table.Store(next)
-	checkReply(t, Case{AA: true, Answer: []string{soaAt("db.local.", start+12)}}, ask("db.local.", dns.TypeSOA))
-	checkReply(t, Case{AA: true, Answer: []string{soaAt("main.db.local.", start+12)}}, ask("main.db.local.", dns.TypeSOA))
-	checkReply(t, Case{AA: true, Answer: []string{soaAt("orders.db.local.", start+9)}}, ask("orders.db.local.", dns.TypeSOA))
+		next := testSnapshot()
+		next.Clusters[0].Serial, next.Clusters[1].Serial = start+12, start+9
+		h.table.Store(next)
+		checkReply(t, Case{AA: true, Answer: []string{soaAt("db.local.", start+12)}}, ask("db.local.", dns.TypeSOA))
+		checkReply(t, Case{AA: true, Answer: []string{soaAt("main.db.local.", start+12)}}, ask("main.db.local.", dns.TypeSOA))
+		checkReply(t, Case{AA: true, Answer: []string{soaAt("orders.db.local.", start+9)}}, ask("orders.db.local.", dns.TypeSOA))
 
-	// A serial behind the start time (a snapshot without serials) is
-	// answered as the start time: serials never go back.
-	old := testSnapshot()
-	old.Clusters[0].Serial = start - 100
-	h.table.Store(old)
-	checkReply(t, Case{AA: true, Answer: []string{soaAt("main.db.local.", start)}}, ask("main.db.local.", dns.TypeSOA))
+		// A serial behind the start time (a snapshot without serials) is
+		// answered as the start time: serials never go back.
+		old := testSnapshot()
+		old.Clusters[0].Serial = start - 100
+		h.table.Store(old)
+		checkReply(t, Case{AA: true, Answer: []string{soaAt("main.db.local.", start)}}, ask("main.db.local.", dns.TypeSOA))
+	})
 }
 
 // dns.nameservers: every name server is in the NS RRset, the first is the
 // SOA MNAME, the addresses of those in the zone are answered and sent as
 // glue; ns.<zone> is no longer a name.
 func TestHandlerNameServers(t *testing.T) {
-	table := zone.NewTable()
-	table.Store(testSnapshot())
-	h := NewHandler(Config{Zone: "db.local", TTL: 1, NameServers: []NameServer{
-		{Name: "ns1.db.local", Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")}},
-		{Name: "NS2.db.local.", Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.2")}},
-		{Name: "pgdns.example.net.", Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.99")}},
-	}}, table, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	h.serial = uint32(t0.Unix())
-	soa1 := "db.local. 1 IN SOA ns1.db.local. hostmaster.db.local. 1767268800 60 10 3600 1"
-	for _, tc := range []Case{
-		{Qname: "db.local.", Qtype: dns.TypeNS, AA: true,
-			Answer: []string{"db.local. 1 IN NS ns1.db.local.", "db.local. 1 IN NS ns2.db.local.", "db.local. 1 IN NS pgdns.example.net."},
-			Extra:  []string{"ns1.db.local. 1 IN A 192.0.2.1", "ns1.db.local. 1 IN AAAA 2001:db8::1", "ns2.db.local. 1 IN A 192.0.2.2"}},
-		{Qname: "db.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{soa1}},
-		{Qname: "ns1.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"ns1.db.local. 1 IN A 192.0.2.1"}},
-		{Qname: "ns1.db.local.", Qtype: dns.TypeAAAA, AA: true, Answer: []string{"ns1.db.local. 1 IN AAAA 2001:db8::1"}},
-		{Qname: "ns2.db.local.", Qtype: dns.TypeAAAA, AA: true, Ns: []string{soa1}},
-		{Qname: "ns.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa1}},
-		{Qname: "main.db.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{"main.db.local. 1 IN SOA ns1.db.local. hostmaster.db.local. 1767268800 60 10 3600 1"}},
-	} {
-		t.Run(tc.Qname+"/"+dns.TypeToString[tc.Qtype], func(t *testing.T) {
-			req := new(dns.Msg)
-			req.SetQuestion(tc.Qname, tc.Qtype)
-			m, _ := h.answer(req)
-			checkReply(t, tc, m)
-		})
-	}
+	forEachPath(t, func(t *testing.T, answer answerFunc) {
+		table := zone.NewTable()
+		table.Store(testSnapshot())
+		h := NewHandler(Config{Zone: "db.local", TTL: 1, NameServers: []NameServer{
+			{Name: "ns1.db.local", Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")}},
+			{Name: "NS2.db.local.", Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.2")}},
+			{Name: "pgdns.example.net.", Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.99")}},
+		}}, table, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		h.serial = uint32(t0.Unix())
+		soa1 := "db.local. 1 IN SOA ns1.db.local. hostmaster.db.local. 1767268800 60 10 3600 1"
+		for _, tc := range []Case{
+			{Qname: "db.local.", Qtype: dns.TypeNS, AA: true,
+				Answer: []string{"db.local. 1 IN NS ns1.db.local.", "db.local. 1 IN NS ns2.db.local.", "db.local. 1 IN NS pgdns.example.net."},
+				Extra:  []string{"ns1.db.local. 1 IN A 192.0.2.1", "ns1.db.local. 1 IN AAAA 2001:db8::1", "ns2.db.local. 1 IN A 192.0.2.2"}},
+			{Qname: "db.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{soa1}},
+			{Qname: "ns1.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"ns1.db.local. 1 IN A 192.0.2.1"}},
+			{Qname: "ns1.db.local.", Qtype: dns.TypeAAAA, AA: true, Answer: []string{"ns1.db.local. 1 IN AAAA 2001:db8::1"}},
+			{Qname: "ns2.db.local.", Qtype: dns.TypeAAAA, AA: true, Ns: []string{soa1}},
+			{Qname: "ns.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa1}},
+			{Qname: "main.db.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{"main.db.local. 1 IN SOA ns1.db.local. hostmaster.db.local. 1767268800 60 10 3600 1"}},
+		} {
+			t.Run(tc.Qname+"/"+dns.TypeToString[tc.Qtype], func(t *testing.T) {
+				req := new(dns.Msg)
+				req.SetQuestion(tc.Qname, tc.Qtype)
+				m, _ := answer(h, req)
+				checkReply(t, tc, m)
+			})
+		}
+	})
 }

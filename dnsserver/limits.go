@@ -88,6 +88,11 @@ func (r *rateLimiter) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		r.next.ServeDNS(w, req)
 		return
 	}
+	writeTruncated(w, req)
+}
+
+// writeTruncated is the answer over the limit: empty, TC set.
+func writeTruncated(w dns.ResponseWriter, req *dns.Msg) {
 	m := new(dns.Msg)
 	m.SetReply(req)
 	m.Truncated = true

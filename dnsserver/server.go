@@ -13,9 +13,11 @@ import (
 
 // Server serves one Handler on UDP and TCP at the same address.
 type Server struct {
-	udp, tcp *dns.Server
-	addr     string
-	errc     chan error
+	udp  *dns.Server // miekg/dns's UDP server, for a handler that is not a *Handler
+	fast *udpServer  // pgdns's own UDP server for a *Handler (possibly rate limited)
+	tcp  *dns.Server
+	addr string
+	errc chan error
 }
 
 // Limits bound what clients can make the server hold.
@@ -26,7 +28,9 @@ type Limits struct {
 
 // Start binds UDP and TCP on addr and serves h on both; it returns once
 // both are answering. With port 0, both get the same port. Errors such as
-// "address already in use" come back here.
+// "address already in use" come back here. A *Handler, rate limited or
+// not, is served over UDP by pgdns's own batched readers (udpServer);
+// any other handler by miekg/dns's server. TCP is always miekg/dns's.
 func Start(addr string, h dns.Handler, limits Limits) (*Server, error) {
 	if limits.MaxTCPConns <= 0 {
 		limits.MaxTCPConns = 512
@@ -40,9 +44,15 @@ func Start(addr string, h dns.Handler, limits Limits) (*Server, error) {
 	}
 	started := make(chan struct{}, 2)
 	notify := func() { started <- struct{}{} }
-	s.udp.NotifyStartedFunc, s.tcp.NotifyStartedFunc = notify, notify
-	go func() { s.errc <- s.udp.ActivateAndServe() }()
+	s.tcp.NotifyStartedFunc = notify
 	go func() { s.errc <- s.tcp.ActivateAndServe() }()
+	if s.fast != nil {
+		s.fast.serve(s.errc)
+		started <- struct{}{} // the sockets are bound: queries queue until read
+	} else {
+		s.udp.NotifyStartedFunc = notify
+		go func() { s.errc <- s.udp.ActivateAndServe() }()
+	}
 	for range 2 {
 		select {
 		case <-started:
@@ -54,31 +64,64 @@ func Start(addr string, h dns.Handler, limits Limits) (*Server, error) {
 	return s, nil
 }
 
+// fastHandler returns the *Handler that h is, or wraps in a rate limiter.
+func fastHandler(h dns.Handler) (*Handler, *rateLimiter) {
+	switch v := h.(type) {
+	case *Handler:
+		return v, nil
+	case *rateLimiter:
+		if inner, ok := v.next.(*Handler); ok {
+			return inner, v
+		}
+	}
+	return nil, nil
+}
+
 func bind(addr string, h dns.Handler, limits Limits) (*Server, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
 	}
+	fastH, limiter := fastHandler(h)
 	var lastErr error
 	for range 10 { // with port 0, TCP may find the UDP port taken: try another
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return nil, err
+		var (
+			pc    net.PacketConn
+			conns []*net.UDPConn
+			local net.Addr
+		)
+		if fastH != nil {
+			if conns, err = listenUDP(addr, udpReaders()); err != nil {
+				return nil, err
+			}
+			local = conns[0].LocalAddr()
+		} else {
+			if pc, err = net.ListenPacket("udp", addr); err != nil {
+				return nil, err
+			}
+			local = pc.LocalAddr()
 		}
-		bound := net.JoinHostPort(host, strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port))
+		closeUDP := func() {
+			if pc != nil {
+				pc.Close()
+			}
+			for _, c := range conns {
+				c.Close()
+			}
+		}
+		bound := net.JoinHostPort(host, strconv.Itoa(local.(*net.UDPAddr).Port))
 		ln, err := net.Listen("tcp", bound)
 		if err != nil {
-			pc.Close()
+			closeUDP()
 			lastErr = err
 			if port == "0" {
 				continue
 			}
 			return nil, err
 		}
-		return &Server{
+		s := &Server{
 			addr: bound,
-			errc: make(chan error, 2),
-			udp:  &dns.Server{PacketConn: pc, Handler: h},
+			errc: make(chan error, 2+len(conns)),
 			tcp: &dns.Server{
 				Listener: newLimitListener(ln, limits.MaxTCPConns), Handler: h,
 				// A new connection must send its first query within the
@@ -88,13 +131,24 @@ func bind(addr string, h dns.Handler, limits Limits) (*Server, error) {
 				IdleTimeout:   func() time.Duration { return limits.TCPIdle },
 				MaxTCPQueries: 1000,
 			},
-		}, nil
+		}
+		if fastH != nil {
+			s.fast = &udpServer{h: fastH, limiter: limiter, conns: conns}
+		} else {
+			s.udp = &dns.Server{PacketConn: pc, Handler: h}
+		}
+		return s, nil
 	}
 	return nil, fmt.Errorf("no port free for both UDP and TCP: %w", lastErr)
 }
 
 func (s *Server) close() {
-	s.udp.PacketConn.Close()
+	if s.fast != nil {
+		s.fast.stopping.Store(true)
+		s.fast.close()
+	} else {
+		s.udp.PacketConn.Close()
+	}
 	s.tcp.Listener.Close()
 }
 
@@ -107,5 +161,11 @@ func (s *Server) Err() <-chan error { return s.errc }
 // Shutdown stops accepting queries and waits, up to ctx, for those in
 // flight to be answered.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return errors.Join(s.udp.ShutdownContext(ctx), s.tcp.ShutdownContext(ctx))
+	var udpErr error
+	if s.fast != nil {
+		udpErr = s.fast.shutdown(ctx)
+	} else {
+		udpErr = s.udp.ShutdownContext(ctx)
+	}
+	return errors.Join(udpErr, s.tcp.ShutdownContext(ctx))
 }

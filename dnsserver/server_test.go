@@ -3,6 +3,7 @@ package dnsserver
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,22 +97,37 @@ func TestStartReportsAddressInUse(t *testing.T) {
 	}
 }
 
-// FuzzHandler feeds raw wire bytes to the whole handler: whatever unpacks
-// must get an answer that packs, and nothing may panic.
+// FuzzHandler feeds raw wire bytes to the whole handler on both paths:
+// whatever unpacks must get an answer that packs, nothing may panic, any
+// datagram the UDP server answers must unpack, and where the fast path
+// answers, its reply must say what miekg/dns's path says.
 func FuzzHandler(f *testing.F) {
 	for _, tc := range cases {
-		req := new(dns.Msg)
-		req.SetQuestion(tc.Qname, tc.Qtype)
-		req.SetEdns0(1232, true)
-		b, err := req.Pack()
-		if err != nil {
-			f.Fatal(err)
+		for _, edns := range []bool{false, true} {
+			req := new(dns.Msg)
+			req.SetQuestion(tc.Qname, tc.Qtype)
+			if edns {
+				req.SetEdns0(1232, true)
+			}
+			b, err := req.Pack()
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
 		}
-		f.Add(b)
 	}
 	h := newTestHandler(testSnapshot())
 	h.nsAddrs["ns.db.local."] = []netip.Addr{netip.MustParseAddr("::1")}
+	s := &udpServer{h: h}
 	f.Fuzz(func(t *testing.T, wire []byte) {
+		if reply, _ := answerDatagram(s, wire); reply != nil {
+			if err := new(dns.Msg).Unpack(reply); err != nil {
+				t.Fatalf("the UDP reply does not unpack: %v", err)
+			}
+		}
+		if fast, res := h.answerFast(wire, nil, &scratch{}); res == fastDone {
+			compareFastWithSlow(t, h, wire, fast)
+		}
 		req := new(dns.Msg)
 		if err := req.Unpack(wire); err != nil {
 			return
@@ -125,4 +141,41 @@ func FuzzHandler(f *testing.F) {
 			t.Fatal("answer id differs")
 		}
 	})
+}
+
+// compareFastWithSlow checks the fast path's reply to wire against the
+// reply miekg/dns's path makes: the same header, question (as sent) and
+// records (answers as a set: replicas rotate), byte for byte in meaning.
+func compareFastWithSlow(t *testing.T, h *Handler, wire, fast []byte) {
+	t.Helper()
+	slow := answerSlow(wire, testLocal, testSrc, nil, h)
+	var f, s dns.Msg
+	if err := f.Unpack(fast); err != nil {
+		t.Fatalf("the fast reply does not unpack: %v", err)
+	}
+	if err := s.Unpack(slow); err != nil {
+		t.Fatalf("the slow reply does not unpack: %v", err)
+	}
+	if f.MsgHdr != s.MsgHdr {
+		t.Fatalf("headers differ:\nfast %+v\nslow %+v", f.MsgHdr, s.MsgHdr)
+	}
+	if !slices.Equal(f.Question, s.Question) {
+		t.Fatalf("questions differ: fast %v, slow %v", f.Question, s.Question)
+	}
+	sorted := func(rrs []dns.RR) []string {
+		var out []string
+		for _, rr := range rrs {
+			out = append(out, rr.String())
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, sec := range []struct {
+		name       string
+		fast, slow []dns.RR
+	}{{"answer", f.Answer, s.Answer}, {"authority", f.Ns, s.Ns}, {"additional", f.Extra, s.Extra}} {
+		if !slices.Equal(sorted(sec.fast), sorted(sec.slow)) {
+			t.Fatalf("%s sections differ:\nfast %v\nslow %v", sec.name, sec.fast, sec.slow)
+		}
+	}
 }

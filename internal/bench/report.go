@@ -84,7 +84,7 @@ func (r *report) markdown(plot string) string {
 	b.WriteString(r.dnsMarkdown())
 
 	if r.goBench != "" {
-		w("## Go benchmarks\n\n`go test -bench . -benchmem ./zone ./dnsserver`: `zone.Parse` and selection allocate nothing; a whole query through `ServeDNS` (parse, select, build, pack) allocates the answer's records.\n\n```\n%s```\n\n", r.goBench)
+		w("## Go benchmarks\n\n`go test -bench . -benchmem ./zone ./dnsserver`: `zone.Parse` and selection allocate nothing; a whole query through `ServeDNS` (parse, select, build, pack: TCP, and UDP queries off the fast path) allocates the answer's records; the UDP server's fast path (`BenchmarkFastPath`, datagram in, datagram out) allocates nothing.\n\n```\n%s```\n\n", r.goBench)
 	}
 
 	if r.failover != nil {

@@ -1,0 +1,151 @@
+package dnsserver
+
+import (
+	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// fastResult says what answerFast did with a datagram.
+type fastResult uint8
+
+const (
+	fastNo   fastResult = iota // not a query the fast path answers: the slow path does
+	fastDone                   // the reply is written
+	fastWait                   // an lsn- query that may wait for a re-probe: answer it off the reader
+)
+
+// scratch is the memory one UDP reader reuses from query to query.
+type scratch struct {
+	name  nameScratch
+	hosts []*zone.Host
+}
+
+// answerFast answers the query that makes up nearly all of the traffic —
+// A or AAAA for a role name, in a plain query — straight from the
+// datagram into out, with no dns.Msg and no allocation. It answers what
+// answer would (the same selection, records, SOA, EDNS, TC, AA and
+// metrics); the tests run both on the same cases and the fuzz target
+// compares them. Every other datagram is fastNo, for the slow path.
+func (h *Handler) answerFast(req, out []byte, sc *scratch) ([]byte, fastResult) {
+	q, ok := parseWire(req, &sc.name)
+	if !ok || (q.qtype != dns.TypeA && q.qtype != dns.TypeAAAA) {
+		return out, fastNo
+	}
+	if _, isNS := h.nsAddrs[q.name]; isNS {
+		return out, fastNo
+	}
+	parsed, err := zone.Parse(q.name, h.origin)
+	if err != nil || parsed.Kind != zone.KindHosts {
+		return out, fastNo
+	}
+	snap := h.table.Load() // the one snapshot this answer reads
+	hosts, err := snap.Select(&parsed, h.now(), h.table.Turn(), sc.hosts[:0])
+	sc.hosts = hosts[:0] // keep what it grew to for the next query
+	if err != nil {
+		return out, fastNo // not ready or no such cluster: rare, the slow path says which
+	}
+	if h.shouldWaitForReplay(&parsed, hosts) {
+		return out, fastWait
+	}
+
+	start := len(out)
+	out = appendHeader(out, &q, true, false)
+	budget := start + q.udpSize
+	if q.edns {
+		budget -= optLen
+	}
+	an, ns, tc := 0, 0, false
+	for _, host := range hosts {
+		ip := host.IP
+		switch {
+		case q.qtype == dns.TypeA && ip.Is4():
+			if len(out)+12+4 > budget {
+				tc = true
+			} else {
+				a := ip.As4()
+				out = appendAddress(out, dns.TypeA, h.ttl, a[:])
+				an++
+			}
+		case q.qtype == dns.TypeAAAA && ip.Is6() && !ip.Is4In6():
+			if len(out)+12+16 > budget {
+				tc = true
+			} else {
+				a := ip.As16()
+				out = appendAddress(out, dns.TypeAAAA, h.ttl, a[:])
+				an++
+			}
+		}
+		if tc {
+			break // as dns.Msg.Truncate: the records that fit, in order, then TC
+		}
+	}
+	if an == 0 && !tc {
+		// NODATA: the SOA in the authority section, as nodataIfEmpty.
+		if soa := h.apexSOAWire(h.apexSerial(snap)); len(out)+len(soa) <= budget {
+			out = append(out, soa...)
+			ns = 1
+		} else {
+			tc = true
+		}
+	}
+	ar := 0
+	if q.edns {
+		out = appendOPT(out, q.do)
+		ar = 1
+	}
+	setCounts(out[start:], an, ns, ar)
+	if tc {
+		setTruncated(out[start:])
+	}
+	// Counted before it is sent: whoever has the answer can see it counted.
+	if h.onAns != nil {
+		h.onAns(askedRole(parsed.Target), dns.RcodeSuccess)
+	}
+	return out, fastDone
+}
+
+// packedSOA is the zone's SOA packed for one serial.
+type packedSOA struct {
+	serial uint32
+	wire   []byte
+}
+
+// apexSOAWire returns the zone's SOA with serial, packed by miekg/dns
+// once per serial (the serial changes only with a role answer).
+func (h *Handler) apexSOAWire(serial uint32) []byte {
+	if p := h.soaWire.Load(); p != nil && p.serial == serial {
+		return p.wire
+	}
+	rr := h.soaRecord(h.origin, serial)
+	buf := make([]byte, dns.Len(rr))
+	n, err := dns.PackRR(rr, buf, 0, nil, false)
+	if err != nil {
+		panic(err) // built from the validated zone name: cannot fail
+	}
+	p := &packedSOA{serial: serial, wire: buf[:n]}
+	h.soaWire.Store(p)
+	return p.wire
+}
+
+// appendTruncatedReply appends the rate limiter's answer to a plain
+// query: no records, TC set, so that a real resolver retries over TCP.
+func appendTruncatedReply(out []byte, q *wireQuery) []byte {
+	return appendHeader(out, q, false, true)
+}
+
+// mayWaitForReplay reports whether a datagram the slow path answers could
+// be an lsn- query that waits for a re-probe: such a query is answered
+// off the reader so that the wait holds up no other query. Any "lsn-" in
+// the bytes counts; a false positive only costs a goroutine.
+func (h *Handler) mayWaitForReplay(req []byte) bool {
+	if h.lsnWait <= 0 || h.refresh == nil {
+		return false
+	}
+	for i := 0; i+4 <= len(req); i++ {
+		if req[i]|0x20 == 'l' && req[i+1]|0x20 == 's' && req[i+2]|0x20 == 'n' && req[i+3] == '-' {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,233 @@
+package dnsserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// batchSize is how many datagrams one recvmmsg/sendmmsg moves at most.
+const batchSize = 64
+
+// readBufSize is the largest query a reader takes whole; a query needs
+// far less, and what is cut off fails to unpack and gets FORMERR.
+const readBufSize = 4096
+
+// udpServer answers UDP for a Handler without miekg/dns's server loop:
+// one reader per core, each with its own SO_REUSEPORT socket so that the
+// kernel spreads clients across them, reading and writing batches of
+// datagrams with recvmmsg/sendmmsg and answering each one inline, in the
+// reader, on the fast path (answerFast) or through miekg/dns (answerSlow).
+// Only an lsn- query that may wait for a re-probe leaves the reader, so
+// that its wait holds up no other query.
+type udpServer struct {
+	h       *Handler
+	limiter *rateLimiter // nil: no rate limit
+	conns   []*net.UDPConn
+
+	readers  sync.WaitGroup
+	waiting  sync.WaitGroup // lsn- queries answered off the readers
+	stopping atomic.Bool    // a read error is the shutdown's deadline
+}
+
+// batchConn is what ipv4.PacketConn and ipv6.PacketConn share.
+type batchConn interface {
+	ReadBatch(ms []ipv4.Message, flags int) (int, error)
+	WriteBatch(ms []ipv4.Message, flags int) (int, error)
+}
+
+// listenUDP binds n sockets with SO_REUSEPORT on addr. First, a guard
+// socket without SO_REUSEPORT is bound and closed: it fails with "address
+// already in use" when another process holds the port, with or without
+// SO_REUSEPORT, so that pgdns never silently shares its port with a second
+// server. With port 0 the guard picks the port.
+func listenUDP(addr string, n int) ([]*net.UDPConn, error) {
+	guard, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	bound := guard.LocalAddr().String()
+	guard.Close()
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	var conns []*net.UDPConn
+	for range n {
+		pc, err := lc.ListenPacket(context.Background(), "udp", bound)
+		if err != nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			return nil, err
+		}
+		conns = append(conns, pc.(*net.UDPConn))
+	}
+	return conns, nil
+}
+
+// udpReaders is how many sockets and readers serve UDP: one per core.
+func udpReaders() int { return max(1, runtime.GOMAXPROCS(0)) }
+
+// serve starts one reader per socket; errc gets the first error that
+// stops one (never a close by shutdown).
+func (s *udpServer) serve(errc chan<- error) {
+	for _, c := range s.conns {
+		s.readers.Add(1)
+		go func() {
+			defer s.readers.Done()
+			if err := s.read(c); err != nil {
+				errc <- err
+			}
+		}()
+	}
+}
+
+// read is one reader: a batch in, each datagram answered, the replies out
+// in one batch.
+func (s *udpServer) read(conn *net.UDPConn) error {
+	var pc batchConn = ipv4.NewPacketConn(conn)
+	if conn.LocalAddr().(*net.UDPAddr).IP.To4() == nil {
+		pc = ipv6.NewPacketConn(conn)
+	}
+	in := make([]ipv4.Message, batchSize)
+	out := make([]ipv4.Message, batchSize)
+	outBufs := make([][]byte, batchSize)
+	for i := range in {
+		in[i].Buffers = [][]byte{make([]byte, readBufSize)}
+		out[i].Buffers = make([][]byte, 1)
+		outBufs[i] = make([]byte, 0, readBufSize)
+	}
+	sc := &scratch{hosts: make([]*zone.Host, 0, 64)}
+	local := conn.LocalAddr()
+	for {
+		n, err := pc.ReadBatch(in, 0)
+		if err != nil {
+			if s.stopping.Load() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("udp read: %w", err)
+		}
+		k := 0
+		for i := range in[:n] {
+			ua, ok := in[i].Addr.(*net.UDPAddr)
+			if !ok {
+				continue
+			}
+			src := ua.AddrPort()
+			req := in[i].Buffers[0][:in[i].N]
+			reply, wait := s.answer(req, local, src, outBufs[k][:0], sc)
+			if wait {
+				s.answerOffReader(conn, bytes.Clone(req), src)
+				continue
+			}
+			if reply != nil {
+				out[k].Buffers[0], out[k].Addr = reply, in[i].Addr
+				k++
+			}
+		}
+		for sent := 0; sent < k; {
+			m, err := pc.WriteBatch(out[sent:k], 0)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return nil
+				}
+				m = 1 // this one cannot be sent (the client's port is gone, say): the rest can
+			}
+			sent += m
+		}
+	}
+}
+
+// answer answers one datagram into out. wait: it is an lsn- query that
+// may wait, to be answered off the reader. A panic on the fast path is
+// answered again by the slow path, whose handler turns it into SERVFAIL.
+func (s *udpServer) answer(req []byte, local net.Addr, src netip.AddrPort, out []byte, sc *scratch) (reply []byte, wait bool) {
+	if s.limiter != nil && !s.limiter.allow(src.Addr().Unmap()) {
+		if q, ok := parseWire(req, &sc.name); ok {
+			return appendTruncatedReply(out, &q), false
+		}
+		return answerSlow(req, local, src, out, dns.HandlerFunc(writeTruncated)), false
+	}
+	if reply, res := s.fast(req, out, sc); res == fastDone {
+		return reply, false
+	} else if res == fastWait {
+		return nil, true
+	}
+	if s.h.mayWaitForReplay(req) {
+		return nil, true
+	}
+	return answerSlow(req, local, src, out, s.h), false
+}
+
+// fast is answerFast with a panic turned into fastNo.
+func (s *udpServer) fast(req, out []byte, sc *scratch) (reply []byte, res fastResult) {
+	defer func() {
+		if recover() != nil {
+			reply, res = out, fastNo
+		}
+	}()
+	return s.h.answerFast(req, out, sc)
+}
+
+// answerOffReader answers a query that may wait in a goroutine of its own
+// and sends the reply alone.
+func (s *udpServer) answerOffReader(conn *net.UDPConn, req []byte, src netip.AddrPort) {
+	s.waiting.Add(1)
+	go func() {
+		defer s.waiting.Done()
+		if reply := answerSlow(req, conn.LocalAddr(), src, make([]byte, 0, 512), s.h); reply != nil {
+			_, _ = conn.WriteToUDPAddrPort(reply, src)
+		}
+	}()
+}
+
+// close closes every socket: the readers return.
+func (s *udpServer) close() {
+	for _, c := range s.conns {
+		c.Close()
+	}
+}
+
+// shutdown stops reading, waits up to ctx for the readers to send what
+// they hold and for the queries answered off them, and closes the sockets.
+func (s *udpServer) shutdown(ctx context.Context) error {
+	s.stopping.Store(true)
+	for _, c := range s.conns {
+		_ = c.SetReadDeadline(time.Now())
+	}
+	done := make(chan struct{})
+	go func() {
+		s.readers.Wait()
+		s.waiting.Wait()
+		close(done)
+	}()
+	defer s.close()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
