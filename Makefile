@@ -14,7 +14,7 @@ PPROF    ?=
 
 .PHONY: help
 help: ## show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## build bin/pgdns
@@ -24,6 +24,11 @@ build: ## build bin/pgdns
 test: ## run every test: unit, fuzz seeds, and end-to-end against real PostgreSQL
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+.PHONY: test-unit
+test-unit: ## run the unit tests and fuzz seeds only, no PostgreSQL (-short: end-to-end tests skip, except under CI=true)
+	$(GO) vet ./...
+	$(GO) test -race -short -count=1 ./...
 
 .PHONY: run
 run: build ## run bin/pgdns with CONFIG (default configs/pgdns.yaml)

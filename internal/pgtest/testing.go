@@ -39,6 +39,7 @@ func New(t testing.TB, opts Options) *Cluster {
 // the test under CI and skip it elsewhere.
 func NewPatroni(t testing.TB, etcdIP string, ips []string) *PatroniCluster {
 	t.Helper()
+	testkit.SkipShort(t, "needs Patroni, etcd and PostgreSQL")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pc, err := StartPatroni(ctx, etcdIP, ips)
@@ -60,9 +61,11 @@ func NewPatroni(t testing.TB, etcdIP string, ips []string) *PatroniCluster {
 // Require stops a test that needs PostgreSQL binaries when there are none,
 // under testkit.Require's rule: it fails under CI (CI set), where a
 // missing install must not pass green, and is skipped on a developer's
-// machine.
+// machine. Under go test -short (make test-unit) the test is skipped
+// outside CI: it runs against real PostgreSQL.
 func Require(t testing.TB) {
 	t.Helper()
+	testkit.SkipShort(t, "needs PostgreSQL")
 	_, err := BinDir()
 	testkit.Require(t, err)
 }

@@ -18,9 +18,7 @@ import (
 // check every answer. Any violation fails it; empty answers do not.
 func TestSoakShort(t *testing.T) {
 	pgtest.Require(t)
-	if testing.Short() {
-		t.Skip("the soak takes about a minute")
-	}
+	testkit.SkipShort(t, "the soak takes about a minute")
 	progress := &testkit.Buffer{}
 	var out io.Writer = progress
 	if testing.Verbose() {
