@@ -35,7 +35,14 @@ type Metrics struct {
 	// answers caches the counter of each (asked, rcode): DNSAnswer runs on
 	// every query, and a label lookup hashes and locks.
 	answers sync.Map // answerKey -> prometheus.Counter
+
+	// probes caches each host's probe duration histogram the same way:
+	// ProbeDone runs on every probe of every host, thousands a second
+	// with a thousand hosts (issue 17).
+	probes sync.Map // probeKey -> prometheus.Observer
 }
+
+type probeKey struct{ cluster, host string }
 
 type answerKey struct {
 	asked dnsserver.Asked
@@ -114,7 +121,12 @@ func (m *Metrics) DNSAnswer(asked dnsserver.Asked, rcode int) {
 
 // ProbeDone records one probe.
 func (m *Metrics) ProbeDone(cluster, host string, took time.Duration, err error) {
-	m.probeDuration.WithLabelValues(cluster, host).Observe(took.Seconds())
+	key := probeKey{cluster, host}
+	o, ok := m.probes.Load(key)
+	if !ok {
+		o, _ = m.probes.LoadOrStore(key, m.probeDuration.WithLabelValues(cluster, host))
+	}
+	o.(prometheus.Observer).Observe(took.Seconds())
 	if err != nil {
 		m.probeFailures.WithLabelValues(cluster, host).Inc()
 	}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -69,5 +70,22 @@ func TestMetrics(t *testing.T) {
 	}
 	if strings.Contains(out, `pgdns_host_lag_seconds{cluster="main",host="10.0.0.3:5432"}`) {
 		t.Error("a down host reports a lag")
+	}
+}
+
+// BenchmarkProbeDone: recording one good probe of one of a thousand
+// hosts, as every probe does.
+func BenchmarkProbeDone(b *testing.B) {
+	m := New(zone.NewTable())
+	hosts := make([]string, 1000)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("10.0.%d.%d:5432", i/250, i%250+1)
+		m.ProbeDone("main", hosts[i], time.Millisecond, nil)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		m.ProbeDone("main", hosts[i%len(hosts)], time.Millisecond, nil)
+		i++
 	}
 }
