@@ -1,6 +1,8 @@
 package dnsserver
 
 import (
+	"net/netip"
+
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/zone"
@@ -27,7 +29,12 @@ type scratch struct {
 // answer would (the same selection, records, SOA, EDNS, TC, AA and
 // metrics); the tests run both on the same cases and the fuzz target
 // compares them. Every other datagram is fastNo, for the slow path.
-func (h *Handler) answerFast(req, out []byte, sc *scratch) ([]byte, fastResult) {
+//
+// Replicas in the location of src (the datagram's source, by the
+// snapshot's dns.locations networks) come first. A query that carries an
+// EDNS Client Subnet option has an OPT with options: the slow path
+// answers it.
+func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]byte, fastResult) {
 	q, ok := parseWire(req, &sc.name)
 	if !ok || (q.qtype != dns.TypeA && q.qtype != dns.TypeAAAA) {
 		return out, fastNo
@@ -40,6 +47,7 @@ func (h *Handler) answerFast(req, out []byte, sc *scratch) ([]byte, fastResult) 
 		return out, fastNo
 	}
 	snap := h.table.Load() // the one snapshot this answer reads
+	parsed.From = snap.Locate(src)
 	hosts, err := snap.Select(&parsed, h.now(), h.table.Turn(), sc.hosts[:0])
 	sc.hosts = hosts[:0] // keep what it grew to for the next query
 	if err != nil {

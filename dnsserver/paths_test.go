@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/zone"
 )
 
 // answerFunc answers req with h and says what the query counted as asked.
@@ -88,7 +90,7 @@ func TestFastPathTakesCommonQueries(t *testing.T) {
 				req.SetEdns0(1232, true)
 			}
 			wire, _ := req.Pack()
-			_, res := h.answerFast(wire, nil, &scratch{})
+			_, res := h.answerFast(wire, nil, testSrc.Addr(), &scratch{})
 			common := (tc.Qtype == dns.TypeA || tc.Qtype == dns.TypeAAAA) && tc.Rcode == dns.RcodeSuccess &&
 				!slices.Contains([]string{"db.local.", "ns.db.local.", "main.db.local.", "orders.db.local."}, tc.Qname)
 			if want := map[bool]fastResult{true: fastDone, false: fastNo}[common]; res != want {
@@ -102,7 +104,7 @@ func TestFastPathTakesCommonQueries(t *testing.T) {
 	req.SetEdns0(1232, false)
 	req.IsEdns0().Option = append(req.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"})
 	wire, _ := req.Pack()
-	if _, res := h.answerFast(wire, nil, &scratch{}); res != fastNo {
+	if _, res := h.answerFast(wire, nil, testSrc.Addr(), &scratch{}); res != fastNo {
 		t.Errorf("a query with a cookie: fast path result %d", res)
 	}
 }
@@ -127,7 +129,7 @@ func TestFastPathAllocatesNothing(t *testing.T) {
 			wire, _ := req.Pack()
 			_, _ = limited.answer(wire, testLocal, testSrc, out, sc) // first sight of the source: its bucket
 			if n := testing.AllocsPerRun(200, func() {
-				if _, res := h.answerFast(wire, out[:0], sc); res != fastDone {
+				if _, res := h.answerFast(wire, out[:0], testSrc.Addr(), sc); res != fastDone {
 					t.Fatalf("%s: not on the fast path", name)
 				}
 			}); n != 0 {
@@ -162,5 +164,34 @@ func BenchmarkFastPath(b *testing.B) {
 				_, _ = s.answer(wire, testLocal, testSrc, out[:0], sc)
 			}
 		})
+	}
+}
+
+// Replica answers on the fast path put the replicas in the client's
+// location (by its source address and dns.locations) first, without
+// allocating.
+func TestFastPathLocalFirst(t *testing.T) {
+	snap := testSnapshot()
+	snap.Networks = zone.NewNetworks([]zone.Network{{Prefix: netip.MustParsePrefix("127.0.0.0/24"), Location: "east"}})
+	snap.Clusters[0].Hosts[1].Location = "west" // 127.0.0.12
+	snap.Clusters[0].Hosts[2].Location = "east" // 127.0.0.13
+	h := newTestHandler(snap)
+	req := new(dns.Msg)
+	req.SetQuestion("replica.db.local.", dns.TypeA)
+	wire, _ := req.Pack()
+	sc := &scratch{}
+	out := make([]byte, 0, readBufSize)
+	for range 4 {
+		reply, res := h.answerFast(wire, out[:0], testSrc.Addr(), sc)
+		m := new(dns.Msg)
+		if res != fastDone || m.Unpack(reply) != nil || len(m.Answer) != 2 {
+			t.Fatalf("result %d, reply %v", res, m)
+		}
+		if first := m.Answer[0].(*dns.A).A.String(); first != "127.0.0.13" {
+			t.Fatalf("first answer %s, want the replica in the client's location", first)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = h.answerFast(wire, out[:0], testSrc.Addr(), sc) }); n != 0 {
+		t.Errorf("%.1f allocations per query with locations", n)
 	}
 }

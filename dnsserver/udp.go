@@ -170,7 +170,7 @@ func (s *udpServer) answer(req []byte, local net.Addr, src netip.AddrPort, out [
 		}
 		return answerSlow(req, local, src, out, dns.HandlerFunc(writeTruncated)), false
 	}
-	if reply, res := s.fast(req, out, sc); res == fastDone {
+	if reply, res := s.fast(req, out, src.Addr(), sc); res == fastDone {
 		return reply, false
 	} else if res == fastWait {
 		return nil, true
@@ -182,13 +182,13 @@ func (s *udpServer) answer(req []byte, local net.Addr, src netip.AddrPort, out [
 }
 
 // fast is answerFast with a panic turned into fastNo.
-func (s *udpServer) fast(req, out []byte, sc *scratch) (reply []byte, res fastResult) {
+func (s *udpServer) fast(req, out []byte, src netip.Addr, sc *scratch) (reply []byte, res fastResult) {
 	defer func() {
 		if recover() != nil {
 			reply, res = out, fastNo
 		}
 	}()
-	return s.h.answerFast(req, out, sc)
+	return s.h.answerFast(req, out, src, sc)
 }
 
 // answerOffReader answers a query that may wait in a goroutine of its own
