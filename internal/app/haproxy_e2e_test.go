@@ -19,7 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
@@ -59,42 +58,7 @@ func startHAProxy(t *testing.T, ip, dnsAddr string) *hxProxy {
 	cmd := exec.Command(bin, "-db", "-f", path)
 	cmd.Stdout, cmd.Stderr = h.logs, h.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() || testing.Verbose() {
-			t.Logf("haproxy log:\n%s", logTail(h.logs.String(), 8000))
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for _, addr := range []string{h.rw, h.ro} {
-		for {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err == nil {
-				c.Close()
-				break
-			}
-			select {
-			case <-exited:
-				t.Fatalf("haproxy exited: %s", h.logs.String())
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("haproxy does not listen on %s: %v\n%s", addr, err, h.logs.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	startProxy(t, "haproxy", cmd, h.logs, 8000, true, h.rw, h.ro)
 	return h
 }
 
@@ -159,17 +123,7 @@ func hxUntil(t *testing.T, addr string, write bool, start time.Time, want, never
 func newHAProxyEnv(t *testing.T, replicas int) (*env, *hxProxy, []string) {
 	t.Helper()
 	testkit.RequireTool(t, "haproxy")
-	b := pgtest.Addrs(t)
-	ips := make([]string, 1+replicas)
-	for i := range ips {
-		ips[i] = b.IP(11 + i)
-	}
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	pg.Nodes[0].Exec(t, "CREATE TABLE w (i serial PRIMARY KEY, at timestamptz DEFAULT now())")
-	e := attach(t, pg, envOptions{Listen: b.IP(53) + ":5353"})
-	if replicas > 0 {
-		e.waitFor(t, "replica.db.local.", ips[1:])
-	}
+	e, b, ips := newProxiedEnv(t, replicas, 5353, "CREATE TABLE w (i serial PRIMARY KEY, at timestamptz DEFAULT now())")
 	h := startHAProxy(t, b.IP(70), b.IP(53)+":5353")
 	hxUntil(t, h.rw, true, time.Now(), ips[0], "")
 	return e, h, ips

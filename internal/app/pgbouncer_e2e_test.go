@@ -23,7 +23,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
@@ -123,47 +122,8 @@ func startPgBouncer(t *testing.T, ip, dnsIP string) *bouncer {
 	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
 	cmd.Stdout, cmd.Stderr = b.logs, b.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: postgresCredential(t), Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("pgbouncer log:\n%s", logTail(b.logs.String(), 6000))
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", b.addr, time.Second)
-		if err == nil {
-			c.Close()
-			return b
-		}
-		select {
-		case <-exited:
-			t.Fatalf("pgbouncer exited: %s", b.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pgbouncer does not listen on %s: %v\n%s", b.addr, err, b.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func logTail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
+	startProxy(t, "pgbouncer", cmd, b.logs, 6000, false, b.addr)
+	return b
 }
 
 // connect opens a client session to db through PgBouncer, in the simple
@@ -360,17 +320,7 @@ func newPgBouncerEnv(t *testing.T, replicas int) (*env, *bouncer, []string) {
 	t.Helper()
 	testkit.RequireRoot(t, "pgdns listens on port 53, where PgBouncer's c-ares asks")
 	testkit.RequireTool(t, "pgbouncer")
-	b := pgtest.Addrs(t)
-	ips := make([]string, 1+replicas)
-	for i := range ips {
-		ips[i] = b.IP(11 + i)
-	}
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	pg.Nodes[0].Exec(t, "CREATE DATABASE app")
-	e := attach(t, pg, envOptions{Listen: b.IP(53) + ":53"})
-	if replicas > 0 {
-		e.waitFor(t, "replica.db.local.", ips[1:])
-	}
+	e, b, ips := newProxiedEnv(t, replicas, 53, "CREATE DATABASE app")
 	bn := startPgBouncer(t, b.IP(64), b.IP(53))
 	c := bn.mustConnect(t, "app")
 	if _, err := c.Exec(context.Background(), "CREATE TABLE w (i int PRIMARY KEY, at timestamptz DEFAULT now())"); err != nil {
@@ -379,7 +329,7 @@ func newPgBouncerEnv(t *testing.T, replicas int) (*env, *bouncer, []string) {
 	if replicas > 0 {
 		// Every replica has replayed the database and the table before a
 		// read goes there.
-		tok := e.insertAndTakeLSN(t, pg.Nodes[0])
+		tok := e.insertAndTakeLSN(t, e.pg.Nodes[0])
 		e.waitFor(t, "lsn-"+tok+".replica.db.local.", ips[1:])
 	}
 	return e, bn, ips
