@@ -9,111 +9,32 @@ package app
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/pgdns/pgdns/internal/dnspoll"
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // failoverBound is what the tests allow for a 50ms target.
 const failoverBound = 250 * time.Millisecond
 
-// poll is one answer a poller got.
-type poll struct {
-	at    time.Time
-	rcode int
-	ips   []string
-}
-
-// poller queries name every 2ms until stopped (at most 60s), keeping
-// every answer.
-type poller struct {
-	stop chan struct{}
-	done chan struct{}
-	mu   sync.Mutex
-	got  []poll
-}
-
-func startPoller(addr, name string) *poller {
-	p := &poller{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		c := &dns.Client{Net: "udp", Timeout: 500 * time.Millisecond}
-		end := time.Now().Add(60 * time.Second)
-		for time.Now().Before(end) {
-			select {
-			case <-p.stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			req := new(dns.Msg)
-			req.SetQuestion(name, dns.TypeA)
-			m, _, err := c.Exchange(req, addr)
-			at := time.Now()
-			if err != nil {
-				continue // a lost datagram on loopback is not pgdns's answer
-			}
-			pl := poll{at: at, rcode: m.Rcode, ips: []string{}}
-			for _, rr := range m.Answer {
-				if a, ok := rr.(*dns.A); ok {
-					pl.ips = append(pl.ips, a.A.String())
-				}
-			}
-			slices.Sort(pl.ips)
-			p.mu.Lock()
-			p.got = append(p.got, pl)
-			p.mu.Unlock()
-		}
-	}()
-	return p
-}
-
-// finish stops the poller and returns what it saw.
-func (p *poller) finish() []poll {
-	close(p.stop)
-	<-p.done
-	return p.got
-}
-
 // checkRoles fails the test on a SERVFAIL or an answer that holds an
 // address other than allowed.
-func checkRoles(t *testing.T, polls []poll, allowed ...string) {
+func checkRoles(t *testing.T, polls []dnspoll.Answer, allowed ...string) {
 	t.Helper()
 	for _, pl := range polls {
-		if pl.rcode != dns.RcodeSuccess {
-			t.Fatalf("rcode %s at %s", dns.RcodeToString[pl.rcode], pl.at.Format(time.StampMicro))
+		if pl.Rcode != dns.RcodeSuccess {
+			t.Fatalf("rcode %s at %s", dns.RcodeToString[pl.Rcode], pl.At.Format(time.StampMicro))
 		}
-		for _, ip := range pl.ips {
+		for _, ip := range pl.IPs {
 			if !slices.Contains(allowed, ip) {
-				t.Fatalf("answered %s (allowed %v) at %s", ip, allowed, pl.at.Format(time.StampMicro))
+				t.Fatalf("answered %s (allowed %v) at %s", ip, allowed, pl.At.Format(time.StampMicro))
 			}
 		}
 	}
-}
-
-// lastWith returns when ip was last answered, zero if never.
-func lastWith(polls []poll, ip string) time.Time {
-	var t time.Time
-	for _, pl := range polls {
-		if slices.Contains(pl.ips, ip) {
-			t = pl.at
-		}
-	}
-	return t
-}
-
-// firstWith returns when ip was first answered at or after from, zero if
-// never.
-func firstWith(polls []poll, ip string, from time.Time) time.Time {
-	for _, pl := range polls {
-		if !pl.at.Before(from) && slices.Contains(pl.ips, ip) {
-			return pl.at
-		}
-	}
-	return time.Time{}
 }
 
 // defaultEnv starts a primary and two replicas and pgdns at the default
@@ -137,16 +58,16 @@ func TestPrimaryStopLeavesAtOnce(t *testing.T) {
 			e := defaultEnv(t)
 			old := e.pg.Nodes[0]
 			e.waitFor(t, "replica.db.local.", []string{e.pg.Nodes[1].IP, e.pg.Nodes[2].IP})
-			pl := startPoller(e.app.DNSAddr(), "primary.db.local.")
+			pl := dnspoll.Start(e.app.DNSAddr(), "primary.db.local.", 2*time.Millisecond, 500*time.Millisecond)
 			time.Sleep(300 * time.Millisecond) // a baseline of answers
 			if err := old.Stop(context.Background(), mode); err != nil {
 				t.Fatal(err)
 			}
 			gone := time.Now()
 			time.Sleep(time.Second)
-			polls := pl.finish()
+			polls := pl.Finish()
 			checkRoles(t, polls, old.IP)
-			last := lastWith(polls, old.IP)
+			last := dnspoll.LastWith(polls, old.IP)
 			t.Logf("stop -m %s: old primary last answered %v after pg_ctl returned", mode, last.Sub(gone))
 			if last.Sub(gone) > failoverBound {
 				t.Errorf("stop -m %s: the stopped primary was answered %v after it was gone (bound %v)", mode, last.Sub(gone), failoverBound)
@@ -163,7 +84,7 @@ func TestSwitchoverAnsweredAtOnce(t *testing.T) {
 	e := defaultEnv(t)
 	old, next := e.pg.Nodes[0], e.pg.Nodes[1]
 	e.waitFor(t, "replica.db.local.", []string{next.IP, e.pg.Nodes[2].IP})
-	pl := startPoller(e.app.DNSAddr(), "primary.db.local.")
+	pl := dnspoll.Start(e.app.DNSAddr(), "primary.db.local.", 2*time.Millisecond, 500*time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
 	ctx := context.Background()
 	if err := old.Stop(ctx, "fast"); err != nil {
@@ -174,9 +95,9 @@ func TestSwitchoverAnsweredAtOnce(t *testing.T) {
 	}
 	promoted := time.Now()
 	time.Sleep(time.Second)
-	polls := pl.finish()
+	polls := pl.Finish()
 	checkRoles(t, polls, old.IP, next.IP)
-	first := firstWith(polls, next.IP, time.Time{})
+	first := dnspoll.FirstWith(polls, next.IP, time.Time{})
 	if first.IsZero() {
 		t.Fatal("the promoted replica was never answered as primary")
 	}
@@ -192,21 +113,21 @@ func TestReplicaStopLeavesAtOnce(t *testing.T) {
 	e := defaultEnv(t)
 	r1, r2 := e.pg.Nodes[1], e.pg.Nodes[2]
 	e.waitFor(t, "replica.db.local.", []string{r1.IP, r2.IP})
-	pl := startPoller(e.app.DNSAddr(), "replica.db.local.")
+	pl := dnspoll.Start(e.app.DNSAddr(), "replica.db.local.", 2*time.Millisecond, 500*time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
 	if err := r2.Stop(context.Background(), "fast"); err != nil {
 		t.Fatal(err)
 	}
 	gone := time.Now()
 	time.Sleep(time.Second)
-	polls := pl.finish()
+	polls := pl.Finish()
 	checkRoles(t, polls, r1.IP, r2.IP)
-	last := lastWith(polls, r2.IP)
+	last := dnspoll.LastWith(polls, r2.IP)
 	t.Logf("replica stop: last answered %v after pg_ctl returned", last.Sub(gone))
 	if last.Sub(gone) > failoverBound {
 		t.Errorf("the stopped replica was answered %v after it was gone (bound %v)", last.Sub(gone), failoverBound)
 	}
-	if got := lastWith(polls, r1.IP); got.Before(gone) {
+	if got := dnspoll.LastWith(polls, r1.IP); got.Before(gone) {
 		t.Error("the other replica left the answers too")
 	}
 }

@@ -18,12 +18,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/miekg/dns"
 
+	"github.com/pgdns/pgdns/internal/dnspoll"
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
@@ -70,68 +70,6 @@ type failoverResult struct {
 type sample struct {
 	t     time.Duration
 	state int // 2 old primary, 0 nobody, 1 new primary
-}
-
-// poll is one answer the poller got.
-type poll struct {
-	at    time.Time
-	rcode int
-	ips   []string
-}
-
-// poller asks one name every ~1ms until stopped, at most 60s.
-type poller struct {
-	stop, done chan struct{}
-	mu         sync.Mutex
-	got        []poll
-}
-
-// latest is the newest answer so far.
-func (p *poller) latest() (poll, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.got) == 0 {
-		return poll{}, false
-	}
-	return p.got[len(p.got)-1], true
-}
-
-func startPoller(addr, name string) *poller {
-	p := &poller{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		c := &dns.Client{Net: "udp", Timeout: 200 * time.Millisecond}
-		for end := time.Now().Add(60 * time.Second); time.Now().Before(end); {
-			select {
-			case <-p.stop:
-				return
-			default:
-			}
-			req := new(dns.Msg)
-			req.SetQuestion(name, dns.TypeA)
-			m, _, err := c.Exchange(req, addr)
-			at := time.Now()
-			if err == nil {
-				pl := poll{at: at, rcode: m.Rcode}
-				for _, rr := range m.Answer {
-					if a, ok := rr.(*dns.A); ok {
-						pl.ips = append(pl.ips, a.A.String())
-					}
-				}
-				p.mu.Lock()
-				p.got = append(p.got, pl)
-				p.mu.Unlock()
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
-	return p
-}
-
-func (p *poller) finish() []poll {
-	close(p.stop)
-	<-p.done
-	return p.got
 }
 
 // watchExit reports when process pid is gone or a zombie, polling /proc
@@ -397,25 +335,25 @@ func (w *failoverWorld) stop(ctx context.Context, mode string) (stopRep, []sampl
 	if err != nil {
 		return stopRep{}, nil, err
 	}
-	pl := startPoller(w.dnsAddr, "primary.db.local.")
+	pl := dnspoll.Start(w.dnsAddr, "primary.db.local.", time.Millisecond, 200*time.Millisecond)
 	time.Sleep(150 * time.Millisecond) // answers before
 	exited := watchExit(pid)
 	t0 := time.Now()
 	if err := p.Stop(ctx, mode); err != nil {
-		pl.finish()
+		pl.Finish()
 		return stopRep{}, nil, err
 	}
 	t1 := time.Now()
 	exit := <-exited
 	if exit.IsZero() {
-		pl.finish()
+		pl.Finish()
 		return stopRep{}, nil, fmt.Errorf("postmaster %d never exited", pid)
 	}
 	time.Sleep(300 * time.Millisecond) // answers after
-	polls := pl.finish()
+	polls := pl.Finish()
 	w.check(polls, "stop -m "+mode, p.IP)
-	last := lastWith(polls, p.IP)
-	if len(polls) == 0 || slices.Contains(polls[len(polls)-1].ips, p.IP) {
+	last := dnspoll.LastWith(polls, p.IP)
+	if len(polls) == 0 || slices.Contains(polls[len(polls)-1].IPs, p.IP) {
 		return stopRep{}, nil, fmt.Errorf("%s still answered as primary 300ms after its postmaster exited", p.IP)
 	}
 	sr := stopRep{stopStarted: t0.Sub(exit), stopReturned: t1.Sub(exit), lastAnswered: last.Sub(exit)}
@@ -437,34 +375,34 @@ func (w *failoverWorld) stop(ctx context.Context, mode string) (stopRep, []sampl
 // its replica.
 func (w *failoverWorld) switchover(ctx context.Context) (switchRep, []sample, error) {
 	old, next := w.primary, w.replica
-	pl := startPoller(w.dnsAddr, "primary.db.local.")
+	pl := dnspoll.Start(w.dnsAddr, "primary.db.local.", time.Millisecond, 200*time.Millisecond)
 	time.Sleep(150 * time.Millisecond)
 	t0 := time.Now()
 	if err := old.Stop(ctx, "fast"); err != nil {
-		pl.finish()
+		pl.Finish()
 		return switchRep{}, nil, err
 	}
 	writable := watchWritable(ctx, next.DSN())
 	p0 := time.Now()
 	if err := next.Promote(ctx); err != nil {
-		pl.finish()
+		pl.Finish()
 		return switchRep{}, nil, err
 	}
 	p1 := time.Now()
 	wr := <-writable
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if last, ok := pl.latest(); ok && slices.Contains(last.ips, next.IP) {
+		if last, ok := pl.Latest(); ok && slices.Contains(last.IPs, next.IP) {
 			break
 		}
 	}
 	time.Sleep(200 * time.Millisecond)
-	polls := pl.finish()
+	polls := pl.Finish()
 	w.check(polls, "switchover", old.IP, next.IP)
-	first := firstWith(polls, next.IP, p0)
+	first := dnspoll.FirstWith(polls, next.IP, p0)
 	if first.IsZero() {
 		return switchRep{}, nil, fmt.Errorf("the promoted %s was never answered as primary", next.IP)
 	}
-	sw := switchRep{promoteStarted: p0.Sub(p1), oldLeft: lastWith(polls, old.IP).Sub(p1), firstAnswered: first.Sub(p1)}
+	sw := switchRep{promoteStarted: p0.Sub(p1), oldLeft: dnspoll.LastWith(polls, old.IP).Sub(p1), firstAnswered: first.Sub(p1)}
 	if !wr.IsZero() {
 		sw.writable = wr.Sub(p1)
 	}
@@ -480,17 +418,17 @@ func (w *failoverWorld) switchover(ctx context.Context) (switchRep, []sample, er
 
 // check records answers that are not allowed: a SERVFAIL, two primaries,
 // or a host that is not one of allowed.
-func (w *failoverWorld) check(polls []poll, what string, allowed ...string) {
+func (w *failoverWorld) check(polls []dnspoll.Answer, what string, allowed ...string) {
 	for i, pl := range polls {
 		if i > 0 {
-			w.gaps = append(w.gaps, pl.at.Sub(polls[i-1].at))
+			w.gaps = append(w.gaps, pl.At.Sub(polls[i-1].At))
 		}
-		bad := pl.rcode != dns.RcodeSuccess || len(pl.ips) > 1
-		for _, ip := range pl.ips {
+		bad := pl.Rcode != dns.RcodeSuccess || len(pl.IPs) > 1
+		for _, ip := range pl.IPs {
 			bad = bad || !slices.Contains(allowed, ip)
 		}
 		if bad {
-			w.wrong = append(w.wrong, fmt.Sprintf("%s at %s: rcode %s, %v", what, pl.at.UTC().Format("15:04:05.000000"), dns.RcodeToString[pl.rcode], pl.ips))
+			w.wrong = append(w.wrong, fmt.Sprintf("%s at %s: rcode %s, %v", what, pl.At.UTC().Format("15:04:05.000000"), dns.RcodeToString[pl.Rcode], pl.IPs))
 		}
 	}
 }
@@ -542,37 +480,18 @@ func ask(addr, name string) []string {
 	return ips
 }
 
-func lastWith(polls []poll, ip string) time.Time {
-	var t time.Time
-	for _, pl := range polls {
-		if slices.Contains(pl.ips, ip) {
-			t = pl.at
-		}
-	}
-	return t
-}
-
-func firstWith(polls []poll, ip string, from time.Time) time.Time {
-	for _, pl := range polls {
-		if !pl.at.Before(from) && slices.Contains(pl.ips, ip) {
-			return pl.at
-		}
-	}
-	return time.Time{}
-}
-
 // timeline turns polls into plot samples relative to ref.
-func timeline(polls []poll, ref time.Time, oldIP, newIP string) []sample {
+func timeline(polls []dnspoll.Answer, ref time.Time, oldIP, newIP string) []sample {
 	tl := make([]sample, 0, len(polls))
 	for _, pl := range polls {
 		st := 0
 		switch {
-		case slices.Contains(pl.ips, oldIP):
+		case slices.Contains(pl.IPs, oldIP):
 			st = 2
-		case newIP != "" && slices.Contains(pl.ips, newIP):
+		case newIP != "" && slices.Contains(pl.IPs, newIP):
 			st = 1
 		}
-		tl = append(tl, sample{t: pl.at.Sub(ref), state: st})
+		tl = append(tl, sample{t: pl.At.Sub(ref), state: st})
 	}
 	return tl
 }

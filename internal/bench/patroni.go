@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pgdns/pgdns/internal/dnspoll"
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
@@ -84,35 +85,35 @@ func (b *bench) patroniSwitchovers(ctx context.Context, block *pgtest.Block) (*p
 				break
 			}
 		}
-		pl := startPoller(dnsAddr, "primary.db.local.")
+		pl := dnspoll.Start(dnsAddr, "primary.db.local.", time.Millisecond, 200*time.Millisecond)
 		api := watchPatroniPrimary(cand.APIURL)
 		wctx, wcancel := context.WithCancel(ctx)
 		writable := watchWritable(wctx, "host="+cand.IP+" port=5432 user=postgres dbname=postgres sslmode=disable")
 		time.Sleep(150 * time.Millisecond)
 		t0 := time.Now()
 		if err := pc.Switchover(ctx, cand); err != nil {
-			pl.finish()
+			pl.Finish()
 			api.finish()
 			wcancel()
 			return nil, err
 		}
 		t1 := time.Now()
 		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			if last, ok := pl.latest(); ok && slices.Equal(last.ips, []string{cand.IP}) && !api.first().IsZero() {
+			if last, ok := pl.Latest(); ok && slices.Equal(last.IPs, []string{cand.IP}) && !api.first().IsZero() {
 				break
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
-		polls := pl.finish()
+		polls := pl.Finish()
 		apiAt := api.finish()
 		wcancel()
 		wr := <-writable
 		for _, p := range polls {
-			if p.rcode != 0 || len(p.ips) > 1 || (len(p.ips) == 1 && p.ips[0] != leader.IP && p.ips[0] != cand.IP) {
-				res.wrong = append(res.wrong, fmt.Sprintf("patroni switchover at %s: rcode %d, %v", p.at.UTC().Format("15:04:05.000000"), p.rcode, p.ips))
+			if p.Rcode != 0 || len(p.IPs) > 1 || (len(p.IPs) == 1 && p.IPs[0] != leader.IP && p.IPs[0] != cand.IP) {
+				res.wrong = append(res.wrong, fmt.Sprintf("patroni switchover at %s: rcode %d, %v", p.At.UTC().Format("15:04:05.000000"), p.Rcode, p.IPs))
 			}
 		}
-		first := firstWith(polls, cand.IP, t0)
+		first := dnspoll.FirstWith(polls, cand.IP, t0)
 		if first.IsZero() || apiAt.IsZero() {
 			return nil, fmt.Errorf("switchover to %s: pgdns answered it at %v, /primary at %v\n%s", cand.Name, first, apiAt, tailFile(logPath, 3000))
 		}
