@@ -23,6 +23,7 @@ var (
 	pgdnsDNS, pgdnsHTTP               string
 	corednsDNS, floorDNS, echoDNS     string
 	bigDNS, bigHTTP                   string // pgdns of the scale step, 1,000 hosts
+	noWaitDNS                         string // the read-your-writes step's second pgdns, lsn_wait 0
 )
 
 // useBlock takes the run's addresses from block.
@@ -31,6 +32,7 @@ func useBlock(block *pgtest.Block) {
 	pgdnsDNS, pgdnsHTTP = block.Addr(53, 5353), block.Addr(53, 8080)
 	corednsDNS, floorDNS, echoDNS = block.Addr(54, 5353), block.Addr(55, 5353), block.Addr(56, 5353)
 	bigDNS, bigHTTP = block.Addr(57, 5353), block.Addr(57, 8080)
+	noWaitDNS = block.Addr(58, 5353)
 }
 
 // bench holds what every step uses: the cluster, the servers, a scratch

@@ -30,7 +30,6 @@ type ryowResult struct {
 // once, 300 times, against pgdns with lsn_wait 20ms and a second pgdns on
 // the same cluster with lsn_wait 0.
 func (b *bench) readYourWrites(ctx context.Context, r *report) error {
-	const noWaitDNS = "127.0.30.56:5353"
 	var hosts []string
 	for _, n := range b.pg.Nodes {
 		hosts = append(hosts, n.Addr())
