@@ -3,17 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgdns/pgdns/internal/app"
-	"github.com/pgdns/pgdns/internal/config"
+	"github.com/pgdns/pgdns/internal/app/apptest"
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
@@ -22,35 +17,14 @@ import (
 // and returns its DNS address.
 func startPgdns(t *testing.T, pg *pgtest.Cluster, dnsIP string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "pgdns.yaml")
-	yaml := fmt.Sprintf(`
+	return apptest.Start(t, fmt.Sprintf(`
 dns: {listen: "%s:0"}
 http: {listen: ""}
 probe: {interval: 250ms, dsn: "user=postgres dbname=postgres sslmode=disable"}
 clusters:
   main:
     hosts: [%s, %s, %s]
-`, dnsIP, pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), pg.Nodes[2].Addr())
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), app.ShutdownTimeout)
-		defer cancel()
-		_ = a.Stop(ctx)
-	})
-	return a.DNSAddr()
+`, dnsIP, pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), pg.Nodes[2].Addr())).DNSAddr()
 }
 
 // use is one query through a pool: when it started and ended, and the

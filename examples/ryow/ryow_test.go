@@ -3,15 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/pgdns/pgdns/internal/app"
-	"github.com/pgdns/pgdns/internal/config"
+	"github.com/pgdns/pgdns/internal/app/apptest"
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
@@ -21,35 +16,20 @@ import (
 func TestExampleAgainstRealCluster(t *testing.T) {
 	ips := pgtest.Addrs(t).IPs(3)
 	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	path := filepath.Join(t.TempDir(), "pgdns.yaml")
-	yaml := fmt.Sprintf(`
+	a := apptest.Start(t, fmt.Sprintf(`
 dns: {listen: "127.0.0.1:0", lsn_wait: 20ms}
 http: {listen: ""}
 probe: {interval: 250ms, dsn: "user=postgres dbname=postgres sslmode=disable"}
 clusters:
   main:
     hosts: [%s, %s, %s]
-`, pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), pg.Nodes[2].Addr())
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer a.Stop(context.Background())
+`, pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), pg.Nodes[2].Addr()))
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := &Client{DSN: "user=postgres dbname=postgres sslmode=disable", Zone: "db.local", Resolver: NewResolver(a.DNSAddr())}
 	var r Report
+	var err error
 	testkit.Poll(10*time.Second, 100*time.Millisecond, func() bool { // until the first probe round is in
 		r, err = Run(ctx, c, 50)
 		return err == nil
