@@ -42,6 +42,16 @@ type Config struct {
 	// OnAnswer, when set, is called once per answer with what was asked
 	// and the rcode sent, for metrics.
 	OnAnswer func(asked Asked, rcode int)
+
+	// ClientSubnetFrom are the sources (forwarders) whose EDNS Client
+	// Subnet option locates the client instead of the source address;
+	// empty: the option is ignored.
+	ClientSubnetFrom []netip.Prefix
+
+	// OnLocality, when set, is called once per answer to a replica name
+	// (replica, prefer-replica, any) that holds a host, with where it
+	// sends the client, for metrics.
+	OnLocality func(zone.Locality)
 }
 
 // NameServer is one name server of the zone.
@@ -61,6 +71,9 @@ type Handler struct {
 	log     *slog.Logger
 	now     func() time.Time
 	onAns   func(asked Asked, rcode int)
+	onLoc   func(zone.Locality)
+
+	subnetFrom []netip.Prefix // sources whose ECS option is believed
 
 	lsnWait time.Duration
 	refresh func(cluster string) <-chan struct{}
@@ -86,6 +99,9 @@ func NewHandler(cfg Config, table *zone.Table, log *slog.Logger) *Handler {
 		log:    log,
 		now:    time.Now,
 		onAns:  cfg.OnAnswer,
+		onLoc:  cfg.OnLocality,
+
+		subnetFrom: cfg.ClientSubnetFrom,
 
 		lsnWait: cfg.LSNWait,
 		refresh: cfg.Refresh,
@@ -112,7 +128,7 @@ func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			_ = w.WriteMsg(m)
 		}
 	}()
-	m, asked := h.answer(req)
+	m, asked := h.answerFrom(req, sourceAddr(w.RemoteAddr()))
 	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
 		m.Truncate(udpSize(req))
 	}
@@ -139,9 +155,15 @@ func udpSize(req *dns.Msg) int {
 	return min(size, maxUDPSize)
 }
 
-// answer builds the reply to req and says what was asked.
-// The zone decides the outcome (lookup); finish maps it to an rcode.
+// answer is answerFrom for a client whose address is not known (tests).
 func (h *Handler) answer(req *dns.Msg) (*dns.Msg, Asked) {
+	return h.answerFrom(req, netip.Addr{})
+}
+
+// answerFrom builds the reply to req, which came from src, and says what
+// was asked. The zone decides the outcome (lookup); finish maps it to an
+// rcode.
+func (h *Handler) answerFrom(req *dns.Msg, src netip.Addr) (*dns.Msg, Asked) {
 	m := new(dns.Msg)
 	m.SetReply(req)
 	m.Compress = true
@@ -163,12 +185,19 @@ func (h *Handler) answer(req *dns.Msg) (*dns.Msg, Asked) {
 		return m, AskedMalformed
 	}
 	snap := h.table.Load() // the one snapshot this answer reads (see answerHosts)
-	asked, outcome, snap := h.lookup(m, req.Question[0], snap)
+	from, ecs := h.clientLocation(req, src, snap)
+	if ecs != nil {
+		opt := m.IsEdns0() // there is one: the option came in the query's
+		opt.Option = append(opt.Option, ecs)
+	}
+	asked, outcome, snap := h.lookup(m, req.Question[0], from, snap)
 	return h.finish(m, outcome, snap), asked
 }
 
-// lookup fills the answer to q from snap and returns what was asked, the zone's outcome, and the snapshot the answer was read from.
-func (h *Handler) lookup(m *dns.Msg, q dns.Question, snap *zone.Snapshot) (Asked, zone.Outcome, *zone.Snapshot) {
+// lookup fills the answer to q, asked by a client in location from (""
+// when unknown), from snap, and returns what was asked, the zone's outcome
+// and the snapshot the answer was read from.
+func (h *Handler) lookup(m *dns.Msg, q dns.Question, from string, snap *zone.Snapshot) (Asked, zone.Outcome, *zone.Snapshot) {
 	name := dns.CanonicalName(q.Name)
 	parsed, err := zone.Parse(name, h.origin)
 	switch o := zone.OutcomeOf(err); {
@@ -194,6 +223,7 @@ func (h *Handler) lookup(m *dns.Msg, q dns.Question, snap *zone.Snapshot) (Asked
 		asked, o := h.answerCluster(m, q, parsed.Cluster, snap)
 		return asked, o, snap
 	}
+	parsed.From = from
 	o, snap := h.answerHosts(m, q, &parsed, snap)
 	return askedRole(parsed.Target), o, snap
 }
@@ -328,6 +358,9 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, sn
 	}
 	if err != nil {
 		return zone.OutcomeOf(err), snap
+	}
+	if h.onLoc != nil && parsed.Target != zone.TargetPrimary && len(hosts) > 0 {
+		h.onLoc(zone.LocalityOf(parsed.From, hosts))
 	}
 
 	// The owner name is echoed as the client wrote it (0x20 case

@@ -13,6 +13,7 @@ type hostJSON struct {
 	Cluster    string  `json:"cluster"`
 	Addr       string  `json:"addr"`
 	IP         string  `json:"ip,omitempty"`
+	Location   string  `json:"location,omitempty"` // where the host is (locations, Patroni's dc tag)
 	Role       string  `json:"role"`
 	Alive      bool    `json:"alive"`
 	LagMS      *int64  `json:"lag_ms"`    // null when it cannot be vouched for
@@ -31,7 +32,7 @@ type hostJSON struct {
 
 func newHostJSON(h *zone.Host, alive bool, now time.Time) hostJSON {
 	j := hostJSON{
-		Cluster: h.Cluster, Addr: h.Addr, Role: h.Role.String(), Alive: alive,
+		Cluster: h.Cluster, Addr: h.Addr, Location: h.Location, Role: h.Role.String(), Alive: alive,
 		Sync: h.Sync, Fails: h.Fails, LastError: h.LastError, Note: h.Note,
 	}
 	if h.IP.IsValid() {

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/pgdns/pgdns/zone"
@@ -9,8 +11,10 @@ import (
 
 type resolveBody struct {
 	Name     string         `json:"name"`
-	Query    string         `json:"query,omitempty"` // the canonical form of the name, without the zone
-	Rcode    string         `json:"rcode"`           // what DNS answers
+	Query    string         `json:"query,omitempty"`           // the canonical form of the name, without the zone
+	Client   string         `json:"client,omitempty"`          // the client= address, when given
+	Location string         `json:"client_location,omitempty"` // its location by dns.locations, when it has one
+	Rcode    string         `json:"rcode"`                     // what DNS answers
 	Error    string         `json:"error,omitempty"`
 	Answer   []hostJSON     `json:"answer"`
 	Excluded []excludedJSON `json:"excluded"`
@@ -38,13 +42,22 @@ func status(o zone.Outcome) (rcode string, code int) {
 	return "SERVFAIL", http.StatusInternalServerError
 }
 
-// resolve serves GET /v1/resolve?name=lag-50ms.replica: what DNS would
-// answer for the name now, and for every host left out, why.
+// resolve serves GET /v1/resolve?name=lag-50ms.replica[&client=IP]: what
+// DNS would answer for the name now, in the order it would answer a client
+// at that address (without one, a client in no location), and for every
+// host left out, why.
 func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
-	v, err := params(r, "name")
+	v, err := params(r, "name", "client")
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
 		return
+	}
+	var client netip.Addr
+	if s, given := v["client"]; given {
+		if client, err = netip.ParseAddr(s[0]); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "client must be an IP address, got " + strconv.Quote(truncate(s[0], 60))})
+			return
+		}
 	}
 	raw := v.Get("name")
 	if raw == "" || len(raw) > 253 {
@@ -53,6 +66,9 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	name := a.qualify(raw)
 	body := resolveBody{Name: name, Answer: []hostJSON{}, Excluded: []excludedJSON{}}
+	if client.IsValid() {
+		body.Client = client.String()
+	}
 	q, err := zone.Parse(name, a.origin)
 	if err == nil && q.Kind == zone.KindCluster {
 		// <cluster>.<zone>: an empty non-terminal when the cluster exists.
@@ -62,12 +78,19 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	if err == nil && q.Kind == zone.KindHosts {
 		body.Query = q.String()
 		snap, now := a.table.Load(), a.now()
+		q.From = snap.Locate(client)
+		body.Location = q.From
 		var verdicts []zone.Verdict
 		verdicts, err = snap.Explain(&q, now)
 		if err == nil {
 			for _, vd := range verdicts {
 				if vd.Selected {
-					body.Answer = append(body.Answer, newHostJSON(vd.Host, true, now))
+					body.Answer = append(body.Answer, hostJSON{})
+				}
+			}
+			for _, vd := range verdicts {
+				if vd.Selected {
+					body.Answer[vd.Rank-1] = newHostJSON(vd.Host, true, now) // in the answer's order
 				} else {
 					body.Excluded = append(body.Excluded, excludedJSON{Addr: vd.Host.Addr, Reason: vd.Why})
 				}

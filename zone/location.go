@@ -82,3 +82,37 @@ func (s *Snapshot) KnownLocation(name string) bool {
 	}
 	return false
 }
+
+// Locality says where an answer sent a client that asked a replica name:
+// to a host in its own location or not. It is what the metrics count.
+type Locality uint8
+
+// Localities of an answer.
+const (
+	Unlocated Locality = iota // the client's location is not known (no network contains it)
+	Local                     // the first host answered is in the client's location
+	Remote                    // the first host answered is elsewhere
+)
+
+// String returns the name the metrics use.
+func (l Locality) String() string {
+	switch l {
+	case Local:
+		return "local"
+	case Remote:
+		return "remote"
+	}
+	return "unlocated"
+}
+
+// LocalityOf says where hosts, an answer in order, send a client in
+// location from: libpq connects to the first address that accepts.
+func LocalityOf(from string, hosts []*Host) Locality {
+	switch {
+	case from == "":
+		return Unlocated
+	case len(hosts) > 0 && hosts[0].Location == from:
+		return Local
+	}
+	return Remote
+}

@@ -237,3 +237,21 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+func TestLocalityOf(t *testing.T) {
+	east, west := &Host{Location: "east"}, &Host{Location: "west"}
+	for _, tc := range []struct {
+		from  string
+		hosts []*Host
+		want  Locality
+	}{
+		{"", []*Host{east}, Unlocated},
+		{"east", []*Host{east, west}, Local},
+		{"west", []*Host{east, west}, Remote},
+		{"west", nil, Remote},
+	} {
+		if got := LocalityOf(tc.from, tc.hosts); got != tc.want {
+			t.Errorf("LocalityOf(%q, …) = %v, want %v", tc.from, got, tc.want)
+		}
+	}
+}

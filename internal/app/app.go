@@ -96,13 +96,15 @@ func (a *App) Start() error {
 	defer a.mu.Unlock()
 	cfg := a.cfg
 	var h dns.Handler = dnsserver.NewHandler(dnsserver.Config{
-		Zone:          cfg.DNS.Zone,
-		TTL:           cfg.DNS.TTL,
-		NameServers:   nameServers(cfg.DNS.NameServers),
-		NameServerIPs: listenIPs(cfg.DNS.Listen),
-		OnAnswer:      a.metrics.DNSAnswer,
-		LSNWait:       cfg.DNS.LSNWait,
-		Refresh:       a.refresh,
+		Zone:             cfg.DNS.Zone,
+		TTL:              cfg.DNS.TTL,
+		NameServers:      nameServers(cfg.DNS.NameServers),
+		NameServerIPs:    listenIPs(cfg.DNS.Listen),
+		OnAnswer:         a.metrics.DNSAnswer,
+		OnLocality:       a.metrics.DNSLocality,
+		ClientSubnetFrom: cfg.DNS.ClientSubnetFrom,
+		LSNWait:          cfg.DNS.LSNWait,
+		Refresh:          a.refresh,
 	}, a.table, a.log)
 	h = dnsserver.RateLimit(h, cfg.DNS.RateLimit)
 	srv, err := dnsserver.Start(cfg.DNS.Listen, h, dnsserver.Limits{})

@@ -32,6 +32,10 @@ type Metrics struct {
 	refreshCoalesced *prometheus.CounterVec
 	fluxProbes       *prometheus.CounterVec
 
+	// localities counts replica answers by zone.Locality, resolved once:
+	// DNSLocality runs on every such answer.
+	localities [3]prometheus.Counter
+
 	// answers caches the counter of each (asked, rcode): DNSAnswer runs on
 	// every query, and a label lookup hashes and locks.
 	answers sync.Map // answerKey -> prometheus.Counter
@@ -91,7 +95,14 @@ func New(table *zone.Table) *Metrics {
 		Name: "pgdns_flux_probes_total",
 		Help: "Probes asked for beyond the interval while a cluster was in flux (its primary went down or changed, a host changed role): the extra load of fast failover.",
 	}, []string{"cluster"})
-	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.fluxProbes)
+	locality := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pgdns_dns_locality_total",
+		Help: "Answers to replica names (replica, prefer-replica, any) that held a host, by where the first host is: in the client's location (local), elsewhere (remote), or the client's location unknown (unlocated: no dns.locations network contains it).",
+	}, []string{"answer"})
+	for _, l := range []zone.Locality{zone.Unlocated, zone.Local, zone.Remote} {
+		m.localities[l] = locality.WithLabelValues(l.String())
+	}
+	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.fluxProbes, locality)
 	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.splitBrains, m.httpRequests,
 		hostCollector{table: table},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -117,6 +128,14 @@ func (m *Metrics) DNSAnswer(asked dnsserver.Asked, rcode int) {
 	c := m.dnsQueries.WithLabelValues(asked.String(), name)
 	m.answers.Store(key, c)
 	c.Inc()
+}
+
+// DNSLocality counts one answer to a replica name by where it sends the
+// client (dnsserver.Config.OnLocality).
+func (m *Metrics) DNSLocality(l zone.Locality) {
+	if int(l) < len(m.localities) {
+		m.localities[l].Inc()
+	}
 }
 
 // ProbeDone records one probe.

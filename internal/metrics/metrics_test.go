@@ -43,6 +43,9 @@ func TestMetrics(t *testing.T) {
 	m.RefreshCoalesced("main", "running")
 	m.RefreshCoalesced("main", "min_gap")
 	m.RefreshCoalesced("main", "min_gap")
+	m.DNSLocality(zone.Local)
+	m.DNSLocality(zone.Local)
+	m.DNSLocality(zone.Remote)
 
 	out := scrape(t, m)
 	for _, want := range []string{
@@ -63,6 +66,9 @@ func TestMetrics(t *testing.T) {
 		`pgdns_host_lag_seconds{cluster="main",host="10.0.0.2:5432"} 1.5`,
 		`pgdns_host_lag_bytes{cluster="main",host="10.0.0.2:5432"} 4096`,
 		`pgdns_ready 1`,
+		`pgdns_dns_locality_total{answer="local"} 2`,
+		`pgdns_dns_locality_total{answer="remote"} 1`,
+		`pgdns_dns_locality_total{answer="unlocated"} 0`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("metrics lack %s", want)
