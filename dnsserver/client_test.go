@@ -174,3 +174,40 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// TestLocalityOnBothPaths: the UDP fast path, the UDP slow path (an ECS
+// query) and the dns.Msg path put the same location first and count it
+// the same.
+func TestLocalityOnBothPaths(t *testing.T) {
+	h := newTestHandler(locatedSnapshot())
+	h.subnetFrom = []netip.Prefix{netip.MustParsePrefix("10.2.0.53/32")}
+	var counted []zone.Locality
+	h.onLoc = func(l zone.Locality) { counted = append(counted, l) }
+	s := &udpServer{h: h}
+	wire := func(req *dns.Msg, src string) *dns.Msg {
+		b, _ := req.Pack()
+		reply, wait := s.answer(b, testLocal, netip.MustParseAddrPort(src), make([]byte, 0, readBufSize), &scratch{})
+		if wait {
+			t.Fatal("a replica query waits")
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(reply); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	plain := new(dns.Msg)
+	plain.SetQuestion("replica.db.local.", dns.TypeA)
+	for _, m := range []*dns.Msg{
+		wire(plain, "10.1.0.7:4000"),
+		func() *dns.Msg { m, _ := h.answerFrom(plain, netip.MustParseAddr("10.1.0.7")); return m }(),
+		wire(ecsQuery("10.1.7.0/24"), "10.2.0.53:4000"), // the slow path, located by the option
+	} {
+		if got := addrsOf(m); len(got) != 4 || got[0] != "127.0.0.12" {
+			t.Fatalf("answer %v, want 127.0.0.12 (east) first", got)
+		}
+	}
+	if !slices.Equal(counted, []zone.Locality{zone.Local, zone.Local, zone.Local}) {
+		t.Fatalf("counted %v", counted)
+	}
+}

@@ -110,6 +110,9 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 	if h.onAns != nil {
 		h.onAns(askedRole(parsed.Target), dns.RcodeSuccess)
 	}
+	if h.onLoc != nil && parsed.Target != zone.TargetPrimary && len(hosts) > 0 {
+		h.onLoc(zone.LocalityOf(parsed.From, hosts)) // as answerHosts
+	}
 	return out, fastDone
 }
 
