@@ -75,6 +75,8 @@ type envOptions struct {
 	Hosts    []string // the whole host list, in this order, instead of the nodes and Extra
 	Listen   string   // dns.listen, default 127.0.0.1:0
 	MinGap   string   // dns.lsn_refresh_min_gap, default the built-in one
+	// NameServers is dns.nameservers ("ns1=127.x.y.z", ...), default none.
+	NameServers []string
 }
 
 // newEnv starts a primary and replicas on ips and pgdns probing them every
@@ -112,9 +114,12 @@ func launch(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
 	if o.Hosts != nil {
 		hosts = o.Hosts
 	}
-	minGap := ""
+	dnsExtra := ""
 	if o.MinGap != "" {
-		minGap = "  lsn_refresh_min_gap: " + o.MinGap + "\n"
+		dnsExtra = "  lsn_refresh_min_gap: " + o.MinGap + "\n"
+	}
+	if o.NameServers != nil {
+		dnsExtra += "  nameservers: [" + strings.Join(o.NameServers, ", ") + "]\n"
 	}
 	a, cfg, logs := startApp(t, fmt.Sprintf(`
 dns:
@@ -132,7 +137,7 @@ clusters:
   main:
     hosts: [%s]
     replicas: %s
-`, o.Listen, o.LSNWait, minGap, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas))
+`, o.Listen, o.LSNWait, dnsExtra, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas))
 	return &env{pg: pg, app: a, cfg: cfg, logs: logs}
 }
 

@@ -29,8 +29,9 @@ type hxProxy struct {
 }
 
 // startHAProxy runs configs/haproxy.cfg with its ports on ip and pgdns at
-// dnsAddr, and waits until both ports accept connections.
-func startHAProxy(t *testing.T, ip, dnsAddr string) *hxProxy {
+// dnsAddrs (one nameserver line each), and waits until both ports accept
+// connections.
+func startHAProxy(t *testing.T, ip string, dnsAddrs ...string) *hxProxy {
 	t.Helper()
 	bin := testkit.RequireTool(t, "haproxy")
 	dir := t.TempDir()
@@ -40,7 +41,7 @@ func startHAProxy(t *testing.T, ip, dnsAddr string) *hxProxy {
 	}
 	cfg := string(b)
 	for old, repl := range map[string]string{
-		"nameserver pgdns 10.0.0.53:5353": "nameserver pgdns " + dnsAddr,
+		"nameserver pgdns 10.0.0.53:5353": nameservers(dnsAddrs),
 		"bind 127.0.0.1:5000":             "bind " + ip + ":5000",
 		"bind 127.0.0.1:5001":             "bind " + ip + ":5001",
 		"/run/haproxy/admin.sock mode":    filepath.Join(dir, "admin.sock") + " mode",
@@ -60,6 +61,16 @@ func startHAProxy(t *testing.T, ip, dnsAddr string) *hxProxy {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	startProxy(t, "haproxy", cmd, h.logs, 8000, true, h.rw, h.ro)
 	return h
+}
+
+// nameservers writes HAProxy nameserver lines for addrs, as the shipped
+// config's one line is indented.
+func nameservers(addrs []string) string {
+	lines := make([]string, len(addrs))
+	for i, a := range addrs {
+		lines[i] = fmt.Sprintf("nameserver pgdns%d %s", i+1, a)
+	}
+	return strings.Join(lines, "\n    ")
 }
 
 // hxConnect opens a session to PostgreSQL through addr, an HAProxy port.

@@ -29,10 +29,16 @@ type resolverNS struct {
 
 func newResolverNS(t *testing.T, dnsIP string) *resolverNS {
 	t.Helper()
+	return newResolverConf(t, "nameserver "+dnsIP+"\noptions timeout:1 attempts:2\n")
+}
+
+// newResolverConf is newResolverNS with a whole resolv.conf of its own.
+func newResolverConf(t *testing.T, resolvConf string) *resolverNS {
+	t.Helper()
 	testkit.RequireRoot(t, "pgdns on port 53 and a private mount namespace")
 	testkit.RequireTool(t, "unshare")
 	conf := filepath.Join(t.TempDir(), "resolv.conf")
-	if err := os.WriteFile(conf, []byte("nameserver "+dnsIP+"\noptions timeout:1 attempts:2\n"), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(resolvConf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return &resolverNS{conf: conf, psqlBin: testkit.RequireTool(t, "psql")}

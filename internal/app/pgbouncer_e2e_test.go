@@ -99,10 +99,17 @@ type bouncer struct {
 // admin), and waits until it accepts connections.
 func startPgBouncer(t *testing.T, ip, dnsIP string) *bouncer {
 	t.Helper()
+	return startPgBouncerResolv(t, ip, "nameserver "+dnsIP+"\n")
+}
+
+// startPgBouncerResolv is startPgBouncer with resolvConf as PgBouncer's
+// resolv_conf.
+func startPgBouncerResolv(t *testing.T, ip, resolvConf string) *bouncer {
+	t.Helper()
 	bin := testkit.RequireTool(t, "pgbouncer")
 	dir := sharedTempDir(t, "pgdns-pgbouncer-")
 	files := map[string]string{
-		"resolv.conf":  "nameserver " + dnsIP + "\n",
+		"resolv.conf":  resolvConf,
 		"userlist.txt": `"postgres" ""` + "\n",
 		"pgbouncer.ini": shippedConfig(t, "pgbouncer.ini", map[string]string{
 			"listen_addr":     ip,
