@@ -35,7 +35,7 @@ func main() {
 	goBench := flag.String("gobench", "", "file with `go test -bench` output to include")
 	rounds := flag.Int("rounds", 3, "interleaved rounds of the DNS comparison")
 	duration := flag.Duration("duration", 8*time.Second, "length of one dnsperf throughput run")
-	only := flag.String("only", "", "run only this section (dns, failover, scale) and rewrite only it in the report")
+	only := flag.String("only", "", "run only this section (dns, failover, scale, ha) and rewrite only it in the report")
 	flag.StringVar(&scaleProfiles, "pprof", "", "scale: save pgdns's CPU and heap profiles with 1,000 hosts in this directory and summarize them in the report")
 	flag.IntVar(&failoverReps, "failover-reps", failoverReps, "repetitions of each failover case")
 	flag.IntVar(&patroniReps, "patroni-reps", patroniReps, "Patroni switchovers in the failover step (0: none)")
@@ -51,8 +51,10 @@ func main() {
 		err = runScaleOnly(*pgdnsBin, *out)
 	case "dns":
 		err = runDNSOnly(*pgdnsBin, *out, *rounds, *duration)
+	case "ha":
+		err = runHAOnly(*pgdnsBin, *out)
 	default:
-		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover and scale", *only)
+		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover, scale and ha", *only)
 	}
 	if err != nil {
 		fatal(err)
@@ -155,13 +157,36 @@ func runDNSOnly(pgdnsBin, out string, rounds int, duration time.Duration) error 
 	if err := b.dnsComparison(ctx, r, rounds, duration); err != nil {
 		return fmt.Errorf("DNS throughput and latency: %w", err)
 	}
-	section := r.dnsMarkdown()
+	return writeSection(out, dnsHeading, r.dnsMarkdown())
+}
+
+// runHAOnly measures two instances with one frozen or killed (issue 14)
+// and replaces that section of out, keeping every other one. The full
+// bench does not run it (it needs root) and keeps the section as it was.
+func runHAOnly(pgdnsBin, out string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b, err := newBench(pgdnsBin, false)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	res, err := b.ha(ctx)
+	if err != nil {
+		return fmt.Errorf("ha: %w", err)
+	}
+	return writeSection(out, haHeading, res.markdown())
+}
+
+// writeSection prints section and puts it in place of out's section under
+// heading, keeping every other section as it was.
+func writeSection(out, heading, section string) error {
 	fmt.Print(section)
 	prev, err := os.ReadFile(out)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(out, []byte(replaceSection(string(prev), dnsHeading, section)), 0o644)
+	return os.WriteFile(out, []byte(replaceSection(string(prev), heading, section)), 0o644)
 }
 
 // replaceSection puts section in place of md's section under heading (up
