@@ -137,6 +137,25 @@ func TestEndpoints(t *testing.T) {
 	}
 }
 
+// /v1/hosts says why a live host is set aside as a word, beside the note.
+func TestHostsShowAside(t *testing.T) {
+	s := testSnapshot()
+	c := s.Clusters[0]
+	c.Hosts[1].InRecovery = false // a second writable host on timeline 1
+	c.Decide(t0, 2*time.Second, 3)
+	a, _ := newTestAPI(s)
+	body := do(t, a, "GET", "/v1/hosts").Body.String()
+	for _, want := range []string{`"addr":"127.0.0.11:5432"`, `"addr":"127.0.0.12:5432"`} {
+		i := strings.Index(body, want)
+		if i < 0 || !strings.Contains(body[i:i+strings.Index(body[i:], "}")], `"aside":"split_brain","note":"split brain: 2 writable hosts`) {
+			t.Errorf("%s is not shown set aside for split brain: %s", want, body)
+		}
+	}
+	if strings.Contains(body[strings.Index(body, `"addr":"127.0.0.13:5432"`):], `"aside"`) {
+		t.Errorf("a replica answered as usual shows an aside: %s", body)
+	}
+}
+
 func TestMethodNotAllowed(t *testing.T) {
 	a, _ := newTestAPI(testSnapshot())
 	for _, method := range []string{"POST", "PUT", "DELETE", "PATCH"} {

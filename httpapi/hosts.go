@@ -23,17 +23,19 @@ type hostJSON struct {
 	Timeline   *uint32 `json:"timeline"`
 	SystemID   *string `json:"system_identifier"` // a string: it does not fit a JSON number
 	Sync       bool    `json:"sync_standby"`
-	LastProbe  *string `json:"last_probe"` // RFC 3339, the last successful probe
+	SyncUnsure bool    `json:"sync_standby_unsure,omitempty"` // sync_standby is a guess: the primary's rows could not be told apart
+	LastProbe  *string `json:"last_probe"`                    // RFC 3339, the last successful probe
 	ProbeAgeMS *int64  `json:"probe_age_ms"`
 	Fails      int     `json:"fails"`
 	LastError  string  `json:"last_error,omitempty"`
-	Note       string  `json:"note,omitempty"`
+	Aside      string  `json:"aside,omitempty"` // why a live host is not answered: foreign, unsettled, duplicate, superseded, split_brain
+	Note       string  `json:"note,omitempty"`  // the same and more, for people
 }
 
 func newHostJSON(h *zone.Host, alive bool, now time.Time) hostJSON {
 	j := hostJSON{
 		Cluster: h.Cluster, Addr: h.Addr, Location: h.Location, Role: h.Role.String(), Alive: alive,
-		Sync: h.Sync, Fails: h.Fails, LastError: h.LastError, Note: h.Note,
+		Sync: h.Sync, SyncUnsure: h.SyncUnsure, Fails: h.Fails, LastError: h.LastError, Aside: h.Aside.String(), Note: h.Note,
 	}
 	if h.IP.IsValid() {
 		j.IP = h.IP.String()

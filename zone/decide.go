@@ -13,7 +13,8 @@ import (
 //   - maxFails failed probes in a row, or no good probe for staleAfter: down;
 //   - never probed successfully (and not down yet): unknown;
 //   - a system identifier other than the cluster's (see settleIdentity): set
-//     aside, since it belongs to another cluster;
+//     aside, since it belongs to another cluster; and every host while no
+//     identity is established (unsettled);
 //   - the same server as a host listed before it (same system identifier
 //     and postmaster start time): set aside, answered once;
 //   - on a timeline older than the newest one seen in the cluster: set
@@ -51,8 +52,13 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		h := &c.Hosts[i]
 		switch {
 		case !live[i]:
+		case h.SystemID != c.Identity && c.Identity == 0:
+			c.setAside(h, AsideUnsettled, "system identifier "+strconv.FormatUint(h.SystemID, 10)+
+				": no identity is shared by a majority of the hosts yet")
+			live[i] = false
 		case h.SystemID != c.Identity:
-			c.setAside(h, AsideForeign, c.foreignNote(h))
+			c.setAside(h, AsideForeign, "system identifier "+strconv.FormatUint(h.SystemID, 10)+
+				" is not the cluster's "+strconv.FormatUint(c.Identity, 10))
 			live[i] = false
 		default:
 			if d := c.duplicateOf(i, runs); d >= 0 {
@@ -110,15 +116,6 @@ func (c *Cluster) setAside(h *Host, why Aside, note string) {
 	h.Role, h.Aside, h.Note = RoleUnknown, why, note
 }
 
-func (c *Cluster) foreignNote(h *Host) string {
-	if c.Identity == 0 {
-		return "system identifier " + strconv.FormatUint(h.SystemID, 10) +
-			": no identity is shared by a majority of the hosts yet"
-	}
-	return "system identifier " + strconv.FormatUint(h.SystemID, 10) +
-		" is not the cluster's " + strconv.FormatUint(c.Identity, 10)
-}
-
 // serverRun identifies one run of one server: one system identifier and
 // one postmaster start time, to the microsecond.
 type serverRun struct {
@@ -161,12 +158,12 @@ func (c *Cluster) markSyncStandbys() {
 	p := c.PrimaryHost()
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		h.Sync = false
+		h.Sync, h.SyncUnsure = false, false
 		if p == nil || h.Role != RoleReplica {
 			continue
 		}
 		sync, sure := standbySync(p.Standbys, h)
-		h.Sync = sync
+		h.Sync, h.SyncUnsure = sync, !sure
 		if !sure && h.Note == "" {
 			h.Note = "cannot tell which pg_stat_replication row is this replica's (no slot; address and application name shared); counted as synchronous"
 		}

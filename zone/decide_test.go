@@ -9,13 +9,15 @@ import (
 
 func TestDecide(t *testing.T) {
 	type hostCase struct {
-		role Role
-		note string
+		role  Role
+		aside Aside
+		note  string // a part of the explanation for people
 	}
 	cases := []struct {
 		name    string
 		hosts   func() []Host
 		primary int
+		split   bool
 		want    []hostCase
 	}{
 		{
@@ -24,7 +26,7 @@ func TestDecide(t *testing.T) {
 				return []Host{seen("10.0.0.1", false, 0), seen("10.0.0.2", true, 0), seen("10.0.0.3", true, 0)}
 			},
 			primary: 0,
-			want:    []hostCase{{RolePrimary, ""}, {RoleReplica, ""}, {RoleReplica, ""}},
+			want:    []hostCase{{RolePrimary, NotAside, ""}, {RoleReplica, NotAside, ""}, {RoleReplica, NotAside, ""}},
 		},
 		{
 			name: "never seen, failed, stale",
@@ -36,7 +38,7 @@ func TestDecide(t *testing.T) {
 				return []Host{a, b, c}
 			},
 			primary: -1,
-			want:    []hostCase{{RoleUnknown, ""}, {RoleDown, ""}, {RoleDown, "no successful probe"}},
+			want:    []hostCase{{RoleUnknown, NotAside, ""}, {RoleDown, NotAside, ""}, {RoleDown, NotAside, "no successful probe"}},
 		},
 		{
 			name: "promoted replica on a higher timeline wins",
@@ -46,7 +48,7 @@ func TestDecide(t *testing.T) {
 				return []Host{old, promoted}
 			},
 			primary: 1,
-			want:    []hostCase{{RoleUnknown, "superseded by timeline 2"}, {RolePrimary, ""}},
+			want:    []hostCase{{RoleUnknown, AsideSuperseded, "superseded by timeline 2"}, {RolePrimary, NotAside, ""}},
 		},
 		{
 			name: "split brain on one timeline answers no primary",
@@ -54,7 +56,8 @@ func TestDecide(t *testing.T) {
 				return []Host{seen("10.0.0.1", false, 0), seen("10.0.0.2", false, 0), seen("10.0.0.3", true, 0)}
 			},
 			primary: -1,
-			want:    []hostCase{{RoleUnknown, "split brain"}, {RoleUnknown, "split brain"}, {RoleReplica, ""}},
+			split:   true,
+			want:    []hostCase{{RoleUnknown, AsideSplitBrain, "split brain"}, {RoleUnknown, AsideSplitBrain, "split brain"}, {RoleReplica, NotAside, ""}},
 		},
 		{
 			name: "a host of another cluster is set aside",
@@ -64,23 +67,23 @@ func TestDecide(t *testing.T) {
 				return []Host{foreign, seen("10.0.0.1", false, 0), seen("10.0.0.2", true, 0)}
 			},
 			primary: 1,
-			want:    []hostCase{{RoleUnknown, "system identifier 99"}, {RolePrimary, ""}, {RoleReplica, ""}},
+			want:    []hostCase{{RoleUnknown, AsideForeign, "system identifier 99"}, {RolePrimary, NotAside, ""}, {RoleReplica, NotAside, ""}},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Cluster{Name: "main", Hosts: tc.hosts()}
 			c.Decide(t0, stale, 3)
-			if c.SplitBrain != strings.HasPrefix(tc.name, "split brain") {
-				t.Errorf("SplitBrain = %v", c.SplitBrain)
+			if c.SplitBrain != tc.split {
+				t.Errorf("SplitBrain = %v, want %v", c.SplitBrain, tc.split)
 			}
 			if c.Primary != tc.primary {
 				t.Errorf("primary = %d, want %d", c.Primary, tc.primary)
 			}
 			for i, w := range tc.want {
 				h := c.Hosts[i]
-				if h.Role != w.role || !strings.Contains(h.Note, w.note) || (w.note == "" && h.Note != "") {
-					t.Errorf("host %d: role %v note %q, want %v %q", i, h.Role, h.Note, w.role, w.note)
+				if h.Role != w.role || h.Aside != w.aside || !strings.Contains(h.Note, w.note) || (w.note == "" && h.Note != "") {
+					t.Errorf("host %d: role %v aside %v note %q, want %v %v %q", i, h.Role, h.Aside, h.Note, w.role, w.aside, w.note)
 				}
 			}
 		})
@@ -126,8 +129,8 @@ func TestSyncStandbyRows(t *testing.T) {
 			c := &Cluster{Name: "main", Hosts: []Host{p, r}}
 			c.Decide(t0, stale, 3)
 			h := c.Hosts[1]
-			if h.Role != RoleReplica || h.Sync != tc.sync || (h.Note != "") != tc.amb {
-				t.Fatalf("role %v sync %v note %q, want sync %v ambiguous %v", h.Role, h.Sync, h.Note, tc.sync, tc.amb)
+			if h.Role != RoleReplica || h.Sync != tc.sync || h.SyncUnsure != tc.amb || (h.Note != "") != tc.amb {
+				t.Fatalf("role %v sync %v unsure %v note %q, want sync %v unsure %v", h.Role, h.Sync, h.SyncUnsure, h.Note, tc.sync, tc.amb)
 			}
 		})
 	}
@@ -143,7 +146,7 @@ func TestIdentity(t *testing.T) {
 	c := &Cluster{Name: "main", Hosts: []Host{stray, primary, replica}}
 	c.Hosts[2].Fails = 3 // the replica is down: one host each
 	c.Decide(t0, stale, 3)
-	if c.Identity != 0 || c.Primary != -1 || c.Hosts[0].Aside != AsideForeign || c.Hosts[1].Aside != AsideForeign {
+	if c.Identity != 0 || c.Primary != -1 || c.Hosts[0].Aside != AsideUnsettled || c.Hosts[1].Aside != AsideUnsettled {
 		t.Fatalf("tie: identity %d primary %d asides %v %v", c.Identity, c.Primary, c.Hosts[0].Aside, c.Hosts[1].Aside)
 	}
 	c.Hosts[2].Fails = 0

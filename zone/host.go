@@ -36,10 +36,28 @@ type Aside uint8
 const (
 	NotAside        Aside = iota
 	AsideForeign          // its system identifier is not the cluster's
+	AsideUnsettled        // no system identifier is the cluster's yet (a tie, or too few hosts agree)
 	AsideDuplicate        // the same server as a host listed before it
 	AsideSuperseded       // on a timeline older than the cluster's newest
 	AsideSplitBrain       // one of several writable hosts on the newest timeline
 )
+
+var asideNames = [...]string{
+	NotAside:        "",
+	AsideForeign:    "foreign",
+	AsideUnsettled:  "unsettled",
+	AsideDuplicate:  "duplicate",
+	AsideSuperseded: "superseded",
+	AsideSplitBrain: "split_brain",
+}
+
+// String returns the reason's name as the HTTP API shows it; "" for NotAside.
+func (a Aside) String() string {
+	if int(a) < len(asideNames) {
+		return asideNames[a]
+	}
+	return "aside(?)"
+}
 
 // Host is one PostgreSQL server as of the last probe: the facts the probe
 // read (the Observed fields) and what pgdns derived from them.
@@ -63,6 +81,7 @@ type Host struct {
 	ReceiveLSN LSN       // replica: pg_last_wal_receive_lsn()
 	ReplayLSN  LSN       // replica: pg_last_wal_replay_lsn(); primary: WriteLSN
 	Sync       bool      // a synchronous standby, by the primary's pg_stat_replication
+	SyncUnsure bool      // Sync is true because the primary's rows could not be told apart (see markSyncStandbys)
 	AppName    string    // replica: the application name its WAL receiver uses
 	SlotName   string    // replica: the replication slot it streams from, if any
 

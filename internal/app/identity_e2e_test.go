@@ -23,13 +23,15 @@ import (
 
 // hostState is one host as /v1/hosts shows it.
 type hostState struct {
-	Addr      string  `json:"addr"`
-	Role      string  `json:"role"`
-	Alive     bool    `json:"alive"`
-	Timeline  *uint32 `json:"timeline"`
-	ReplayLSN *string `json:"replay_lsn"`
-	Sync      bool    `json:"sync_standby"`
-	Note      string  `json:"note"`
+	Addr       string  `json:"addr"`
+	Role       string  `json:"role"`
+	Alive      bool    `json:"alive"`
+	Timeline   *uint32 `json:"timeline"`
+	ReplayLSN  *string `json:"replay_lsn"`
+	Sync       bool    `json:"sync_standby"`
+	SyncUnsure bool    `json:"sync_standby_unsure"`
+	Aside      string  `json:"aside"`
+	Note       string  `json:"note"`
 }
 
 // hostStates reads /v1/hosts, by configured address.
@@ -145,7 +147,7 @@ func TestIdentityTieFailsClosed(t *testing.T) {
 	e.holds(t, "primary.db.local.", 3*time.Second, exactly(), "a primary on a 1:1 identity tie")
 	e.holds(t, "any.db.local.", time.Second, without(stray.IP), "the stray host")
 	e.waitHost(t, stray.Addr(), "explained the tie", func(h hostState) bool {
-		return h.Role == "unknown" && strings.Contains(h.Note, "no identity is shared by a majority")
+		return h.Role == "unknown" && h.Aside == "unsettled"
 	})
 
 	if err := replica.Start(ctx); err != nil {
@@ -160,7 +162,7 @@ func TestIdentityTieFailsClosed(t *testing.T) {
 	e.holds(t, "primary.db.local.", 3*time.Second, exactly(primary.IP), "not the established identity's primary")
 	e.holds(t, "any.db.local.", time.Second, exactly(primary.IP), "not the established identity's primary alone")
 	e.waitHost(t, stray.Addr(), "was called foreign", func(h hostState) bool {
-		return h.Role == "unknown" && strings.Contains(h.Note, "is not the cluster's")
+		return h.Role == "unknown" && h.Aside == "foreign"
 	})
 }
 
@@ -187,7 +189,7 @@ func TestSameServerTwiceIsOneHost(t *testing.T) {
 	e := attach(t, pg, envOptions{Extra: []string{alias}})
 	e.waitFor(t, "any.db.local.", []string{primary.IP, replica.IP})
 	h := e.waitHost(t, alias, "was recognised as the primary", func(h hostState) bool {
-		return strings.Contains(h.Note, "the same server as "+primary.Addr())
+		return h.Aside == "duplicate"
 	})
 	if h.Role != "unknown" || h.Timeline == nil || *h.Timeline != 1 {
 		t.Fatalf("the second address of the primary: %+v", h)
@@ -284,7 +286,7 @@ func TestSyncStandbysByRow(t *testing.T) {
 		all.waitFor(t, "replica.db.local.", []string{r1.IP, r2.IP})
 		for _, r := range replicas {
 			async.waitHost(t, r.Addr(), "leaned sync", func(h hostState) bool {
-				return h.Role == "replica" && h.Sync && strings.Contains(h.Note, "cannot tell which pg_stat_replication row")
+				return h.Role == "replica" && h.Sync && h.SyncUnsure
 			})
 		}
 		async.waitFor(t, "replica.db.local.", nil)
@@ -309,10 +311,10 @@ func TestSyncStandbysByRow(t *testing.T) {
 		async.holds(t, "replica.db.local.", 2*time.Second, exactly(potential.IP), "not exactly the potential standby")
 		all.holds(t, "replica.db.local.", time.Second, exactly(r1.IP, r2.IP), "not every replica")
 		hosts := async.hostStates(t)
-		if h := hosts[syncNode.Addr()]; !h.Sync || h.Note != "" {
+		if h := hosts[syncNode.Addr()]; !h.Sync || h.SyncUnsure {
 			t.Errorf("the synchronous standby %s: %+v", syncNode.Addr(), h)
 		}
-		if h := hosts[potential.Addr()]; h.Sync || h.Note != "" {
+		if h := hosts[potential.Addr()]; h.Sync || h.SyncUnsure {
 			t.Errorf("the potential standby %s: %+v", potential.Addr(), h)
 		}
 		if again := standbyRows(t, primary); !slices.Equal(again, rows) {
