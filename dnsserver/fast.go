@@ -46,9 +46,9 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 	if err != nil || parsed.Kind != zone.KindHosts {
 		return out, fastNo
 	}
-	snap := h.table.Load() // the one snapshot this answer reads
-	parsed.From = snap.Locate(src)
-	hosts, err := snap.Select(&parsed, h.now(), h.table.Turn(), sc.hosts[:0])
+	v := h.table.View(h.now()) // the one read of the zone this answer makes
+	parsed.From = v.Snap.Locate(src)
+	hosts, err := v.Select(&parsed, sc.hosts[:0])
 	sc.hosts = hosts[:0] // keep what it grew to for the next query
 	if err != nil {
 		return out, fastNo // not ready or no such cluster: rare, the slow path says which
@@ -90,7 +90,7 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 	}
 	if an == 0 && !tc {
 		// NODATA: the SOA in the authority section, as nodataIfEmpty.
-		if soa := h.apexSOAWire(h.apexSerial(snap)); len(out)+len(soa) <= budget {
+		if soa := h.apexSOAWire(h.apexSerial(v.Snap)); len(out)+len(soa) <= budget {
 			out = append(out, soa...)
 			ns = 1
 		} else {

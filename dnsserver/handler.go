@@ -184,48 +184,48 @@ func (h *Handler) answerFrom(req *dns.Msg, src netip.Addr) (*dns.Msg, Asked) {
 		m.Rcode = dns.RcodeFormatError
 		return m, AskedMalformed
 	}
-	snap := h.table.Load() // the one snapshot this answer reads (see answerHosts)
-	from, ecs := h.clientLocation(req, src, snap)
+	v := h.table.View(h.now()) // the one read of the zone this answer makes (see answerHosts)
+	from, ecs := h.clientLocation(req, src, v.Snap)
 	if ecs != nil {
 		opt := m.IsEdns0() // there is one: the option came in the query's
 		opt.Option = append(opt.Option, ecs)
 	}
-	asked, outcome, snap := h.lookup(m, req.Question[0], from, snap)
-	return h.finish(m, outcome, snap), asked
+	asked, outcome, v := h.lookup(m, req.Question[0], from, v)
+	return h.finish(m, outcome, v.Snap), asked
 }
 
 // lookup fills the answer to q, asked by a client in location from (""
-// when unknown), from snap, and returns what was asked, the zone's outcome
-// and the snapshot the answer was read from.
-func (h *Handler) lookup(m *dns.Msg, q dns.Question, from string, snap *zone.Snapshot) (Asked, zone.Outcome, *zone.Snapshot) {
+// when unknown), from v, and returns what was asked, the zone's outcome
+// and the view the answer was read from.
+func (h *Handler) lookup(m *dns.Msg, q dns.Question, from string, v zone.View) (Asked, zone.Outcome, zone.View) {
 	name := dns.CanonicalName(q.Name)
 	parsed, err := zone.Parse(name, h.origin)
 	switch o := zone.OutcomeOf(err); {
 	case o == zone.Refused || (q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY):
-		return AskedOutside, zone.Refused, snap // not ours, and pgdns never recurses
+		return AskedOutside, zone.Refused, v // not ours, and pgdns never recurses
 	case q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR:
-		return AskedTransfer, zone.Refused, snap // no zone transfers, as CoreDNS without "transfer"
+		return AskedTransfer, zone.Refused, v // no zone transfers, as CoreDNS without "transfer"
 	case o != zone.Answered:
-		return AskedInvalid, o, snap
+		return AskedInvalid, o, v
 	}
 	if addrs, ok := h.nsAddrs[name]; ok {
 		m.Answer = h.addresses(q.Name, q.Qtype, addrs)
-		return AskedNameServer, zone.Answered, snap
+		return AskedNameServer, zone.Answered, v
 	}
 
 	switch parsed.Kind {
 	case zone.KindApex:
-		h.answerApex(m, q.Qtype, snap)
-		return AskedApex, zone.Answered, snap
+		h.answerApex(m, q.Qtype, v.Snap)
+		return AskedApex, zone.Answered, v
 	case zone.KindNameServer:
-		return AskedInvalid, zone.NoSuchName, snap // not one of the configured name servers
+		return AskedInvalid, zone.NoSuchName, v // not one of the configured name servers
 	case zone.KindCluster:
-		asked, o := h.answerCluster(m, q, parsed.Cluster, snap)
-		return asked, o, snap
+		asked, o := h.answerCluster(m, q, parsed.Cluster, v.Snap)
+		return asked, o, v
 	}
 	parsed.From = from
-	o, snap := h.answerHosts(m, q, &parsed, snap)
-	return askedRole(parsed.Target), o, snap
+	o, v := h.answerHosts(m, q, &parsed, v)
+	return askedRole(parsed.Target), o, v
 }
 
 // finish maps the outcome to the reply's rcode, AA bit and authority
@@ -326,22 +326,21 @@ func (h *Handler) addresses(name string, qtype uint16, addrs []netip.Addr) []dns
 	return rrs
 }
 
-// answerHosts answers a role name from snap, the current snapshot, and
-// returns the outcome and the snapshot the answer was read from.
-func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, snap *zone.Snapshot) (zone.Outcome, *zone.Snapshot) {
-	now := h.now()
+// answerHosts answers a role name from v, and returns the outcome and the
+// view the answer was read from.
+func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, v zone.View) (zone.Outcome, zone.View) {
 	var buf [8]*zone.Host
-	turn := h.table.Turn()
-	hosts, err := snap.Select(parsed, now, turn, buf[:0])
+	hosts, err := v.Select(parsed, buf[:0])
 	if err == nil && h.shouldWaitForReplay(parsed, hosts) {
 		// Read-your-writes: the write is probably on a replica already,
 		// just not in this snapshot. Re-probe the cluster (shared with
 		// other waiting lookups) for up to lsn_wait, selecting again after
-		// each round: the first may be one that was running before the
+		// each round from the new snapshot at a new moment, in the same
+		// turn: the first round may be one that was running before the
 		// write, the second started after this lookup asked.
 		cluster := parsed.Cluster
 		if cluster == "" {
-			cluster = snap.Default
+			cluster = v.Snap.Default
 		}
 		timer := time.NewTimer(h.lsnWait)
 		for round, waiting := 0, true; waiting && round < 2; round++ {
@@ -350,14 +349,14 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, sn
 			case <-timer.C:
 				waiting = false
 			}
-			snap, now = h.table.Load(), h.now()
-			hosts, err = snap.Select(parsed, now, turn, buf[:0])
+			v.Snap, v.Now = h.table.Load(), h.now()
+			hosts, err = v.Select(parsed, buf[:0])
 			waiting = waiting && err == nil && h.shouldWaitForReplay(parsed, hosts)
 		}
 		timer.Stop()
 	}
 	if err != nil {
-		return zone.OutcomeOf(err), snap
+		return zone.OutcomeOf(err), v
 	}
 	if h.onLoc != nil && parsed.Target != zone.TargetPrimary && len(hosts) > 0 {
 		h.onLoc(zone.LocalityOf(parsed.From, hosts))
@@ -370,20 +369,20 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, sn
 		// RFC 8482: ANY gets one small synthesized record, not every
 		// address: no amplification, and nothing to cache wrongly.
 		m.Answer = []dns.RR{&dns.HINFO{Hdr: header(owner, dns.TypeHINFO, h.ttl), Cpu: "RFC8482"}}
-		return zone.Answered, snap
+		return zone.Answered, v
 	}
 	for _, host := range hosts {
 		ip := host.IP
 		switch {
 		case q.Qtype == dns.TypeTXT:
-			m.Answer = append(m.Answer, txtRecord(owner, h.ttl, host, now))
+			m.Answer = append(m.Answer, txtRecord(owner, h.ttl, v, v.Snap.Cluster(parsed.Cluster), host))
 		case q.Qtype == dns.TypeA && ip.Is4():
 			m.Answer = append(m.Answer, aRecord(owner, h.ttl, ip))
 		case q.Qtype == dns.TypeAAAA && ip.Is6() && !ip.Is4In6():
 			m.Answer = append(m.Answer, aaaaRecord(owner, h.ttl, ip))
 		}
 	}
-	return zone.Answered, snap
+	return zone.Answered, v
 }
 
 // shouldWaitForReplay reports whether an answer to an lsn- query holds no

@@ -3,7 +3,6 @@ package dnsserver
 import (
 	"net/netip"
 	"strconv"
-	"time"
 
 	"github.com/miekg/dns"
 
@@ -46,30 +45,31 @@ func (h *Handler) nsRecord(target string) dns.RR {
 	return &dns.NS{Hdr: header(h.origin, dns.TypeNS, h.ttl), Ns: target}
 }
 
-// txtRecord is the evidence behind one host in an answer, for dig:
+// txtRecord is the evidence behind one host of cluster c in an answer,
+// for dig, as of view v (a lag only when v vouches for it):
 // host=127.0.0.12:5432 role=replica lag_ms=3 lag_bytes=0 replay_lsn=0/3000060 age_ms=120
-func txtRecord(name string, ttl uint32, host *zone.Host, now time.Time) dns.RR {
+func txtRecord(name string, ttl uint32, v zone.View, c *zone.Cluster, host *zone.Host) dns.RR {
 	b := make([]byte, 0, 128)
 	b = append(b, "host="...)
 	b = append(b, host.Addr...)
 	b = append(b, " role="...)
 	b = append(b, host.Role.String()...)
-	if host.LagKnown {
+	if lag, ok := v.Lag(c, host); ok {
 		b = append(b, " lag_ms="...)
-		b = strconv.AppendInt(b, host.Lag.Milliseconds(), 10)
+		b = strconv.AppendInt(b, lag.Milliseconds(), 10)
 	} else {
 		b = append(b, " lag_ms=unknown"...)
 	}
-	if host.BytesKnown {
+	if bytes, ok := v.LagBytes(c, host); ok {
 		b = append(b, " lag_bytes="...)
-		b = strconv.AppendUint(b, host.LagBytes, 10)
+		b = strconv.AppendUint(b, bytes, 10)
 	} else {
 		b = append(b, " lag_bytes=unknown"...)
 	}
 	b = append(b, " replay_lsn="...)
 	b = host.ReplayLSN.AppendText(b)
 	b = append(b, " age_ms="...)
-	b = strconv.AppendInt(b, host.Age(now).Milliseconds(), 10)
+	b = strconv.AppendInt(b, host.Age(v.Now).Milliseconds(), 10)
 	if len(b) > 255 { // one character-string holds at most 255 bytes
 		b = b[:255]
 	}

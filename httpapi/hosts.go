@@ -32,25 +32,26 @@ type hostJSON struct {
 	Note       string  `json:"note,omitempty"`  // the same and more, for people
 }
 
-func newHostJSON(h *zone.Host, alive bool, now time.Time) hostJSON {
+// newHostJSON shows host h of cluster c as of view v: alive and lags by
+// the view's rules, the ones DNS answers by.
+func newHostJSON(v zone.View, c *zone.Cluster, h *zone.Host) hostJSON {
 	j := hostJSON{
-		Cluster: h.Cluster, Addr: h.Addr, Location: h.Location, Role: h.Role.String(), Alive: alive,
+		Cluster: h.Cluster, Addr: h.Addr, Location: h.Location, Role: h.Role.String(), Alive: v.Live(h),
 		Sync: h.Sync, SyncUnsure: h.SyncUnsure, Fails: h.Fails, LastError: h.LastError, Aside: h.Aside.String(), Note: h.Note,
 	}
 	if h.IP.IsValid() {
 		j.IP = h.IP.String()
 	}
-	if h.LagKnown && alive {
-		ms := h.Lag.Milliseconds()
+	if lag, ok := v.Lag(c, h); ok {
+		ms := lag.Milliseconds()
 		j.LagMS = &ms
 	}
-	if h.BytesKnown && alive {
-		b := h.LagBytes
+	if b, ok := v.LagBytes(c, h); ok {
 		j.LagBytes = &b
 	}
 	if h.Seen {
 		replay, tl, id := h.ReplayLSN.String(), h.Timeline, strconv.FormatUint(h.SystemID, 10)
-		last, age := h.ProbedAt.UTC().Format(time.RFC3339Nano), h.Age(now).Milliseconds()
+		last, age := h.ProbedAt.UTC().Format(time.RFC3339Nano), h.Age(v.Now).Milliseconds()
 		j.ReplayLSN, j.Timeline, j.SystemID, j.LastProbe, j.ProbeAgeMS = &replay, &tl, &id, &last, &age
 		if h.InRecovery {
 			receive := h.ReceiveLSN.String()
@@ -71,12 +72,11 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request) {
 	if !noParams(w, r) {
 		return
 	}
-	s, now := a.table.Load(), a.now()
-	body := hostsBody{Ready: s.Ready, Hosts: []hostJSON{}}
-	for _, c := range s.Clusters {
+	v := a.view()
+	body := hostsBody{Ready: v.Snap.Ready, Hosts: []hostJSON{}}
+	for _, c := range v.Snap.Clusters {
 		for i := range c.Hosts {
-			h := &c.Hosts[i]
-			body.Hosts = append(body.Hosts, newHostJSON(h, s.Live(h, now), now))
+			body.Hosts = append(body.Hosts, newHostJSON(v, c, &c.Hosts[i]))
 		}
 	}
 	writeJSON(w, http.StatusOK, body)

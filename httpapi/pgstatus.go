@@ -44,18 +44,18 @@ type lagLimits struct {
 	hasLSN   bool
 }
 
-// pick chooses the host for a pg-status endpoint from cluster c of
-// snapshot s, under the request's limits, rotating by turn; nil when there
-// is no host at all.
-type pick func(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host
+// pick chooses the host for a pg-status endpoint from cluster c as of
+// view v, under the request's limits, rotating by the view's turn; nil
+// when there is no host at all.
+type pick func(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host
 
 // pgStatusPick wraps a pick with parameter parsing and pg-status's answer
 // formats.
 func (a *API) pgStatusPick(choose pick) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		asJSON := strings.Contains(r.Header.Get("Accept"), "application/json")
-		s := a.table.Load()
-		if !s.Ready {
+		view := a.view()
+		if !view.Snap.Ready {
 			writeJSON(w, http.StatusServiceUnavailable, pgStatusError{ErrorText: "pg_monitor is not ready"})
 			return
 		}
@@ -80,13 +80,13 @@ func (a *API) pgStatusPick(choose pick) http.HandlerFunc {
 			return
 		}
 		lim.lag = time.Duration(min(ms, 1<<40)) * time.Millisecond
-		c := s.Cluster(v.Get("cluster"))
+		c := view.Snap.Cluster(v.Get("cluster"))
 		if c == nil {
 			writeJSON(w, http.StatusBadRequest, pgStatusError{ErrorText: "Invalid cluster"})
 			return
 		}
 
-		h := choose(a, s, c, lim, a.table.Turn())
+		h := choose(a, view, c, lim)
 		switch {
 		case h == nil && asJSON:
 			writeJSON(w, http.StatusNotFound, map[string]any{"host": nil})
@@ -108,25 +108,26 @@ func (e textError) Error() string { return string(e) }
 
 const errInvalidMinLSN = textError("Invalid min_lsn")
 
-// replicas returns the live replicas of c that fit q, in configured order,
-// using the same selection as DNS.
-func replicas(a *API, s *zone.Snapshot, c *zone.Cluster, q zone.Query) []*zone.Host {
+// replicas returns the live replicas of c that fit q, in configured order
+// (roundRobin rotates them), using the same selection as DNS.
+func replicas(v zone.View, c *zone.Cluster, q zone.Query) []*zone.Host {
 	q.Kind, q.Target, q.Cluster = zone.KindHosts, zone.TargetReplica, c.Name
-	hosts, _ := s.Select(&q, a.now(), 0, nil)
+	v.Turn = 0
+	hosts, _ := v.Select(&q, nil)
 	return hosts
 }
 
-// roundRobin picks one of hosts by turn, or falls back to the primary as
-// pg-status does.
-func roundRobin(a *API, s *zone.Snapshot, c *zone.Cluster, hosts []*zone.Host, turn uint64) *zone.Host {
+// roundRobin picks one of hosts by the view's turn, or falls back to the
+// primary as pg-status does.
+func roundRobin(v zone.View, c *zone.Cluster, hosts []*zone.Host) *zone.Host {
 	if len(hosts) > 0 {
-		return hosts[turn%uint64(len(hosts))]
+		return hosts[v.Turn%uint64(len(hosts))]
 	}
-	return c.LivePrimary(a.now(), s.StaleAfter)
+	return v.Primary(c)
 }
 
-func pickMaster(a *API, s *zone.Snapshot, c *zone.Cluster, _ lagLimits, _ uint64) *zone.Host {
-	return c.LivePrimary(a.now(), s.StaleAfter)
+func pickMaster(_ *API, v zone.View, c *zone.Cluster, _ lagLimits) *zone.Host {
+	return v.Primary(c)
 }
 
 // query turns limits into a zone query; time and bytes say which of the
@@ -155,28 +156,28 @@ func (a *API) withDefaults(lim lagLimits) lagLimits {
 }
 
 // pickReplica: an omitted parameter means no constraint on it.
-func pickReplica(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host {
-	return roundRobin(a, s, c, replicas(a, s, c, lim.query(lim.hasLag, lim.hasBytes)), turn)
+func pickReplica(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host {
+	return roundRobin(v, c, replicas(v, c, lim.query(lim.hasLag, lim.hasBytes)))
 }
 
-func pickSyncByTime(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host {
-	return roundRobin(a, s, c, replicas(a, s, c, a.withDefaults(lim).query(true, false)), turn)
+func pickSyncByTime(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host {
+	return roundRobin(v, c, replicas(v, c, a.withDefaults(lim).query(true, false)))
 }
 
-func pickSyncByBytes(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host {
-	return roundRobin(a, s, c, replicas(a, s, c, a.withDefaults(lim).query(false, true)), turn)
+func pickSyncByBytes(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host {
+	return roundRobin(v, c, replicas(v, c, a.withDefaults(lim).query(false, true)))
 }
 
-func pickSyncByTimeAndBytes(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host {
-	return roundRobin(a, s, c, replicas(a, s, c, a.withDefaults(lim).query(true, true)), turn)
+func pickSyncByTimeAndBytes(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host {
+	return roundRobin(v, c, replicas(v, c, a.withDefaults(lim).query(true, true)))
 }
 
 // pickSyncByTimeOrBytes: replicas within either threshold, in configured
 // order.
-func pickSyncByTimeOrBytes(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, turn uint64) *zone.Host {
+func pickSyncByTimeOrBytes(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host {
 	lim = a.withDefaults(lim)
-	byTime := replicas(a, s, c, lim.query(true, false))
-	byBytes := replicas(a, s, c, lim.query(false, true))
+	byTime := replicas(v, c, lim.query(true, false))
+	byBytes := replicas(v, c, lim.query(false, true))
 	var union []*zone.Host
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
@@ -184,20 +185,20 @@ func pickSyncByTimeOrBytes(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLim
 			union = append(union, h)
 		}
 	}
-	return roundRobin(a, s, c, union, turn)
+	return roundRobin(v, c, union)
 }
 
 // pickMostSyncByBytes: the fitting replica with the least byte lag, ties
 // by configured order; no round-robin, as in pg-status.
-func pickMostSyncByBytes(a *API, s *zone.Snapshot, c *zone.Cluster, lim lagLimits, _ uint64) *zone.Host {
+func pickMostSyncByBytes(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host {
 	var best *zone.Host
-	for _, h := range replicas(a, s, c, a.withDefaults(lim).query(false, true)) {
+	for _, h := range replicas(v, c, a.withDefaults(lim).query(false, true)) {
 		if best == nil || h.LagBytes < best.LagBytes {
 			best = h
 		}
 	}
 	if best == nil {
-		return c.LivePrimary(a.now(), s.StaleAfter)
+		return v.Primary(c)
 	}
 	return best
 }
@@ -227,10 +228,13 @@ type pgStatusHostJSON struct {
 	LSN         *string `json:"lsn"`
 }
 
-// pgStatusHosts serves pg-status's GET /hosts.
+// pgStatusHosts serves pg-status's GET /hosts. Lags and the sync_by_*
+// flags follow the view's rules: a lag selection would not vouch for is
+// null, and sync_by_time is true exactly when /sync_by_time may answer the
+// host.
 func (a *API) pgStatusHosts(w http.ResponseWriter, r *http.Request) {
-	s := a.table.Load()
-	if !s.Ready {
+	v := a.view()
+	if !v.Snap.Ready {
 		writeJSON(w, http.StatusServiceUnavailable, pgStatusError{ErrorText: "pg_monitor is not ready"})
 		return
 	}
@@ -238,28 +242,27 @@ func (a *API) pgStatusHosts(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, pgStatusError{ErrorText: err.Error()})
 		return
 	}
-	now := a.now()
+	byTime := zone.Query{HasLag: true, MaxLag: a.cfg.SyncMaxLag}
+	byBytes := zone.Query{HasBytes: true, MaxBytes: a.cfg.SyncMaxLagBytes}
 	out := []pgStatusHostJSON{}
-	for _, c := range s.Clusters {
-		primary := c.LivePrimary(now, s.StaleAfter)
+	for _, c := range v.Snap.Clusters {
+		primary := v.Primary(c)
 		for i := range c.Hosts {
 			h := &c.Hosts[i]
 			host, port := hostPort(h.Addr)
-			e := pgStatusHostJSON{Host: host, Port: port, Cluster: c.Name, Master: h == primary, Alive: s.Live(h, now)}
+			e := pgStatusHostJSON{Host: host, Port: port, Cluster: c.Name, Master: h == primary, Alive: v.Live(h)}
 			if e.Alive {
 				lsn := h.ReplayLSN.String()
 				e.LSN = &lsn
-				if h.LagKnown {
-					ms := h.Lag.Milliseconds()
-					e.LagMS = &ms
-					e.SyncByTime = h.Lag <= a.cfg.SyncMaxLag
-				}
-				if h.BytesKnown {
-					b := h.LagBytes
-					e.LagBytes = &b
-					e.SyncByBytes = h.LagBytes <= a.cfg.SyncMaxLagBytes
-				}
 			}
+			if lag, ok := v.Lag(c, h); ok {
+				ms := lag.Milliseconds()
+				e.LagMS = &ms
+			}
+			if b, ok := v.LagBytes(c, h); ok {
+				e.LagBytes = &b
+			}
+			e.SyncByTime, e.SyncByBytes = v.Within(c, h, &byTime), v.Within(c, h, &byBytes)
 			out = append(out, e)
 		}
 	}

@@ -70,19 +70,20 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 		body.Client = client.String()
 	}
 	q, err := zone.Parse(name, a.origin)
+	view := a.view()
 	if err == nil && q.Kind == zone.KindCluster {
 		// <cluster>.<zone>: an empty non-terminal when the cluster exists.
 		body.Query = q.String()
-		_, err = a.table.Load().LookupCluster(q.Cluster)
+		_, err = view.Snap.LookupCluster(q.Cluster)
 	}
 	if err == nil && q.Kind == zone.KindHosts {
 		body.Query = q.String()
-		snap, now := a.table.Load(), a.now()
-		q.From = snap.Locate(client)
+		q.From = view.Snap.Locate(client)
 		body.Location = q.From
 		var verdicts []zone.Verdict
-		verdicts, err = snap.Explain(&q, now)
+		verdicts, err = view.Explain(&q)
 		if err == nil {
+			c := view.Snap.Cluster(q.Cluster)
 			for _, vd := range verdicts {
 				if vd.Selected {
 					body.Answer = append(body.Answer, hostJSON{})
@@ -90,7 +91,7 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 			}
 			for _, vd := range verdicts {
 				if vd.Selected {
-					body.Answer[vd.Rank-1] = newHostJSON(vd.Host, true, now) // in the answer's order
+					body.Answer[vd.Rank-1] = newHostJSON(view, c, vd.Host) // in the answer's order
 				} else {
 					body.Excluded = append(body.Excluded, excludedJSON{Addr: vd.Host.Addr, Reason: vd.Why})
 				}

@@ -64,6 +64,10 @@ func New(cfg Config, table *zone.Table, log *slog.Logger) *API {
 	return a
 }
 
+// view is the one read of the zone a request makes: the current snapshot,
+// one moment, one turn.
+func (a *API) view() zone.View { return a.table.View(a.now()) }
+
 // ServeHTTP routes a request. Only GET and HEAD exist; unknown paths get a
 // JSON 404, other methods a JSON 405. A panic becomes a 500 and is logged.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {

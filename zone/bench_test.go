@@ -39,7 +39,7 @@ func BenchmarkSelect(b *testing.B) {
 			turn := uint64(0)
 			for b.Loop() {
 				turn++
-				buf, _ = s.Select(&q, t0, turn, buf[:0])
+				buf, _ = View{Snap: s, Now: t0, Turn: turn}.Select(&q, buf[:0])
 			}
 		})
 	}

@@ -18,13 +18,15 @@ type Verdict struct {
 // configured order: the same rules as Select, with the reasons spelled out
 // for people (the HTTP API's /v1/resolve). Selected follows Select exactly,
 // and Rank gives the answer's order at turn 0 (the client's location first).
-func (s *Snapshot) Explain(q *Query, now time.Time) ([]Verdict, error) {
-	chosen, err := s.Select(q, now, 0, nil)
+func (v View) Explain(q *Query) ([]Verdict, error) {
+	s, now := v.Snap, v.Now
+	v.Turn = 0
+	chosen, err := v.Select(q, nil)
 	if err != nil {
 		return nil, err
 	}
 	c := s.Cluster(q.Cluster)
-	primary := c.LivePrimary(now, s.StaleAfter)
+	primary := c.livePrimary(now, s.StaleAfter)
 	out := make([]Verdict, len(c.Hosts))
 	for i := range c.Hosts {
 		h := &c.Hosts[i]

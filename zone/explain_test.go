@@ -26,7 +26,7 @@ func TestExplain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		verdicts, err := s.Explain(&q, t0)
+		verdicts, err := View{Snap: s, Now: t0}.Explain(&q)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,7 @@ func selectFrom(t *testing.T, s *Snapshot, name, from string, turn uint64) ([]st
 		t.Fatalf("Parse(%q): %v", name, err)
 	}
 	q.From = from
-	hosts, err := s.Select(&q, t0, turn, nil)
+	hosts, err := (View{Snap: s, Now: t0, Turn: turn}).Select(&q, nil)
 	ips := []string{}
 	for _, h := range hosts {
 		ips = append(ips, h.IP.String())
@@ -142,7 +142,7 @@ func TestSelectUnknownLocation(t *testing.T) {
 	}
 	for _, c := range []*Snapshot{{}, {Ready: true}} { // readiness and clusters are checked first
 		q, _ := Parse("dc-south.replica.db.local.", origin)
-		if _, err := c.Select(&q, t0, 0, nil); errors.Is(err, ErrUnknownLocation) {
+		if _, err := (View{Snap: c, Now: t0, Turn: 0}).Select(&q, nil); errors.Is(err, ErrUnknownLocation) {
 			t.Errorf("ready=%v: %v", c.Ready, err)
 		}
 	}
@@ -152,7 +152,7 @@ func TestExplainLocation(t *testing.T) {
 	s := twoLocations()
 	q, _ := Parse("dc-west.any.db.local.", origin)
 	q.From = "west"
-	verdicts, err := s.Explain(&q, t0)
+	verdicts, err := (View{Snap: s, Now: t0}).Explain(&q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestExplainLocation(t *testing.T) {
 
 	q, _ = Parse("replica.db.local.", origin)
 	q.From = "west"
-	verdicts, _ = s.Explain(&q, t0)
+	verdicts, _ = (View{Snap: s, Now: t0}).Explain(&q)
 	for _, v := range verdicts {
 		if v.Selected && (v.Rank <= 2) != (v.Host.Location == "west") {
 			t.Fatalf("%s in %q ranked %d", v.Host.Addr, v.Host.Location, v.Rank)
@@ -224,7 +224,7 @@ func TestSelectLocalFirstAllocations(t *testing.T) {
 	q.From = "west"
 	buf := make([]*Host, 0, 8)
 	allocs := testing.AllocsPerRun(100, func() {
-		buf, _ = s.Select(&q, t0, 1, buf[:0])
+		buf, _ = (View{Snap: s, Now: t0, Turn: 1}).Select(&q, buf[:0])
 	})
 	if allocs != 0 {
 		t.Fatalf("Select allocates %v times per call", allocs)

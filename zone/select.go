@@ -36,12 +36,18 @@ func live(h *Host, now time.Time, staleAfter time.Duration) bool {
 	return (h.Role == RolePrimary || h.Role == RoleReplica) && now.Sub(h.ProbedAt) <= staleAfter
 }
 
-// Live reports whether h may be answered at time now: the rule DNS
-// selection applies, for the HTTP API and the metrics to show.
-func (s *Snapshot) Live(h *Host, now time.Time) bool { return live(h, now, s.StaleAfter) }
+// lagVouched reports whether the lags of h (Lag when LagKnown, LagBytes
+// when BytesKnown) may be shown or used at time now: h may be answered, and
+// so may primary, whose WAL they were measured against. The one rule of
+// lag visibility: selection applies it, and View.Lag and View.LagBytes
+// show lags through it, so that no reader shows a lag that selection
+// would not vouch for.
+func lagVouched(h, primary *Host, now time.Time, staleAfter time.Duration) bool {
+	return primary != nil && live(h, now, staleAfter)
+}
 
-// LivePrimary returns the primary if it may be answered now, else nil.
-func (c *Cluster) LivePrimary(now time.Time, staleAfter time.Duration) *Host {
+// livePrimary returns the primary if it may be answered now, else nil.
+func (c *Cluster) livePrimary(now time.Time, staleAfter time.Duration) *Host {
 	p := c.PrimaryHost()
 	if p == nil || !live(p, now, staleAfter) {
 		return nil
@@ -66,7 +72,14 @@ func (c *Cluster) Check(h *Host, q *Query, primary *Host, now time.Time, staleAf
 	if q.DC != "" && h.Location != q.DC {
 		return OtherLocation
 	}
-	if (q.HasLag && (primary == nil || !h.LagKnown)) || (q.HasBytes && (primary == nil || !h.BytesKnown)) {
+	return c.passes(h, q, primary, now, staleAfter)
+}
+
+// passes decides whether h's data passes the lag, byte and LSN filters of
+// q, whatever h's role.
+func (c *Cluster) passes(h *Host, q *Query, primary *Host, now time.Time, staleAfter time.Duration) Reason {
+	vouched := lagVouched(h, primary, now, staleAfter)
+	if (q.HasLag && !(vouched && h.LagKnown)) || (q.HasBytes && !(vouched && h.BytesKnown)) {
 		return LagUnknown
 	}
 	if q.HasLag && h.Lag > q.MaxLag {
@@ -86,14 +99,14 @@ func (c *Cluster) Check(h *Host, q *Query, primary *Host, now time.Time, staleAf
 	return Fits
 }
 
-// Select appends to dst the hosts that answer q at time now and returns
-// the extended slice. The primary fits every filter but dc- (it has all
-// the data there is, but it is where it is). Replicas come in an order
-// rotated by turn, so that successive answers spread clients across them;
-// when the client's location is known (q.From), the hosts in it come first,
-// rotated among themselves, then the others, rotated: libpq tries
-// addresses in order, so it lands in its own location when it can and
-// falls over to another when it must. In an any answer the primary stays
+// Select appends to dst the hosts that answer q at the view's moment and
+// returns the extended slice. The primary fits every filter but dc- (it
+// has all the data there is, but it is where it is). Replicas come in an
+// order rotated by the view's turn, so that successive answers spread
+// clients across them; when the client's location is known (q.From),
+// the hosts in it come first, rotated among themselves, then the others,
+// rotated: libpq tries addresses in order, so it lands in its own location
+// when it can and falls over to another when it must. In an any answer the primary stays
 // first of its group.
 //
 // A dc- filter answers only hosts in that location, the primary included;
@@ -102,7 +115,8 @@ func (c *Cluster) Check(h *Host, q *Query, primary *Host, now time.Time, staleAf
 // not know is ErrUnknownLocation.
 //
 // An empty result with a nil error is a valid name with no fitting host.
-func (s *Snapshot) Select(q *Query, now time.Time, turn uint64, dst []*Host) ([]*Host, error) {
+func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
+	s, now, turn := v.Snap, v.Now, v.Turn
 	if !s.Ready {
 		return dst, ErrNotReady
 	}
@@ -113,7 +127,7 @@ func (s *Snapshot) Select(q *Query, now time.Time, turn uint64, dst []*Host) ([]
 	if q.DC != "" && !s.KnownLocation(q.DC) {
 		return dst, ErrUnknownLocation
 	}
-	primary := c.LivePrimary(now, s.StaleAfter)
+	primary := c.livePrimary(now, s.StaleAfter)
 	primaryFits := primary != nil && (q.DC == "" || primary.Location == q.DC)
 	if q.Target == TargetPrimary {
 		if primaryFits {

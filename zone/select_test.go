@@ -34,7 +34,7 @@ func selectIPs(t *testing.T, s *Snapshot, name string, now time.Time, turn uint6
 	if err != nil {
 		t.Fatalf("Parse(%q): %v", name, err)
 	}
-	hosts, err := s.Select(&q, now, turn, nil)
+	hosts, err := View{Snap: s, Now: now, Turn: turn}.Select(&q, nil)
 	if err != nil {
 		t.Fatalf("Select(%q): %v", name, err)
 	}
@@ -131,12 +131,12 @@ func TestSelectDropsStaleHosts(t *testing.T) {
 func TestSelectErrors(t *testing.T) {
 	s := cluster(seen("10.0.0.1", false, 9))
 	q, _ := Parse("primary.nope.db.local.", origin)
-	if _, err := s.Select(&q, t0, 0, nil); !errors.Is(err, ErrUnknownCluster) {
+	if _, err := (View{Snap: s, Now: t0}).Select(&q, nil); !errors.Is(err, ErrUnknownCluster) {
 		t.Fatalf("unknown cluster: %v", err)
 	}
 	notReady := &Snapshot{}
 	q, _ = Parse("primary.db.local.", origin)
-	if _, err := notReady.Select(&q, t0, 0, nil); !errors.Is(err, ErrNotReady) {
+	if _, err := (View{Snap: notReady, Now: t0}).Select(&q, nil); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("not ready: %v", err)
 	}
 }
@@ -183,7 +183,7 @@ func TestSelectAllocations(t *testing.T) {
 	q, _ := Parse("lag-50ms.replica.db.local.", origin)
 	buf := make([]*Host, 0, 8)
 	allocs := testing.AllocsPerRun(100, func() {
-		buf, _ = s.Select(&q, t0, 1, buf[:0])
+		buf, _ = View{Snap: s, Now: t0, Turn: 1}.Select(&q, buf[:0])
 	})
 	if allocs != 0 {
 		t.Fatalf("Select allocates %v times per call", allocs)

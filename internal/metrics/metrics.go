@@ -208,25 +208,26 @@ func (hostCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// Collect reads one view of the table, at the moment of the scrape: host
+// up and lags by the same rules as the answers.
 func (c hostCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.table.Load()
-	now := time.Now()
-	ch <- prometheus.MustNewConstMetric(ready, prometheus.GaugeValue, boolValue(s.Ready))
-	for _, cl := range s.Clusters {
+	v := c.table.View(time.Now())
+	ch <- prometheus.MustNewConstMetric(ready, prometheus.GaugeValue, boolValue(v.Snap.Ready))
+	for _, cl := range v.Snap.Clusters {
 		for i := range cl.Hosts {
 			h := &cl.Hosts[i]
-			ch <- prometheus.MustNewConstMetric(hostUp, prometheus.GaugeValue, boolValue(s.Live(h, now)), cl.Name, h.Addr)
+			ch <- prometheus.MustNewConstMetric(hostUp, prometheus.GaugeValue, boolValue(v.Live(h)), cl.Name, h.Addr)
 			for _, r := range []zone.Role{zone.RolePrimary, zone.RoleReplica, zone.RoleDown, zone.RoleUnknown} {
 				ch <- prometheus.MustNewConstMetric(hostRole, prometheus.GaugeValue, boolValue(h.Role == r), cl.Name, h.Addr, r.String())
 			}
-			if h.LagKnown {
-				ch <- prometheus.MustNewConstMetric(hostLag, prometheus.GaugeValue, h.Lag.Seconds(), cl.Name, h.Addr)
+			if lag, ok := v.Lag(cl, h); ok {
+				ch <- prometheus.MustNewConstMetric(hostLag, prometheus.GaugeValue, lag.Seconds(), cl.Name, h.Addr)
 			}
-			if h.BytesKnown {
-				ch <- prometheus.MustNewConstMetric(hostLagBytes, prometheus.GaugeValue, float64(h.LagBytes), cl.Name, h.Addr)
+			if b, ok := v.LagBytes(cl, h); ok {
+				ch <- prometheus.MustNewConstMetric(hostLagBytes, prometheus.GaugeValue, float64(b), cl.Name, h.Addr)
 			}
 			if h.Seen {
-				ch <- prometheus.MustNewConstMetric(hostProbeAge, prometheus.GaugeValue, h.Age(now).Seconds(), cl.Name, h.Addr)
+				ch <- prometheus.MustNewConstMetric(hostProbeAge, prometheus.GaugeValue, h.Age(v.Now).Seconds(), cl.Name, h.Addr)
 			}
 		}
 	}

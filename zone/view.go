@@ -1,0 +1,64 @@
+package zone
+
+import "time"
+
+// View is one request's read of the zone: one snapshot, one moment and one
+// turn of the replica rotation, taken once and handed to every rule the
+// request applies. The DNS server, the HTTP API and the metrics all read
+// through a View, so that given the same inputs they cannot disagree (on
+// whether a host is live, or whether its lag may be shown), whatever the
+// age of the snapshot. (Consul loads its dynamic config once per request;
+// blocky does one Load per lookup.)
+//
+// Inputs are explicit fields rather than globals or clocks read deep down,
+// so that tests set them, and another input of the whole request is one
+// more field. (The client's location is an input of the query instead:
+// Query.From, as /v1/resolve may explain a name for another client.)
+type View struct {
+	Snap *Snapshot // never nil
+	Now  time.Time // the moment every age and staleness is measured at
+	Turn uint64    // rotates the order of replicas; 0 keeps configured order
+}
+
+// View returns a View of the current snapshot at now, with a new turn of
+// the rotation.
+func (t *Table) View(now time.Time) View {
+	return View{Snap: t.Load(), Now: now, Turn: t.Turn()}
+}
+
+// Live reports whether h may be answered now: a primary or replica whose
+// last good probe is recent enough to vouch for it.
+func (v View) Live(h *Host) bool { return live(h, v.Now, v.Snap.StaleAfter) }
+
+// Primary returns c's primary if it may be answered now, else nil.
+func (v View) Primary(c *Cluster) *Host { return c.livePrimary(v.Now, v.Snap.StaleAfter) }
+
+// Lag returns h's time lag, and whether it may be shown or used now (the
+// rule selection applies: see lagVouched). h belongs to c.
+func (v View) Lag(c *Cluster, h *Host) (time.Duration, bool) {
+	if !h.LagKnown || !lagVouched(h, v.Primary(c), v.Now, v.Snap.StaleAfter) {
+		return 0, false
+	}
+	return h.Lag, true
+}
+
+// LagBytes returns h's WAL byte lag, and whether it may be shown or used
+// now, by the same rule as Lag.
+func (v View) LagBytes(c *Cluster, h *Host) (uint64, bool) {
+	if !h.BytesKnown || !lagVouched(h, v.Primary(c), v.Now, v.Snap.StaleAfter) {
+		return 0, false
+	}
+	return h.LagBytes, true
+}
+
+// Within reports whether h's data passes q's lag, byte and LSN filters
+// now, whatever it is otherwise fit for: the primary that may be answered
+// passes every filter, a replica passes as selection decides, any other
+// host none. h belongs to c.
+func (v View) Within(c *Cluster, h *Host, q *Query) bool {
+	p := v.Primary(c)
+	if p != nil && h == p {
+		return true
+	}
+	return h.Role == RoleReplica && v.Live(h) && c.passes(h, q, p, v.Now, v.Snap.StaleAfter) == Fits
+}

@@ -1,0 +1,68 @@
+package zone
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// A lag is shown exactly when selection would vouch for it: a replica's
+// lag vanishes with its primary, and every lag vanishes once the snapshot
+// is older than StaleAfter, in Lag, LagBytes, Within and Select alike.
+func TestViewLagFollowsSelection(t *testing.T) {
+	p, r := seen("10.0.0.1", false, 0x5000), seen("10.0.0.2", true, 0x5000)
+	r.Lag, r.LagBytes = 20*time.Millisecond, 0x10
+	s := cluster(p, r)
+	primaryOlder := cluster(p, r)
+	primaryOlder.Clusters[0].Hosts[0].ProbedAt = t0.Add(-stale + time.Millisecond)
+
+	anyLag := &Query{Kind: KindHosts, Target: TargetReplica, HasLag: true, MaxLag: math.MaxInt64}
+	anyBytes := &Query{Kind: KindHosts, Target: TargetReplica, HasBytes: true, MaxBytes: math.MaxUint64}
+	for _, tc := range []struct {
+		name          string
+		v             View
+		live, vouched bool // of the replica
+	}{
+		{"fresh", View{Snap: s, Now: t0}, true, true},
+		{"at StaleAfter", View{Snap: s, Now: t0.Add(stale)}, true, true},
+		{"older than StaleAfter", View{Snap: s, Now: t0.Add(stale + time.Millisecond)}, false, false},
+		{"primary stale, replica not", View{Snap: primaryOlder, Now: t0.Add(2 * time.Millisecond)}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.v.Snap.Clusters[0]
+			h := &c.Hosts[1]
+			lag, lagOK := tc.v.Lag(c, h)
+			bytes, bytesOK := tc.v.LagBytes(c, h)
+			if tc.v.Live(h) != tc.live || lagOK != tc.vouched || bytesOK != tc.vouched {
+				t.Fatalf("live %v, lag shown %v, bytes shown %v; want live %v, shown %v", tc.v.Live(h), lagOK, bytesOK, tc.live, tc.vouched)
+			}
+			if lagOK && (lag != h.Lag || bytes != h.LagBytes) {
+				t.Errorf("shown %v %d, have %v %d", lag, bytes, h.Lag, h.LagBytes)
+			}
+			for _, q := range []*Query{anyLag, anyBytes} {
+				got, err := tc.v.Select(q, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if selected := len(got) == 1 && got[0] == h; selected != tc.vouched || tc.v.Within(c, h, q) != tc.vouched {
+					t.Errorf("%s: selected %v, within %v; want %v", q, selected, tc.v.Within(c, h, q), tc.vouched)
+				}
+			}
+		})
+	}
+}
+
+// The live primary passes every filter; a host that is not live, none.
+func TestViewWithin(t *testing.T) {
+	s := cluster(seen("10.0.0.1", false, 0x5000), seen("10.0.0.2", true, 0x4000))
+	c := s.Clusters[0]
+	q := &Query{Kind: KindHosts, Target: TargetReplica, HasLSN: true, MinLSN: 0x5000, HasLag: true}
+	v := View{Snap: s, Now: t0}
+	if !v.Within(c, &c.Hosts[0], q) || v.Within(c, &c.Hosts[1], q) {
+		t.Errorf("fresh: primary within %v, replica within %v", v.Within(c, &c.Hosts[0], q), v.Within(c, &c.Hosts[1], q))
+	}
+	v.Now = t0.Add(time.Hour)
+	if v.Within(c, &c.Hosts[0], &Query{}) || v.Primary(c) != nil {
+		t.Error("a primary whose last good probe is an hour old passes a filter")
+	}
+}
