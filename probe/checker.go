@@ -178,9 +178,10 @@ type pgChecker struct {
 	cfg  *pgx.ConnConfig
 	conn *pgx.Conn
 
-	// lastOK: the last Check succeeded, so a connection that is gone
-	// since was lost between probes (Watch opens a new one to watch).
-	lastOK bool
+	// rewatch: the last Check did not prove the server gone, so the host
+	// may still be answered; should its connection be gone (lost after a
+	// good probe, or closed by a failed one), Watch opens another.
+	rewatch bool
 
 	// The history of historyTL, read once per timeline, not every probe.
 	historyTL   uint32
@@ -192,7 +193,7 @@ type pgChecker struct {
 
 // Check implements Checker.
 func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
-	defer func() { c.lastOK = err == nil }()
+	defer func() { c.rewatch = !errors.Is(err, ErrNotServing) }()
 	if c.conn == nil || c.conn.IsClosed() {
 		conn, err := pgx.ConnectConfig(ctx, c.cfg)
 		if err != nil {

@@ -237,3 +237,71 @@ func TestCheckSeesACrashDuringItsQuery(t *testing.T) {
 		t.Fatal("the probe did not return after the crash")
 	}
 }
+
+// A probe that fails ambiguously (it timed out) leaves the host in the
+// answers until max_fails, so the host stays watched: Watch opens a new
+// connection, and a crash then is seen when it happens, not at the next
+// probe.
+func TestWatchAfterAnAmbiguousFailure(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
+	node := cl.Nodes[0]
+	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newChecker(node.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the next probe in its query past its deadline.
+	locker, err := pgx.Connect(ctx, node.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(context.Background())
+	if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_stat_replication IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = c.Check(pctx)
+	pcancel()
+	if err == nil || errors.Is(err, ErrNotServing) {
+		t.Fatalf("a probe past its deadline failed with %v, want an ambiguous failure", err)
+	}
+	if _, err := locker.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan error, 1)
+	wctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	go func() { done <- c.(Watcher).Watch(wctx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		node.Query(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns' AND state = 'idle'", &n)
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Watch opened no connection after an ambiguous failure")
+		}
+	}
+	if err := node.Stop(context.Background(), "immediate"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotServing) {
+			t.Fatalf("Watch returned %v, want a definitive failure", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a crash after an ambiguous failure was not seen by Watch")
+	}
+}

@@ -73,11 +73,14 @@ type Watcher interface {
 // connection, so that a shutdown message or a closed socket is seen the
 // moment it arrives rather than at the next probe.
 func (c *pgChecker) Watch(ctx context.Context) error {
-	if (c.conn == nil || c.conn.IsClosed()) && c.lastOK {
-		// The last probe succeeded, yet its connection is gone: open
-		// another at once rather than stay blind until the next probe.
-		// Once per good probe, so a failing host is not retried here.
-		c.lastOK = false
+	if (c.conn == nil || c.conn.IsClosed()) && c.rewatch {
+		// The host may still be answered, yet its connection is gone
+		// (lost after a good probe, or closed by one that failed
+		// ambiguously, a timeout say): open another at once rather than
+		// stay blind until the next probe. Once per probe, so a failing
+		// host is tried at most twice as often; never after a definitive
+		// failure, which has ended the host already.
+		c.rewatch = false
 		conn, err := pgx.ConnectConfig(ctx, c.cfg)
 		if err == nil {
 			c.conn = conn
