@@ -110,10 +110,18 @@ func TestTwoInstancesAnswerAlike(t *testing.T) {
 		t.Fatalf("ns2.db.local. %v, want %s", got, b.IP(54))
 	}
 
-	// At rest: two rounds, so a difference is not a moment's.
-	for range 2 {
-		if diff := differences(t, one, two); len(diff) > 0 {
-			t.Fatalf("the instances answer differently at rest:\n%s", strings.Join(diff, "\n"))
+	// At rest. A round asks each instance in turn, not at one instant, and
+	// a probe delayed on a loaded machine can leave a lag filter failing
+	// closed for a moment: a round with differences is asked again, five
+	// rounds 250 ms apart at most.
+	for round := 1; ; round++ {
+		diff := differences(t, one, two)
+		if len(diff) == 0 {
+			t.Logf("at rest the instances answered alike in round %d", round)
+			break
+		}
+		if round == 5 {
+			t.Fatalf("the instances answer differently at rest, %d rounds in a row:\n%s", round, strings.Join(diff, "\n"))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
