@@ -4,7 +4,10 @@
 //
 // It is pure: no I/O, no DNS wire types, no database driver. The probe
 // builds a Snapshot aside and publishes it through a Table with one atomic
-// store; the DNS server and the HTTP API load the current Snapshot once per
-// request and read it to the end. Nothing published is ever mutated, so
-// readers take no lock.
+// store; the DNS server, the HTTP API and the metrics take one View per
+// request (the current Snapshot, one moment, one turn) and read it to the
+// end. Nothing published is ever mutated, so readers take no lock.
+//
+// What a name's answer is (Outcome) and why a host is set aside (Aside) are
+// types: each adapter maps them to its protocol in one switch.
 package zone

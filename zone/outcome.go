@@ -43,6 +43,7 @@ type Error struct {
 	msg     string
 }
 
+// Error returns the error's message, for people.
 func (e *Error) Error() string { return e.msg }
 
 // OutcomeOf returns the Outcome that err gives a name: Answered for nil,
