@@ -44,3 +44,27 @@ func BenchmarkSelect(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSelectLocalFirst is BenchmarkSelect for a client in a location
+// that holds every other replica, against one in no location.
+func BenchmarkSelectLocalFirst(b *testing.B) {
+	for _, n := range []int{2, 100, 999} {
+		s := benchSnapshot(n)
+		for i := range s.Clusters[0].Hosts {
+			s.Clusters[0].Hosts[i].Location = [2]string{"east", "west"}[i%2]
+		}
+		buf := make([]*Host, 0, n+1)
+		for _, from := range []string{"", "west"} {
+			q, _ := Parse("lag-50ms.replica.db.local.", origin)
+			q.From = from
+			b.Run(fmt.Sprintf("replicas=%d/from=%q", n, from), func(b *testing.B) {
+				b.ReportAllocs()
+				turn := uint64(0)
+				for b.Loop() {
+					turn++
+					buf, _ = View{Snap: s, Now: t0, Turn: turn}.Select(&q, buf[:0])
+				}
+			})
+		}
+	}
+}

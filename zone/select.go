@@ -155,15 +155,29 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 
 // arrange orders selected hosts in place: those in location from first
 // (none when from is ""), then the others; each group rotated by turn,
-// except that a primary heading its group stays there.
+// except that a primary heading the answer heads its group. It is linear
+// and allocates nothing: it runs on every answer, with up to a thousand
+// hosts. The partition does not keep the configured order within a group;
+// the rotation that follows does not need it.
 func arrange(hosts []*Host, from string, turn uint64) {
 	local := 0
 	if from != "" {
-		for i := range hosts {
-			if hosts[i].Location == from {
-				rotate(hosts[local:i+1], i-local) // hosts[i] moves to hosts[local]
+		lead := len(hosts) > 0 && hosts[0].Role == RolePrimary
+		rest := hosts
+		if lead {
+			rest = hosts[1:]
+		}
+		for i := range rest {
+			if rest[i].Location == from {
+				rest[local], rest[i] = rest[i], rest[local]
 				local++
 			}
+		}
+		switch {
+		case lead && hosts[0].Location == from:
+			local++ // the primary heads the local group
+		case lead:
+			rotate(hosts[:local+1], 1) // the primary moves behind the local replicas, to head the others
 		}
 	}
 	spread(hosts[:local], turn)
