@@ -49,7 +49,7 @@ type Hooks struct {
 	RefreshRound func(cluster string)
 	// RefreshCoalesced is called for each Refresh call that starts no
 	// round of its own, with why (CoalescedRunning, CoalescedMinGap).
-	RefreshCoalesced func(cluster, why string)
+	RefreshCoalesced func(cluster string, why Coalesced)
 	// FluxProbes is called for each round of flux probes of a cluster,
 	// with the number of hosts kicked.
 	FluxProbes func(cluster string, hosts int)

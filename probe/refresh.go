@@ -24,14 +24,18 @@ type refreshes struct {
 	timer   bool      // a timer will start next at the end of the gap
 }
 
-// Why a Refresh call started no round of its own (Hooks.RefreshCoalesced).
+// Coalesced says why a Refresh call started no round of its own
+// (Hooks.RefreshCoalesced). Its value is the metric label.
+type Coalesced string
+
+// Why a Refresh call started no round of its own.
 const (
 	// CoalescedRunning: it shares the round running.
-	CoalescedRunning = "running"
+	CoalescedRunning Coalesced = "running"
 	// CoalescedMinGap: the cluster's last round started less than
 	// Config.MinRefreshGap ago; it waits for the next round, which starts
 	// at the end of the gap.
-	CoalescedMinGap = "min_gap"
+	CoalescedMinGap Coalesced = "min_gap"
 )
 
 // Refresh probes the live hosts of cluster, its primary and its replicas
@@ -122,7 +126,7 @@ func (p *Prober) startNext(cluster string, rs *refreshes, now time.Time) {
 	}
 }
 
-func (p *Prober) coalesced(cluster, why string) {
+func (p *Prober) coalesced(cluster string, why Coalesced) {
 	if hook := p.cfg.Hooks.RefreshCoalesced; hook != nil {
 		hook(cluster, why)
 	}

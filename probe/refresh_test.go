@@ -43,12 +43,12 @@ func TestRefreshWaitsOutTheMinGap(t *testing.T) {
 	const gap = 300 * time.Millisecond
 	var mu sync.Mutex
 	var starts []time.Time
-	coalesced := map[string]int{}
+	coalesced := map[Coalesced]int{}
 	cfg := Config{Interval: time.Minute, Timeout: time.Second, MaxFails: 3, MinRefreshGap: gap,
 		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}},
 		Hooks: Hooks{
 			RefreshRound: func(string) { mu.Lock(); starts = append(starts, time.Now()); mu.Unlock() },
-			RefreshCoalesced: func(_, why string) {
+			RefreshCoalesced: func(_ string, why Coalesced) {
 				mu.Lock()
 				coalesced[why]++
 				mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pgdns/pgdns/dnsserver"
+	"github.com/pgdns/pgdns/probe"
 	"github.com/pgdns/pgdns/zone"
 )
 
@@ -167,10 +168,9 @@ func (m *Metrics) RefreshRound(cluster string) {
 }
 
 // RefreshCoalesced counts one refresh asked for that started no round,
-// with why: "running" or "min_gap" (probe.CoalescedRunning,
-// probe.CoalescedMinGap).
-func (m *Metrics) RefreshCoalesced(cluster, why string) {
-	m.refreshCoalesced.WithLabelValues(cluster, why).Inc()
+// with why (probe.Hooks.RefreshCoalesced).
+func (m *Metrics) RefreshCoalesced(cluster string, why probe.Coalesced) {
+	m.refreshCoalesced.WithLabelValues(cluster, string(why)).Inc()
 }
 
 // FluxProbes counts the probes of one flux round of a cluster.

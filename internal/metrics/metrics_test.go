@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/dnsserver"
+	"github.com/pgdns/pgdns/probe"
 	"github.com/pgdns/pgdns/zone"
 	"github.com/pgdns/pgdns/zone/zonetest"
 )
@@ -40,9 +41,9 @@ func TestMetrics(t *testing.T) {
 	m.SplitBrain("main")
 	m.HTTPRequest("/master", 200)
 	m.RefreshRound("main")
-	m.RefreshCoalesced("main", "running")
-	m.RefreshCoalesced("main", "min_gap")
-	m.RefreshCoalesced("main", "min_gap")
+	m.RefreshCoalesced("main", probe.CoalescedRunning)
+	m.RefreshCoalesced("main", probe.CoalescedMinGap)
+	m.RefreshCoalesced("main", probe.CoalescedMinGap)
 	m.DNSLocality(zone.Local)
 	m.DNSLocality(zone.Local)
 	m.DNSLocality(zone.Remote)
