@@ -20,8 +20,10 @@ const (
 
 // lockDir holds one lock file per block. The lock is an flock on an open
 // file: it is released when the test ends or its process dies, so a
-// crashed run never leaks a block.
-var lockDir = filepath.Join(os.TempDir(), "pgdns-test-addrs")
+// crashed run never leaks a block. The path is fixed, not under TMPDIR:
+// loopback addresses are shared by the whole machine, so every run on it
+// must take its locks in one place, whatever TMPDIR each was given.
+var lockDir = "/tmp/pgdns-test-addrs"
 
 // Block is a range of loopback addresses owned by one test until it ends.
 // Tests in other packages (other processes) never get the same block.
