@@ -59,6 +59,15 @@ clusters:
 	}
 	e.waitFor(t, "primary.db.local.", []string{leader.IP})
 	e.waitFor(t, "lag-1s.replica.db.local.", others(pc.Nodes, leader))
+	// Each member's dc tag (its name, pgtest) is its location.
+	e.waitFor(t, "dc-"+leader.Name+".primary.db.local.", []string{leader.IP})
+	replica := others(pc.Nodes, leader)[0]
+	for _, n := range pc.Nodes {
+		if n.IP == replica {
+			e.waitFor(t, "dc-"+n.Name+".replica.db.local.", []string{n.IP})
+			e.waitFor(t, "dc-"+n.Name+".primary.db.local.", nil)
+		}
+	}
 
 	if os.Geteuid() == 0 {
 		t.Run("psql through the names", func(t *testing.T) {
@@ -147,7 +156,7 @@ clusters:
 			t.Fatal(err)
 		}
 		e.eventually(t, "/v1/hosts", "", func(_ int, body string) bool {
-			return strings.Contains(body, `"addr":"`+added.Addr()+`","ip":"`+b.IP(14)+`","role":"replica","alive":true`)
+			return strings.Contains(body, `"addr":"`+added.Addr()+`","ip":"`+b.IP(14)+`","location":"`+added.Name+`","role":"replica","alive":true`)
 		})
 		// The killed node's member key expires: it leaves the probe's list.
 		if dead == nil {

@@ -30,7 +30,7 @@ type PatroniCluster struct {
 
 // PatroniNode is one Patroni-managed server.
 type PatroniNode struct {
-	Name    string
+	Name    string // also its location: each node has the tag dc: <Name>
 	IP      string
 	APIURL  string // http://ip:8008
 	Dir     string // PostgreSQL data directory
@@ -105,7 +105,8 @@ func (pc *PatroniCluster) AddNode(ip string) (*PatroniNode, error) {
 
 func patroniConfig(scope string, n *PatroniNode, etcdIP, bin string) string {
 	return fmt.Sprintf(`scope: %s
-name: %s
+name: %[2]s
+tags: {dc: %[2]s}
 log: {level: WARNING}
 restapi:
   listen: %s:8008
