@@ -213,18 +213,13 @@ func TestCheckSeesACrashDuringItsQuery(t *testing.T) {
 	// Wait until the probe's backend waits for the lock. The lock on the
 	// view extends to the catalogs it reads, so new sessions would wait
 	// too: the locker looks itself.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, 10*time.Millisecond, "the probe to wait for the lock (pgdns sessions waiting)", func() (int, bool) {
 		var n int
 		if err := locker.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns' AND wait_event_type = 'Lock'").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the probe never waited for the lock")
-		}
-	}
+		return n, n == 1
+	})
 	if err := node.Stop(context.Background(), "immediate"); err != nil {
 		t.Fatal(err)
 	}

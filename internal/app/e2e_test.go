@@ -57,12 +57,12 @@ func TestRolesFiltersAndLSN(t *testing.T) {
 		// A few seconds without writes: a lag computed from the last
 		// commit's timestamp would exceed the bound by now.
 		e.waitFor(t, "lag-500ms.replica.db.local.", []string{r1, r2})
-		deadline := time.Now().Add(3 * time.Second)
-		for time.Now().Before(deadline) {
-			if got := e.ips(t, "lag-500ms.replica.db.local."); !slices.Equal(got, []string{r1, r2}) {
-				t.Fatalf("lag-500ms.replica on an idle primary = %v (TXT %v)", got, e.txt(t, "replica.db.local."))
-			}
-			time.Sleep(100 * time.Millisecond)
+		var got []string
+		if _, ok := testkit.Holds(3*time.Second, 100*time.Millisecond, func() bool {
+			got = e.ips(t, "lag-500ms.replica.db.local.")
+			return slices.Equal(got, []string{r1, r2})
+		}); !ok {
+			t.Fatalf("lag-500ms.replica on an idle primary = %v (TXT %v)", got, e.txt(t, "replica.db.local."))
 		}
 		// Lag is a proven bound: at most the time between the replica's
 		// sample and the primary's last one before it, a probe round

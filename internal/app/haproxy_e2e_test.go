@@ -239,14 +239,14 @@ func TestHAProxyRecoversFromNoPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "primary.db.local.", nil)
-	outage := time.Now()
-	failed := 0
-	for time.Since(outage) < 3*time.Second {
-		if got, err := hxServer(h.rw, true); err == nil {
-			t.Fatalf("a write through haproxy was committed by %s while no primary was answered", got)
-		}
-		failed++
-		time.Sleep(50 * time.Millisecond)
+	var got string
+	failed, ok := testkit.Holds(3*time.Second, 50*time.Millisecond, func() bool {
+		var err error
+		got, err = hxServer(h.rw, true)
+		return err != nil
+	})
+	if !ok {
+		t.Fatalf("a write through haproxy was committed by %s while no primary was answered", got)
 	}
 	if err := e.pg.Nodes[1].Promote(ctx); err != nil {
 		t.Fatal(err)

@@ -68,12 +68,12 @@ func (e *env) waitHost(t *testing.T, addr, what string, ok func(hostState) bool)
 // rejects.
 func (e *env) holds(t *testing.T, name string, d time.Duration, ok func([]string) bool, what string) {
 	t.Helper()
-	n := 0
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); n++ {
-		if got := e.ips(t, name); !ok(got) {
-			t.Fatalf("after %d lookups %s answered %v: %s (evidence %q)", n, name, got, what, e.txt(t, "any.db.local."))
-		}
-		time.Sleep(50 * time.Millisecond)
+	var got []string
+	if n, held := testkit.Holds(d, 50*time.Millisecond, func() bool {
+		got = e.ips(t, name)
+		return ok(got)
+	}); !held {
+		t.Fatalf("after %d lookups %s answered %v: %s (evidence %q)", n, name, got, what, e.txt(t, "any.db.local."))
 	}
 }
 

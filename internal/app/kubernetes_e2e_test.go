@@ -11,6 +11,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // kubernetesStanza is deploy/kubernetes/coredns-pgdns.server made to run
@@ -77,12 +78,10 @@ func TestKubernetesCoreDNSStanza(t *testing.T) {
 	}
 	e.waitFor(t, "primary.db.local.", nil)
 	start := time.Now()
-	for len(ask(t, via, "primary.db.local.", dns.TypeA).ips) != 0 {
-		// TTL 1: 5 s is five times what a client may see the old answer.
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("via CoreDNS the stopped primary is still answered after 5 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// TTL 1: 5 s is five times what a client may see the old answer.
+	testkit.Eventually(t, 5*time.Second, 20*time.Millisecond, "CoreDNS to drop the stopped primary (answer)", func() ([]string, bool) {
+		ips := ask(t, via, "primary.db.local.", dns.TypeA).ips
+		return ips, len(ips) == 0
+	})
 	t.Logf("through CoreDNS the stopped primary was gone %v after pgdns dropped it", time.Since(start).Round(time.Millisecond))
 }

@@ -424,14 +424,14 @@ func TestPgBouncerRecoversFromNoPrimary(t *testing.T) {
 	e.waitFor(t, "primary.db.local.", nil)
 	// Three seconds without a primary: PgBouncer looks the name up, gets
 	// NODATA, and its logins fail, over and over.
-	outage := time.Now()
-	failed := 0
-	for time.Since(outage) < 3*time.Second {
-		if addr, err := w.write(); err == nil {
-			t.Fatalf("write committed by %s while no primary was answered", addr)
-		}
-		failed++
-		time.Sleep(50 * time.Millisecond)
+	var addr string
+	failed, ok := testkit.Holds(3*time.Second, 50*time.Millisecond, func() bool {
+		var err error
+		addr, err = w.write()
+		return err != nil
+	})
+	if !ok {
+		t.Fatalf("write committed by %s while no primary was answered", addr)
 	}
 	if !strings.Contains(bn.logs.String(), "DNS lookup failed: primary.db.local") {
 		t.Errorf("pgbouncer never logged a failed lookup of primary.db.local during the outage")

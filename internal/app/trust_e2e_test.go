@@ -17,6 +17,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // Rule 1: of two writable hosts the one on the higher timeline is the
@@ -156,14 +157,12 @@ func TestIdlePrimaryTenSeconds(t *testing.T) {
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
 	e := attach(t, pg, envOptions{Interval: "250ms"})
 	e.waitFor(t, "lag-100ms.replica.db.local.", []string{r1, r2})
-	deadline := time.Now().Add(10 * time.Second)
-	n := 0
-	for time.Now().Before(deadline) {
-		if got := e.ips(t, "lag-100ms.replica.db.local."); !slices.Equal(got, []string{r1, r2}) {
-			t.Fatalf("after %d checks of an idle primary lag-100ms.replica = %v (%q)", n, got, e.txt(t, "any.db.local."))
-		}
-		n++
-		time.Sleep(100 * time.Millisecond)
+	var got []string
+	if n, ok := testkit.Holds(10*time.Second, 100*time.Millisecond, func() bool {
+		got = e.ips(t, "lag-100ms.replica.db.local.")
+		return slices.Equal(got, []string{r1, r2})
+	}); !ok {
+		t.Fatalf("after %d checks of an idle primary lag-100ms.replica = %v (%q)", n, got, e.txt(t, "any.db.local."))
 	}
 }
 

@@ -41,3 +41,19 @@ func Eventually[T any](t testing.TB, within, every time.Duration, what string, o
 	t.Fatalf("%s: not within %v; last observed: %+v", what, within, last)
 	return last
 }
+
+// Holds is Poll's mirror, for what must stay true for a while rather than
+// become true: it calls check every interval until d has passed, stops at
+// the first check that fails, and returns how many passed and whether all
+// did.
+func Holds(d, every time.Duration, check func() bool) (passed int, ok bool) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !check() {
+			return passed, false
+		}
+		passed++
+		time.Sleep(every)
+	}
+	return passed, true
+}

@@ -83,3 +83,17 @@ func TestBufferConcurrentWrites(t *testing.T) {
 		t.Fatalf("got %d bytes, want 800", len(got))
 	}
 }
+
+func TestHoldsStopsAtTheFirstFailure(t *testing.T) {
+	n := 0
+	if passed, ok := Holds(time.Minute, time.Millisecond, func() bool { n++; return n < 4 }); ok || passed != 3 {
+		t.Fatalf("Holds = %d, %v; want 3 checks passed, then the failure", passed, ok)
+	}
+	start := time.Now()
+	if passed, ok := Holds(20*time.Millisecond, time.Millisecond, func() bool { return true }); !ok || passed < 2 {
+		t.Fatalf("Holds = %d, %v; want several checks, all passed", passed, ok)
+	}
+	if took := time.Since(start); took < 20*time.Millisecond {
+		t.Fatalf("Holds returned after %v, before its 20ms", took)
+	}
+}
