@@ -70,26 +70,7 @@ func TestSdNotify(t *testing.T) {
 	b := pgtest.Addrs(t)
 	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(1)})
 	hung := b.Addr(2, 5432)
-	ln, err := net.Listen("tcp", hung)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() { // accept and say nothing; the connections die with ln's test
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
+	testkit.SilentListener(t, hung)
 
 	// One live host of two is no majority: pin the cluster's identity.
 	var sysID string

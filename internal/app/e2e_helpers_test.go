@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -246,35 +245,6 @@ func writeAndTakeLSN(t *testing.T, conn *pgx.Conn, sql string, args ...any) stri
 // lsn- names carry it ("0-3000060").
 func lsnLabel(lsn string) string {
 	return strings.ToLower(strings.Replace(lsn, "/", "-", 1))
-}
-
-// silentListener accepts TCP connections on addr and never says a word:
-// a host that hangs. It closes when the test ends.
-func silentListener(t *testing.T, addr string) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return ln
 }
 
 // steadyWrites inserts a row every 100ms on conn until the test ends (at

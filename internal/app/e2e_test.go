@@ -259,7 +259,7 @@ func TestStoppedReplicaAndPromotion(t *testing.T) {
 func TestServfailUntilFirstRound(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Addrs(t)
-	hung := silentListener(t, b.Addr(1, 0))
+	hung := testkit.SilentListener(t, b.Addr(1, 0))
 	a, _, _ := startApp(t, `
 dns:
   listen: 127.0.0.1:0

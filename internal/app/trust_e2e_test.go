@@ -98,7 +98,7 @@ func TestBadHostsDelayNobody(t *testing.T) {
 	b := pgtest.Addrs(t)
 	p, r1 := b.IP(11), b.IP(12)
 	hung, refused := b.Addr(31, 5432), b.Addr(32, 5432)
-	silentListener(t, hung)
+	testkit.SilentListener(t, hung)
 	locked := pgtest.New(t, pgtest.Options{IPs: []string{b.IP(41)},
 		HBA: []string{"host all postgres 127.0.0.0/8 scram-sha-256"}})
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1}})
