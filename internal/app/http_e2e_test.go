@@ -132,10 +132,22 @@ func TestHTTPAgainstRealCluster(t *testing.T) {
 		for _, path := range []string{"/replica?lag_ms=500", "/replica?lag_bytes=100000", "/replica?min_lsn=" + lsn,
 			"/sync_by_bytes", "/sync_by_time_or_bytes", "/sync_by_time_and_bytes", "/most_sync_by_bytes",
 			"/sync_by_time?lag_ms=500", "/most_sync_by_bytes?lag_bytes=100000&min_lsn=" + lsn} {
+			// The live replica is answered. For a moment it may not
+			// be: when its lag cannot be vouched for yet (its newest
+			// replay is past the primary's newest sample on a slow
+			// machine), pgdns fails closed to the master, as pg-status
+			// does for "no replica fits". The paused replica never is.
+			e.eventually(t, path, "", func(code int, body string) bool {
+				if code != 200 || (body != r1 && body != p) {
+					t.Errorf("%s = %d %q, want %s (or the master %s while r1's lag is unproven)", path, code, body, r1, p)
+					return true
+				}
+				return body == r1
+			})
 			for range 3 {
 				code, body := e.get(t, http.DefaultClient, path, "")
-				if code != 200 || body != r1 {
-					t.Errorf("%s = %d %q, want %s", path, code, body, r1)
+				if code != 200 || (body != r1 && body != p) {
+					t.Errorf("%s = %d %q, want %s (or the master %s while r1's lag is unproven)", path, code, body, r1, p)
 				}
 			}
 		}
