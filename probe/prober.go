@@ -185,6 +185,11 @@ func (p *Prober) Run(ctx context.Context) {
 	fluxTick := time.NewTicker(fluxInterval)
 	defer fluxTick.Stop()
 	var fluxC <-chan time.Time // nil while no cluster is in flux
+	hold := time.NewTimer(time.Hour)
+	hold.Stop()
+	defer hold.Stop()
+	var holdC <-chan time.Time // nil while no result is held
+	var lastPublish time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -195,18 +200,25 @@ func (p *Prober) Run(ctx context.Context) {
 			}
 			continue
 		case r := <-p.results:
-			p.record(r)
-			p.advanceRound(r)
+			steady := p.take(r)
 			// Take whatever else is queued, then publish once.
 			for drained := false; !drained; {
 				select {
 				case r := <-p.results:
-					p.record(r)
-					p.advanceRound(r)
+					steady = p.take(r) && steady
 				default:
 					drained = true
 				}
 			}
+			if until, ok := p.holdUntil(lastPublish); steady && ok {
+				// Held for the round under way (publish.go).
+				if holdC == nil {
+					hold.Reset(time.Until(until))
+					holdC = hold.C
+				}
+				continue
+			}
+		case <-holdC:
 		case <-tick.C:
 		case k := <-p.activate:
 			// Adopt before publishing anything: the first snapshot
@@ -217,7 +229,12 @@ func (p *Prober) Run(ctx context.Context) {
 			reply <- p.export()
 			continue
 		}
+		if holdC != nil {
+			hold.Stop()
+			holdC = nil
+		}
 		p.publish()
+		lastPublish = time.Now()
 		p.published.Store(p.last)
 		if fluxC == nil && p.fluxRound() {
 			fluxTick.Reset(fluxInterval)
@@ -334,6 +351,15 @@ func (p *Prober) idle(ctx context.Context, checker Checker, tick <-chan time.Tim
 	stop()
 	<-done // the checker is ours again
 	return kicked, nil
+}
+
+// take records result r and moves its cluster's round along; it reports
+// whether r was steady (publish.go).
+func (p *Prober) take(r result) bool {
+	steady := p.steady(r)
+	p.record(r)
+	p.advanceRound(r)
+	return steady
 }
 
 func (p *Prober) send(ctx context.Context, r result) {

@@ -20,6 +20,7 @@ type round struct {
 	started time.Time
 	primary int          // flat index of the primary that opened it
 	waiting map[int]bool // flat indexes of the replicas still to answer
+	closed  time.Time    // when the last replica answered and the primary was kicked
 }
 
 // advanceRound moves the cluster's round along with result r: a result of
@@ -36,6 +37,8 @@ func (p *Prober) advanceRound(r result) {
 	if r.host == c.Primary {
 		if r.ticked { // not the closing probe, nor a Refresh's
 			p.openRound(r.cluster, c, flat)
+		} else if rd != nil && len(rd.waiting) == 0 && !r.started.Before(rd.closed) {
+			p.rounds[r.cluster] = nil // the closing probe: the round is over
 		}
 		return
 	}
@@ -44,6 +47,7 @@ func (p *Prober) advanceRound(r result) {
 	}
 	delete(rd.waiting, flat)
 	if len(rd.waiting) == 0 {
+		rd.closed = time.Now()
 		p.kick(rd.primary)
 	}
 }

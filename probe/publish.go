@@ -1,0 +1,76 @@
+package probe
+
+import (
+	"slices"
+	"time"
+)
+
+// Publishing a snapshot rebuilds every host of the cluster (zone.Decide,
+// lags, histories): O(hosts). With a thousand hosts whose results arrive
+// in bursts through a probe round, publishing after each burst was a
+// large share of pgdns's CPU and most of its garbage (issue 17). So while
+// a round is under way, results that change no host's standing are held
+// and published together when the round closes (the primary's closing
+// probe), and meanwhile at most once every holdMax. Anything that may change an answer's
+// membership — a failure, a host coming back, a role, timeline, server
+// run or standby change — is published at once, as are all results while
+// a cluster is in flux or a Refresh (lsn_wait) is waiting for them; and
+// the Interval tick still publishes at least once an interval. What is
+// held is only a host's newer position: its answers are as of its
+// previous sample for up to holdMax longer, with the lag it had then.
+
+// holdMax is how long results may be held for the round under way.
+func (p *Prober) holdMax() time.Duration { return p.cfg.Interval / 4 }
+
+// steady reports whether result r, not yet recorded, only moves a host
+// along: a good probe of a host that was good before, in the same role,
+// timeline, server run and (for a primary) standbys.
+func (p *Prober) steady(r result) bool {
+	if r.err != nil || p.last == nil || !p.last.Ready {
+		return false
+	}
+	h := &p.state[r.cluster].Hosts[r.host]
+	s := &r.sample
+	if !h.Seen || h.Fails != 0 || h.InRecovery != s.InRecovery || h.SystemID != s.SystemID ||
+		!h.StartedAt.Equal(s.StartedAt) || h.IP != s.IP || !slices.Equal(h.Standbys, s.Standbys) {
+		return false
+	}
+	if s.Timeline != 0 {
+		return h.TimelineExact && h.Timeline == s.Timeline
+	}
+	return !h.TimelineExact && s.CheckpointTimeline <= h.Timeline // no WAL receiver, as before
+}
+
+// holdUntil reports whether steady results may be held, and until when:
+// while a probe round is under way (for an interval at most: a round a
+// hung replica never closes stops holding), no cluster is in flux and no
+// Refresh is waiting, at most holdMax after the last publish.
+func (p *Prober) holdUntil(lastPublish time.Time) (time.Time, bool) {
+	underWay := false
+	now := time.Now()
+	for ci, rd := range p.rounds {
+		if p.flux[ci].active {
+			return time.Time{}, false
+		}
+		if rd != nil && now.Sub(rd.started) < p.cfg.Interval {
+			underWay = true
+		}
+	}
+	if !underWay || p.refreshWaiting() {
+		return time.Time{}, false
+	}
+	until := lastPublish.Add(p.holdMax())
+	return until, now.Before(until)
+}
+
+// refreshWaiting reports whether a Refresh round is waiting for results.
+func (p *Prober) refreshWaiting() bool {
+	p.refreshMu.Lock()
+	defer p.refreshMu.Unlock()
+	for _, rs := range p.refreshing {
+		if rs.running != nil {
+			return true
+		}
+	}
+	return false
+}
