@@ -116,8 +116,16 @@ func FuzzHandler(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	for _, subnet := range []string{"10.1.7.0/24", "2001:db8::/56", "0.0.0.0/0"} {
+		b, err := ecsQuery(subnet).Pack() // an EDNS Client Subnet option, believed from testSrc
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	h := newTestHandler(testSnapshot())
 	h.nsAddrs["ns.db.local."] = []netip.Addr{netip.MustParseAddr("::1")}
+	h.subnetFrom = []netip.Prefix{netip.PrefixFrom(testSrc.Addr(), 32)}
 	s := &udpServer{h: h}
 	f.Fuzz(func(t *testing.T, wire []byte) {
 		if reply, _ := answerDatagram(s, wire); reply != nil {
