@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,9 +188,10 @@ func (rp *runningProber) halt() {
 
 // Reload applies a new configuration without dropping a query. New hosts
 // are probed aside until every one has been probed once; then the new
-// prober takes over publishing in one step and the old one stops. Settings
-// of the listeners (addresses, zone, TTL, limits) need a restart: a change
-// to them is logged and otherwise ignored.
+// prober takes over publishing in one step and the old one stops. Keys
+// declared to apply on restart (the listeners' settings: see
+// internal/config/keys.go) keep their running values; a change to them is
+// logged and otherwise ignored.
 func (a *App) Reload(cfg *config.Config) error {
 	if err := Check(cfg); err != nil {
 		return err
@@ -201,26 +201,14 @@ func (a *App) Reload(cfg *config.Config) error {
 	if a.running == nil {
 		return errors.New("not started")
 	}
-	listeners := func(c *config.Config) (config.DNS, config.HTTP) {
-		d := c.DNS
-		d.DefaultCluster = "" // follows the clusters: reloadable
-		d.Networks = nil      // carried by the snapshots: reloadable
-		return d, c.HTTP
+	next, onRestart := config.Reload(a.cfg, cfg)
+	if len(onRestart) > 0 {
+		a.log.Warn("reload: these settings take effect only on restart; applying the others", "keys", onRestart)
 	}
-	newDNS, newHTTP := listeners(cfg)
-	oldDNS, oldHTTP := listeners(a.cfg)
-	if !reflect.DeepEqual(newDNS, oldDNS) || !reflect.DeepEqual(newHTTP, oldHTTP) {
-		a.log.Warn("reload: dns and http settings take effect only on restart; applying probe and clusters")
-	}
-	// Keep the listener settings that are in force.
-	next := *cfg
-	next.DNS, next.HTTP = a.cfg.DNS, a.cfg.HTTP
-	next.DNS.DefaultCluster = cfg.DNS.DefaultCluster
-	next.DNS.Networks = cfg.DNS.Networks
-	if err := a.swap(a.effective(&next)); err != nil {
+	if err := a.swap(a.effective(next)); err != nil {
 		return err
 	}
-	a.cfg = &next
+	a.cfg = next
 	a.log.Info("configuration reloaded", "clusters", len(next.Clusters), "interval", next.Probe.Interval.String())
 	return nil
 }

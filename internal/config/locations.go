@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/pgdns/pgdns/zone"
 )
@@ -24,19 +23,19 @@ const (
 // networks reads dns.locations: location name → the client networks
 // (CIDRs) in it. The same network under two names is an error; a network
 // inside another is not (the most specific wins).
-func (r *reader) networks() []zone.Network {
+func networks(r *reader, key string, _ *Config) []zone.Network {
 	var out []zone.Network
 	owner := map[netip.Prefix]string{}
-	for _, name := range r.locationNames(locationsKey) {
-		key := locationsKey + "." + name
-		for i, s := range r.list(key) {
-			ekey := fmt.Sprintf("%s[%d]", key, i)
+	for _, name := range r.locationNames(key) {
+		lkey := key + "." + name
+		for i, s := range r.list(lkey) {
+			ekey := fmt.Sprintf("%s[%d]", lkey, i)
 			p, ok := r.prefix(ekey, s)
 			if !ok {
 				continue
 			}
 			if other, dup := owner[p]; dup {
-				r.fail(ekey, "repeats network %q, already in %s.%s", s, locationsKey, other)
+				r.fail(ekey, "repeats network %q, already in %s.%s", s, key, other)
 				continue
 			}
 			owner[p] = name
@@ -61,12 +60,12 @@ func (r *reader) prefix(key, s string) (netip.Prefix, bool) {
 	return p, true
 }
 
-// clientSubnetFrom reads dns.client_subnet_from: the sources whose EDNS
-// Client Subnet option is believed.
-func (r *reader) clientSubnetFrom() []netip.Prefix {
+// prefixes reads a list of networks, such as dns.client_subnet_from: the
+// sources whose EDNS Client Subnet option is believed.
+func prefixes(r *reader, key string, _ *Config) []netip.Prefix {
 	var out []netip.Prefix
-	for i, s := range r.list(clientSubnetKey) {
-		if p, ok := r.prefix(fmt.Sprintf("%s[%d]", clientSubnetKey, i), s); ok {
+	for i, s := range r.list(key) {
+		if p, ok := r.prefix(fmt.Sprintf("%s[%d]", key, i), s); ok {
 			out = append(out, p)
 		}
 	}
@@ -76,8 +75,8 @@ func (r *reader) clientSubnetFrom() []netip.Prefix {
 // hostLocations reads clusters.<name>.locations: location name → hosts of
 // the cluster in it, as listed in hosts (or, with Patroni, as Patroni
 // reports them). It returns host → location.
-func (r *reader) hostLocations(prefix string, c *Cluster) map[string]string {
-	key := prefix + "." + clusterLocationsField
+func (r *reader) hostLocations(key string, c *Cluster) map[string]string {
+	prefix := "clusters." + c.Name
 	out := map[string]string{}
 	for _, name := range r.locationNames(key) {
 		lkey := key + "." + name
@@ -117,19 +116,4 @@ func (r *reader) locationNames(key string) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// locationKey reports whether key is a location list: dns.locations.<name>
-// or clusters.<cluster>.locations.<name> (field is the part after the
-// cluster name).
-func locationKey(key string) bool {
-	rest, ok := strings.CutPrefix(key, locationsKey+".")
-	return ok && !strings.Contains(rest, ".")
-}
-
-// clusterLocationField reports whether field, the part of a key after
-// clusters.<cluster>., is locations.<name>.
-func clusterLocationField(field string) bool {
-	rest, ok := strings.CutPrefix(field, clusterLocationsField+".")
-	return ok && !strings.Contains(rest, ".")
 }

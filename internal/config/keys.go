@@ -1,0 +1,229 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// Every configuration key is declared once, here: its name, default, one
+// line of doc, whether a reload applies it, and how it is read and
+// validated. Defaults, the refusal of unknown keys, validation and the
+// reload rule are derived from these tables, and docs_test.go checks the
+// README and the example configs against them. A key whose check needs
+// another key reads it from the Config being filled: the tables are read
+// in order.
+
+// applies says when a changed value takes effect.
+type applies bool
+
+const (
+	onRestart applies = false // listener settings: the sockets and what they answer with
+	onReload  applies = true  // SIGHUP applies it without dropping a query
+)
+
+// key declares one key outside clusters.
+type key struct {
+	name    string
+	def     any // nil: no default
+	applies applies
+	doc     string
+	isMap   bool // a map of names to lists: its keys are name.<entry>
+
+	read  func(r *reader, c *Config) // reads the value into c, failing on a bad one
+	equal func(a, b *Config) bool
+	keep  func(dst, src *Config) // copies the value from src to dst
+}
+
+// field declares a key that reads into one field of Config.
+func field[T any](name string, def any, when applies, doc string, at func(*Config) *T, read func(r *reader, key string, c *Config) T) key {
+	return key{
+		name: name, def: def, applies: when, doc: doc,
+		read:  func(r *reader, c *Config) { *at(c) = read(r, name, c) },
+		equal: func(a, b *Config) bool { return reflect.DeepEqual(*at(a), *at(b)) },
+		keep:  func(dst, src *Config) { *at(dst) = *at(src) },
+	}
+}
+
+// mapField is field for a map of names to lists (dns.locations).
+func mapField[T any](name string, when applies, doc string, at func(*Config) *T, read func(r *reader, key string, c *Config) T) key {
+	k := field(name, nil, when, doc, at, read)
+	k.isMap = true
+	return k
+}
+
+// DefaultLSNRefreshMinGap is the default dns.lsn_refresh_min_gap: short
+// enough that a read-your-writes lookup waiting dns.lsn_wait (20ms) still
+// gets a fresh round, long enough to bound what lookups of an LSN no
+// replica has can cost (README, "Read your writes").
+const DefaultLSNRefreshMinGap = 5 * time.Millisecond
+
+// topKeys are the keys outside clusters, in the order they are read.
+var topKeys = []key{
+	field("dns.listen", "127.0.0.1:5353", onRestart, "UDP and TCP address of the DNS server",
+		func(c *Config) *string { return &c.DNS.Listen }, hostPort(false)),
+	field("dns.zone", "db.local", onRestart, "the zone pgdns is authoritative for",
+		func(c *Config) *string { return &c.DNS.Zone }, zoneName),
+	field("dns.ttl", 1, onRestart, "TTL of every answer, 0..60; the SOA MINIMUM follows it",
+		func(c *Config) *uint32 { return &c.DNS.TTL }, integerIn[uint32](0, 60)),
+	field("dns.default_cluster", nil, onReload, "cluster for names without a cluster label; may be omitted with one cluster",
+		func(c *Config) *string { return &c.DNS.DefaultCluster }, defaultCluster),
+	field("dns.lsn_wait", "20ms", onRestart, "how long an lsn- query no replica satisfies yet may wait",
+		func(c *Config) *time.Duration { return &c.DNS.LSNWait }, durationIn(true, 0, 10*time.Second)),
+	field("dns.lsn_refresh_min_gap", DefaultLSNRefreshMinGap.String(), onRestart, "least time between refresh rounds lsn- queries ask for, per cluster",
+		func(c *Config) *time.Duration { return &c.DNS.LSNRefreshMinGap }, durationIn(false, 0, 10*time.Second)),
+	field("dns.rate_limit", 0, onRestart, "UDP queries per second per source address; 0 = no limit",
+		func(c *Config) *int { return &c.DNS.RateLimit }, integerIn[int](0, 1_000_000)),
+	field("dns.nameservers", nil, onRestart, "the zone's name servers: label=address in the zone, or name. outside it",
+		func(c *Config) *[]NameServer { return &c.DNS.NameServers }, nameServers),
+	mapField(locationsKey, onReload, "client networks by location name",
+		func(c *Config) *[]zone.Network { return &c.DNS.Networks }, networks),
+	field(clientSubnetKey, nil, onRestart, "forwarders whose EDNS Client Subnet option is believed",
+		func(c *Config) *[]netip.Prefix { return &c.DNS.ClientSubnetFrom }, prefixes),
+
+	field("http.listen", "127.0.0.1:8080", onRestart, `address of the HTTP API; "" turns it off`,
+		func(c *Config) *string { return &c.HTTP.Listen }, hostPort(true)),
+	field("http.sync_max_lag", "1s", onRestart, "pg-status endpoints: time lag threshold when a request gives none",
+		func(c *Config) *time.Duration { return &c.HTTP.SyncMaxLag }, durationIn(true, 0, 0)),
+	field("http.sync_max_lag_bytes", 1000000, onRestart, "pg-status endpoints: byte lag threshold when a request gives none",
+		func(c *Config) *uint64 { return &c.HTTP.SyncMaxLagBytes }, integerIn[uint64](0, 1<<50)),
+
+	field("probe.interval", "250ms", onReload, "how often each host is probed",
+		func(c *Config) *time.Duration { return &c.Probe.Interval }, durationIn(false, 0, 0)),
+	field("probe.timeout", "1s", onReload, "hard deadline of one probe of one host",
+		func(c *Config) *time.Duration { return &c.Probe.Timeout }, durationIn(false, 0, 0)),
+	field("probe.max_fails", 3, onReload, "consecutive ambiguous failures before a host counts as down",
+		func(c *Config) *int { return &c.Probe.MaxFails }, integerIn[int](1, 1000)),
+	field("probe.dsn", "user=postgres dbname=postgres", onReload, "libpq keyword/value or URL without host",
+		func(c *Config) *string { return &c.Probe.DSN }, text),
+	field("probe.flux_interval", "10ms", onReload, "while a cluster is in flux, its hosts are probed this often",
+		func(c *Config) *time.Duration { return &c.Probe.FluxInterval }, durationIn(false, time.Millisecond, 0)),
+	field("probe.flux_duration", "3s", onReload, "for at most this long per episode",
+		func(c *Config) *time.Duration { return &c.Probe.FluxDuration }, durationIn(false, 0, time.Minute)),
+}
+
+// clusterKey declares one key of each cluster: clusters.<name>.<name of
+// the key>. A reload applies them all.
+type clusterKey struct {
+	name  string
+	doc   string
+	isMap bool
+	read  func(r *reader, key string, c *Cluster) // key: the full name
+}
+
+// clusterKeys are the keys of a cluster, in the order they are read.
+var clusterKeys = []clusterKey{
+	{name: "hosts", doc: "host:port of every server, primary and replicas alike", read: readHosts},
+	{name: "patroni", doc: "optional Patroni REST URLs: members read from /cluster", read: readPatroni},
+	{name: "replicas", doc: "all, or async: leave synchronous standbys out of replica answers", read: readReplicas},
+	{name: "system_identifier", doc: "optional: pin the cluster's identity (pg_control_system())",
+		read: func(r *reader, key string, c *Cluster) { c.SystemID = r.systemID(key) }},
+	{name: clusterLocationsField, doc: "hosts by location name", isMap: true,
+		read: func(r *reader, key string, c *Cluster) { c.Locations = r.hostLocations(key, c) }},
+}
+
+// text reads a string.
+func text(r *reader, key string, _ *Config) string { return r.str(key) }
+
+// hostPort reads host:port with a numeric port; emptyOK: or "".
+func hostPort(emptyOK bool) func(*reader, string, *Config) string {
+	return func(r *reader, key string, _ *Config) string { return r.address(key, emptyOK) }
+}
+
+// integerIn reads an integer from lo to hi.
+func integerIn[T ~int | ~uint32 | ~uint64](lo, hi int) func(*reader, string, *Config) T {
+	return func(r *reader, key string, _ *Config) T { return T(r.integer(key, lo, hi)) }
+}
+
+// durationIn reads a duration > 0 (or 0 when zeroOK), at least least
+// unless 0 and at most most (0: no bound).
+func durationIn(zeroOK bool, least, most time.Duration) func(*reader, string, *Config) time.Duration {
+	return func(r *reader, key string, _ *Config) time.Duration {
+		d := r.duration(key, zeroOK)
+		switch {
+		case least > 0 && d > 0 && d < least:
+			r.fail(key, "must be at least %s, got %q", shortDuration(least), r.k.String(key))
+		case most > 0 && d > most:
+			r.fail(key, "must be at most %s, got %q", shortDuration(most), r.k.String(key))
+		}
+		return d
+	}
+}
+
+// shortDuration writes d as a person would: 1m, not 1m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// defaults are the values of every key not set elsewhere.
+func defaults() map[string]any {
+	out := map[string]any{}
+	for _, k := range topKeys {
+		if k.def != nil {
+			out[k.name] = k.def
+		}
+	}
+	return out
+}
+
+// unknownKeys fails on every key no declaration matches.
+func (r *reader) unknownKeys() {
+	for _, k := range r.k.Keys() {
+		if !r.known(k) {
+			r.fail(k, "is not a known key (value %q)", fmt.Sprint(r.k.Get(k)))
+		}
+	}
+}
+
+func (r *reader) known(k string) bool {
+	rest, inClusters := strings.CutPrefix(k, "clusters.")
+	if !inClusters {
+		return slices.ContainsFunc(topKeys, func(d key) bool { return declares(d.name, d.isMap, k) })
+	}
+	name, field, _ := strings.Cut(rest, ".")
+	if field == "" {
+		return true // reported as a cluster without hosts
+	}
+	return slices.Contains(r.clusters, name) &&
+		slices.ContainsFunc(clusterKeys, func(d clusterKey) bool { return declares(d.name, d.isMap, field) })
+}
+
+// declares reports whether k is the key declared as name: name itself, or
+// for a map one entry, name.<entry>.
+func declares(name string, isMap bool, k string) bool {
+	if !isMap {
+		return k == name
+	}
+	entry, ok := strings.CutPrefix(k, name+".")
+	return ok && entry != "" && !strings.Contains(entry, ".")
+}
+
+// Reload returns the configuration a reload to next puts in force while
+// running is: next, but with running's value of every key declared
+// onRestart, and the names of those keys whose value next would change.
+func Reload(running, next *Config) (*Config, []string) {
+	out := *next
+	var restart []string
+	for _, k := range topKeys {
+		if k.applies == onReload {
+			continue
+		}
+		if !k.equal(running, next) {
+			restart = append(restart, k.name)
+		}
+		k.keep(&out, running)
+	}
+	return &out, restart
+}
