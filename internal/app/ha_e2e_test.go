@@ -135,7 +135,7 @@ func haCorefile(t *testing.T, addrs ...string) string {
 	if !strings.Contains(string(b), "forward . {$PGDNS_ADDR}") {
 		t.Fatal("configs/Corefile does not forward the zone to {$PGDNS_ADDR}")
 	}
-	return strings.Replace(string(b), "{$PGDNS_ADDR}", strings.Join(addrs, " "), 1)
+	return strings.Replace(string(b), "forward . {$PGDNS_ADDR}", "forward . "+strings.Join(addrs, " "), 1)
 }
 
 // TestOneOfTwoInstancesDown: with one of two pgdns instances frozen, then

@@ -376,7 +376,7 @@ func (w *haWorld) corednsRun(ctx context.Context, bin, corefile, state string) (
 	run := corednsRun{state: state}
 	addr := w.block.Addr(55, 53)
 	path := filepath.Join(w.b.dir, "Corefile-ha")
-	text := strings.Replace(corefile, "{$PGDNS_ADDR}", w.addr[0]+" "+w.addr[1], 1)
+	text := strings.Replace(corefile, "forward . {$PGDNS_ADDR}", "forward . "+w.addr[0]+" "+w.addr[1], 1)
 	if err := writeFile(path, text); err != nil {
 		return run, err
 	}
