@@ -103,7 +103,7 @@ var topKeys = []key{
 		func(c *Config) *string { return &c.Probe.DSN }, text),
 	field("probe.flux_interval", "10ms", onReload, "while a cluster is in flux, its hosts are probed this often",
 		func(c *Config) *time.Duration { return &c.Probe.FluxInterval }, durationIn(false, time.Millisecond, 0)),
-	field("probe.flux_duration", "3s", onReload, "for at most this long per episode",
+	field("probe.flux_duration", "3s", onReload, "a flux episode lasts at most this long, then the normal interval",
 		func(c *Config) *time.Duration { return &c.Probe.FluxDuration }, durationIn(false, 0, time.Minute)),
 }
 
