@@ -3,6 +3,9 @@ package pgtest
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,5 +35,53 @@ func TestAddrsNeverShared(t *testing.T) {
 	}
 	if a.Port() == b.Port() {
 		t.Fatalf("two blocks share port %d", a.Port())
+	}
+}
+
+// TestAddrsSkipALeftoverServer binds an address of a free block, as a
+// server left behind by a killed run would, and checks the allocator hands
+// that block to nobody while it is bound, over TCP and over UDP.
+func TestAddrsSkipALeftoverServer(t *testing.T) {
+	for _, network := range []string{"tcp", "udp"} {
+		bl, release, err := Reserve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		var closer interface{ Close() error }
+		if network == "tcp" {
+			closer, err = net.Listen("tcp", bl.Addr(254, 9))
+		} else {
+			closer, err = net.ListenPacket("udp", bl.Addr(254, 9))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !inUse(bl.b) {
+			t.Errorf("%s: inUse(%d) = false with %s bound", network, bl.b, bl.Addr(254, 9))
+		}
+		next := Addrs(t)
+		if next.b == bl.b {
+			t.Errorf("%s: block %d handed out while %s is bound", network, bl.b, bl.Addr(254, 9))
+		}
+		closer.Close()
+	}
+}
+
+func TestBoundInReadsProcNet(t *testing.T) {
+	table := "  sl  local_address rem_address   st\n" +
+		"   0: 0B00657F:1538 00000000:0000 0A\n" +
+		"   1: 0100007F:0035 00000000:0000 0A\n"
+	path := filepath.Join(t.TempDir(), "tcp")
+	if err := os.WriteFile(path, []byte(table), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for b, want := range map[int]bool{101: true, 0: true, 102: false} {
+		if got := boundIn(path, b); got != want {
+			t.Errorf("boundIn(127.%d.0.0/16) = %v, want %v", b, got, want)
+		}
+	}
+	if boundIn(filepath.Join(t.TempDir(), "missing"), 101) {
+		t.Error("an unreadable table counts as bound")
 	}
 }
