@@ -214,17 +214,7 @@ func validDomain(name string) bool {
 func zoneName(r *reader, key string, _ *Config) string {
 	v := r.str(key)
 	z := strings.ToLower(strings.TrimSuffix(v, "."))
-	ok := z != "" && len(z) <= 200
-	for _, label := range strings.Split(z, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			ok = false
-		}
-		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				ok = false
-			}
-		}
-	}
+	ok := len(z) <= 200 && validDomain(z)
 	if !ok {
 		r.fail(key, "must be a domain name such as db.local, got %q", v)
 	}
