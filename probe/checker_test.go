@@ -278,16 +278,11 @@ func TestWatchAfterAnAmbiguousFailure(t *testing.T) {
 	wctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
 	defer stop()
 	go func() { done <- c.(Watcher).Watch(wctx) }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, 10*time.Millisecond, "Watch to open a connection after an ambiguous failure (idle pgdns sessions)", func() (int, bool) {
 		var n int
 		node.Query(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns' AND state = 'idle'", &n)
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Watch opened no connection after an ambiguous failure")
-		}
-	}
+		return n, n == 1
+	})
 	if err := node.Stop(context.Background(), "immediate"); err != nil {
 		t.Fatal(err)
 	}

@@ -172,14 +172,10 @@ func TestCoreDNSForwarding(t *testing.T) {
 	e.waitFor(t, "replica.db.local.", []string{r1})
 	start := time.Now()
 	for _, via := range []string{plain, cached} {
-		for {
-			if a := ask(t, via, "replica.db.local.", dns.TypeA); slices.Equal(a.ips, []string{r1}) {
-				break
-			}
-			if time.Since(start) > 5*time.Second {
-				t.Fatalf("via %s the stopped replica is still answered", via)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !testkit.Poll(time.Until(start.Add(5*time.Second)), 50*time.Millisecond, func() bool {
+			return slices.Equal(ask(t, via, "replica.db.local.", dns.TypeA).ips, []string{r1})
+		}) {
+			t.Fatalf("via %s the stopped replica is still answered", via)
 		}
 	}
 	t.Logf("through CoreDNS the stopped replica was gone %v after pgdns dropped it", time.Since(start).Round(time.Millisecond))

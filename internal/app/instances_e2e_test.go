@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // sameAnswerNames are the questions two instances must answer alike: every
@@ -144,11 +145,10 @@ func TestTwoInstancesAnswerAlike(t *testing.T) {
 		at[i] = time.Since(promoted)
 	}
 	var diff []string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if diff = differences(t, one, two); len(diff) == 0 {
-			break
-		}
-	}
+	testkit.Poll(20*time.Second, 100*time.Millisecond, func() bool {
+		diff = differences(t, one, two)
+		return len(diff) == 0
+	})
 	if len(diff) > 0 {
 		t.Fatalf("20 s after the switchover the instances still answer differently:\n%s", strings.Join(diff, "\n"))
 	}

@@ -96,11 +96,13 @@ func (p *pgdnsProcess) waitAnswering(t *testing.T, want string) {
 	t.Helper()
 	req := new(dns.Msg)
 	req.SetQuestion("primary.db.local.", dns.TypeA)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		m, _, err := (&dns.Client{Timeout: 300 * time.Millisecond}).Exchange(req, p.addr)
+	var m *dns.Msg
+	var err error
+	if !testkit.Poll(20*time.Second, 20*time.Millisecond, func() bool {
+		m, _, err = (&dns.Client{Timeout: 300 * time.Millisecond}).Exchange(req, p.addr)
 		if err == nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) == 1 {
 			if a, ok := m.Answer[0].(*dns.A); ok && (want == "" || a.A.String() == want) {
-				return
+				return true
 			}
 		}
 		select {
@@ -108,9 +110,9 @@ func (p *pgdnsProcess) waitAnswering(t *testing.T, want string) {
 			t.Fatalf("pgdns at %s exited:\n%s", p.addr, p.logs.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pgdns at %s does not answer primary.db.local with %q (%v, %v):\n%s", p.addr, want, m, err, logTail(p.logs.String(), 4000))
-		}
+		return false
+	}) {
+		t.Fatalf("pgdns at %s does not answer primary.db.local with %q (%v, %v):\n%s", p.addr, want, m, err, logTail(p.logs.String(), 4000))
 	}
 }
 
