@@ -97,11 +97,40 @@ func (c *pgChecker) Watch(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err() // our own wake-up: the connection stays open
 		}
-		if err != nil {
-			err = c.failure(err)
-			c.Close()
+		if err == nil {
+			continue // a notification: nobody listens, so none comes; read on
+		}
+		err = c.failure(err)
+		c.Close()
+		if !terminated(err) {
 			return classify(err)
 		}
-		// A notification: nobody listens, so none comes; read on.
+		// pg_terminate_backend ends one session with the same 57P01 that
+		// a fast shutdown sends to all: only a new session tells them
+		// apart. A server shutting down refuses it (57P03), one that
+		// ended our session alone (a DBA, a job killing idle sessions)
+		// accepts it, and is still serving: watch the new one. Once per
+		// termination, so no faster than sessions are killed.
+		conn, cerr := pgx.ConnectConfig(ctx, c.cfg)
+		if ctx.Err() != nil {
+			if cerr == nil {
+				c.conn = conn
+			}
+			return ctx.Err()
+		}
+		if cerr != nil {
+			if cerr := classify(connectError(cerr)); errors.Is(cerr, ErrNotServing) {
+				return cerr
+			}
+			return classify(err) // no session either way: as before, gone
+		}
+		c.conn = conn
 	}
+}
+
+// terminated reports whether err is the server ending the session with
+// admin_shutdown (57P01): a fast shutdown, or pg_terminate_backend.
+func terminated(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57P01"
 }
