@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,14 +109,17 @@ func TestDelayedReplicaNeverPassesATighterLag(t *testing.T) {
 	// Dense writes (every 5ms): the delayed replica then always lacks
 	// about 200ms of commits. With sparse writes it would not: right after
 	// a write it lacks only that write, and its data is truly fresh.
+	writes := &commitLog{}
 	writesDone := make(chan struct{})
 	writesCtx, stopWrites := context.WithCancel(context.Background())
 	go func() {
 		defer close(writesDone)
 		for i := 0; i < 20000 && writesCtx.Err() == nil; i++ {
+			began := time.Now()
 			if _, err := conn.Exec(writesCtx, "INSERT INTO t (v) VALUES ('tick')"); err != nil {
 				return
 			}
+			writes.add(began, time.Now())
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
@@ -126,18 +130,31 @@ func TestDelayedReplicaNeverPassesATighterLag(t *testing.T) {
 
 	check := func(phase string) {
 		t.Helper()
-		promptSeen := 0
+		promptSeen, delayedSeen := 0, 0
 		for range 150 {
+			asked := time.Now()
 			got := e.ips(t, "lag-50ms.replica.db.local.")
+			answered := time.Now()
 			if slices.Contains(got, delayed.IP) {
-				t.Fatalf("%s: lag-50ms.replica answered the replica 200ms behind (evidence %q)", phase, e.txt(t, "any.db.local."))
+				// Wrong only if the replica surely lacked a commit
+				// older than 50ms: one made after answered−200ms
+				// (the apply delay holds it back) and before
+				// asked−50ms. When the writer stalled that long
+				// (a loaded machine), the delayed replica had
+				// everything but the newest commits and its data
+				// truly was fresh: pgdns was right to answer it.
+				if began, ended, ok := writes.within(answered.Add(-200*time.Millisecond+applyDelaySlack), asked.Add(-50*time.Millisecond-applyDelaySlack)); ok {
+					t.Fatalf("%s: lag-50ms.replica answered the replica 200ms behind while it lacked a commit made %v–%v before the lookup (evidence %q)",
+						phase, asked.Sub(ended).Round(time.Millisecond), asked.Sub(began).Round(time.Millisecond), e.txt(t, "any.db.local."))
+				}
+				delayedSeen++
 			}
 			if slices.Contains(got, prompt.IP) {
 				promptSeen++
 			}
 			time.Sleep(15 * time.Millisecond)
 		}
-		t.Logf("%s: the prompt replica passed lag-50ms in %d of 150 lookups", phase, promptSeen)
+		t.Logf("%s: the prompt replica passed lag-50ms in %d of 150 lookups; the delayed one in %d, each after the writer had stalled", phase, promptSeen, delayedSeen)
 		if promptSeen == 0 {
 			t.Errorf("%s: the replica that keeps up never passed lag-50ms", phase)
 		}
@@ -162,4 +179,34 @@ func TestDelayedReplicaNeverPassesATighterLag(t *testing.T) {
 	for range 4 {
 		<-done
 	}
+}
+
+// applyDelaySlack keeps the delayed-replica test's judgement off the edges of its
+// window: the apply delay is timed by the server's clock against commit
+// timestamps, the window by the test's own readings around each call.
+const applyDelaySlack = 10 * time.Millisecond
+
+// commitLog records when each of a writer's commits was under way: it began
+// at or after began and was committed by ended.
+type commitLog struct {
+	mu    sync.Mutex
+	spans [][2]time.Time
+}
+
+func (l *commitLog) add(began, ended time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.spans = append(l.spans, [2]time.Time{began, ended})
+}
+
+// within returns a commit made wholly inside (from, to), if there is one.
+func (l *commitLog) within(from, to time.Time) (began, ended time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, sp := range l.spans {
+		if sp[0].After(from) && sp[1].Before(to) {
+			return sp[0], sp[1], true
+		}
+	}
+	return time.Time{}, time.Time{}, false
 }
