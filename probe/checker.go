@@ -193,10 +193,15 @@ type pgChecker struct {
 
 // Check implements Checker.
 func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
-	defer func() { c.rewatch = !errors.Is(err, ErrNotServing) }()
+	// A host that accepted no session now would not give Watch one
+	// either: another try would only leave a second backend stuck in its
+	// startup (behind a catalog lock, say) each probe.
+	connected := true
+	defer func() { c.rewatch = connected && !errors.Is(err, ErrNotServing) }()
 	if c.conn == nil || c.conn.IsClosed() {
 		conn, err := pgx.ConnectConfig(ctx, c.cfg)
 		if err != nil {
+			connected = false
 			if ctx.Err() != nil {
 				return Sample{}, errors.New("connect: timed out (probe.timeout): the host accepted no session")
 			}
