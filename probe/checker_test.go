@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
@@ -180,31 +178,8 @@ func TestWatchReopensALostConnection(t *testing.T) {
 // with -m immediate.
 func TestCheckSeesACrashDuringItsQuery(t *testing.T) {
 	t.Parallel()
-	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
-	node := cl.Nodes[0]
-	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := newChecker(node.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.Check(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	locker, err := pgx.Connect(ctx, node.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(context.Background())
-	if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_stat_replication IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	node, c, ctx := probedNode(t, 20*time.Second)
+	locker := lockProbedView(t, ctx, node)
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Check(ctx)
@@ -239,33 +214,11 @@ func TestCheckSeesACrashDuringItsQuery(t *testing.T) {
 // probe.
 func TestWatchAfterAnAmbiguousFailure(t *testing.T) {
 	t.Parallel()
-	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
-	node := cl.Nodes[0]
-	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := newChecker(node.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.Check(ctx); err != nil {
-		t.Fatal(err)
-	}
+	node, c, ctx := probedNode(t, 20*time.Second)
 	// Hold the next probe in its query past its deadline.
-	locker, err := pgx.Connect(ctx, node.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(context.Background())
-	if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_stat_replication IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	locker := lockProbedView(t, ctx, node)
 	pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = c.Check(pctx)
+	_, err := c.Check(pctx)
 	pcancel()
 	if err == nil || errors.Is(err, ErrNotServing) {
 		t.Fatalf("a probe past its deadline failed with %v, want an ambiguous failure", err)

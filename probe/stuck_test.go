@@ -7,10 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // A host that accepts no session (new backends wait in their startup
@@ -19,30 +15,8 @@ import (
 // the lock goes. Probes alone leave one per probe; Watch must not double it.
 func TestWatchLeavesNoExtraStuckSessions(t *testing.T) {
 	t.Parallel()
-	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
-	node := cl.Nodes[0]
-	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := newChecker(node.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, err := c.Check(ctx); err != nil {
-		t.Fatal(err)
-	}
-	locker, err := pgx.Connect(ctx, node.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(context.Background())
-	if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_stat_replication IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	node, c, ctx := probedNode(t, 60*time.Second)
+	lockProbedView(t, ctx, node)
 	// Backends are counted from ps: a new session would wait on the lock.
 	pid, err := os.ReadFile(node.Dir + "/postmaster.pid")
 	if err != nil {

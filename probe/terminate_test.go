@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
@@ -16,22 +15,7 @@ import (
 // a fast shutdown sends, so the error alone cannot tell the two apart).
 func TestWatchSurvivesATerminatedSession(t *testing.T) {
 	t.Parallel()
-	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
-	node := cl.Nodes[0]
-	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := newChecker(node.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.Check(ctx); err != nil {
-		t.Fatal(err)
-	}
+	node, c, ctx := probedNode(t, 20*time.Second)
 	done := make(chan error, 1)
 	wctx, stop := context.WithCancel(ctx)
 	exited := make(chan struct{})

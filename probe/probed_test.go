@@ -1,0 +1,54 @@
+package probe
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// probedNode starts one PostgreSQL server for t and a checker of it that
+// has probed it once, so the checker holds an open connection, as between
+// two probes. The checker is closed, and ctx (which ends after within)
+// cancelled, when the test ends: after the test's own deferred calls, so a
+// Watch the test started is stopped before its checker closes.
+func probedNode(t *testing.T, within time.Duration) (*pgtest.Node, Checker, context.Context) {
+	t.Helper()
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
+	node := cl.Nodes[0]
+	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newChecker(node.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	t.Cleanup(cancel)
+	if _, err := c.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return node, c, ctx
+}
+
+// lockProbedView holds a lock on a view the probe query reads, in a
+// transaction of its own session, which it returns: a probe then waits in
+// its query (and a new session in its startup) until that session rolls
+// back or the test ends.
+func lockProbedView(t *testing.T, ctx context.Context, node *pgtest.Node) *pgx.Conn {
+	t.Helper()
+	locker, err := pgx.Connect(ctx, node.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locker.Close(context.Background()) })
+	if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_stat_replication IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	return locker
+}
