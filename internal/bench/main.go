@@ -46,13 +46,13 @@ func main() {
 	case "":
 		err = run(*pgdnsBin, *goBench, *out, *rounds, *duration)
 	case "failover":
-		err = runFailoverOnly(*pgdnsBin, *out)
+		err = runOnly(*pgdnsBin, *out, failoverHeading, false, failoverOnly(*out))
 	case "scale":
-		err = runScaleOnly(*pgdnsBin, *out)
+		err = runOnly(*pgdnsBin, *out, scaleHeading, true, scaleOnly)
 	case "dns":
-		err = runDNSOnly(*pgdnsBin, *out, *rounds, *duration)
+		err = runOnly(*pgdnsBin, *out, dnsHeading, true, dnsOnly(*rounds, *duration))
 	case "ha":
-		err = runHAOnly(*pgdnsBin, *out)
+		err = runOnly(*pgdnsBin, *out, haHeading, false, haOnly)
 	default:
 		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover, scale and ha", *only)
 	}
@@ -109,73 +109,64 @@ func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) erro
 	return nil
 }
 
-// runFailoverOnly measures failover alone and replaces the failover
-// section of out (and failover.png beside it), keeping every other
-// section as it was.
-func runFailoverOnly(pgdnsBin, out string) error {
+// runOnly runs one section of the bench alone: it starts the cluster (with
+// CoreDNS when withCoreDNS), lets measure fill the section, and replaces
+// out's section under heading with it, keeping every other section as it
+// was.
+func runOnly(pgdnsBin, out, heading string, withCoreDNS bool, measure func(ctx context.Context, b *bench) (string, error)) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, err := newBench(pgdnsBin, false)
+	b, err := newBench(pgdnsBin, withCoreDNS)
 	if err != nil {
 		return err
 	}
 	defer b.close()
-	r := &report{machine: machine()}
-	fmt.Fprintln(os.Stderr, "bench: failover ...")
-	if err := b.failover(ctx, r); err != nil {
-		return fmt.Errorf("failover: %w", err)
-	}
-	section := r.failover.markdown(filepath.Base(b.plotPath))
-	fmt.Print(section)
-	prev, err := os.ReadFile(out)
+	section, err := measure(ctx, b)
 	if err != nil {
 		return err
 	}
-	md := replaceSection(string(prev), failoverHeading, section)
-	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
-		return err
-	}
-	if b.plotPath != "" {
-		return copyFile(b.plotPath, filepath.Join(filepath.Dir(out), filepath.Base(b.plotPath)))
-	}
-	return nil
+	return writeSection(out, heading, section)
 }
 
-// runDNSOnly measures DNS throughput and latency alone (pgdns, CoreDNS,
-// the miekg/dns floor and the UDP echo, on a real cluster) and replaces
-// that section of out, keeping every other section as it was.
-func runDNSOnly(pgdnsBin, out string, rounds int, duration time.Duration) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	b, err := newBench(pgdnsBin, true)
-	if err != nil {
-		return err
+// failoverOnly measures failover and copies failover.png beside out.
+func failoverOnly(out string) func(ctx context.Context, b *bench) (string, error) {
+	return func(ctx context.Context, b *bench) (string, error) {
+		r := &report{machine: machine()}
+		fmt.Fprintln(os.Stderr, "bench: failover ...")
+		if err := b.failover(ctx, r); err != nil {
+			return "", fmt.Errorf("failover: %w", err)
+		}
+		if b.plotPath != "" {
+			if err := copyFile(b.plotPath, filepath.Join(filepath.Dir(out), filepath.Base(b.plotPath))); err != nil {
+				return "", err
+			}
+		}
+		return r.failover.markdown(filepath.Base(b.plotPath)), nil
 	}
-	defer b.close()
-	r := &report{machine: machine()}
-	fmt.Fprintln(os.Stderr, "bench: DNS throughput and latency ...")
-	if err := b.dnsComparison(ctx, r, rounds, duration); err != nil {
-		return fmt.Errorf("DNS throughput and latency: %w", err)
-	}
-	return writeSection(out, dnsHeading, r.dnsMarkdown())
 }
 
-// runHAOnly measures two instances with one frozen or killed (issue 14)
-// and replaces that section of out, keeping every other one. The full
-// bench does not run it (it needs root) and keeps the section as it was.
-func runHAOnly(pgdnsBin, out string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	b, err := newBench(pgdnsBin, false)
-	if err != nil {
-		return err
+// dnsOnly measures DNS throughput and latency: pgdns, CoreDNS, the
+// miekg/dns floor and the UDP echo, on a real cluster.
+func dnsOnly(rounds int, duration time.Duration) func(ctx context.Context, b *bench) (string, error) {
+	return func(ctx context.Context, b *bench) (string, error) {
+		r := &report{machine: machine()}
+		fmt.Fprintln(os.Stderr, "bench: DNS throughput and latency ...")
+		if err := b.dnsComparison(ctx, r, rounds, duration); err != nil {
+			return "", fmt.Errorf("DNS throughput and latency: %w", err)
+		}
+		return r.dnsMarkdown(), nil
 	}
-	defer b.close()
+}
+
+// haOnly measures two instances with one frozen or killed (issue 14). The
+// full bench does not run it (it needs root) and keeps the section as it
+// was.
+func haOnly(ctx context.Context, b *bench) (string, error) {
 	res, err := b.ha(ctx)
 	if err != nil {
-		return fmt.Errorf("ha: %w", err)
+		return "", fmt.Errorf("ha: %w", err)
 	}
-	return writeSection(out, haHeading, res.markdown())
+	return res.markdown(), nil
 }
 
 // writeSection prints section and puts it in place of out's section under
@@ -257,39 +248,26 @@ func machine() string {
 	return cpu
 }
 
-// runScaleOnly measures scale alone: pgdns on the three real servers at
-// rest, then with 1,000 hosts, and replaces the scale section of out,
-// keeping every other section as it was.
-func runScaleOnly(pgdnsBin, out string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	b, err := newBench(pgdnsBin, true)
-	if err != nil {
-		return err
-	}
-	defer b.close()
+// scaleOnly measures pgdns on the three real servers at rest, then with
+// 1,000 hosts.
+func scaleOnly(ctx context.Context, b *bench) (string, error) {
 	var hosts []string
 	for _, n := range b.pg.Nodes {
 		hosts = append(hosts, n.Addr())
 	}
 	if _, err := b.startPGDNS(hosts, "250ms"); err != nil {
-		return err
+		return "", err
 	}
 	time.Sleep(3 * time.Second) // settle, then the idle footprint
+	var err error
 	if b.rssIdle, err = rssKiB(b.pgdnsPID); err != nil {
-		return err
+		return "", err
 	}
 	r := &report{machine: machine()}
 	fmt.Fprintln(os.Stderr, "bench: scale ...")
 	if err := b.scale(ctx, r); err != nil {
-		return fmt.Errorf("scale: %w", err)
+		return "", fmt.Errorf("scale: %w", err)
 	}
 	r.scale.rss3 = 0 // no load steps ran before
-	section := r.scale.markdown()
-	fmt.Print(section)
-	prev, err := os.ReadFile(out)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(out, []byte(replaceSection(string(prev), scaleHeading, section)), 0o644)
+	return r.scale.markdown(), nil
 }

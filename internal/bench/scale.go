@@ -20,9 +20,9 @@ import (
 
 // scaleResult: memory and CPU of pgdns with 3 and with 1,000 hosts.
 type scaleResult struct {
-	rss3Idle         int64 // KiB, before any load
-	rss3, rss1000    int64 // KiB, after the load steps (rss3: 0 when scale ran alone)
-	cpuTotal         float64 // percent of one core, 1,000 hosts, median window
+	rss3Idle         int64           // KiB, before any load
+	rss3, rss1000    int64           // KiB, after the load steps (rss3: 0 when scale ran alone)
+	cpuTotal         float64         // percent of one core, 1,000 hosts, median window
 	cpuPerProbe      []time.Duration // CPU time of pgdns per probe done, per window
 	probesPerSec     float64
 	heapInuse        float64 // bytes, go_memstats_heap_inuse_bytes at 1,000 hosts
