@@ -62,6 +62,7 @@ type failoverResult struct {
 	patroni     *patroniResult
 	took        time.Duration
 	when        time.Time
+	load        string // the load average when the run began
 	plotCrash   []sample // the median crash, for the plot
 	plotSwitch  []sample // the median switchover
 }
@@ -248,7 +249,7 @@ func (b *bench) failover(ctx context.Context, r *report) error {
 		return err
 	}
 
-	res := &failoverResult{when: time.Now().UTC()}
+	res := &failoverResult{when: time.Now().UTC(), load: loadAverage()}
 	var crashTL, switchTL [][]sample
 	for rep := range failoverReps {
 		fmt.Fprintf(os.Stderr, "bench: failover round %d/%d\n", rep+1, failoverReps)

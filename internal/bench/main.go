@@ -234,6 +234,19 @@ func copyFile(from, to string) error {
 	return os.WriteFile(to, b, 0o644)
 }
 
+// loadAverage is the machine's one-minute load average as /proc/loadavg
+// gives it, so a reader can tell a quiet run from one beside other work.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
+}
+
 // machine describes where the figures were taken.
 func machine() string {
 	cpu := "unknown CPU"
