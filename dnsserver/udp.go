@@ -52,6 +52,19 @@ type batchConn interface {
 	WriteBatch(ms []ipv4.Message, flags int) (int, error)
 }
 
+// reusePort sets SO_REUSEPORT on a socket before it is bound, so that
+// several sockets of this process share one address and the kernel spreads
+// datagrams over them.
+func reusePort(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
 // listenUDP binds n sockets with SO_REUSEPORT on addr. First, a guard
 // socket without SO_REUSEPORT is bound and closed: it fails with "address
 // already in use" when another process holds the port, with or without
@@ -64,15 +77,7 @@ func listenUDP(addr string, n int) ([]*net.UDPConn, error) {
 	}
 	bound := guard.LocalAddr().String()
 	guard.Close()
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
+	lc := net.ListenConfig{Control: reusePort}
 	var conns []*net.UDPConn
 	for range n {
 		pc, err := lc.ListenPacket(context.Background(), "udp", bound)

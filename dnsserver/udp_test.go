@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/sys/unix"
 )
 
 // An lsn- query that waits for a re-probe is answered off the reader: a
@@ -66,18 +65,10 @@ func TestUDPWaitingQueryBlocksNoOther(t *testing.T) {
 // pgdns never shares its port with a second server without a word.
 func TestStartReportsAddressInUseByAnotherSocket(t *testing.T) {
 	for _, reuse := range []bool{false, true} {
-		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-			if !reuse {
-				return nil
-			}
-			var serr error
-			if err := c.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-			}); err != nil {
-				return err
-			}
-			return serr
-		}}
+		var lc net.ListenConfig
+		if reuse {
+			lc.Control = reusePort
+		}
 		other, err := lc.ListenPacket(context.Background(), "udp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
