@@ -46,7 +46,8 @@ func networks(r *reader, key string, _ *Config) []zone.Network {
 }
 
 // prefix reads one network, such as 10.1.0.0/16 or 2001:db8::/32, with no
-// host bits set: 10.1.2.3/16 is likely a typo for something else.
+// host bits set (10.1.2.3/16 is likely a typo for something else) and not
+// IPv4-mapped (::ffff:10.1.0.0/112 is written 10.1.0.0/16).
 func (r *reader) prefix(key, s string) (netip.Prefix, bool) {
 	p, err := netip.ParsePrefix(s)
 	switch {
@@ -55,6 +56,13 @@ func (r *reader) prefix(key, s string) (netip.Prefix, bool) {
 		return p, false
 	case p != p.Masked():
 		r.fail(key, "has host bits set: %q; the network is %s", s, p.Masked())
+		return p, false
+	case p.Addr().Is4In6():
+		// Clients are matched by their unmapped address (a dual-stack
+		// socket's ::ffff:10.1.2.3 is 10.1.2.3), so this network would
+		// silently match none. (A masked mapped prefix has at least 96 bits.)
+		r.fail(key, "is an IPv4-mapped IPv6 network, which no client matches: write it as IPv4, %s",
+			netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96))
 		return p, false
 	}
 	return p, true

@@ -78,6 +78,10 @@ func TestLocationErrors(t *testing.T) {
 		{"long name", cluster + "dns:\n  locations:\n    " + strings.Repeat("e", 61) + ": [10.1.0.0/16]\n", `is not a valid location name`},
 		{"not a map", cluster + "dns:\n  locations: [10.1.0.0/16]\n", `dns.locations must map location names to lists, got "[10.1.0.0/16]"`},
 		{"not a list", cluster + "dns:\n  locations:\n    east: {a: b}\n", `dns.locations.east.a is not a known key`},
+		// Clients are located by their unmapped address (zone.Networks.Locate,
+		// dnsserver's source), so an IPv4-mapped network would never match.
+		{"ipv4-mapped network", cluster + "dns:\n  locations:\n    east: ['::ffff:10.1.0.0/112']\n", `dns.locations.east[0] is an IPv4-mapped IPv6 network, which no client matches: write it as IPv4, 10.1.0.0/16`},
+		{"ipv4-mapped client subnet source", cluster + "dns:\n  client_subnet_from: ['::ffff:10.0.0.53/128']\n", `dns.client_subnet_from[0] is an IPv4-mapped IPv6 network, which no client matches: write it as IPv4, 10.0.0.53/32`},
 		{"bad client subnet source", cluster + "dns:\n  client_subnet_from: [forwarder]\n", `dns.client_subnet_from[0] must be a network such as 10.1.0.0/16, got "forwarder"`},
 		{"host not listed", cluster + "    locations:\n      east: [j:1]\n", `clusters.main.locations.east[0] names host "j:1", which is not in clusters.main.hosts`},
 		{"host in two", cluster + "    locations:\n      east: [h:1]\n      west: [h:1]\n", `clusters.main.locations.west[0] puts host "h:1" in a second location; it is already in "east"`},
