@@ -34,19 +34,30 @@ func sourceAddr(a net.Addr) netip.Addr {
 func (h *Handler) clientLocation(req *dns.Msg, src netip.Addr, snap *zone.Snapshot) (string, *dns.EDNS0_SUBNET) {
 	if ecs := h.trustedSubnet(req, src); ecs != nil {
 		reply := *ecs
-		// The answer holds for the whole subnet the forwarder named, no
-		// more: a cache may reuse it for that subnet only.
-		reply.SourceScope = ecs.SourceNetmask
+		reply.SourceScope = 0
 		if ecs.SourceNetmask == 0 {
 			// The client asked that its address not be used (RFC 7871
 			// 7.1.2): locate the forwarder, as without the option.
 			return snap.Locate(src), &reply
 		}
 		// Only the first SourceNetmask bits are the client's (RFC 7871
-		// 6): a sender may leave others set.
+		// 6): a sender may leave others set. miekg/dns holds an IPv4
+		// address in 16 bytes; an IPv6 option may carry an IPv4-mapped
+		// one, which the networks (IPv4) see unmapped.
 		ip, _ := netip.AddrFromSlice(ecs.Address)
-		subnet := netip.PrefixFrom(ip.Unmap(), int(ecs.SourceNetmask)).Masked()
-		return snap.Locate(subnet.Addr()), &reply
+		bits, mapped := int(ecs.SourceNetmask), 0
+		switch {
+		case ecs.Family == 1:
+			ip = ip.Unmap()
+		case ip.Is4In6() && bits >= 96:
+			ip, bits, mapped = ip.Unmap(), bits-96, 96
+		}
+		// The answer holds for the subnet the forwarder named, or a
+		// narrower one when a network inside it has another location: a
+		// cache may reuse it for that scope only.
+		loc, scope := snap.Networks.LocateSubnet(netip.PrefixFrom(ip, bits))
+		reply.SourceScope = uint8(max(scope+mapped, int(ecs.SourceNetmask)))
+		return loc, &reply
 	}
 	return snap.Locate(src), nil
 }

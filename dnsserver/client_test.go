@@ -211,3 +211,47 @@ func TestLocalityOnBothPaths(t *testing.T) {
 		t.Fatalf("counted %v", counted)
 	}
 }
+
+// TestClientSubnetCoarserThanNetworks: an ECS subnet wider than a network
+// of dns.locations inside it is located by the network that holds all of
+// it, not by whichever network holds its first address, and the reply's
+// scope says the answer holds only for the narrower network's length (RFC
+// 7871 7.2.1), so that a caching resolver does not hand it to the other
+// location's clients of the subnet.
+func TestClientSubnetCoarserThanNetworks(t *testing.T) {
+	s := locatedSnapshot()
+	s.Networks = zone.NewNetworks([]zone.Network{
+		{Prefix: netip.MustParsePrefix("10.2.0.0/16"), Location: "west"},
+		{Prefix: netip.MustParsePrefix("10.2.0.0/24"), Location: "east"}, // carved out at the /16's first address
+		{Prefix: netip.MustParsePrefix("2001:db8:2::/48"), Location: "west"},
+	})
+	h := newTestHandler(s)
+	h.subnetFrom = []netip.Prefix{netip.MustParsePrefix("10.9.0.53/32")}
+	forwarder := netip.MustParseAddr("10.9.0.53")
+	west := []string{"127.0.0.13", "127.0.0.14"}
+	for _, tc := range []struct {
+		subnet string
+		first  []string // the hosts one of which comes first; nil: unlocated
+		scope  uint8
+	}{
+		{"10.2.0.0/16", west, 24},                   // mostly west, and east in its first /24
+		{"10.2.0.0/24", []string{"127.0.0.12"}, 24}, // east exactly
+		{"10.2.0.0/26", []string{"127.0.0.12"}, 26}, // inside east
+		{"10.2.7.0/24", west, 24},
+		{"10.0.0.0/8", nil, 24}, // no network holds all of it; the scope still narrows
+		{"2001:db8:2:5::/64", west, 64},
+		{"::ffff:10.2.7.0/120", west, 120}, // an IPv6 option carrying an IPv4-mapped subnet
+		{"::ffff:10.2.0.0/112", west, 120},
+	} {
+		for range 3 {
+			m, _ := h.answerFrom(ecsQuery(tc.subnet), forwarder)
+			got := addrsOf(m)
+			if len(got) != 4 || (tc.first != nil && !slices.Contains(tc.first, got[0])) {
+				t.Fatalf("ECS %s: %v, want one of %v first", tc.subnet, got, tc.first)
+			}
+			if e := replySubnet(m); e == nil || e.SourceScope != tc.scope {
+				t.Fatalf("ECS %s: reply option %v, want scope %d", tc.subnet, e, tc.scope)
+			}
+		}
+	}
+}

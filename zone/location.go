@@ -52,6 +52,37 @@ func (n *Networks) Locate(ip netip.Addr) string {
 	return ""
 }
 
+// LocateSubnet returns the location of the clients of subnet p, as an
+// EDNS Client Subnet option names them, and the prefix length the answer
+// holds for (the option's scope). The location is that of the most
+// specific network holding all of p ("" when none does): p's first
+// address alone could fall in a network carved out of it. The scope is
+// p's length, or longer when a network inside p would locate some of its
+// clients elsewhere (RFC 7871 7.2.1: the subnet was not specific enough),
+// so that a cache does not hand the answer to those clients.
+func (n *Networks) LocateSubnet(p netip.Prefix) (location string, scope int) {
+	if !p.IsValid() {
+		return "", 0
+	}
+	p = p.Masked()
+	scope = p.Bits()
+	if n == nil {
+		return "", scope
+	}
+	found := false
+	for _, nw := range n.nets { // longest first
+		switch {
+		case nw.Prefix.Bits() > p.Bits():
+			if p.Contains(nw.Prefix.Addr()) {
+				scope = max(scope, nw.Prefix.Bits())
+			}
+		case !found && nw.Prefix.Contains(p.Addr()):
+			location, found = nw.Location, true
+		}
+	}
+	return location, scope
+}
+
 // Names returns the locations the networks name, sorted. The caller must
 // not modify the slice.
 func (n *Networks) Names() []string {

@@ -212,9 +212,30 @@ func TestNetworksMostSpecificWins(t *testing.T) {
 	if got := n.Names(); !slices.Equal(got, []string{"east", "north", "south", "west"}) {
 		t.Errorf("Names() = %v", got)
 	}
+	for subnet, want := range map[string]struct {
+		loc   string
+		scope int
+	}{
+		"10.9.0.0/16":     {"north", 32}, // west's /24 and south's /32 lie inside
+		"10.9.8.0/24":     {"north", 24},
+		"10.9.9.0/25":     {"west", 32},
+		"10.9.9.128/25":   {"west", 25},
+		"10.0.0.0/7":      {"", 32},     // no network holds all of it
+		"2001:db8:5::/48": {"west", 48}, // IPv4 networks do not narrow an IPv6 subnet
+	} {
+		if loc, scope := n.LocateSubnet(netip.MustParsePrefix(subnet)); loc != want.loc || scope != want.scope {
+			t.Errorf("LocateSubnet(%s) = %q, %d, want %q, %d", subnet, loc, scope, want.loc, want.scope)
+		}
+	}
 	var none *Networks
 	if none.Locate(netip.MustParseAddr("10.0.0.1")) != "" || none.Names() != nil {
 		t.Error("a nil Networks locates someone")
+	}
+	if loc, scope := none.LocateSubnet(netip.MustParsePrefix("10.0.0.0/8")); loc != "" || scope != 8 {
+		t.Errorf("a nil Networks: LocateSubnet = %q, %d", loc, scope)
+	}
+	if loc, scope := n.LocateSubnet(netip.Prefix{}); loc != "" || scope != 0 {
+		t.Errorf("LocateSubnet of no prefix = %q, %d", loc, scope)
 	}
 }
 
