@@ -200,11 +200,15 @@ func (r *reader) known(k string) bool {
 		slices.ContainsFunc(clusterKeys, func(d clusterKey) bool { return declares(d.name, d.isMap, field) })
 }
 
-// declares reports whether k is the key declared as name: name itself, or
-// for a map one entry, name.<entry>.
+// declares reports whether k is the key declared as name: name itself
+// (for a map, given something else: its reader says so), or for a map one
+// entry, name.<entry>.
 func declares(name string, isMap bool, k string) bool {
 	if !isMap {
 		return k == name
+	}
+	if k == name {
+		return true // not a map: its reader reports the value, once
 	}
 	entry, ok := strings.CutPrefix(k, name+".")
 	return ok && entry != "" && !strings.Contains(entry, ".")

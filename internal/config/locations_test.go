@@ -96,6 +96,19 @@ func TestLocationErrors(t *testing.T) {
 			}
 		})
 	}
+	// A location map given something else than a map is one error, about
+	// its value: the key itself is known.
+	for _, yaml := range []string{
+		cluster + "dns:\n  locations: [10.1.0.0/16]\n",
+		cluster + "dns:\n  locations:\n",
+		cluster + "    locations: [h:1]\n",
+		cluster + "    locations:\n",
+	} {
+		_, err := Load(write(t, yaml), nil)
+		if err == nil || strings.Contains(err.Error(), "not a known key") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: error %v, want one error about the value", yaml, err)
+		}
+	}
 	// With Patroni, a host may be one Patroni reports rather than one listed.
 	if _, err := Load(write(t, "clusters:\n  main:\n    patroni: [http://p:8008]\n    locations:\n      east: [10.1.0.5:5432]\n"), nil); err != nil {
 		t.Fatal(err)
