@@ -160,14 +160,7 @@ func TestWatchReopensALostConnection(t *testing.T) {
 	if err := cl.Nodes[0].Stop(context.Background(), "immediate"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrNotServing) {
-			t.Fatalf("Watch returned %v, want a definitive failure", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a crash after a lost connection was not seen by Watch")
-	}
+	wantNotServing(t, done, 5*time.Second, "Watch returned %v, want a definitive failure", "a crash after a lost connection was not seen by Watch")
 }
 
 // A server that crashes while a probe's query runs closes the connection
@@ -198,14 +191,7 @@ func TestCheckSeesACrashDuringItsQuery(t *testing.T) {
 	if err := node.Stop(context.Background(), "immediate"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrNotServing) {
-			t.Fatalf("a probe cut by a crash failed with %v, want a definitive failure", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the probe did not return after the crash")
-	}
+	wantNotServing(t, done, 10*time.Second, "a probe cut by a crash failed with %v, want a definitive failure", "the probe did not return after the crash")
 }
 
 // A probe that fails ambiguously (it timed out) leaves the host in the
@@ -239,12 +225,5 @@ func TestWatchAfterAnAmbiguousFailure(t *testing.T) {
 	if err := node.Stop(context.Background(), "immediate"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrNotServing) {
-			t.Fatalf("Watch returned %v, want a definitive failure", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a crash after an ambiguous failure was not seen by Watch")
-	}
+	wantNotServing(t, done, 10*time.Second, "Watch returned %v, want a definitive failure", "a crash after an ambiguous failure was not seen by Watch")
 }

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -51,4 +52,19 @@ func lockProbedView(t *testing.T, ctx context.Context, node *pgtest.Node) *pgx.C
 		t.Fatal(err)
 	}
 	return locker
+}
+
+// wantNotServing waits up to within for the error of a Check or Watch on
+// done and fails t unless it is definitive (ErrNotServing): wrong is the
+// failure's format, given the error; late says what did not happen in time.
+func wantNotServing(t *testing.T, done <-chan error, within time.Duration, wrong, late string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotServing) {
+			t.Fatalf(wrong, err)
+		}
+	case <-time.After(within):
+		t.Fatal(late)
+	}
 }

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -54,12 +53,5 @@ func TestWatchSurvivesATerminatedSession(t *testing.T) {
 	if err := node.Stop(context.Background(), "fast"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrNotServing) {
-			t.Fatalf("Watch returned %v after a fast shutdown, want a definitive failure", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a fast shutdown was not seen by Watch")
-	}
+	wantNotServing(t, done, 10*time.Second, "Watch returned %v after a fast shutdown, want a definitive failure", "a fast shutdown was not seen by Watch")
 }
