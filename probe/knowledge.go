@@ -67,10 +67,21 @@ func (p *Prober) adopt(k Knowledge) {
 		if !ok || (c.IdentityPinned && old.identity != c.Identity) {
 			continue
 		}
-		if c.Identity != 0 && old.identity != c.Identity {
-			continue // the predecessor knew another cluster under this name
+		if old.identity == 0 && c.Identity != 0 {
+			continue // the predecessor knew no identity: nothing of it applies
 		}
-		c.Identity = old.identity
+		if old.identity != c.Identity {
+			// An identity, once established, is kept while any live host
+			// has it (zone.Cluster.settleIdentity), across a reload or a
+			// membership change too: a warming prober settles one of its
+			// own from what it sees, and new hosts of another cluster may
+			// outvote the one live host of ours. The predecessor's stands;
+			// the next Decide keeps it if a live host has it, and settles
+			// anew by majority if none does. What this prober learned
+			// under the other identity is that cluster's, not this one's.
+			c.Identity, c.NewestTimeline = old.identity, 0
+			p.timelines[ci] = map[uint32]timelineHistory{}
+		}
 		c.NewestTimeline = max(c.NewestTimeline, old.newest)
 		for tl, h := range old.timelines {
 			if cur, ok := p.timelines[ci][tl]; !ok || !cur.fromFile {

@@ -225,26 +225,43 @@ func standbySync(rows []Standby, h *Host) (sync, sure bool) {
 // aside. Once established the identity is kept while any live host has
 // it, and changes only when none does and a strict majority of the
 // configured hosts agree on another (the cluster was rebuilt).
+//
+// Votes are servers, not entries: a live host that is the same server run
+// as one counted before it (a name and its address, one address twice, a
+// configured host and the address Patroni reports) counts once, and the
+// configured hosts are counted without it, so one stray server listed
+// twice is one vote. A host that is down cannot be told apart from
+// another and counts as one.
 func (c *Cluster) settleIdentity(live []bool) {
 	if c.IdentityPinned {
 		return
 	}
 	counts := map[uint64]int{}
-	nLive, probedAll := 0, true
+	nLive, nHosts, probedAll := 0, len(c.Hosts), true
+	runs := make(map[serverRun]bool, len(c.Hosts))
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		probedAll = probedAll && (h.Seen || h.Fails > 0)
-		if live[i] {
-			counts[h.SystemID]++
-			nLive++
+		if !live[i] {
+			continue
 		}
+		if !h.StartedAt.IsZero() {
+			run := serverRun{h.SystemID, h.StartedAt.Unix(), h.StartedAt.Nanosecond()}
+			if runs[run] {
+				nHosts--
+				continue
+			}
+			runs[run] = true
+		}
+		counts[h.SystemID]++
+		nLive++
 	}
 	if c.Identity != 0 && counts[c.Identity] > 0 {
 		return
 	}
 	for id, n := range counts {
 		byLive := c.Identity == 0 && probedAll && n >= 2 && 2*n > nLive
-		if 2*n > len(c.Hosts) || byLive {
+		if 2*n > nHosts || byLive {
 			c.Identity, c.NewestTimeline = id, 0
 			return
 		}

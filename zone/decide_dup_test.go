@@ -70,3 +70,26 @@ func BenchmarkDecide(b *testing.B) {
 		})
 	}
 }
+
+// TestIdentityVotesByServer: a stray server listed under two addresses is
+// one vote, not two: against one live host of the cluster it is a tie and
+// establishes nothing; against two it loses.
+func TestIdentityVotesByServer(t *testing.T) {
+	stray, alias := seen("10.0.0.9", false, 0), seen("10.0.0.8", false, 0)
+	stray.SystemID, alias.SystemID = 99, 99
+	stray.StartedAt, alias.StartedAt = t0.Add(-time.Hour), t0.Add(-time.Hour)
+	primary := seen("10.0.0.1", false, 0)
+	primary.StartedAt = t0.Add(-2 * time.Hour)
+	c := &Cluster{Name: "main", Hosts: []Host{stray, alias, primary}}
+	c.Decide(t0, stale, 3)
+	if c.Identity != 0 || c.Primary != -1 {
+		t.Fatalf("one stray server under two addresses against one host: identity %d primary %d", c.Identity, c.Primary)
+	}
+	replica := seen("10.0.0.2", true, 0)
+	replica.StartedAt = t0.Add(-3 * time.Hour)
+	c = &Cluster{Name: "main", Hosts: []Host{stray, alias, primary, replica}}
+	c.Decide(t0, stale, 3)
+	if c.Identity != 7 || c.Primary != 2 {
+		t.Fatalf("one stray server under two addresses against two hosts: identity %d primary %d", c.Identity, c.Primary)
+	}
+}
