@@ -115,7 +115,7 @@ func TestFastPathAllocatesNothing(t *testing.T) {
 	h := newTestHandler(testSnapshot())
 	counted := 0
 	h.onAns = func(Asked, int) { counted++ }
-	limited := &udpServer{h: h, limiter: RateLimit(h, 1_000_000_000).(*rateLimiter)}
+	limited := &udpServer{h: h, limiter: NewRateLimiter(RateLimits{PerSecond: 1_000_000_000})}
 	sc := &scratch{}
 	out := make([]byte, 0, readBufSize)
 	for _, name := range []string{"primary.db.local.", "REPLICA.db.local.", "lag-50ms.replica.db.local.", "bytes-1mb.replica.db.local.",

@@ -65,13 +65,13 @@ func Start(addr string, h dns.Handler, limits Limits) (*Server, error) {
 }
 
 // fastHandler returns the *Handler that h is, or wraps in a rate limiter.
-func fastHandler(h dns.Handler) (*Handler, *rateLimiter) {
+func fastHandler(h dns.Handler) (*Handler, *RateLimiter) {
 	switch v := h.(type) {
 	case *Handler:
 		return v, nil
-	case *rateLimiter:
+	case *limitedHandler:
 		if inner, ok := v.next.(*Handler); ok {
-			return inner, v
+			return inner, v.limiter
 		}
 	}
 	return nil, nil

@@ -38,7 +38,7 @@ const readBufSize = 4096
 // that its wait holds up no other query.
 type udpServer struct {
 	h       *Handler
-	limiter *rateLimiter // nil: no rate limit
+	limiter *RateLimiter // nil: no rate limit
 	conns   []*net.UDPConn
 
 	readers  sync.WaitGroup
@@ -169,7 +169,7 @@ func (s *udpServer) read(conn *net.UDPConn) error {
 // may wait, to be answered off the reader. A panic on the fast path is
 // answered again by the slow path, whose handler turns it into SERVFAIL.
 func (s *udpServer) answer(req []byte, local net.Addr, src netip.AddrPort, out []byte, sc *scratch) (reply []byte, wait bool) {
-	if s.limiter != nil && !s.limiter.allow(src.Addr().Unmap()) {
+	if s.limiter != nil && !s.limiter.Allow(src.Addr()) {
 		if q, ok := parseWire(req, &sc.name); ok {
 			return appendTruncatedReply(out, &q), false
 		}

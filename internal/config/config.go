@@ -39,7 +39,7 @@ type DNS struct {
 	TTL            uint32
 	DefaultCluster string
 	LSNWait        time.Duration
-	RateLimit      int // UDP queries per second per source address; 0 = no limit
+	RateLimit      int // UDP queries per second per source /24 (IPv4) or /56 (IPv6); 0 = no limit
 
 	// NameServers are the zone's name servers (dns.nameservers): the NS
 	// RRset in this order, the first the SOA MNAME. Empty: ns.<zone>,

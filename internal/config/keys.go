@@ -77,7 +77,7 @@ var topKeys = []key{
 		func(c *Config) *time.Duration { return &c.DNS.LSNWait }, durationIn(true, 0, 10*time.Second)),
 	field("dns.lsn_refresh_min_gap", DefaultLSNRefreshMinGap.String(), onRestart, "least time between refresh rounds lsn- queries ask for, per cluster",
 		func(c *Config) *time.Duration { return &c.DNS.LSNRefreshMinGap }, durationIn(false, 0, 10*time.Second)),
-	field("dns.rate_limit", 0, onRestart, "UDP queries per second per source address; 0 = no limit",
+	field("dns.rate_limit", 0, onRestart, "UDP queries per second per source /24 (IPv4) or /56 (IPv6); 0 = no limit",
 		func(c *Config) *int { return &c.DNS.RateLimit }, integerIn[int](0, 1_000_000)),
 	field("dns.nameservers", nil, onRestart, "the zone's name servers: label=address in the zone, or name. outside it",
 		func(c *Config) *[]NameServer { return &c.DNS.NameServers }, nameServers),
