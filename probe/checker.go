@@ -21,9 +21,14 @@ type Sample struct {
 	At         time.Time  // the midpoint of the round trip: when the values were read
 	IP         netip.Addr // the address actually connected to
 	InRecovery bool
-	WriteLSN   zone.LSN // primary only: pg_current_wal_lsn()
+	// InsertLSN, on a primary only, is pg_current_wal_insert_lsn(): every
+	// commit visible when it was read has its commit record before it,
+	// even with synchronous_commit off (a commit is visible once its
+	// record is inserted, before the WAL writer writes it out, so the
+	// write position pg_current_wal_lsn() may lag a visible commit).
+	InsertLSN  zone.LSN
 	ReceiveLSN zone.LSN // replica only
-	ReplayLSN  zone.LSN // replica: pg_last_wal_replay_lsn(); primary: WriteLSN
+	ReplayLSN  zone.LSN // replica: pg_last_wal_replay_lsn(); primary: InsertLSN
 	SystemID   uint64
 	StartedAt  time.Time // pg_postmaster_start_time(): tells one server run from the next
 
@@ -61,8 +66,9 @@ type Checker interface {
 type NewCheckerFunc func(addr string) (Checker, error)
 
 // probeSQL reads everything pgdns needs in one statement, so one probe is
-// one round trip. pg_current_wal_lsn() and pg_walfile_name() fail during
-// recovery, hence the CASEs. The primary's timeline is the one its current
+// one round trip. The primary's position is its insert position (see
+// Sample.InsertLSN). pg_current_wal_insert_lsn() and pg_walfile_name()
+// fail during recovery, hence the CASEs. The primary's timeline is the one its current
 // WAL segment is named after; a replica's is the one its WAL receiver last
 // received, 0 when it has no receiver (the last restartpoint's timeline,
 // read beside it, is only a lower bound: it lags a timeline switch by up to
@@ -71,7 +77,7 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // in one consistent pass.
 const probeSQL = `SELECT
   pg_is_in_recovery(),
-  CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END,
+  CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_insert_lsn()::text END,
   coalesce(pg_last_wal_receive_lsn()::text, ''),
   coalesce(pg_last_wal_replay_lsn()::text, ''),
   CASE WHEN pg_is_in_recovery()

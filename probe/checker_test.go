@@ -36,14 +36,14 @@ func TestPostgresCheckerReadsPrimaryAndReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.InRecovery || p.WriteLSN == 0 || p.ReplayLSN != p.WriteLSN || p.Timeline != 1 || p.SystemID == 0 || p.IP.String() != ips[0] {
+	if p.InRecovery || p.InsertLSN == 0 || p.ReplayLSN != p.InsertLSN || p.Timeline != 1 || p.SystemID == 0 || p.IP.String() != ips[0] {
 		t.Fatalf("primary sample %+v", p)
 	}
 	r, err := check(t, newChecker, cl.Nodes[1].Addr(), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.InRecovery || r.WriteLSN != 0 || r.ReplayLSN == 0 || r.Timeline != 1 || r.SystemID != p.SystemID || r.IP.String() != ips[1] {
+	if !r.InRecovery || r.InsertLSN != 0 || r.ReplayLSN == 0 || r.Timeline != 1 || r.SystemID != p.SystemID || r.IP.String() != ips[1] {
 		t.Fatalf("replica sample %+v (primary %+v)", r, p)
 	}
 }

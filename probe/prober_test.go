@@ -41,7 +41,7 @@ func (c fakeChecker) Check(ctx context.Context) (Sample, error) {
 	s := Sample{At: time.Now(), IP: netip.MustParseAddr(c.h.ip), InRecovery: c.h.inRecovery,
 		ReplayLSN: c.h.lsn, Timeline: 1, SystemID: 42}
 	if !s.InRecovery {
-		s.WriteLSN = c.h.lsn
+		s.InsertLSN = c.h.lsn
 	}
 	c.h.mu.Unlock()
 	if hang {
@@ -219,7 +219,7 @@ func TestProberRefresh(t *testing.T) {
 	}
 	// The primary's fresh position is in the same snapshot: lag is
 	// measured against a primary sample as fresh as the replica's.
-	if got := table.Load().Clusters[0].Hosts[0].WriteLSN; got != 300 {
+	if got := table.Load().Clusters[0].Hosts[0].InsertLSN; got != 300 {
 		t.Fatalf("after the refresh the snapshot has the primary at %v, want 300", got)
 	}
 	if n := replica.probes.Load() - before; n < 1 {

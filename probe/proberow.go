@@ -92,7 +92,7 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 		return fmt.Errorf("pg_is_in_recovery() is %q, not a boolean", v[0])
 	}
 	var err error
-	if s.WriteLSN, err = optionalLSN(string(v[1])); err == nil {
+	if s.InsertLSN, err = optionalLSN(string(v[1])); err == nil {
 		if s.ReceiveLSN, err = optionalLSN(string(v[2])); err == nil {
 			s.ReplayLSN, err = optionalLSN(string(v[3]))
 		}
@@ -101,7 +101,7 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 		return err
 	}
 	if !s.InRecovery {
-		s.ReplayLSN = s.WriteLSN
+		s.ReplayLSN = s.InsertLSN
 	}
 	timeline, err1 := strconv.ParseInt(string(v[4]), 10, 64)
 	ckptTimeline, err2 := strconv.ParseInt(string(v[5]), 10, 64)

@@ -40,7 +40,7 @@ func TestParseProbeRow(t *testing.T) {
 	want := Sample{InRecovery: true, ReceiveLSN: 0x3000060, ReplayLSN: 0x3000028, Timeline: 1, CheckpointTimeline: 1,
 		SystemID: 7000000000000000001, StartedAt: time.UnixMicro(1700000000000000), Standbys: []zone.Standby{},
 		AppName: "r1", SlotName: "r1_slot"}
-	if s.InRecovery != want.InRecovery || s.WriteLSN != 0 || s.ReceiveLSN != want.ReceiveLSN || s.ReplayLSN != want.ReplayLSN ||
+	if s.InRecovery != want.InRecovery || s.InsertLSN != 0 || s.ReceiveLSN != want.ReceiveLSN || s.ReplayLSN != want.ReplayLSN ||
 		s.Timeline != 1 || s.CheckpointTimeline != 1 || s.SystemID != want.SystemID || !s.StartedAt.Equal(want.StartedAt) ||
 		s.Standbys == nil || len(s.Standbys) != 0 || s.AppName != "r1" || s.SlotName != "r1_slot" {
 		t.Errorf("replica: %+v", s)
@@ -50,7 +50,7 @@ func TestParseProbeRow(t *testing.T) {
 	if err := parseProbeRow(textRow(primaryCols...), &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.InRecovery || s.WriteLSN != 0x5000000 || s.ReplayLSN != 0x5000000 || s.Timeline != 3 || s.CheckpointTimeline != 2 ||
+	if s.InRecovery || s.InsertLSN != 0x5000000 || s.ReplayLSN != 0x5000000 || s.Timeline != 3 || s.CheckpointTimeline != 2 ||
 		s.AppName != "walreceiver" || s.SlotName != "" || len(s.Standbys) != 2 ||
 		s.Standbys[0] != (zone.Standby{Addr: netip.MustParseAddr("10.0.0.2"), AppName: "r1", Sync: true, Slot: "r1_slot"}) ||
 		s.Standbys[1] != (zone.Standby{AppName: "r2"}) {

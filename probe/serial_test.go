@@ -23,7 +23,7 @@ func TestProberSerials(t *testing.T) {
 
 	primary.set(func(h *fakeHost) { h.lsn = 5000 })
 	s := waitSnapshot(t, table, "the replica lagging", func(s *zone.Snapshot) bool {
-		return s.Clusters[0].Hosts[0].WriteLSN == 5000 && s.Clusters[0].Hosts[1].ReplayLSN == 100
+		return s.Clusters[0].Hosts[0].InsertLSN == 5000 && s.Clusters[0].Hosts[1].ReplayLSN == 100
 	})
 	if s.Clusters[0].Serial != s0 {
 		t.Fatalf("lag moved and the serial went from %d to %d", s0, s.Clusters[0].Serial)

@@ -51,7 +51,7 @@ func (p *Prober) record(r result) {
 	h.Seen, h.ProbedAt, h.Fails, h.LastError = true, s.At, 0, ""
 	h.IP, h.InRecovery, h.SystemID, h.StartedAt = s.IP, s.InRecovery, s.SystemID, s.StartedAt
 	h.Timeline, h.TimelineExact = tl, exact
-	h.WriteLSN, h.ReceiveLSN, h.ReplayLSN = s.WriteLSN, s.ReceiveLSN, s.ReplayLSN
+	h.InsertLSN, h.ReceiveLSN, h.ReplayLSN = s.InsertLSN, s.ReceiveLSN, s.ReplayLSN
 	h.AppName, h.SlotName, h.Standbys = s.AppName, s.SlotName, s.Standbys
 
 	// The WAL clock of a writable host. It starts over when the host
@@ -66,7 +66,7 @@ func (p *Prober) record(r result) {
 		w = &walHistory{timeline: s.Timeline}
 		p.history[h] = w
 	}
-	w.add(s.At, s.WriteLSN)
+	w.add(s.At, s.InsertLSN)
 }
 
 func (p *Prober) flatIndex(ci, hi int) int {

@@ -61,7 +61,7 @@ func TestNoWALReceiverMeansNoExactTimeline(t *testing.T) {
 // nothing, and of two lower bounds the smaller is kept.
 func TestWatchedTimelineSwitches(t *testing.T) {
 	p, _ := newAggregator(t)
-	w := Sample{At: time.Now(), WriteLSN: 0x9000, ReplayLSN: 0x9000, Timeline: 1, CheckpointTimeline: 1, SystemID: 7, StartedAt: run1}
+	w := Sample{At: time.Now(), InsertLSN: 0x9000, ReplayLSN: 0x9000, Timeline: 1, CheckpointTimeline: 1, SystemID: 7, StartedAt: run1}
 	feed(p, w, nil)                                   // the old primary, writable on timeline 1 past the fork
 	feed(p, Sample{}, errors.New("connect: refused")) // stopped, re-cloned
 	recloned := replicaSample(2, 2, 0xA000)

@@ -77,9 +77,9 @@ type Host struct {
 	Timeline   uint32
 	SystemID   uint64    // pg_control_system().system_identifier
 	StartedAt  time.Time // pg_postmaster_start_time(): one run of the server
-	WriteLSN   LSN       // primary: pg_current_wal_lsn()
+	InsertLSN  LSN       // primary: pg_current_wal_insert_lsn(), which covers every visible commit
 	ReceiveLSN LSN       // replica: pg_last_wal_receive_lsn()
-	ReplayLSN  LSN       // replica: pg_last_wal_replay_lsn(); primary: WriteLSN
+	ReplayLSN  LSN       // replica: pg_last_wal_replay_lsn(); primary: InsertLSN
 	Sync       bool      // a synchronous standby, by the primary's pg_stat_replication
 	SyncUnsure bool      // Sync is true because the primary's rows could not be told apart (see markSyncStandbys)
 	AppName    string    // replica: the application name its WAL receiver uses

@@ -47,7 +47,7 @@ func selectIPs(t *testing.T, s *Snapshot, name string, now time.Time, turn uint6
 
 func TestSelect(t *testing.T) {
 	p := seen("10.0.0.1", false, 0x5000)
-	p.WriteLSN = 0x5000
+	p.InsertLSN = 0x5000
 	fresh := seen("10.0.0.2", true, 0x5000)
 	behind := seen("10.0.0.3", true, 0x4000)
 	behind.Lag, behind.LagBytes = 800*time.Millisecond, 0x1000
