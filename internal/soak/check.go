@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +26,10 @@ const (
 
 	lagBound   = 50 * time.Millisecond
 	bytesBound = 64 * 1024
+	// timerSlack absorbs timer granularity: the moments compared are all
+	// read from one process's monotonic clock, a few microseconds apart
+	// from the events they stand for.
+	timerSlack = 2 * time.Millisecond
 )
 
 // Classes lists the name classes in report order.
@@ -42,12 +48,13 @@ var Classes = []string{ClassPrimary, ClassReplica, ClassLag, ClassBytes, ClassLS
 //     under way or completed (pg_ctl promote returned) less than Grace
 //     before the question; the newest timeline history it holds
 //     is not older than a timeline this pgdns had already answered;
-//   - lag-50ms: staleness ≤ 50ms + Stale + (read done − question sent),
-//     where staleness is at least (read sent − ack time of the first
-//     heartbeat the replica lacks): a replica's lag grows by at most 1 s/s
-//     after the sample pgdns judged it by, which may be Stale old;
-//   - bytes-64kb: replay position ≥ (primary position at question − Stale)
-//     − 64 KiB, the primary position taken from the heartbeats' positions;
+//   - lag-50ms: no heartbeat the replica lacks (it lacks every one after
+//     the newest it has now) was acknowledged more than 50ms (+ timerSlack)
+//     before the end of the probe pgdns judged it by. That end is no
+//     earlier than (question sent − age_ms − 1ms) for a TXT answer, and
+//     than (question sent − Stale) for an A answer;
+//   - bytes-64kb: replay position now ≥ the primary's insert position read
+//     after a heartbeat before that end − 64 KiB;
 //   - lsn-X and lsn-X-tT: the replica has the row whose commit gave X. A
 //     token without a timeline for a write lost with a killed primary is
 //     counted apart (README: add -tT when a lost write must not be served).
@@ -127,19 +134,28 @@ func (h *harness) record(ctx context.Context, class string, at time.Time, out ou
 // question is one DNS question and its answer.
 type question struct {
 	class, name string
+	qtype       uint16 // A, or TXT for the evidence behind each host
 	sent, recv  time.Time
 	gen         int // pgdns incarnation asked (-1: it changed meanwhile)
 	rcode       int
 	ips         []string
-	err         error
+	// TXT only: per answered IP, the age of the probe sample pgdns
+	// selected it by (age_ms, as of the moment pgdns answered), and the
+	// evidence string itself.
+	ages map[string]time.Duration
+	txt  map[string]string
+	err  error
 }
 
-// ask resolves name over UDP as an application's resolver would.
-func (h *harness) ask(class, name string) question {
-	q := question{class: class, name: name}
+// ask resolves name over UDP as an application's resolver would (A), or
+// asks for the TXT evidence of the same selection: pgdns answers TXT and A
+// from one v.Select of one snapshot, so a TXT answer names exactly the
+// hosts an A answer would, and adds how old each host's sample was.
+func (h *harness) ask(class, name string, qtype uint16) question {
+	q := question{class: class, name: name, qtype: qtype}
 	gen, _ := h.w.generation()
 	req := new(dns.Msg)
-	req.SetQuestion(name, dns.TypeA)
+	req.SetQuestion(name, qtype)
 	req.SetEdns0(1232, false)
 	c := &dns.Client{Net: "udp", Timeout: 500 * time.Millisecond}
 	q.sent = time.Now()
@@ -155,11 +171,64 @@ func (h *harness) ask(class, name string) question {
 	}
 	q.rcode = m.Rcode
 	for _, rr := range m.Answer {
-		if a, isA := rr.(*dns.A); isA {
-			q.ips = append(q.ips, a.A.String())
+		switch rr := rr.(type) {
+		case *dns.A:
+			q.ips = append(q.ips, rr.A.String())
+		case *dns.TXT:
+			ip, age, err := parseTXT(strings.Join(rr.Txt, ""))
+			if err != nil {
+				q.err = err
+				return q
+			}
+			if q.ages == nil {
+				q.ages, q.txt = map[string]time.Duration{}, map[string]string{}
+			}
+			q.ips = append(q.ips, ip)
+			q.ages[ip], q.txt[ip] = age, strings.Join(rr.Txt, "")
 		}
 	}
 	return q
+}
+
+// parseTXT reads the host's IP and the sample's age from pgdns's TXT
+// evidence: "host=127.0.0.12:5432 role=replica lag_ms=3 ... age_ms=120".
+func parseTXT(s string) (ip string, age time.Duration, err error) {
+	var haveHost, haveAge bool
+	for _, f := range strings.Fields(s) {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "host":
+			host, _, err := net.SplitHostPort(v)
+			if err != nil {
+				return "", 0, fmt.Errorf("TXT %q: host: %w", s, err)
+			}
+			ip, haveHost = host, true
+		case "age_ms":
+			ms, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || ms < 0 {
+				return "", 0, fmt.Errorf("TXT %q: bad age_ms", s)
+			}
+			age, haveAge = time.Duration(ms)*time.Millisecond, true
+		}
+	}
+	if !haveHost || !haveAge {
+		return "", 0, fmt.Errorf("TXT %q: no host or age_ms", s)
+	}
+	return ip, age, nil
+}
+
+// sampleEnd is a lower bound of when the probe round trip ended whose
+// sample pgdns judged ip by. From a TXT answer: pgdns answered at some
+// moment after the question was sent, and the sample was then age_ms old
+// (truncated to the millisecond); its time is no later than the end of
+// its round trip, whichever moment of it pgdns calls the sample's time.
+// From an A answer, nothing says which sample it was: only that pgdns
+// answers no host by a sample older than the stale bound.
+func (q question) sampleEnd(ip string) time.Time {
+	if age, ok := q.ages[ip]; ok {
+		return q.sent.Add(-age - time.Millisecond)
+	}
+	return q.sent.Add(-Stale)
 }
 
 // hostInfo is what the answered host said about itself.
@@ -212,13 +281,21 @@ func (h *harness) client(ctx context.Context, id int) {
 	rng := rand.New(rand.NewPCG(h.opts.Seed, uint64(id)+1))
 	for ctx.Err() == nil {
 		fresh, wrote := h.checkPrimary(ctx, int64(id))
+		// Lag and byte names are asked mostly as TXT, whose age_ms pins
+		// the sample each host was judged by (an exact check); one in
+		// four as A, judged by the bound that holds for any sample
+		// pgdns may use.
+		evidence := uint16(dns.TypeTXT)
+		if rng.IntN(4) == 0 {
+			evidence = dns.TypeA
+		}
 		switch rng.IntN(3) {
 		case 0:
-			h.checkReplicas(ctx, ClassReplica, "replica.db.local.", ack{})
+			h.checkReplicas(ctx, ClassReplica, "replica.db.local.", ack{}, dns.TypeA)
 		case 1:
-			h.checkReplicas(ctx, ClassLag, "lag-50ms.replica.db.local.", ack{})
+			h.checkReplicas(ctx, ClassLag, "lag-50ms.replica.db.local.", ack{}, evidence)
 		case 2:
-			h.checkReplicas(ctx, ClassBytes, "bytes-64kb.replica.db.local.", ack{})
+			h.checkReplicas(ctx, ClassBytes, "bytes-64kb.replica.db.local.", ack{}, evidence)
 		}
 		token := fresh
 		if !wrote || rng.IntN(10) < 3 {
@@ -230,9 +307,9 @@ func (h *harness) client(ctx context.Context, id int) {
 		}
 		if wrote && token.lsn != 0 {
 			if rng.IntN(2) == 0 {
-				h.checkReplicas(ctx, ClassLSN, "lsn-"+token.lsn.Label()+".replica.db.local.", token)
+				h.checkReplicas(ctx, ClassLSN, "lsn-"+token.lsn.Label()+".replica.db.local.", token, dns.TypeA)
 			} else {
-				h.checkReplicas(ctx, ClassLSNTL, fmt.Sprintf("lsn-%s-t%d.replica.db.local.", token.lsn.Label(), token.tl), token)
+				h.checkReplicas(ctx, ClassLSNTL, fmt.Sprintf("lsn-%s-t%d.replica.db.local.", token.lsn.Label(), token.tl), token, dns.TypeA)
 			}
 		}
 		select {
@@ -266,7 +343,7 @@ var nextWriteID atomic.Int64
 // row there (unless the primary is meant to be idle). It returns the
 // acknowledged write.
 func (h *harness) checkPrimary(ctx context.Context, client int64) (ack, bool) {
-	q := h.ask(ClassPrimary, "primary.db.local.")
+	q := h.ask(ClassPrimary, "primary.db.local.", dns.TypeA)
 	if !h.triage(ctx, q) {
 		return ack{}, false
 	}
@@ -308,8 +385,8 @@ func (h *harness) checkPrimary(ctx context.Context, client int64) (ack, bool) {
 
 // checkReplicas resolves a replica name and checks every answered host;
 // row is the write an lsn- name was made from.
-func (h *harness) checkReplicas(ctx context.Context, class, name string, row ack) {
-	q := h.ask(class, name)
+func (h *harness) checkReplicas(ctx context.Context, class, name string, row ack, qtype uint16) {
+	q := h.ask(class, name, qtype)
 	if !h.triage(ctx, q) {
 		return
 	}
@@ -392,9 +469,10 @@ func (h *harness) hostRules(q question, ip string, info hostInfo, primary bool) 
 // filterRules checks what the name's filter promised.
 func (h *harness) filterRules(q question, ip string, info hostInfo, row ack) bool {
 	w := h.w
-	if w.restartedSince(ip+":5432", q.sent.Add(-Grace)) {
-		// Restarted since the sample pgdns may have judged it by: its
-		// replay position may have gone back. Nothing to hold it to.
+	if w.restartedSince(ip+":5432", q.sampleEnd(ip).Add(-probeTimeout-timerSlack)) {
+		// Restarted since the sample pgdns may have judged it by (which
+		// began at most a probe timeout before it ended): its replay
+		// position may have gone back. Nothing to hold it to.
 		h.checks.mu.Lock()
 		h.checks.restarted++
 		h.checks.mu.Unlock()
@@ -405,22 +483,34 @@ func (h *harness) filterRules(q question, ip string, info hostInfo, row ack) boo
 		if !info.recovery {
 			return false // the promoted host within grace: checked by hostRules
 		}
-		lb, hb := w.lagLowerBound(info.maxHB, info.sent)
-		allowed := lagBound + Stale + info.recv.Sub(q.sent)
-		if lb > allowed {
-			return h.violation(q, "lag-50ms: staleness within 50ms + tolerance",
-				fmt.Sprintf("%s lacks heartbeat %d, acknowledged by %s (timeline %d) %s before the read: staleness ≥ %s > allowed %s (50ms + stale %s + %s question-to-read); host said: %s",
-					ip, hb.id, hb.node, hb.tl, lb.Round(time.Millisecond), lb.Round(time.Millisecond), allowed.Round(time.Millisecond), Stale, info.recv.Sub(q.sent).Round(time.Millisecond), h.said(q, info)))
+		// At the sample the replica lacked every heartbeat after the
+		// newest it has now (replay only moves forward, and the
+		// heartbeats commit in order). A proof of lag ≤ 50ms needs a
+		// primary probe begun no earlier than 50ms before the replica's
+		// probe ended that saw the primary at or before the replica's
+		// position, so before each heartbeat the replica lacked: each of
+		// them was acknowledged after that probe began.
+		end := q.sampleEnd(ip)
+		hb, found := w.lackedBefore(info.maxHB, end.Add(-lagBound-timerSlack))
+		if found {
+			return h.violation(q, "lag-50ms: the replica's lag at its sample is proven ≤ 50ms",
+				fmt.Sprintf("%s lacks heartbeat %d, acknowledged by %s (timeline %d) at %.3fs, %s before the end of the probe pgdns judged it by (no earlier than %.3fs, %s): lag at that sample ≥ %s > 50ms; host said: %s",
+					ip, hb.id, hb.node, hb.tl, hb.at.Sub(h.start).Seconds(), end.Sub(hb.at).Round(time.Millisecond), end.Sub(h.start).Seconds(),
+					q.sampleSource(ip), end.Sub(hb.at).Round(time.Millisecond), h.said(q, info)))
 		}
 	case ClassBytes:
 		if !info.recovery {
 			return false
 		}
-		ref, found := w.positionBefore(q.sent.Add(-Stale))
+		// A proof of 64 KiB needs a primary probe begun after the
+		// replica's ended: the primary was then at or past every
+		// position a heartbeat read before that end.
+		end := q.sampleEnd(ip)
+		ref, found := w.positionBefore(end.Add(-timerSlack))
 		if found && info.lsn+bytesBound < ref.lsn {
-			return h.violation(q, "bytes-64kb: replay within 64 KiB of the primary",
-				fmt.Sprintf("%s replayed %s; the primary (%s, timeline %d) was at %s already %s before the question (heartbeat %d): %d bytes behind > 64 KiB; host said: %s",
-					ip, info.lsn, ref.node, ref.tl, ref.lsn, q.sent.Sub(ref.posAt).Round(time.Millisecond), ref.id, uint64(ref.lsn-info.lsn), h.said(q, info)))
+			return h.violation(q, "bytes-64kb: the replica's byte lag at its sample is proven ≤ 64 KiB",
+				fmt.Sprintf("%s replayed %s now; the primary (%s, timeline %d) was at %s by %.3fs (heartbeat %d), before the end of the probe pgdns judged it by (no earlier than %.3fs, %s): %d bytes behind > 64 KiB; host said: %s",
+					ip, info.lsn, ref.node, ref.tl, ref.lsn, ref.posAt.Sub(h.start).Seconds(), ref.id, end.Sub(h.start).Seconds(), q.sampleSource(ip), uint64(ref.lsn-info.lsn), h.said(q, info)))
 		}
 	case ClassLSN, ClassLSNTL:
 		if info.hasRow {
@@ -441,6 +531,14 @@ func (h *harness) filterRules(q question, ip string, info hostInfo, row ack) boo
 				ip, row.id, row.node, row.tl, row.lsn, q.sent.Sub(row.at).Round(time.Millisecond), surv, lost, h.said(q, info)))
 	}
 	return false
+}
+
+// sampleSource says where sampleEnd came from, for the evidence.
+func (q question) sampleSource(ip string) string {
+	if t, ok := q.txt[ip]; ok {
+		return fmt.Sprintf("TXT %q", t)
+	}
+	return fmt.Sprintf("an A answer: a sample at most the stale bound %s old", Stale)
 }
 
 // said renders the host's own evidence with the answer's timing.

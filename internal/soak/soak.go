@@ -276,8 +276,8 @@ func (h *harness) note(format string, args ...any) {
 }
 
 // heartbeat inserts the next seq on the current primary every
-// heartbeatEvery and records when each commit returned and the position
-// after it. It writes straight to the node the harness knows is primary:
+// heartbeatEvery and records when each commit returned and the insert
+// position after it. It writes straight to the node the harness knows is primary:
 // it is the clock the lag and byte checks measure against.
 func (h *harness) heartbeat(ctx context.Context) {
 	var (
@@ -326,7 +326,7 @@ func (h *harness) heartbeat(ctx context.Context) {
 			conn, on, connectedAt = c, p, dialAt
 		}
 		seq++
-		a, err := commitAndPosition(ctx, conn, flushSQL, "INSERT INTO soak_hb (seq) VALUES ($1)", seq)
+		a, err := commitAndPosition(ctx, conn, tokenSQL, "INSERT INTO soak_hb (seq) VALUES ($1)", seq)
 		if err != nil && a.at.IsZero() {
 			conn.Close(context.Background())
 			conn = nil
@@ -367,14 +367,12 @@ func commitAndPosition(ctx context.Context, conn *pgx.Conn, posSQL, sql string, 
 	return a, err
 }
 
-// Positions read after a commit: a client's token is the insert position
-// (README, read-your-writes); the heartbeat records the flushed position,
-// the most a replica can have received, so that a byte check never counts
-// WAL still in the primary's buffers against a replica.
-const (
-	tokenSQL = "SELECT pg_current_wal_insert_lsn()::text"
-	flushSQL = "SELECT pg_current_wal_flush_lsn()::text"
-)
+// tokenSQL reads the position after a commit: the insert position, as a
+// read-your-writes client takes its token (README). The heartbeat records
+// it too: a commit is visible on the primary once inserted, flushed or
+// not (synchronous_commit = off), so what a replica lacks is measured
+// from there.
+const tokenSQL = "SELECT pg_current_wal_insert_lsn()::text"
 
 // checkWrites reads every row on the final primary and sorts the
 // acknowledged writes into present, lost with a killed primary (async

@@ -96,3 +96,47 @@ func TestLSN(t *testing.T) {
 		t.Error("no slash accepted")
 	}
 }
+
+func TestParseTXT(t *testing.T) {
+	ip, age, err := parseTXT("host=127.0.0.12:5432 role=replica lag_ms=3 lag_bytes=0 replay_lsn=0/3000060 age_ms=120")
+	if err != nil || ip != "127.0.0.12" || age != 120*time.Millisecond {
+		t.Fatalf("parseTXT = %q %v %v", ip, age, err)
+	}
+	for _, bad := range []string{"role=replica age_ms=1", "host=127.0.0.1:5432 role=replica", "host=127.0.0.1:5432 age_ms=-1", "host=x age_ms=1"} {
+		if _, _, err := parseTXT(bad); err == nil {
+			t.Errorf("parseTXT(%q) accepted", bad)
+		}
+	}
+	q := question{sent: time.Unix(100, 0), ages: map[string]time.Duration{"127.0.0.12": 120 * time.Millisecond}}
+	if got, want := q.sampleEnd("127.0.0.12"), time.Unix(100, 0).Add(-121*time.Millisecond); !got.Equal(want) {
+		t.Errorf("sampleEnd from TXT = %v, want %v", got, want)
+	}
+	if got, want := q.sampleEnd("127.0.0.13"), time.Unix(100, 0).Add(-Stale); !got.Equal(want) {
+		t.Errorf("sampleEnd without TXT = %v, want %v", got, want)
+	}
+}
+
+// TestLackedBefore: the heartbeat a replica lacks counts only once it is
+// settled in the newest timeline's history.
+func TestLackedBefore(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	w := &world{timeline: 2, forks: map[int]LSN{1: 1000}, primary: &pgtest.Node{}}
+	w.hb = []ack{
+		{id: 1, tl: 1, lsn: 900, at: t0},                            // before the fork: settled
+		{id: 2, tl: 1, lsn: 1100, at: t0.Add(time.Millisecond)},     // past the fork: lost
+		{id: 3, tl: 2, lsn: 1200, at: t0.Add(2 * time.Millisecond)}, // on the newest timeline
+	}
+	if hb, ok := w.lackedBefore(0, t0.Add(time.Second)); !ok || hb.id != 1 {
+		t.Errorf("lacking 1..3: got %v %v, want heartbeat 1", hb.id, ok)
+	}
+	if hb, ok := w.lackedBefore(1, t0.Add(time.Second)); !ok || hb.id != 3 {
+		t.Errorf("lacking 2..3: got %v %v, want heartbeat 3 (2 was lost)", hb.id, ok)
+	}
+	if _, ok := w.lackedBefore(1, t0.Add(2*time.Millisecond)); ok {
+		t.Error("heartbeat 3 acknowledged at the bound counted")
+	}
+	w.primary = nil // its primary killed, no successor yet: 3 may be lost
+	if _, ok := w.lackedBefore(1, t0.Add(time.Second)); ok {
+		t.Error("a heartbeat of an undecided timeline tail counted")
+	}
+}

@@ -173,31 +173,37 @@ func (w *world) lostWithKill(a ack) bool {
 	return ok && a.asked.Before(k)
 }
 
-// lagLowerBound is how stale a replica that has heartbeat seq m at t at
-// least is: the first heartbeat after m that is in the newest timeline's
-// history was committed on the primary by its ack time, and the replica
-// lacks it. 0 when there is none (the primary has written nothing since).
-func (w *world) lagLowerBound(m int64, t time.Time) (time.Duration, ack) {
+// settled reports whether heartbeat a is known to be in the history of
+// the newest timeline. Between a primary's kill or stop and the promotion
+// of its successor, the tail of the current timeline is undecided: it may
+// be lost with the old primary, so a replica lacking it proves nothing.
+func (w *world) settled(a ack) bool {
+	return w.surviving(a) && !(a.tl == w.timeline && w.primary == nil)
+}
+
+// lackedBefore returns the first settled heartbeat after seq m that was
+// acknowledged before t: a replica that has at most heartbeat m lacks it.
+func (w *world) lackedBefore(m int64, t time.Time) (ack, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	i := sort.Search(len(w.hb), func(i int) bool { return w.hb[i].id > m })
 	for ; i < len(w.hb) && w.hb[i].at.Before(t); i++ {
-		if w.surviving(w.hb[i]) {
-			return t.Sub(w.hb[i].at), w.hb[i]
+		if w.settled(w.hb[i]) {
+			return w.hb[i], true
 		}
 	}
-	return 0, ack{}
+	return ack{}, false
 }
 
-// positionBefore is a lower bound of the primary's WAL position at t: the
-// position after the newest heartbeat acknowledged by t that is in the
-// newest timeline's history.
+// positionBefore is a lower bound of the primary's WAL insert position at
+// t: the position read after the newest settled heartbeat whose read
+// returned by t.
 func (w *world) positionBefore(t time.Time) (ack, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	i := sort.Search(len(w.hb), func(i int) bool { return !w.hb[i].posAt.Before(t) })
 	for i--; i >= 0; i-- {
-		if w.hb[i].lsn != 0 && w.surviving(w.hb[i]) {
+		if w.hb[i].lsn != 0 && w.settled(w.hb[i]) {
 			return w.hb[i], true
 		}
 	}
