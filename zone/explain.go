@@ -53,6 +53,10 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 		}
 		return h.Role.String()
 	}
+	if h == primary && c.aboveTimelines(q) {
+		return "primary: timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + ": " + q.MinLSN.String() +
+			" on timeline " + strconv.FormatUint(uint64(q.Timeline), 10) + " is above every timeline of the cluster"
+	}
 	if h == primary {
 		switch q.Target {
 		case TargetPrimary, TargetAny:

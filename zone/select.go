@@ -99,9 +99,20 @@ func (c *Cluster) passes(h *Host, q *Query, primary *Host, now time.Time, staleA
 	return Fits
 }
 
+// aboveTimelines reports whether q's LSN was taken on a timeline above
+// every one the cluster has proven (NewestTimeline): that position is in
+// no host's WAL, the primary's included, so every host would provably lack
+// the write. The token is forged, or from another cluster, or pgdns is
+// behind a failover and the primary it knows is superseded: either way no
+// address is the true answer, and the primary does not pass this filter.
+func (c *Cluster) aboveTimelines(q *Query) bool {
+	return q.HasLSN && q.Timeline > c.NewestTimeline
+}
+
 // Select appends to dst the hosts that answer q at the view's moment and
 // returns the extended slice. The primary fits every filter but dc- (it
-// has all the data there is, but it is where it is). Replicas come in an
+// has all the data there is, but it is where it is), except an lsn- filter
+// whose timeline no host has (aboveTimelines). Replicas come in an
 // order rotated by the view's turn, so that successive answers spread
 // clients across them; when the client's location is known (q.From),
 // the hosts in it come first, rotated among themselves, then the others,
@@ -126,6 +137,9 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 	}
 	if q.DC != "" && !s.KnownLocation(q.DC) {
 		return dst, ErrUnknownLocation
+	}
+	if c.aboveTimelines(q) {
+		return dst, nil // no host has the position: not even the primary
 	}
 	primary := c.livePrimary(now, s.StaleAfter)
 	primaryFits := primary != nil && (q.DC == "" || primary.Location == q.DC)

@@ -189,3 +189,57 @@ func TestSelectAllocations(t *testing.T) {
 		t.Fatalf("Select allocates %v times per call", allocs)
 	}
 }
+
+// Issue 22, case 8: a position on a timeline above every one the cluster
+// has proven is in no host's WAL, the primary's included: every target
+// answers no address (the primary too, which otherwise passes every
+// filter of data), and /v1/resolve says why.
+func TestSelectTimelineNobodyHas(t *testing.T) {
+	p := seen("10.0.0.1", false, 0x9000)
+	p.Timeline = 2
+	r := seen("10.0.0.2", true, 0x9000)
+	r.Timeline = 2
+	s := cluster(p, r)
+	if tl := s.Clusters[0].NewestTimeline; tl != 2 {
+		t.Fatalf("newest timeline %d, want 2", tl)
+	}
+	for _, target := range []string{"replica", "prefer-replica", "any", "primary"} {
+		for _, token := range []string{"lsn-0-10-t3", "lsn-0-10-t9", "lsn-ffffffff-ffffffff-t4294967295"} {
+			name := token + "." + target + ".db.local."
+			if got := selectIPs(t, s, name, t0, 0); len(got) != 0 {
+				t.Errorf("%s answered %v, want no address", name, got)
+			}
+		}
+		// The proven timeline and the one before it are answered as
+		// before: the primary passes, prefer-replica falls back to it.
+		for token, want := range map[string]int{"lsn-0-10-t2": 1, "lsn-0-10-t1": 0} {
+			name := token + "." + target + ".db.local."
+			got := selectIPs(t, s, name, t0, 0)
+			n := want // the replica, on replica names
+			switch target {
+			case "primary":
+				n = 1
+			case "any":
+				n = 1 + want
+			case "prefer-replica":
+				n = max(want, 1)
+			}
+			if len(got) != n {
+				t.Errorf("%s answered %v, want %d hosts", name, got, n)
+			}
+		}
+	}
+	q, _ := Parse("lsn-0-10-t9.any.db.local.", origin)
+	v := View{Snap: s, Now: t0}
+	c := s.Clusters[0]
+	if v.Within(c, &c.Hosts[0], &q) {
+		t.Error("Within: the primary passes an LSN on a timeline it does not have")
+	}
+	verdicts, err := v.Explain(&q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := verdicts[0].Why; verdicts[0].Selected || why != "primary: timeline 2: 0/10 on timeline 9 is above every timeline of the cluster" {
+		t.Errorf("primary verdict %+v", verdicts[0])
+	}
+}

@@ -53,9 +53,12 @@ func (v View) LagBytes(c *Cluster, h *Host) (uint64, bool) {
 
 // Within reports whether h's data passes q's lag, byte and LSN filters
 // now, whatever it is otherwise fit for: the primary that may be answered
-// passes every filter, a replica passes as selection decides, any other
-// host none. h belongs to c.
+// passes every filter but an LSN on a timeline no host has, a replica
+// passes as selection decides, any other host none. h belongs to c.
 func (v View) Within(c *Cluster, h *Host, q *Query) bool {
+	if c.aboveTimelines(q) {
+		return false
+	}
 	p := v.Primary(c)
 	if p != nil && h == p {
 		return true
