@@ -189,6 +189,11 @@ type pgChecker struct {
 	// good probe, or closed by a failed one), Watch opens another.
 	rewatch bool
 
+	// When a new session to the server was last admitted (a connect, or
+	// an admission attempt), and how many probes have run since.
+	admittedAt    time.Time
+	sinceAdmitted int
+
 	// The history of historyTL, read once per timeline, not every probe.
 	historyTL   uint32
 	history     []zone.TimelineEnd
@@ -205,7 +210,7 @@ func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
 	connected := true
 	defer func() { c.rewatch = connected && !errors.Is(err, ErrNotServing) }()
 	if c.conn == nil || c.conn.IsClosed() {
-		conn, err := pgx.ConnectConfig(ctx, c.cfg)
+		conn, err := c.connect(ctx)
 		if err != nil {
 			connected = false
 			if ctx.Err() != nil {
@@ -214,6 +219,9 @@ func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
 			return Sample{}, classify(connectError(err))
 		}
 		c.conn = conn
+	} else if err := c.admission(ctx); err != nil {
+		c.Close() // a server stopping smartly waits for every open session to end
+		return Sample{}, err
 	}
 	start := time.Now()
 	err = c.queryProbe(ctx)
@@ -235,6 +243,15 @@ func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
 	}
 	s.History = c.readHistory(ctx, s.Timeline)
 	return s, nil
+}
+
+// connect opens a new session to c's server.
+func (c *pgChecker) connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, c.cfg)
+	if err == nil {
+		c.admittedAt, c.sinceAdmitted = time.Now(), 0
+	}
+	return conn, err
 }
 
 // failure is what an operation on c.conn that failed with err proves:

@@ -7,7 +7,6 @@ import (
 	"net"
 	"syscall"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -81,7 +80,7 @@ func (c *pgChecker) Watch(ctx context.Context) error {
 		// host is tried at most twice as often; never after a definitive
 		// failure, which has ended the host already.
 		c.rewatch = false
-		conn, err := pgx.ConnectConfig(ctx, c.cfg)
+		conn, err := c.connect(ctx)
 		if err == nil {
 			c.conn = conn
 		} else if err := classify(connectError(err)); ctx.Err() == nil && errors.Is(err, ErrNotServing) {
@@ -111,7 +110,7 @@ func (c *pgChecker) Watch(ctx context.Context) error {
 		// ended our session alone (a DBA, a job killing idle sessions)
 		// accepts it, and is still serving: watch the new one. Once per
 		// termination, so no faster than sessions are killed.
-		conn, cerr := pgx.ConnectConfig(ctx, c.cfg)
+		conn, cerr := c.connect(ctx)
 		if ctx.Err() != nil {
 			if cerr == nil {
 				c.conn = conn

@@ -174,7 +174,8 @@ func (n *Node) Start(ctx context.Context) error {
 	return err
 }
 
-// Stop stops the node's server; mode is "fast" or "immediate".
+// Stop stops the node's server; mode is "smart", "fast" or "immediate".
+// pg_ctl gives up after 60 s (a smart stop waits for every session to end).
 func (n *Node) Stop(ctx context.Context, mode string) error {
 	_, err := n.c.run(ctx, "pg_ctl", "-D", n.Dir, "-m", mode, "-w", "-t", "60", "stop")
 	return err

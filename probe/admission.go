@@ -1,0 +1,130 @@
+package probe
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// A server stopping in smart mode (pg_ctl stop -m smart, the default of
+// many scripts) refuses every new session with 57P03 "the database system
+// is shutting down", lets the open ones run, and stops only once they have
+// all ended. The probe's own session, open between probes, sees nothing
+// of it: probes kept succeeding, the host stayed in the answers while no
+// application could connect to it, and pgdns's session alone kept the
+// shutdown from ever completing. So a checker whose session is open asks
+// the server, now and then, whether it still admits a new one.
+//
+// The question costs the server a backend start, so it is asked at most
+// once every admitProbes probes and at most once every admitEvery (with
+// the default probe.interval of 250ms: once a second, every fourth
+// probe), and it is asked cheaply: the attempt stops at the server's first
+// reply, which is the refusal (PostgreSQL refuses a session before it
+// authenticates it) or a request for a password. Under trust (or cert,
+// peer) authentication there is nothing to stop at, and the attempt is a
+// whole session, closed at once.
+
+const (
+	admitProbes = 4
+	admitEvery  = time.Second
+)
+
+// errAsked ends an admission attempt once the server has asked the client
+// to authenticate: it admits the session (see firstReply).
+var errAsked = errors.New("the server asks for authentication: it admits new sessions")
+
+// admission tells whether the server of c's open session, probed once
+// more, still admits a new session, when it is time to ask again. It
+// returns a definitive error (ErrNotServing) when a new session was
+// refused as a stopping server refuses it, and nil otherwise: when it was
+// admitted, and when the answer proves nothing. Too many clients (53300)
+// is load, not a shutdown: the host keeps serving the sessions it has, and
+// taking it out of the answers would move all its clients onto the others.
+func (c *pgChecker) admission(ctx context.Context) error {
+	c.sinceAdmitted++
+	if c.sinceAdmitted < admitProbes || time.Since(c.admittedAt) < admitEvery {
+		return nil
+	}
+	// Half of the probe's deadline at most: a slow answer must leave the
+	// probe itself time to run.
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		actx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+	}
+	err := c.tryAdmission(actx)
+	cancel()
+	c.sinceAdmitted, c.admittedAt = 0, time.Now()
+	if err == nil || ctx.Err() != nil || !definitive(err) {
+		return nil
+	}
+	return classify(fmt.Errorf("a new session was refused (the open one still works): %w", connectError(err)))
+}
+
+// tryAdmission starts a new session to c's server and stops at the
+// server's first reply: nil when it asks for authentication (or, without
+// any, completes the session), else the refusal or the failure.
+func (c *pgChecker) tryAdmission(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var asked atomic.Bool
+	cfg := c.cfg.Copy()
+	cfg.AfterNetConnect = func(_ context.Context, _ *pgconn.Config, conn net.Conn) (net.Conn, error) {
+		// After TLS: the reader sees PostgreSQL's messages in clear.
+		return &firstReply{Conn: conn, asked: func() {
+			asked.Store(true)
+			cancel() // no fallback configuration (sslmode=prefer) is tried after it
+		}}, nil
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		cctx, ccancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer ccancel()
+		return conn.Close(cctx) // a whole session (trust): end it cleanly, as a client does
+	}
+	if asked.Load() {
+		return nil
+	}
+	return err
+}
+
+// firstReply reads a new session's connection and fails the first read
+// that completes an authentication request other than AuthenticationOk:
+// the server has admitted the session, and leaving before sending a
+// password costs it nothing more (it logs nothing when a client goes away
+// there). Every other first message (a refusal, AuthenticationOk, a
+// protocol negotiation) passes through unread.
+type firstReply struct {
+	net.Conn
+	head  [9]byte // message type, length, authentication code
+	n     int
+	done  bool
+	asked func()
+}
+
+func (r *firstReply) Read(b []byte) (int, error) {
+	n, err := r.Conn.Read(b)
+	if r.done || n == 0 {
+		return n, err
+	}
+	r.n += copy(r.head[r.n:], b[:n])
+	if r.head[0] != 'R' {
+		r.done = true
+		return n, err
+	}
+	if r.n < len(r.head) {
+		return n, err
+	}
+	r.done = true
+	if binary.BigEndian.Uint32(r.head[5:]) == 0 { // AuthenticationOk: no password asked
+		return n, err
+	}
+	r.asked()
+	return 0, errAsked
+}

@@ -1,0 +1,78 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// An admission attempt stops at the server's first reply: under password
+// authentication it sends no password (a wrong one, which a whole connect
+// would fail on, is never tried, and the server logs nothing), under trust
+// it is a whole session, ended cleanly. A server stopping smartly refuses
+// it with 57P03, a definitive failure, while the checker's open session
+// still works; once the checker has said so it holds no session, and the
+// smart stop completes.
+func TestAdmissionStopsAtTheFirstReply(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1),
+		HBA: []string{"host all guarded 127.0.0.0/8 scram-sha-256"}})
+	node := cl.Nodes[0]
+	node.Exec(t, "CREATE ROLE guarded LOGIN PASSWORD 'the-right-one'")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	checker := func(dsn string) *pgChecker {
+		newChecker, err := PostgresCheckers(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := newChecker(node.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c.(*pgChecker)
+	}
+	wrong := checker("user=guarded password=a-wrong-one dbname=postgres sslmode=disable")
+	for range 3 {
+		if err := wrong.tryAdmission(ctx); err != nil {
+			t.Fatalf("admission under scram-sha-256: %v", err)
+		}
+	}
+	trusted := checker("user=postgres dbname=postgres sslmode=disable")
+	if err := trusted.tryAdmission(ctx); err != nil {
+		t.Fatalf("admission under trust: %v", err)
+	}
+	if log := node.Log(); strings.Contains(log, "guarded") || strings.Contains(log, "could not") || strings.Contains(log, "unexpected EOF") {
+		t.Fatalf("the server logged the admission attempts:\n%s", log)
+	}
+
+	if _, err := trusted.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- node.Stop(context.Background(), "smart") }()
+	// Probes every 100ms, as the prober would: one of them asks.
+	done := make(chan error, 1)
+	go func() {
+		for range 100 {
+			if _, err := trusted.Check(ctx); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		done <- errors.New("100 probes succeeded")
+	}()
+	wantNotServing(t, done, 30*time.Second, "a probe of a server stopping smartly failed with %v, want a definitive failure", "no probe failed")
+	if trusted.conn != nil {
+		t.Fatal("the checker kept its session after the refusal")
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("smart stop: %v", err)
+	}
+}
