@@ -30,6 +30,11 @@ type Config struct {
 	// OnRequest, when set, is called once per request with its route
 	// pattern and status code, for metrics.
 	OnRequest func(route string, code int)
+
+	// Warnings, when set, lists problems that leave pgdns ready but that
+	// an operator should hear of (a state file it cannot write); /readyz
+	// shows them.
+	Warnings func() []string
 }
 
 // API is the HTTP handler.
@@ -156,7 +161,13 @@ func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "error": zone.ErrNotReady.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
+	body := map[string]any{"ready": true}
+	if a.cfg.Warnings != nil {
+		if warn := a.cfg.Warnings(); len(warn) > 0 {
+			body["warnings"] = warn
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (a *API) metrics(w http.ResponseWriter, r *http.Request) {

@@ -34,6 +34,12 @@ type Config struct {
 	// Networks map client addresses to locations (dns.locations); every
 	// snapshot carries them, so a reload replaces them with the hosts.
 	Networks *zone.Networks
+
+	// Remembered is what a previous run of pgdns learned, by cluster
+	// name (remember.go): the prober starts from it, before its first
+	// probe. An entry whose identity is not a cluster's pinned one is
+	// not applied.
+	Remembered map[string]Remembered
 }
 
 // Hooks let the caller observe the prober, for metrics. Nil hooks are
@@ -53,6 +59,10 @@ type Hooks struct {
 	// FluxProbes is called for each round of flux probes of a cluster,
 	// with the number of hosts kicked.
 	FluxProbes func(cluster string, hosts int)
+	// Learned is called with what the prober remembers (remember.go)
+	// each time that changes, while the prober publishes; never on a
+	// probe that teaches nothing new. The callee must not modify it.
+	Learned func(map[string]Remembered)
 }
 
 // ClusterConfig lists the hosts of one cluster.
@@ -114,6 +124,8 @@ type Prober struct {
 	last       *zone.Snapshot
 	rounds     []*round // per cluster: the probe round under way (rounds.go)
 	flux       []flux   // per cluster: the flux episode (flux.go)
+
+	reported map[string]Remembered // what Hooks.Learned last heard (remember.go); aggregator's
 }
 
 type result struct {
@@ -158,6 +170,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	p.driven = make([]atomic.Int64, len(p.done))
 	p.rounds = make([]*round, len(p.state))
 	p.flux = make([]flux, len(p.state))
+	p.seed(cfg.Remembered)
 	return p
 }
 
@@ -236,6 +249,7 @@ func (p *Prober) Run(ctx context.Context) {
 		p.publish()
 		lastPublish = time.Now()
 		p.published.Store(p.last)
+		p.reportLearned()
 		if fluxC == nil && p.fluxRound() {
 			fluxTick.Reset(fluxInterval)
 			fluxC = fluxTick.C

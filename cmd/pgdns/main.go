@@ -4,6 +4,7 @@
 //
 //	pgdns -config FILE          serve DNS and HTTP until SIGINT/SIGTERM
 //	pgdns -config FILE -check   validate the config, print what is wrong
+//	pgdns -config FILE -reset-state   forget what pgdns learned (state.path)
 //	pgdns -version
 package main
 
@@ -40,6 +41,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	configPath := fs.String("config", "configs/pgdns.yaml", "path of the YAML configuration file")
 	check := fs.Bool("check", false, "validate the configuration, print every problem, and exit 0 or 1")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	resetState := fs.Bool("reset-state", false, "remove the state file (state.path): forget every cluster's identity, newest timeline and timeline histories; then exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -68,6 +70,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if *resetState {
+		if err := app.ResetState(cfg.State.Path, log); err != nil {
+			fmt.Fprintln(stderr, "pgdns:", err)
+			return 1
+		}
+		return 0
+	}
 	a, err := app.New(cfg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "pgdns:", err)

@@ -45,6 +45,8 @@ type App struct {
 	http        *httpapi.Server // nil when http.listen is ""
 	running     *runningProber
 	prober      atomic.Pointer[probe.Prober] // the one publishing, for Refresh
+	state       *stateKeeper                 // nil without state.path (state.go)
+	stopped     bool                         // Stop has run: a second one does nothing
 }
 
 // runningProber is a prober and how to stop it.
@@ -94,6 +96,11 @@ func (a *App) Start() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	cfg := a.cfg
+	// What pgdns learned before, read before anything can be answered.
+	remembered, err := a.loadState(cfg.State.Path)
+	if err != nil {
+		return err
+	}
 	var h dns.Handler = dnsserver.NewHandler(dnsserver.Config{
 		Zone:             cfg.DNS.Zone,
 		TTL:              cfg.DNS.TTL,
@@ -118,6 +125,7 @@ func (a *App) Start() error {
 			SyncMaxLagBytes: cfg.HTTP.SyncMaxLagBytes,
 			Metrics:         a.metrics.Handler(),
 			OnRequest:       a.metrics.HTTPRequest,
+			Warnings:        a.stateWarnings,
 		}, a.table, a.log)
 		hs, err := httpapi.Start(cfg.HTTP.Listen, withPprof(cfg.HTTP.Listen, api), a.log)
 		if err != nil {
@@ -130,8 +138,13 @@ func (a *App) Start() error {
 	// answers already include them; discovery keeps them current after.
 	a.discover(context.Background())
 	a.probing = a.effective(cfg)
-	a.running, err = a.startProber(a.probing, true)
+	a.startState(cfg.State.Path, remembered)
+	a.running, err = a.startProber(a.probing, true, remembered)
 	if err != nil {
+		if a.state != nil {
+			a.state.halt()
+			a.state = nil
+		}
 		return err
 	}
 	a.prober.Store(a.running.p)
@@ -150,7 +163,9 @@ func (a *App) refresh(cluster string) <-chan struct{} {
 
 // startProber starts probing the hosts of cfg. An inactive prober probes
 // but publishes nothing until Activate.
-func (a *App) startProber(cfg *config.Config, active bool) (*runningProber, error) {
+// remembered, from the state file, seeds the first prober; later ones
+// inherit from their predecessor (swap).
+func (a *App) startProber(cfg *config.Config, active bool, remembered map[string]probe.Remembered) (*runningProber, error) {
 	newChecker, err := probe.PostgresCheckers(cfg.Probe.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("probe.dsn %w", err)
@@ -159,7 +174,10 @@ func (a *App) startProber(cfg *config.Config, active bool) (*runningProber, erro
 		Interval: cfg.Probe.Interval, Timeout: cfg.Probe.Timeout, MaxFails: cfg.Probe.MaxFails,
 		Hooks:    probe.Hooks{ProbeDone: a.metrics.ProbeDone, RoleChanged: a.metrics.RoleChanged, SplitBrain: a.metrics.SplitBrain},
 		Inactive: !active,
+
+		Remembered: remembered,
 	}
+	pcfg.Hooks.Learned = a.learned()
 	pcfg.MinRefreshGap = cfg.DNS.LSNRefreshMinGap
 	pcfg.FluxInterval, pcfg.FluxDuration = cfg.Probe.FluxInterval, cfg.Probe.FluxDuration
 	pcfg.Hooks.FluxProbes = a.metrics.FluxProbes
@@ -217,7 +235,7 @@ func (a *App) Reload(cfg *config.Config) error {
 // host once, then lets it publish and stops the running one. The caller
 // holds a.mu.
 func (a *App) swap(probing *config.Config) error {
-	next, err := a.startProber(probing, false)
+	next, err := a.startProber(probing, false, nil)
 	if err != nil {
 		return err
 	}
@@ -242,10 +260,15 @@ func (a *App) swap(probing *config.Config) error {
 }
 
 // Stop lets in-flight queries finish (bounded by ctx), then stops the
-// probes and closes their connections.
+// probes and closes their connections, and writes the state file one last
+// time. Stopping a stopped App does nothing.
 func (a *App) Stop(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.stopped {
+		return nil
+	}
+	a.stopped = true
 	var err error
 	if a.dns != nil {
 		err = a.dns.Shutdown(ctx)
@@ -263,6 +286,10 @@ func (a *App) Stop(ctx context.Context) error {
 	if a.running != nil {
 		a.running.halt()
 		a.running = nil
+	}
+	if a.state != nil {
+		a.state.halt() // after the prober: its last report is written
+		a.state = nil
 	}
 	return err
 }

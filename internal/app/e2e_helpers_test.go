@@ -76,6 +76,7 @@ type envOptions struct {
 	MinGap   string   // dns.lsn_refresh_min_gap, default the built-in one
 	// NameServers is dns.nameservers ("ns1=127.x.y.z", ...), default none.
 	NameServers []string
+	State       string // state.path, default "" (memory only)
 }
 
 // newEnv starts a primary and replicas on ips and pgdns probing them every
@@ -136,7 +137,9 @@ clusters:
   main:
     hosts: [%s]
     replicas: %s
-`, o.Listen, o.LSNWait, dnsExtra, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas))
+state:
+  path: %q
+`, o.Listen, o.LSNWait, dnsExtra, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas, o.State))
 	return &env{pg: pg, app: a, cfg: cfg, logs: logs}
 }
 

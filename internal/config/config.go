@@ -30,6 +30,7 @@ type Config struct {
 	HTTP     HTTP
 	Probe    Probe
 	Clusters []Cluster // in name order
+	State    State
 }
 
 // DNS configures the DNS server.
@@ -89,6 +90,13 @@ type Probe struct {
 	// probed every FluxInterval, for at most FluxDuration.
 	FluxInterval time.Duration
 	FluxDuration time.Duration
+}
+
+// State configures what pgdns keeps on disk (internal/state).
+type State struct {
+	// Path is the state file; "" keeps what pgdns learns in memory only.
+	// It is read at start-up only: a reload keeps the running value.
+	Path string
 }
 
 // Cluster is one PostgreSQL cluster.

@@ -105,6 +105,9 @@ var topKeys = []key{
 		func(c *Config) *time.Duration { return &c.Probe.FluxInterval }, durationIn(false, time.Millisecond, 0)),
 	field("probe.flux_duration", "3s", onReload, "a flux episode lasts at most this long, then the normal interval",
 		func(c *Config) *time.Duration { return &c.Probe.FluxDuration }, durationIn(false, 0, time.Minute)),
+
+	field("state.path", "", onRestart, `file where pgdns keeps what it learned across restarts; "" = memory only`,
+		func(c *Config) *string { return &c.State.Path }, text),
 }
 
 // clusterKey declares one key of each cluster: clusters.<name>.<name of

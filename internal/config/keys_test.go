@@ -32,6 +32,8 @@ probe:
   dsn: user=x
   flux_interval: 20ms
   flux_duration: 4s
+state:
+  path: /var/lib/pgdns/state.json
 clusters:
   a:
     hosts: [127.0.0.11:5432]
@@ -39,14 +41,14 @@ clusters:
     hosts: [127.0.0.12:5432]
 `
 
-// Each field of DNS, HTTP and Probe belongs to exactly one declared key,
+// Each field of DNS, HTTP, Probe and State belongs to exactly one declared key,
 // so that none escapes the reload rule or the unknown-key check.
 func TestEveryFieldIsDeclared(t *testing.T) {
 	full, err := Load(write(t, every), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, section := range []reflect.Value{reflect.ValueOf(full.DNS), reflect.ValueOf(full.HTTP), reflect.ValueOf(full.Probe)} {
+	for _, section := range []reflect.Value{reflect.ValueOf(full.DNS), reflect.ValueOf(full.HTTP), reflect.ValueOf(full.Probe), reflect.ValueOf(full.State)} {
 		for i := range section.NumField() {
 			if section.Field(i).IsZero() {
 				t.Errorf("%s.%s is not set by the test's config: set it", section.Type().Name(), section.Type().Field(i).Name)
@@ -64,7 +66,8 @@ func TestEveryFieldIsDeclared(t *testing.T) {
 			t.Errorf("%s: equal does not see its own field", k.name)
 		}
 	}
-	if !reflect.DeepEqual(got.DNS, full.DNS) || !reflect.DeepEqual(got.HTTP, full.HTTP) || !reflect.DeepEqual(got.Probe, full.Probe) {
+	if !reflect.DeepEqual(got.DNS, full.DNS) || !reflect.DeepEqual(got.HTTP, full.HTTP) || !reflect.DeepEqual(got.Probe, full.Probe) ||
+		!reflect.DeepEqual(got.State, full.State) {
 		t.Fatalf("the declared keys cover\n%+v\nnot all of\n%+v", got, full)
 	}
 }
@@ -82,7 +85,7 @@ func TestReload(t *testing.T) {
 	}
 	next, restart := Reload(running, asked)
 	want := []string{"dns.listen", "dns.zone", "dns.ttl", "dns.lsn_wait", "dns.lsn_refresh_min_gap", "dns.rate_limit",
-		"dns.nameservers", "dns.client_subnet_from", "http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes"}
+		"dns.nameservers", "dns.client_subnet_from", "http.listen", "http.sync_max_lag", "http.sync_max_lag_bytes", "state.path"}
 	if !slices.Equal(restart, want) {
 		t.Errorf("keys left for a restart: %v, want %v", restart, want)
 	}

@@ -41,6 +41,11 @@ type Metrics struct {
 	// every query, and a label lookup hashes and locks.
 	answers sync.Map // answerKey -> prometheus.Counter
 
+	// The state file's, once TrackState has registered them.
+	stateOnce     sync.Once
+	stateFailures prometheus.Counter
+	stateOK       prometheus.Gauge
+
 	// probes caches each host's probe duration histogram the same way:
 	// ProbeDone runs on every probe of every host, thousands a second
 	// with a thousand hosts (issue 17).
@@ -176,6 +181,35 @@ func (m *Metrics) RefreshCoalesced(cluster string, why probe.Coalesced) {
 // FluxProbes counts the probes of one flux round of a cluster.
 func (m *Metrics) FluxProbes(cluster string, hosts int) {
 	m.fluxProbes.WithLabelValues(cluster).Add(float64(hosts))
+}
+
+// TrackState registers the state file's metrics; pgdns calls it when
+// state.path is set, so that without one they are absent rather than
+// saying all is well.
+func (m *Metrics) TrackState() {
+	m.stateOnce.Do(func() {
+		m.stateFailures = prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgdns_state_write_failures_total",
+			Help: "Writes of the state file (state.path) that failed; pgdns kept answering from memory and retries.",
+		})
+		m.stateOK = prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pgdns_state_write_ok",
+			Help: "1 when the state file holds what pgdns has learned (its last write succeeded), 0 while writing it fails.",
+		})
+		m.stateOK.Set(1)
+		m.registry.MustRegister(m.stateFailures, m.stateOK)
+	})
+}
+
+// StateWritten records one attempt to write the state file; TrackState
+// must have been called.
+func (m *Metrics) StateWritten(err error) {
+	if err != nil {
+		m.stateFailures.Inc()
+		m.stateOK.Set(0)
+		return
+	}
+	m.stateOK.Set(1)
 }
 
 // HTTPRequest counts one HTTP request.

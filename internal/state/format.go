@@ -1,0 +1,142 @@
+// Package state keeps what pgdns has learned (probe.Remembered: each
+// cluster's identity, newest timeline and timeline histories) in the file
+// state.path, so that a restarted pgdns answers as the one that stopped
+// would have. format.go is the file's format, file.go reads and writes it
+// atomically, writer.go writes it in the background as pgdns learns.
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/pgdns/pgdns/probe"
+	"github.com/pgdns/pgdns/zone"
+)
+
+// Version is the format this pgdns writes and the newest it reads. A
+// change that an older pgdns would misread bumps it; the older one then
+// refuses the file instead of acting on half of it.
+const Version = 1
+
+// file is the state file as JSON. System identifiers are strings: they
+// exceed 2^53, which JSON tools such as jq round.
+type file struct {
+	Version  int                    `json:"version"`
+	Clusters map[string]clusterJSON `json:"clusters"`
+}
+
+type clusterJSON struct {
+	SystemIdentifier string                  `json:"system_identifier"`
+	NewestTimeline   uint32                  `json:"newest_timeline"`
+	Timelines        map[string]timelineJSON `json:"timelines,omitempty"` // by timeline, in decimal
+}
+
+type timelineJSON struct {
+	// FromHistoryFile: the ends were read from the timeline's history
+	// file (exact); else they are lower bounds pgdns watched.
+	FromHistoryFile bool      `json:"from_history_file"`
+	Ends            []endJSON `json:"ends"`
+}
+
+// endJSON is where one parent timeline ended, the LSN as PostgreSQL
+// prints it.
+type endJSON struct {
+	Timeline uint32 `json:"timeline"`
+	End      string `json:"end"`
+}
+
+// Encode writes m in the current format, clusters in name order (as
+// encoding/json orders map keys), indented for people reading it.
+func Encode(m map[string]probe.Remembered) []byte {
+	f := file{Version: Version, Clusters: map[string]clusterJSON{}}
+	for name, r := range m {
+		c := clusterJSON{SystemIdentifier: strconv.FormatUint(r.Identity, 10), NewestTimeline: r.NewestTimeline}
+		for _, tl := range slices.Sorted(maps.Keys(r.Timelines)) {
+			h := r.Timelines[tl]
+			t := timelineJSON{FromHistoryFile: h.FromFile, Ends: []endJSON{}}
+			for _, e := range h.Ends {
+				t.Ends = append(t.Ends, endJSON{Timeline: e.Timeline, End: e.End.String()})
+			}
+			if c.Timelines == nil {
+				c.Timelines = map[string]timelineJSON{}
+			}
+			c.Timelines[strconv.FormatUint(uint64(tl), 10)] = t
+		}
+		f.Clusters[name] = c
+	}
+	out, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		panic(err) // only strings, numbers and maps of them: cannot fail
+	}
+	return append(out, '\n')
+}
+
+// Decode reads a state file's contents. The error says in one line what
+// is wrong: empty, not JSON, no version, a newer version, a bad value.
+func Decode(data []byte) (map[string]probe.Remembered, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("is empty")
+	}
+	// The version first, alone: a newer format may not fit this one's types.
+	var head struct {
+		Version *json.RawMessage `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("does not parse as JSON (truncated or corrupt?): %v", err)
+	}
+	if head.Version == nil {
+		return nil, errors.New(`has no "version": not a pgdns state file`)
+	}
+	var v int
+	if err := json.Unmarshal(*head.Version, &v); err != nil || v < 1 {
+		return nil, fmt.Errorf(`"version" is %s, want a whole number from 1`, *head.Version)
+	}
+	if v > Version {
+		return nil, fmt.Errorf("was written by a newer pgdns (format version %d; this one reads up to %d)", v, Version)
+	}
+	var f file
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("does not parse as a version %d state file: %v", v, err)
+	}
+	out := map[string]probe.Remembered{}
+	for name, c := range f.Clusters {
+		r, err := c.remembered()
+		if err != nil {
+			return nil, fmt.Errorf("clusters.%s.%v", name, err)
+		}
+		out[name] = r
+	}
+	return out, nil
+}
+
+// remembered converts one cluster entry, checking every value.
+func (c clusterJSON) remembered() (probe.Remembered, error) {
+	id, err := strconv.ParseUint(c.SystemIdentifier, 10, 64)
+	if err != nil || id == 0 {
+		return probe.Remembered{}, fmt.Errorf("system_identifier %q is not a system identifier (a positive whole number)", c.SystemIdentifier)
+	}
+	r := probe.Remembered{Identity: id, NewestTimeline: c.NewestTimeline, Timelines: map[uint32]probe.TimelineHistory{}}
+	for key, t := range c.Timelines {
+		tl, err := strconv.ParseUint(key, 10, 32)
+		if err != nil || tl == 0 {
+			return probe.Remembered{}, fmt.Errorf("timelines: %q is not a timeline", key)
+		}
+		h := probe.TimelineHistory{FromFile: t.FromHistoryFile}
+		for _, e := range t.Ends {
+			lsn, err := zone.ParseLSN(e.End)
+			if err != nil || e.Timeline == 0 || e.Timeline >= uint32(tl) {
+				return probe.Remembered{}, fmt.Errorf("timelines.%s: the end of timeline %d at %q is not a parent timeline's end", key, e.Timeline, e.End)
+			}
+			h.Ends = append(h.Ends, zone.TimelineEnd{Timeline: e.Timeline, End: lsn})
+		}
+		r.Timelines[uint32(tl)] = h
+	}
+	return r, nil
+}

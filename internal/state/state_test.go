@@ -1,0 +1,187 @@
+package state
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/pgdns/pgdns/probe"
+	"github.com/pgdns/pgdns/zone"
+)
+
+func sample() map[string]probe.Remembered {
+	return map[string]probe.Remembered{
+		"main": {Identity: 7713995393360043562, NewestTimeline: 3, Timelines: map[uint32]probe.TimelineHistory{
+			2: {Ends: []zone.TimelineEnd{{Timeline: 1, End: 0x3000060}}, FromFile: true},
+			3: {Ends: []zone.TimelineEnd{{Timeline: 1, End: 0x3000060}, {Timeline: 2, End: 0x1_0000_00A0}}},
+		}},
+		"orders": {Identity: 1, NewestTimeline: 1, Timelines: map[uint32]probe.TimelineHistory{}},
+	}
+}
+
+// What is encoded decodes to the same knowledge, identifiers beyond 2^53
+// included, and the text is the documented shape.
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	data := Encode(sample())
+	got, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, sample()) {
+		t.Errorf("decoded\n%+v\nwant\n%+v", got, sample())
+	}
+	for _, want := range []string{`"version": 1`, `"system_identifier": "7713995393360043562"`, `"end": "1/A0"`, `"from_history_file": true`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("encoded state lacks %s:\n%s", want, data)
+		}
+	}
+	if string(Encode(sample())) != string(data) {
+		t.Error("two encodings of the same knowledge differ")
+	}
+}
+
+// Each way a state file can be unusable is one line saying what is wrong.
+func TestDecodeRefusesBadFiles(t *testing.T) {
+	good := string(Encode(sample()))
+	for _, tc := range []struct{ name, data, want string }{
+		{"empty", "", "is empty"},
+		{"blank", " \n", "is empty"},
+		{"truncated", good[:len(good)/2], "does not parse as JSON (truncated or corrupt?)"},
+		{"corrupt", "{\"version\": 1, \"clusters\": {\"main\": \x00}}", "does not parse as JSON"},
+		{"not an object", "[1, 2]", "does not parse as JSON"},
+		{"no version", `{"clusters": {}}`, `has no "version"`},
+		{"version zero", `{"version": 0}`, `"version" is 0`},
+		{"version text", `{"version": "1"}`, `"version" is "1"`},
+		{"future version", `{"version": 2, "clusters": {"main": {"something": "new"}}}`,
+			"was written by a newer pgdns (format version 2; this one reads up to 1)"},
+		{"unknown field", `{"version": 1, "clusters": {"main": {"system_identifier": "1", "colour": "red"}}}`, `unknown field "colour"`},
+		{"bad identifier", `{"version": 1, "clusters": {"main": {"system_identifier": "x"}}}`, `clusters.main.system_identifier "x"`},
+		{"zero identifier", `{"version": 1, "clusters": {"main": {"system_identifier": "0"}}}`, `clusters.main.system_identifier "0"`},
+		{"bad timeline", `{"version": 1, "clusters": {"main": {"system_identifier": "1", "timelines": {"two": {"ends": []}}}}}`,
+			`clusters.main.timelines: "two" is not a timeline`},
+		{"bad end", `{"version": 1, "clusters": {"main": {"system_identifier": "1", "timelines": {"2": {"ends": [{"timeline": 1, "end": "3000060"}]}}}}}`,
+			`clusters.main.timelines.2: the end of timeline 1 at "3000060"`},
+		{"end of a later timeline", `{"version": 1, "clusters": {"main": {"system_identifier": "1", "timelines": {"2": {"ends": [{"timeline": 2, "end": "0/1"}]}}}}}`,
+			`clusters.main.timelines.2: the end of timeline 2`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode([]byte(tc.data))
+			if err == nil {
+				t.Fatalf("decoded %q", tc.data)
+			}
+			if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q, want one line with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Load names the file; a missing file is nothing learned yet.
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if m, found, err := Load(path); m != nil || found || err != nil {
+		t.Fatalf("missing file: %v %v %v", m, found, err)
+	}
+	if err := os.WriteFile(path, []byte(`{"version": 9}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := Load(path); !found || err == nil || !strings.HasPrefix(err.Error(), "state file "+path+" was written by a newer pgdns") {
+		t.Errorf("future version: found %v, error %v", found, err)
+	}
+	if _, _, err := Load(dir); err == nil || !strings.HasPrefix(err.Error(), "state file "+dir+" cannot be read: ") {
+		t.Errorf("a folder: %v", err)
+	}
+}
+
+// WriteFile replaces the file whole and leaves no temporary file; when it
+// cannot write, the old file stays as it was.
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	for _, m := range []map[string]probe.Remembered{sample(), {}} {
+		if err := WriteFile(path, Encode(m)); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := Load(path)
+		if err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("read back %+v, %v; want %+v", got, err, m)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("files left in the folder: %v", entries)
+	}
+	if err := WriteFile(filepath.Join(path, "x"), []byte("{}")); err == nil || !strings.Contains(err.Error(), "creating a temporary file in") {
+		t.Errorf("a folder that is a file: %v", err)
+	}
+}
+
+// A Writer writes only what differs from the file, reports a failed write
+// in its Status and keeps the knowledge pending, and writes it once the
+// folder is back.
+func TestWriterKeepsGoingWhenItCannotWrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "state.json")
+	var results []error
+	w := NewWriter(path, sample(), slog.New(slog.NewTextHandler(io.Discard, nil)), func(err error) { results = append(results, err) })
+	w.Offer(sample())
+	if err := w.Flush(); err != nil || len(results) != 0 {
+		t.Fatalf("the file's own contents were written again: %v %v", err, results)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a file was written: %v", err)
+	}
+
+	// The folder goes away, a file in its place.
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	less := map[string]probe.Remembered{"main": sample()["main"]}
+	w.Offer(less)
+	if err := w.Flush(); err == nil {
+		t.Fatal("wrote into a file as if it were a folder")
+	}
+	if st := w.Status(); st.OK || st.Failures != 1 || !strings.Contains(st.Err, "not a directory") || st.Since.IsZero() {
+		t.Errorf("status after a failed write: %+v", st)
+	}
+	_ = w.Flush()
+	if st := w.Status(); st.Failures != 2 {
+		t.Errorf("the retry was not attempted: %+v", st)
+	}
+
+	// The folder is back: the pending knowledge is written.
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Status(); !st.OK || st.Err != "" || st.Failures != 2 {
+		t.Errorf("status after the folder came back: %+v", st)
+	}
+	got, _, err := Load(path)
+	if err != nil || !reflect.DeepEqual(got, less) {
+		t.Errorf("read back %+v, %v", got, err)
+	}
+	if len(results) != 3 || results[2] != nil {
+		t.Errorf("results reported: %v", results)
+	}
+	if err := w.Flush(); err != nil || len(results) != 3 {
+		t.Errorf("nothing pending, yet written again: %v %v", err, results)
+	}
+}

@@ -1,0 +1,102 @@
+package probe
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/testkit"
+	"github.com/pgdns/pgdns/zone"
+)
+
+// learnedLog keeps every report of Hooks.Learned.
+type learnedLog struct {
+	mu    sync.Mutex
+	calls []map[string]Remembered
+}
+
+func (l *learnedLog) hook(m map[string]Remembered) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, m)
+}
+
+func (l *learnedLog) last() (map[string]Remembered, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.calls) == 0 {
+		return nil, 0
+	}
+	return l.calls[len(l.calls)-1], len(l.calls)
+}
+
+// A prober seeded with what a previous run learned starts from it: a
+// writable host on a timeline older than the remembered newest one is
+// never the primary, from the first snapshot on. It reports what it
+// remembers once, not on every probe.
+func TestProberStartsFromWhatItRemembers(t *testing.T) {
+	old := &fakeHost{ip: "10.0.0.1", lsn: 100}                        // writable, timeline 1, system 42
+	follower := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100} // streams from it
+	hosts := map[string]*fakeHost{"a:1": old, "b:1": follower, "c:1": {ip: "10.0.0.3", fail: ErrNotServing}}
+	history := TimelineHistory{Ends: []zone.TimelineEnd{{Timeline: 1, End: 0x3000060}}, FromFile: true}
+	learned := &learnedLog{}
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: time.Second, MaxFails: 2,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"a:1", "b:1", "c:1"}}},
+		Remembered: map[string]Remembered{
+			"main": {Identity: 42, NewestTimeline: 2, Timelines: map[uint32]TimelineHistory{2: history}},
+			"gone": {Identity: 7, NewestTimeline: 5}, // no longer configured
+		},
+		Hooks: Hooks{Learned: learned.hook}}
+	table, _ := runFake(t, cfg, hosts)
+
+	s := waitSnapshot(t, table, "ready", func(s *zone.Snapshot) bool { return s.Ready })
+	c := s.Clusters[0]
+	if c.Primary >= 0 || c.NewestTimeline != 2 || c.Identity != 42 {
+		t.Fatalf("seeded with timeline 2: primary %d, newest timeline %d, identity %d; want no primary, 2, 42", c.Primary, c.NewestTimeline, c.Identity)
+	}
+	if h := c.Hosts[0]; h.Aside != zone.AsideSuperseded {
+		t.Errorf("the writable host on timeline 1: %v %q, want set aside as superseded", h.Role, h.Note)
+	}
+	got := testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, "a report", func() (map[string]Remembered, bool) {
+		m, _ := learned.last()
+		return m, m != nil
+	})
+	main, ok := got["main"]
+	if !ok || main.Identity != 42 || main.NewestTimeline != 2 || len(main.Timelines) != 1 || !main.Timelines[2].FromFile ||
+		len(main.Timelines[2].Ends) != 1 || main.Timelines[2].Ends[0] != history.Ends[0] {
+		t.Errorf("reported %+v, want what was seeded for main", got)
+	}
+	if _, ok := got["gone"]; ok {
+		t.Errorf("reported the cluster no longer configured: %+v", got)
+	}
+	_, n := learned.last()
+	// Fifty probe intervals teach nothing new: no new report.
+	if _, ok := testkit.Holds(500*time.Millisecond, 10*time.Millisecond, func() bool {
+		_, now := learned.last()
+		return now == n
+	}); !ok {
+		_, now := learned.last()
+		t.Errorf("%d reports after %d while nothing new was learned", now, n)
+	}
+}
+
+// A remembered entry whose identity differs from the pinned one belongs
+// to another cluster and is not applied.
+func TestProberIgnoresRememberedForeignIdentity(t *testing.T) {
+	hosts := map[string]*fakeHost{"a:1": {ip: "10.0.0.1", lsn: 100}, "b:1": {ip: "10.0.0.2", inRecovery: true, lsn: 100}}
+	learned := &learnedLog{}
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: time.Second, MaxFails: 2,
+		Clusters:   []ClusterConfig{{Name: "main", Hosts: []string{"a:1", "b:1"}, SystemID: 42}},
+		Remembered: map[string]Remembered{"main": {Identity: 99, NewestTimeline: 9}},
+		Hooks:      Hooks{Learned: learned.hook}}
+	table, _ := runFake(t, cfg, hosts)
+	s := waitSnapshot(t, table, "with a primary", func(s *zone.Snapshot) bool { return s.Ready && s.Clusters[0].Primary == 0 })
+	if c := s.Clusters[0]; c.NewestTimeline != 1 {
+		t.Errorf("newest timeline %d: the foreign entry's timeline 9 was applied", c.NewestTimeline)
+	}
+	testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, "a report of the pinned identity", func() (bool, bool) {
+		m, _ := learned.last()
+		ok := m["main"].Identity == 42 && m["main"].NewestTimeline == 1
+		return ok, ok
+	})
+}
