@@ -130,19 +130,23 @@ func (r *RateLimiter) Len() int {
 	return n
 }
 
-// key is the source network of src: its first v4Bits or v6Bits bits,
-// and the family in the low bits (which the prefix leaves zero), so that
-// no network's key is 0 and an IPv4 network never shares an IPv6 one's.
-func (r *RateLimiter) key(src netip.Addr) uint64 {
+// key is the source network of src.
+func (r *RateLimiter) key(src netip.Addr) uint64 { return networkKey(src, r.v4Bits, r.v6Bits) }
+
+// networkKey is the network of src: its first v4Bits (1..32) or v6Bits
+// (1..62) bits, and the family in the low bits (which the prefix leaves
+// zero), so that no network's key is 0 and an IPv4 network never shares
+// an IPv6 one's. An IPv4-mapped address is IPv4.
+func networkKey(src netip.Addr, v4Bits, v6Bits int) uint64 {
 	src = src.Unmap()
 	if src.Is4() {
 		a := src.As4()
 		v := uint64(binary.BigEndian.Uint32(a[:]))
-		return (v>>(32-r.v4Bits))<<(64-r.v4Bits) | 1
+		return (v>>(32-v4Bits))<<(64-v4Bits) | 1
 	}
 	a := src.As16()
 	v := binary.BigEndian.Uint64(a[:8])
-	return (v>>(64-r.v6Bits))<<(64-r.v6Bits) | 2
+	return (v>>(64-v6Bits))<<(64-v6Bits) | 2
 }
 
 // Allow reports whether a query from src is within its network's budget,

@@ -16,14 +16,48 @@ type Server struct {
 	udp  *dns.Server // miekg/dns's UDP server, for a handler that is not a *Handler
 	fast *udpServer  // pgdns's own UDP server for a *Handler (possibly rate limited)
 	tcp  *dns.Server
+	tcpL *tcpListener
 	addr string
 	errc chan error
 }
 
-// Limits bound what clients can make the server hold.
+// Limits bound what clients can make the server hold; a field left zero
+// (or negative) takes its default (DefaultMaxTCPConns...).
 type Limits struct {
 	MaxTCPConns int           // concurrent TCP connections; default 512
 	TCPIdle     time.Duration // an idle TCP connection is closed after this; default 8s
+
+	// MaxTCPConnsPerSource caps the connections of one source (an IPv4
+	// address, an IPv6 /56); default 32. A new connection past either
+	// cap evicts the connection idle longest (of that source, or of
+	// all), and is refused only when none is idle.
+	MaxTCPConnsPerSource int
+	// MaxTCPConnAge closes a connection at its first idle moment after
+	// it has been open this long; default 1m.
+	MaxTCPConnAge time.Duration
+	// MaxTCPQueries is how many queries one connection may send before
+	// the server closes it (after the replies); default 1000.
+	MaxTCPQueries int
+}
+
+// withDefaults fills in what l leaves zero.
+func (l Limits) withDefaults() Limits {
+	if l.MaxTCPConns <= 0 {
+		l.MaxTCPConns = DefaultMaxTCPConns
+	}
+	if l.TCPIdle <= 0 {
+		l.TCPIdle = DefaultTCPIdle
+	}
+	if l.MaxTCPConnsPerSource <= 0 {
+		l.MaxTCPConnsPerSource = DefaultMaxTCPConnsPerSource
+	}
+	if l.MaxTCPConnAge <= 0 {
+		l.MaxTCPConnAge = DefaultMaxTCPConnAge
+	}
+	if l.MaxTCPQueries <= 0 {
+		l.MaxTCPQueries = DefaultMaxTCPQueries
+	}
+	return l
 }
 
 // Start binds UDP and TCP on addr and serves h on both; it returns once
@@ -32,13 +66,7 @@ type Limits struct {
 // not, is served over UDP by pgdns's own batched readers (udpServer);
 // any other handler by miekg/dns's server. TCP is always miekg/dns's.
 func Start(addr string, h dns.Handler, limits Limits) (*Server, error) {
-	if limits.MaxTCPConns <= 0 {
-		limits.MaxTCPConns = 512
-	}
-	if limits.TCPIdle <= 0 {
-		limits.TCPIdle = 8 * time.Second
-	}
-	s, err := bind(addr, h, limits)
+	s, err := bind(addr, h, limits.withDefaults())
 	if err != nil {
 		return nil, err
 	}
@@ -119,17 +147,19 @@ func bind(addr string, h dns.Handler, limits Limits) (*Server, error) {
 			}
 			return nil, err
 		}
+		tl := newTCPListener(ln, limits)
 		s := &Server{
 			addr: bound,
 			errc: make(chan error, 2+len(conns)),
+			tcpL: tl,
 			tcp: &dns.Server{
-				Listener: newLimitListener(ln, limits.MaxTCPConns), Handler: h,
+				Listener: tl, Handler: h,
 				// A new connection must send its first query within the
 				// read timeout; later ones within the idle timeout.
 				ReadTimeout:   2 * time.Second,
 				WriteTimeout:  2 * time.Second,
 				IdleTimeout:   func() time.Duration { return limits.TCPIdle },
-				MaxTCPQueries: 1000,
+				MaxTCPQueries: limits.MaxTCPQueries,
 			},
 		}
 		if fastH != nil {
@@ -154,6 +184,9 @@ func (s *Server) close() {
 
 // Addr is the bound address, host:port.
 func (s *Server) Addr() string { return s.addr }
+
+// TCPStats counts the TCP connections held, served, evicted and refused.
+func (s *Server) TCPStats() TCPStats { return s.tcpL.stats() }
 
 // Err delivers an error if either transport stops serving on its own.
 func (s *Server) Err() <-chan error { return s.errc }
