@@ -186,27 +186,59 @@ type Server struct {
 	errc chan error
 }
 
-// Start listens on addr and serves h.
-func Start(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
+// DefaultMaxConns is ServerConfig.MaxConns when it is 0.
+const DefaultMaxConns = 128
+
+// ServerConfig bounds what clients can make the server hold, and says
+// which names it answers to.
+type ServerConfig struct {
+	// MaxConns caps open connections (0: DefaultMaxConns); past it the
+	// connection idle longest is closed (connCap).
+	MaxConns int
+
+	// AllowedHosts are the names, besides localhost, a request's Host
+	// header may carry; an IP literal always may. Any other Host gets
+	// 421 (hostGuard).
+	AllowedHosts []string
+
+	// OnEvict, when set, is called for each connection the cap closes:
+	// an idle one (refused false) or a new one while all are busy.
+	OnEvict func(refused bool)
+}
+
+// Start listens on addr and serves h behind the Host check, with sc's
+// connection cap.
+func Start(addr string, h http.Handler, log *slog.Logger, sc ServerConfig) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	if sc.MaxConns <= 0 {
+		sc.MaxConns = DefaultMaxConns
+	}
+	limited := newConnCap(ln, sc.MaxConns)
+	limited.onEvict = sc.OnEvict
 	s := &Server{
 		addr: ln.Addr().String(),
 		errc: make(chan error, 1),
 		srv: &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 5 * time.Second,
+			Handler: newHostGuard(h, sc.AllowedHosts),
+			// A request's headers within 3 s of its first byte (or of
+			// the connection), at most 8 KiB of them; a keep-alive
+			// connection closes after 5 s without a request: the
+			// kubelet opens one per probe and Prometheus scrapes every
+			// 15 s or more, so nobody gains from keeping them longer.
+			ReadHeaderTimeout: 3 * time.Second,
 			ReadTimeout:       10 * time.Second,
 			WriteTimeout:      10 * time.Second,
-			IdleTimeout:       60 * time.Second,
-			MaxHeaderBytes:    16 << 10,
+			IdleTimeout:       5 * time.Second,
+			MaxHeaderBytes:    8 << 10,
+			ConnState:         limited.connState,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
 	}
 	go func() {
-		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(limited); !errors.Is(err, http.ErrServerClosed) {
 			s.errc <- err
 		}
 	}()

@@ -127,7 +127,8 @@ func (a *App) Start() error {
 			OnRequest:       a.metrics.HTTPRequest,
 			Warnings:        a.stateWarnings,
 		}, a.table, a.log)
-		hs, err := httpapi.Start(cfg.HTTP.Listen, withPprof(cfg.HTTP.Listen, api), a.log)
+		hs, err := httpapi.Start(cfg.HTTP.Listen, withPprof(cfg.HTTP.Listen, api), a.log, httpapi.ServerConfig{
+			MaxConns: cfg.HTTP.MaxConns, AllowedHosts: cfg.HTTP.AllowedHosts, OnEvict: a.metrics.HTTPEvicted})
 		if err != nil {
 			_ = srv.Shutdown(context.Background())
 			return fmt.Errorf("http.listen %q: %w", cfg.HTTP.Listen, err)

@@ -76,6 +76,11 @@ type HTTP struct {
 	// pg_status__sync_max_lag_bytes).
 	SyncMaxLag      time.Duration
 	SyncMaxLagBytes uint64
+
+	// MaxConns caps open connections; AllowedHosts are the names besides
+	// localhost a request's Host may carry (httpapi.ServerConfig).
+	MaxConns     int
+	AllowedHosts []string
 }
 
 // Probe configures the probing of hosts.

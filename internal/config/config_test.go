@@ -96,6 +96,9 @@ func TestErrorsNameTheKeyAndQuoteTheValue(t *testing.T) {
 		{"no default", "clusters:\n  a:\n    hosts: [h:1]\n  b:\n    hosts: [i:1]\n", []string{`dns.default_cluster must be set when there is more than one cluster`}},
 		{"unknown default", minimal + "dns:\n  default_cluster: other\n", []string{`dns.default_cluster must name a cluster in clusters, got "other"`}},
 		{"every error at once", minimal + "dns:\n  ttl: 99\nprobe:\n  interval: x\n  timeout: y\n", []string{"dns.ttl", "probe.interval", "probe.timeout"}},
+		{"allowed host with a port", minimal + "http:\n  allowed_hosts: [pgdns.svc:8080]\n", []string{`http.allowed_hosts[0] must be a host name such as pgdns.monitoring.svc (no port, no scheme), got "pgdns.svc:8080"`}},
+		{"allowed host as a URL", minimal + "http:\n  allowed_hosts: [ok.svc, 'http://x']\n", []string{`http.allowed_hosts[1] must be a host name`}},
+		{"max conns", minimal + "http:\n  max_conns: 0\n", []string{`http.max_conns must be an integer from 1 to 100000, got "0"`}},
 		{"yaml syntax", "dns: [", []string{`file "`}},
 	}
 	for _, tc := range cases {

@@ -88,6 +88,10 @@ var topKeys = []key{
 
 	field("http.listen", "127.0.0.1:8080", onRestart, `address of the HTTP API; "" turns it off`,
 		func(c *Config) *string { return &c.HTTP.Listen }, hostPort(true)),
+	field("http.max_conns", 128, onRestart, "most HTTP connections open at once; past it the one idle longest is closed",
+		func(c *Config) *int { return &c.HTTP.MaxConns }, integerIn[int](1, 100_000)),
+	field("http.allowed_hosts", nil, onRestart, "names besides localhost a request's Host may carry (IP literals always may); others get 421",
+		func(c *Config) *[]string { return &c.HTTP.AllowedHosts }, hostNames),
 	field("http.sync_max_lag", "1s", onRestart, "pg-status endpoints: time lag threshold when a request gives none",
 		func(c *Config) *time.Duration { return &c.HTTP.SyncMaxLag }, durationIn(true, 0, 0)),
 	field("http.sync_max_lag_bytes", 1000000, onRestart, "pg-status endpoints: byte lag threshold when a request gives none",
@@ -128,6 +132,20 @@ var clusterKeys = []clusterKey{
 		read: func(r *reader, key string, c *Cluster) { c.SystemID = r.systemID(key) }},
 	{name: clusterLocationsField, doc: "hosts by location name", isMap: true,
 		read: func(r *reader, key string, c *Cluster) { c.Locations = r.hostLocations(key, c) }},
+}
+
+// hostNames reads a list of host names: no port, no scheme.
+func hostNames(r *reader, key string, _ *Config) []string {
+	var out []string
+	for i, v := range r.list(key) {
+		name := strings.ToLower(strings.TrimSuffix(v, "."))
+		if !validDomain(name) {
+			r.fail(fmt.Sprintf("%s[%d]", key, i), "must be a host name such as pgdns.monitoring.svc (no port, no scheme), got %q", v)
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // text reads a string.

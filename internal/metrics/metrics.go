@@ -33,6 +33,8 @@ type Metrics struct {
 	refreshCoalesced *prometheus.CounterVec
 	fluxProbes       *prometheus.CounterVec
 
+	httpClosed [2]prometheus.Counter // by refused: connections the HTTP cap closed
+
 	// localities counts replica answers by zone.Locality, resolved once:
 	// DNSLocality runs on every such answer.
 	localities [3]prometheus.Counter
@@ -108,7 +110,12 @@ func New(table *zone.Table) *Metrics {
 	for _, l := range []zone.Locality{zone.Unlocated, zone.Local, zone.Remote} {
 		m.localities[l] = locality.WithLabelValues(l.String())
 	}
-	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.fluxProbes, locality)
+	closed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pgdns_http_conns_closed_total",
+		Help: "HTTP connections closed by http.max_conns: the one idle longest, to make room for a new one (reason evicted_idle), or a new one while every connection was inside a request (reason refused_busy).",
+	}, []string{"reason"})
+	m.httpClosed[0], m.httpClosed[1] = closed.WithLabelValues("evicted_idle"), closed.WithLabelValues("refused_busy")
+	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.fluxProbes, locality, closed)
 	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.splitBrains, m.httpRequests,
 		hostCollector{table: table},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -215,6 +222,16 @@ func (m *Metrics) StateWritten(err error) {
 // HTTPRequest counts one HTTP request.
 func (m *Metrics) HTTPRequest(route string, code int) {
 	m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+}
+
+// HTTPEvicted counts one connection closed by the HTTP connection cap
+// (httpapi.ServerConfig.OnEvict).
+func (m *Metrics) HTTPEvicted(refused bool) {
+	if refused {
+		m.httpClosed[1].Inc()
+	} else {
+		m.httpClosed[0].Inc()
+	}
 }
 
 // hostCollector reports the state of every host from the snapshot current
