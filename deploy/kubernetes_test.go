@@ -311,6 +311,10 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 
+	// The state file on a volume that outlives the container, writable
+	// under the read-only root.
+	stateVolume(t, m, c, cfg.State.Path)
+
 	// Resources fit the measured footprint; GOMEMLIMIT sits below the limit.
 	req, lim := c.Resources.Requests[corev1.ResourceMemory], c.Resources.Limits[corev1.ResourceMemory]
 	if req.Cmp(restingRSS) < 0 || lim.Cmp(largeRSS) < 0 || req.Cmp(lim) > 0 {
@@ -436,4 +440,29 @@ func TestCoreDNSStanza(t *testing.T) {
 	if bytes.Count(raw, []byte("{")) != bytes.Count(raw, []byte("}")) {
 		t.Errorf("%s: unbalanced braces", corednsFile)
 	}
+}
+
+// stateVolume checks that state.path lies on a writable volume of the pod
+// that survives a restart of the container (an emptyDir or a claim; the
+// root file system is read-only and a container's own files go with it).
+func stateVolume(t *testing.T, m manifests, c corev1.Container, path string) {
+	t.Helper()
+	if path == "" {
+		t.Fatal("the ConfigMap sets no state.path: a restarted pod forgets what pgdns learned")
+	}
+	for _, vm := range c.VolumeMounts {
+		if filepath.Dir(path) != vm.MountPath {
+			continue
+		}
+		for _, v := range m.deployment.Spec.Template.Spec.Volumes {
+			if v.Name != vm.Name {
+				continue
+			}
+			if vm.ReadOnly || (v.EmptyDir == nil && v.PersistentVolumeClaim == nil) {
+				t.Errorf("state.path %s is on volume %s, which is read-only or not an emptyDir or a claim", path, v.Name)
+			}
+			return
+		}
+	}
+	t.Errorf("state.path %s is not in a folder a volume is mounted at: it would be on the read-only root", path)
 }

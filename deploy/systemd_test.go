@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
@@ -67,6 +68,8 @@ func TestSystemdUnitSettings(t *testing.T) {
 		"Service.ProtectHome":             "yes",
 		"Service.PrivateTmp":              "yes",
 		"Service.RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX",
+		"Service.StateDirectory":          "pgdns",
+		"Service.Environment":             "PGDNS_STATE__PATH=/var/lib/pgdns/state.json",
 		"Install.WantedBy":                "multi-user.target",
 	}
 	for k, v := range want {
@@ -79,6 +82,16 @@ func TestSystemdUnitSettings(t *testing.T) {
 	}
 	if slices.Contains(keys["Service.User"], "root") {
 		t.Error("the unit runs as root")
+	}
+	// The installed config (configs/pgdns.yaml) with the unit's
+	// environment keeps the state file in the StateDirectory, which
+	// systemd creates for the dynamic user and keeps across restarts.
+	cfg, err := config.Load("../configs/pgdns.yaml", keys["Service.Environment"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir := "/var/lib/" + keys["Service.StateDirectory"][0]; filepath.Dir(cfg.State.Path) != dir {
+		t.Errorf("state.path under the unit is %q, want a file in %s", cfg.State.Path, dir)
 	}
 }
 

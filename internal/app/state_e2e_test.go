@@ -5,9 +5,14 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,4 +106,133 @@ func TestRestartWithStateKeepsTheSupersededPrimaryOut(t *testing.T) {
 	// state file exists for.
 	forgetful := launch(t, pg, envOptions{})
 	forgetful.waitFor(t, "primary.db.local.", []string{old.IP})
+}
+
+// mountTmpfs mounts a tmpfs of size bytes at dir for the test: a folder
+// that can be made read-only or full, even for root.
+func mountTmpfs(t *testing.T, dir string, size int) {
+	t.Helper()
+	testkit.RequireRoot(t, "mounting a small tmpfs to make the state folder read-only or full")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(size)+",mode=0700"); err != nil {
+		testkit.Require(t, fmt.Errorf("mount tmpfs: %w", err))
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+}
+
+// remount makes the tmpfs at dir read-only or writable again.
+func remount(t *testing.T, dir string, readOnly bool) {
+	t.Helper()
+	flags := uintptr(syscall.MS_REMOUNT)
+	if readOnly {
+		flags |= syscall.MS_RDONLY
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", flags, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fill writes a file into dir until the file system is full.
+func fill(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4096)
+	for range 1 << 16 {
+		if _, err := f.Write(chunk); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return path
+			}
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("the tmpfs never filled up")
+	return ""
+}
+
+// A state folder that turns read-only, then full, costs pgdns nothing but
+// the file: it keeps answering from memory (the promotion is answered at
+// once), says so in a metric, a log line and /readyz (still 200), retries,
+// and writes what it learned meanwhile once it can. Restarted on a
+// read-only folder, it starts from the file it can still read.
+func TestStateWriteFailuresKeepPgdnsAnswering(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "state")
+	mountTmpfs(t, dir, 64<<10)
+	path := filepath.Join(dir, "state.json")
+	ips := pgtest.Addrs(t).IPs(3)
+	pg := pgtest.New(t, pgtest.Options{IPs: ips})
+	e := attach(t, pg, envOptions{State: path})
+	waitState(t, path, "timeline 1", func(tl uint32) bool { return tl == 1 })
+	if got := e.metricSum(t, "pgdns_state_write_ok"); got != 1 {
+		t.Errorf("pgdns_state_write_ok %v after a good write, want 1", got)
+	}
+
+	// Read-only at write time.
+	remount(t, dir, true)
+	if err := pg.Nodes[1].Promote(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[1].IP})
+	wantFailing := func(why string) {
+		t.Helper()
+		e.eventually(t, "/readyz", "", func(code int, body string) bool {
+			return code == http.StatusOK && strings.Contains(body, `"ready":true`) && strings.Contains(body, why) &&
+				strings.Contains(body, "state file "+path+" not written since")
+		})
+		if got := e.metricSum(t, "pgdns_state_write_ok"); got != 0 {
+			t.Errorf("pgdns_state_write_ok %v while writes fail (%s), want 0", got, why)
+		}
+		if !strings.Contains(e.logs.String(), `level=ERROR msg="state file not written; pgdns keeps answering`) ||
+			!strings.Contains(e.logs.String(), why) {
+			t.Errorf("no log line of the failed write (%s):\n%s", why, e.logs)
+		}
+	}
+	wantFailing("read-only file system")
+	failures := e.metricSum(t, "pgdns_state_write_failures_total")
+	if failures < 1 {
+		t.Errorf("pgdns_state_write_failures_total %v after a failed write", failures)
+	}
+	if m, _, err := state.Load(path); err != nil || m["main"].NewestTimeline != 1 {
+		t.Errorf("the file changed on a read-only folder: %+v %v", m, err)
+	}
+
+	// Full at the retry.
+	remount(t, dir, false)
+	filler := fill(t, dir)
+	wantFailing("no space left on device")
+	if got := e.metricSum(t, "pgdns_state_write_failures_total"); got <= failures {
+		t.Errorf("pgdns_state_write_failures_total %v, not above %v after more failed writes", got, failures)
+	}
+	e.holds(t, "primary.db.local.", 300*time.Millisecond, exactly(pg.Nodes[1].IP), "the new primary while the state file fails")
+
+	// Room again: the next retry writes what was learned meanwhile.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, path, "timeline 2 once there is room", func(tl uint32) bool { return tl == 2 })
+	e.eventually(t, "/readyz", "", func(code int, body string) bool { return code == http.StatusOK && !strings.Contains(body, "warnings") })
+	if got := e.metricSum(t, "pgdns_state_write_ok"); got != 1 {
+		t.Errorf("pgdns_state_write_ok %v after writing again, want 1", got)
+	}
+	if !strings.Contains(e.logs.String(), "state file written again") {
+		t.Errorf("no log line of the recovery:\n%s", e.logs)
+	}
+
+	// A restart on a read-only folder reads the file and answers.
+	if err := e.app.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	remount(t, dir, true)
+	again := launch(t, pg, envOptions{State: path})
+	if got := again.firstAnswer(t, "primary.db.local."); len(got) != 1 || got[0] != pg.Nodes[1].IP {
+		t.Fatalf("restarted on a read-only state folder: primary %v, want %s", got, pg.Nodes[1].IP)
+	}
+	again.eventually(t, "/readyz", "", func(code int, body string) bool { return code == http.StatusOK && !strings.Contains(body, "warnings") })
 }
