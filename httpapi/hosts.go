@@ -28,7 +28,7 @@ type hostJSON struct {
 	ProbeAgeMS *int64  `json:"probe_age_ms"`
 	Fails      int     `json:"fails"`
 	LastError  string  `json:"last_error,omitempty"`
-	Aside      string  `json:"aside,omitempty"` // why a live host is not answered: foreign, unsettled, duplicate, superseded, split_brain
+	Aside      string  `json:"aside,omitempty"` // why a live host is not answered: foreign, unsettled, duplicate, superseded, split_brain, forked
 	Note       string  `json:"note,omitempty"`  // the same and more, for people
 }
 

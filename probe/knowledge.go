@@ -1,12 +1,17 @@
 package probe
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Knowledge is what a prober learns over time and a successor probing the
 // same hosts must not have to learn again: each cluster's identity and
 // newest timeline (without them a superseded primary could be answered
 // again right after a reload), its timeline histories (lsn- tokens with a
-// timeline), and each primary's WAL clock (lag bounds). A reload or a
+// timeline), each primary's WAL clock (lag bounds), and the replicas
+// proven to be on another branch of a primary's timeline (forks.go), for
+// the server run that showed it. A reload or a
 // Patroni membership change starts a new prober; it inherits this from the
 // one it replaces. A restart of pgdns starts from nothing.
 type Knowledge struct {
@@ -18,6 +23,14 @@ type clusterKnowledge struct {
 	newest    uint32
 	timelines map[uint32]timelineHistory
 	clocks    map[string]*walHistory // by host address
+	forks     map[string]fork        // by host address: replicas proven on another branch (forks.go)
+}
+
+// fork is what proved a replica to be on another branch than a writable
+// host's, for the server run that showed it.
+type fork struct {
+	run        time.Time
+	from, note string
 }
 
 // knowledge returns a copy of what p has learned, read by its aggregator;
@@ -44,11 +57,14 @@ func (p *Prober) export() Knowledge {
 	k := Knowledge{clusters: map[string]clusterKnowledge{}}
 	for ci, c := range p.state {
 		ck := clusterKnowledge{identity: c.Identity, newest: c.NewestTimeline,
-			timelines: map[uint32]timelineHistory{}, clocks: map[string]*walHistory{}}
+			timelines: map[uint32]timelineHistory{}, clocks: map[string]*walHistory{}, forks: map[string]fork{}}
 		for tl, h := range p.timelines[ci] {
 			ck.timelines[tl] = h // entries are never modified in place
 		}
 		for hi := range c.Hosts {
+			if h := &c.Hosts[hi]; h.DivergedFrom != "" {
+				ck.forks[h.Addr] = fork{run: h.StartedAt, from: h.DivergedFrom, note: h.DivergedNote}
+			}
 			if w := p.history[&c.Hosts[hi]]; w != nil {
 				ck.clocks[c.Hosts[hi].Addr] = &walHistory{timeline: w.timeline,
 					marks: append([]walMark(nil), w.marks...)}
@@ -90,6 +106,9 @@ func (p *Prober) adopt(k Knowledge) {
 		}
 		for hi := range c.Hosts {
 			h := &c.Hosts[hi]
+			if f, ok := old.forks[h.Addr]; ok && h.Seen && h.InRecovery && h.StartedAt.Equal(f.run) && h.DivergedFrom == "" {
+				h.DivergedFrom, h.DivergedNote = f.from, f.note
+			}
 			w := old.clocks[h.Addr]
 			if w == nil {
 				continue

@@ -118,6 +118,7 @@ type Prober struct {
 	history    map[*zone.Host]*walHistory
 	prevReplay map[*zone.Host]replaySample     // a replica's sample before its newest, for byte lag
 	lastExact  map[*zone.Host]zone.TimelineEnd // a replica\'s last exact timeline and its replay there (timelines.go)
+	replays    map[*zone.Host]replayWatch      // a replica's earliest reading at its replay position (forks.go)
 	timelines  []map[uint32]timelineHistory    // per cluster: what is known of each timeline's history
 	probed     int                             // hosts that have had at least one result
 	done       []bool
@@ -145,6 +146,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		history:      map[*zone.Host]*walHistory{},
 		prevReplay:   map[*zone.Host]replaySample{},
 		lastExact:    map[*zone.Host]zone.TimelineEnd{},
+		replays:      map[*zone.Host]replayWatch{},
 		refreshing:   map[string]*refreshes{},
 		activate:     make(chan Knowledge, 1),
 		stopped:      make(chan struct{}),

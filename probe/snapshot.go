@@ -42,6 +42,7 @@ func (p *Prober) record(r result) {
 		}
 	}
 	p.learnTimelines(r.cluster, h, continuous, s, tl, exact, c.Identity != 0 && s.SystemID == c.Identity)
+	p.watchReplay(h, continuous, s, tl, exact)
 
 	if s.InRecovery && continuous && h.InRecovery {
 		p.prevReplay[h] = replaySample{at: h.ProbedAt, replay: h.ReplayLSN}
@@ -53,6 +54,10 @@ func (p *Prober) record(r result) {
 	h.Timeline, h.TimelineExact = tl, exact
 	h.InsertLSN, h.ReceiveLSN, h.ReplayLSN = s.InsertLSN, s.ReceiveLSN, s.ReplayLSN
 	h.AppName, h.SlotName, h.Standbys = s.AppName, s.SlotName, s.Standbys
+	h.OwnHistory = nil
+	if exact {
+		h.OwnHistory = s.History
+	}
 
 	// The WAL clock of a writable host. It starts over when the host
 	// changes timeline or goes back into recovery: positions on another
@@ -67,6 +72,7 @@ func (p *Prober) record(r result) {
 		p.history[h] = w
 	}
 	w.add(s.At, s.InsertLSN)
+	p.checkForks(r.cluster, h, r.started, s.InsertLSN)
 }
 
 func (p *Prober) flatIndex(ci, hi int) int {

@@ -19,7 +19,8 @@ type timelineHistory struct {
 // sample puts h on (see record); continuous says the same run of the
 // server answered every probe since the last sample.
 //
-// A history file is the truth and replaces anything watched. Without one,
+// A history file is the truth and replaces anything watched (a
+// writable host's replaces a replica's, not the other way round). Without one,
 // a switch the probe watches happen is evidence only when it is watched
 // closely: h was last seen in recovery on an exact timeline a at replay
 // position R, the same run of the server has answered every probe since,
@@ -33,7 +34,10 @@ type timelineHistory struct {
 // kept. Only a host of the cluster's identity (ours) teaches anything.
 func (p *Prober) learnTimelines(ci int, h *zone.Host, continuous bool, s Sample, tl uint32, exact, ours bool) {
 	known := p.timelines[ci]
-	if ours && exact && len(s.History) > 0 {
+	// One timeline number may name two branches (forks.go): a writable
+	// host's file is the history its replicas' tokens go by; a replica's
+	// fills in only until one is read.
+	if ours && exact && len(s.History) > 0 && (!s.InRecovery || !known[tl].fromFile) {
 		known[tl] = timelineHistory{ends: s.History, fromFile: true}
 	}
 	if !continuous {

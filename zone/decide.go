@@ -26,7 +26,9 @@ import (
 //   - in recovery: replica;
 //   - writable: primary if it is the only writable host on the newest
 //     timeline; two writable hosts there cannot be told apart (split
-//     brain), and neither is answered.
+//     brain), and neither is answered;
+//   - a replica on the primary's timeline number but another branch of it
+//     (see forkedFrom): set aside.
 func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) {
 	c.Primary = -1
 	live := make([]bool, len(c.Hosts))
@@ -109,7 +111,48 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 			h.Role = RolePrimary
 		}
 	}
+	if p := c.PrimaryHost(); p != nil {
+		for i := range c.Hosts {
+			if h := &c.Hosts[i]; h.Role == RoleReplica {
+				if note := forkedFrom(h, p); note != "" {
+					c.setAside(h, AsideForked, note)
+				}
+			}
+		}
+	}
 	c.markSyncStandbys()
+}
+
+// forkedFrom says why replica h is not primary p's replica although it
+// is on p's timeline number, or "". A timeline is a number and a history:
+// two servers promoted independently (one never saw the other's history
+// file) may both pick the next number, and their WAL differs from their
+// fork on. h is on another branch when it has replayed WAL past p's
+// position read after it (the probe sets DivergedFrom), or when its own
+// history file says an earlier timeline ended elsewhere than p's does.
+func forkedFrom(h, p *Host) string {
+	if h.DivergedFrom != "" && h.DivergedFrom == p.Addr {
+		return h.DivergedNote
+	}
+	if !h.TimelineExact || h.Timeline != p.Timeline || h.OwnHistory == nil || p.OwnHistory == nil {
+		return ""
+	}
+	tl := strconv.FormatUint(uint64(h.Timeline), 10)
+	for i, e := range h.OwnHistory {
+		if i >= len(p.OwnHistory) || p.OwnHistory[i] != e {
+			theirs := "no such entry"
+			if i < len(p.OwnHistory) {
+				theirs = "timeline " + strconv.FormatUint(uint64(p.OwnHistory[i].Timeline), 10) + " ended at " + p.OwnHistory[i].End.String()
+			}
+			return "another branch of timeline " + tl + ": its history says timeline " +
+				strconv.FormatUint(uint64(e.Timeline), 10) + " ended at " + e.End.String() + ", the primary's " + theirs
+		}
+	}
+	if len(p.OwnHistory) > len(h.OwnHistory) {
+		return "another branch of timeline " + tl + ": its history has " + strconv.Itoa(len(h.OwnHistory)) +
+			" entries, the primary's " + strconv.Itoa(len(p.OwnHistory))
+	}
+	return ""
 }
 
 func (c *Cluster) setAside(h *Host, why Aside, note string) {

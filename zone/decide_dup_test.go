@@ -93,3 +93,32 @@ func TestIdentityVotesByServer(t *testing.T) {
 		t.Fatalf("one stray server under two addresses against two hosts: identity %d primary %d", c.Identity, c.Primary)
 	}
 }
+
+// TestForkedReplica: a replica on the primary's timeline number whose own
+// history file says an earlier timeline ended elsewhere, or that the probe
+// proved ahead of the primary, is set aside; one whose history matches,
+// or proved ahead of another writable host, is a replica.
+func TestForkedReplica(t *testing.T) {
+	primary := seen("10.0.0.1", false, 0x9000)
+	primary.Timeline, primary.OwnHistory = 2, []TimelineEnd{{Timeline: 1, End: 0x4000}}
+	same, other, ahead, elsewhere := seen("10.0.0.2", true, 0x8000), seen("10.0.0.3", true, 0x8000),
+		seen("10.0.0.4", true, 0x8000), seen("10.0.0.5", true, 0x8000)
+	for _, h := range []*Host{&same, &other, &ahead, &elsewhere} {
+		h.Timeline = 2
+	}
+	same.OwnHistory = []TimelineEnd{{Timeline: 1, End: 0x4000}}
+	other.OwnHistory = []TimelineEnd{{Timeline: 1, End: 0x5000}}
+	ahead.DivergedFrom, ahead.DivergedNote = "10.0.0.1:5432", "another branch of timeline 2: replayed to ..."
+	elsewhere.DivergedFrom = "10.0.0.9:5432"
+	c := &Cluster{Name: "main", Hosts: []Host{primary, same, other, ahead, elsewhere}}
+	c.Decide(t0, stale, 3)
+	want := []Aside{NotAside, NotAside, AsideForked, AsideForked, NotAside}
+	for i, w := range want {
+		if h := &c.Hosts[i]; h.Aside != w {
+			t.Errorf("%s: aside %v (note %q), want %v", h.Addr, h.Aside, h.Note, w)
+		}
+	}
+	if n := c.Hosts[2].Note; n != "another branch of timeline 2: its history says timeline 1 ended at 0/5000, the primary's timeline 1 ended at 0/4000" {
+		t.Errorf("note %q", n)
+	}
+}

@@ -40,6 +40,7 @@ const (
 	AsideDuplicate        // the same server as a host listed before it
 	AsideSuperseded       // on a timeline older than the cluster's newest
 	AsideSplitBrain       // one of several writable hosts on the newest timeline
+	AsideForked           // a replica on the primary's timeline number, but on another branch of it
 )
 
 var asideNames = [...]string{
@@ -49,6 +50,7 @@ var asideNames = [...]string{
 	AsideDuplicate:  "duplicate",
 	AsideSuperseded: "superseded",
 	AsideSplitBrain: "split_brain",
+	AsideForked:     "forked",
 }
 
 // String returns the reason's name as the HTTP API shows it; "" for NotAside.
@@ -98,6 +100,16 @@ type Host struct {
 	// History lists where earlier timelines ended, when known; it decides
 	// lsn- tokens that carry a timeline.
 	History []TimelineEnd
+	// OwnHistory is the history of its exact timeline as this host's own
+	// history file tells it; nil when not read. Two servers that promoted
+	// independently may pick one timeline number: their files tell the
+	// branches apart when they forked at different points.
+	OwnHistory []TimelineEnd
+	// DivergedFrom is the address of a writable host this replica has been
+	// proven not to follow (set by the probe): on their one timeline it had
+	// replayed WAL past that host's position, read after it. DivergedNote
+	// says so for people. It holds for the server run that showed it.
+	DivergedFrom, DivergedNote string
 
 	// Probe failures since the last success.
 	Fails     int

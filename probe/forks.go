@@ -1,0 +1,68 @@
+package probe
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// Two branches under one timeline number. A server promoted without
+// having seen another's history file for the next timeline picks that
+// same number: after a failover that stalled (the first promoted primary
+// cut off, a second one promoted), two branches of "timeline 3" exist, and
+// a replica of the first one streams or replays WAL the second one never
+// wrote. Its position compares with the second one's as if they were one
+// timeline. What tells them apart: a replica of a writable host can never
+// have replayed past what that host had written when the replica was
+// read, since WAL reaches replicas only once written. So a replica whose
+// replay position, read before a probe of the writable host started, is
+// past the position that probe read, is not that host's replica, nor will
+// it become one by replaying more (zone.Host.DivergedFrom). The timeline
+// history files tell the branches apart too, when they forked at
+// different points (zone.forkedFrom).
+
+// replayWatch is the earliest reading of a replica's current replay
+// position in its current run: the position, the exact timeline it was
+// on, and a time by which it had surely been read (when the aggregator
+// took the result, after the probe ended).
+type replayWatch struct {
+	replay   zone.LSN
+	timeline uint32
+	read     time.Time
+}
+
+// watchReplay keeps the earliest reading of replica h's replay position;
+// h still holds what its previous sample said. continuous is as in record.
+func (p *Prober) watchReplay(h *zone.Host, continuous bool, s Sample, tl uint32, exact bool) {
+	if !s.InRecovery || !continuous {
+		h.DivergedFrom, h.DivergedNote = "", "" // another run, or writable: proven of a run that ended
+	}
+	if !s.InRecovery || !exact {
+		delete(p.replays, h)
+		return
+	}
+	if w, ok := p.replays[h]; ok && continuous && w.timeline == tl && w.replay == s.ReplayLSN {
+		return
+	}
+	p.replays[h] = replayWatch{replay: s.ReplayLSN, timeline: tl, read: time.Now()} // the clock of result.started
+}
+
+// checkForks marks the replicas of cluster ci that writable host w, found
+// at position pos by a probe that started at started, proves to be on
+// another branch of its timeline: read at a replay position past pos
+// before that probe started.
+func (p *Prober) checkForks(ci int, w *zone.Host, started time.Time, pos zone.LSN) {
+	c := p.state[ci]
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		rw, ok := p.replays[h]
+		if !ok || h == w || h.DivergedFrom == w.Addr || h.SystemID != w.SystemID || rw.timeline != w.Timeline ||
+			rw.read.After(started) || rw.replay <= pos {
+			continue
+		}
+		h.DivergedFrom = w.Addr
+		h.DivergedNote = "another branch of timeline " + strconv.FormatUint(uint64(w.Timeline), 10) + ": replayed to " + rw.replay.String() +
+			", past " + pos.String() + " where " + w.Addr + " was read after it"
+	}
+}
