@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -254,12 +253,13 @@ func (s *Server) Err() <-chan error { return s.errc }
 // Shutdown stops the server, letting requests in flight finish up to ctx.
 func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
 
-// hostPort splits a configured "host:port"; port is 0 when absent.
+// hostPort splits a host's "host:port" (zone.ParseHostPort, which every
+// host passed before it was probed); an address it would refuse comes back
+// whole, with port 0.
 func hostPort(addr string) (string, int) {
-	host, port, err := net.SplitHostPort(addr)
+	host, port, err := zone.ParseHostPort(addr)
 	if err != nil {
 		return addr, 0
 	}
-	n, _ := strconv.Atoi(port)
-	return host, n
+	return host, int(port)
 }

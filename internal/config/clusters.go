@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 
@@ -36,14 +35,14 @@ func (r *reader) readClusters() []Cluster {
 	return out
 }
 
-// readHosts reads clusters.<name>.hosts: host:port each, none in two
-// clusters.
+// readHosts reads clusters.<name>.hosts: host:port each
+// (zone.ParseHostPort), none in two clusters.
 func readHosts(r *reader, key string, c *Cluster) {
 	c.Hosts = r.list(key)
 	for i, h := range c.Hosts {
 		ekey := fmt.Sprintf("%s[%d]", key, i)
-		if _, _, err := net.SplitHostPort(h); err != nil {
-			r.fail(ekey, "must be host:port, got %q", h)
+		if _, _, err := zone.ParseHostPort(h); err != nil {
+			r.fail(ekey, "must be host:port, got %q: %v", h, err)
 			continue
 		}
 		if other, dup := r.seen[h]; dup {

@@ -85,7 +85,17 @@ func TestErrorsNameTheKeyAndQuoteTheValue(t *testing.T) {
 		{"bad listen", minimal + "dns:\n  listen: localhost\n", []string{`dns.listen must be host:port, got "localhost"`}},
 		{"max fails", minimal + "probe:\n  max_fails: 0\n", []string{`probe.max_fails must be an integer from 1 to 1000, got "0"`}},
 		{"duplicate host", "clusters:\n  a:\n    hosts: [h:1]\n  b:\n    hosts: [h:1]\ndns:\n  default_cluster: a\n", []string{`clusters.b.hosts[0] repeats host "h:1", already in clusters.a`}},
-		{"host without port", "clusters:\n  main:\n    hosts: [db1]\n", []string{`clusters.main.hosts[0] must be host:port, got "db1"`}},
+		{"host without port", "clusters:\n  main:\n    hosts: [db1]\n", []string{`clusters.main.hosts[0] must be host:port, got "db1": the port is missing (host:port)`}},
+		{"ports out of range", "clusters:\n  main:\n    hosts: [\"db1:99999\", \"db2:0\"]\n", []string{
+			`clusters.main.hosts[0] must be host:port, got "db1:99999": the port must be a number from 1 to 65535`,
+			`clusters.main.hosts[1] must be host:port, got "db2:0": the port must be a number from 1 to 65535`}},
+		{"hosts carrying keywords", "clusters:\n  main:\n    hosts: [\"10.0.0.60' sslmode='disable:5432\", \"db 1:5432\", \"db=1:5432\", 'db\\1:5432', \"db1:5432 sslmode=disable\"]\n", []string{
+			`clusters.main.hosts[0] must be host:port, got "10.0.0.60' sslmode='disable:5432": the host must be an IP address or a DNS name`,
+			`clusters.main.hosts[1] must be host:port, got "db 1:5432": the host must be an IP address or a DNS name`,
+			`clusters.main.hosts[2] must be host:port, got "db=1:5432": the host must be an IP address or a DNS name`,
+			`clusters.main.hosts[3] must be host:port, got "db\\1:5432": the host must be an IP address or a DNS name`,
+			`clusters.main.hosts[4] must be host:port, got "db1:5432 sslmode=disable": the port must be a number from 1 to 65535`}},
+		{"listen port out of range", minimal + "http:\n  listen: 127.0.0.1:65536\n", []string{`http.listen must be host:port, got "127.0.0.1:65536": the port must be a number from 0 to 65535`}},
 		{"cluster named like a role", "clusters:\n  primary:\n    hosts: [h:1]\n", []string{`clusters.primary is not a valid cluster name`}},
 		{"cluster named like a filter", "clusters:\n  lag-5ms:\n    hosts: [h:1]\n", []string{`clusters.lag-5ms is not a valid cluster name`}},
 		{"no clusters", "dns:\n  ttl: 1\n", []string{`clusters must define at least one cluster`}},

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/knadh/koanf/v2"
+
+	"github.com/pgdns/pgdns/zone"
 )
 
 // reader converts koanf values and collects one error per bad key, so that
@@ -162,20 +164,14 @@ func (r *reader) list(key string) []string {
 	return out
 }
 
-// address reads host:port with a numeric port.
+// address reads an address to listen on (zone.ParseListenAddr).
 func (r *reader) address(key string, emptyOK bool) string {
 	v := r.str(key)
 	if v == "" && emptyOK {
 		return ""
 	}
-	_, port, err := net.SplitHostPort(v)
-	if err == nil {
-		if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
-			err = errors.New("bad port")
-		}
-	}
-	if err != nil {
-		r.fail(key, "must be host:port, got %q", v)
+	if _, _, err := zone.ParseListenAddr(v); err != nil {
+		r.fail(key, "must be host:port, got %q: %v", v, err)
 	}
 	return v
 }
