@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -97,87 +95,6 @@ const probeSQL = `SELECT
 // historySQL reads a timeline history file. pg_read_file needs superuser
 // or pg_read_server_files; without them the probe does without.
 const historySQL = `SELECT pg_read_file('pg_wal/' || $1 || '.history', 0, 1048576, true)`
-
-// PostgresCheckers returns a NewCheckerFunc that probes hosts with pgx,
-// using dsn (libpq keyword/value or URL, without host) for everything but
-// the host and port. It fails at once on a DSN pgx cannot parse.
-func PostgresCheckers(dsn string) (NewCheckerFunc, error) {
-	if _, err := hostConfig(dsn, "127.0.0.1", "5432"); err != nil {
-		return nil, err
-	}
-	return func(addr string) (Checker, error) {
-		host, port, err := SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		cfg, err := hostConfig(dsn, host, port)
-		if err != nil {
-			return nil, err
-		}
-		return &pgChecker{cfg: cfg}, nil
-	}, nil
-}
-
-// SplitHostPort splits "host:port", defaulting the port to 5432.
-func SplitHostPort(addr string) (host, port string, err error) {
-	host, port, err = net.SplitHostPort(addr)
-	if err != nil {
-		if strings.Contains(err.Error(), "missing port") {
-			return strings.Trim(addr, "[]"), "5432", nil
-		}
-		return "", "", err
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", "", fmt.Errorf("port %q is not a number from 1 to 65535", port)
-	}
-	if host == "" {
-		return "", "", errors.New("host is empty")
-	}
-	return host, port, nil
-}
-
-// hostConfig parses dsn with host and port set, so that TLS server name
-// checks (sslmode=verify-full) see the configured host name.
-func hostConfig(dsn, host, port string) (*pgx.ConnConfig, error) {
-	var full string
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return nil, errors.New("cannot parse the DSN as a URL") // the error would quote a password
-		}
-		u.Host = net.JoinHostPort(host, port)
-		q := u.Query()
-		q.Del("host")
-		q.Del("port")
-		u.RawQuery = q.Encode()
-		full = u.String()
-	} else {
-		full = dsn + " host='" + host + "' port=" + port
-	}
-	cfg, err := pgx.ParseConfig(full)
-	if err != nil {
-		return nil, fmt.Errorf("cannot parse the DSN: %w", redact(err))
-	}
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = "pgdns"
-	}
-	// One round trip per probe: no Parse/Describe before the first Execute.
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	cfg.StatementCacheCapacity = 0
-	cfg.DescriptionCacheCapacity = 0
-	// Know why a connection broke, when pgx's error does not say (socket.go).
-	recordFailures(&cfg.Config)
-	return cfg, nil
-}
-
-// redact keeps pgx parse errors, which may quote the DSN, from reaching logs.
-func redact(err error) error {
-	msg := err.Error()
-	if i := strings.Index(msg, "password"); i >= 0 {
-		return errors.New(msg[:i] + "(rest redacted)")
-	}
-	return err
-}
 
 // pgChecker keeps one connection to one host and reconnects when it breaks.
 type pgChecker struct {

@@ -38,6 +38,7 @@ type App struct {
 	cfg         *config.Config              // as configured (hosts without discovered members)
 	discovered  map[string][]patroni.Member // members read from Patroni, by cluster
 	discoFailed map[string]bool             // Patroni did not answer last time (log once)
+	refused     map[string]string           // the members Patroni listed that were refused, by cluster (log on change)
 	probing     *config.Config              // what the running prober probes: cfg plus members
 	stopDisco   context.CancelFunc
 	discoDone   chan struct{}
@@ -73,7 +74,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	}
 	table := zone.NewTable()
 	return &App{cfg: cfg, log: log, table: table, metrics: metrics.New(table),
-		discovered: map[string][]patroni.Member{}, discoFailed: map[string]bool{}}, nil
+		discovered: map[string][]patroni.Member{}, discoFailed: map[string]bool{}, refused: map[string]string{}}, nil
 }
 
 // Table is the live table the servers answer from.

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net/http"
 	"slices"
@@ -78,7 +79,13 @@ func (a *App) discover(ctx context.Context) bool {
 		if len(c.Patroni) == 0 {
 			continue
 		}
-		members, err := patroni.Members(ctx, httpClient, c.Patroni)
+		members, refused, err := patroni.Members(ctx, httpClient, c.Patroni)
+		if why := errors.Join(refused...); why != nil && why.Error() != a.refused[c.Name] {
+			a.log.Warn("Patroni lists members that are not host:port; not probing them", "cluster", c.Name, "refused", strings.ReplaceAll(why.Error(), "\n", "; "))
+			a.refused[c.Name] = why.Error()
+		} else if why == nil {
+			delete(a.refused, c.Name)
+		}
 		if err != nil {
 			if !a.discoFailed[c.Name] {
 				a.log.Warn("cannot read members from Patroni; keeping the last list", "cluster", c.Name, "error", err)

@@ -10,10 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +25,7 @@ const maxBody = 1 << 20
 type member struct {
 	Name string         `json:"name"`
 	Host string         `json:"host"`
-	Port int            `json:"port"`
+	Port any            `json:"port"` // a number; anything else refuses the member, not the list
 	Tags map[string]any `json:"tags"` // Patroni's member tags, as in its config; absent when none
 }
 
@@ -43,55 +41,79 @@ type Member struct {
 }
 
 // Members asks /cluster of each URL in turn and returns the members of the
-// first that answers, sorted by address.
-func Members(ctx context.Context, client *http.Client, urls []string) ([]Member, error) {
+// first that answers, sorted by address, and why each member it refused
+// was refused: a member whose host is not an IP address or a DNS name, or
+// whose port is not one (zone.ParseHostPort), is never probed.
+func Members(ctx context.Context, client *http.Client, urls []string) ([]Member, []error, error) {
 	var errs []error
 	for _, u := range urls {
-		hosts, err := members(ctx, client, strings.TrimSuffix(u, "/")+"/cluster")
+		hosts, refused, err := members(ctx, client, strings.TrimSuffix(u, "/")+"/cluster")
 		if err == nil {
-			return hosts, nil
+			return hosts, refused, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", u, err))
 	}
-	return nil, errors.Join(errs...)
+	return nil, nil, errors.Join(errs...)
 }
 
-func members(ctx context.Context, client *http.Client, url string) ([]Member, error) {
+func members(ctx context.Context, client *http.Client, url string) ([]Member, []error, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %s", resp.Status)
+		return nil, nil, fmt.Errorf("status %s", resp.Status)
 	}
 	var body struct {
 		Members []member `json:"members"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&body); err != nil {
-		return nil, fmt.Errorf("cannot read /cluster: %w", err)
+		return nil, nil, fmt.Errorf("cannot read /cluster: %w", err)
 	}
 	var hosts []Member
+	var refused []error
 	for _, m := range body.Members {
 		if m.Host == "" {
 			continue // a member that has not published its address yet
 		}
-		port := m.Port
-		if port == 0 {
-			port = 5432
+		addr, err := memberAddr(m)
+		if err != nil {
+			refused = append(refused, fmt.Errorf("member %q: %w", m.Name, err))
+			continue
 		}
 		loc, _ := m.Tags[LocationTag].(string)
 		if loc = strings.ToLower(loc); !zone.ValidLocationName(loc) {
 			loc = "" // not a name a dc- label can carry: no location
 		}
-		hosts = append(hosts, Member{Addr: net.JoinHostPort(m.Host, strconv.Itoa(port)), Location: loc})
+		hosts = append(hosts, Member{Addr: addr, Location: loc})
 	}
 	slices.SortFunc(hosts, func(a, b Member) int { return strings.Compare(a.Addr, b.Addr) })
-	return slices.CompactFunc(hosts, func(a, b Member) bool { return a.Addr == b.Addr }), nil
+	return slices.CompactFunc(hosts, func(a, b Member) bool { return a.Addr == b.Addr }), refused, nil
+}
+
+// memberAddr is m's host:port, checked as a configured host is
+// (zone.CheckHost); Patroni leaves the port out for 5432.
+func memberAddr(m member) (string, error) {
+	port := 5432.0
+	switch p := m.Port.(type) {
+	case nil:
+	case float64:
+		port = p
+	default:
+		return "", fmt.Errorf("port %q is not a number", fmt.Sprint(p))
+	}
+	if port != float64(int(port)) || port < 1 || port > 65535 {
+		return "", fmt.Errorf("port %v is not from 1 to 65535", port)
+	}
+	if err := zone.CheckHost(m.Host); err != nil {
+		return "", fmt.Errorf("host %q: %w", m.Host, err)
+	}
+	return zone.JoinHostPort(m.Host, uint16(port)), nil
 }

@@ -35,6 +35,11 @@ type Options struct {
 	// HBA lines put before the trust rules of pg_hba.conf, e.g. to demand
 	// a password from one user.
 	HBA []string
+
+	// Files written into the primary's data directory before it first
+	// starts (mode 0600, owned by the server's user), such as a TLS
+	// certificate and key that Conf names; replicas copy them.
+	Files map[string][]byte
 }
 
 // Cluster is a running primary and its replicas.
@@ -118,6 +123,15 @@ func (c *Cluster) startAll(ctx context.Context, opts Options) error {
 	}
 	if err := c.chown(filepath.Join(p.Dir, "pg_hba.conf")); err != nil {
 		return err
+	}
+	for name, data := range opts.Files {
+		path := filepath.Join(p.Dir, name)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return err
+		}
+		if err := c.chown(path); err != nil {
+			return err
+		}
 	}
 	base := append([]string{
 		"unix_socket_directories = ''",

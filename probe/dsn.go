@@ -1,0 +1,164 @@
+package probe
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgpassfile"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// The probe DSN is parsed once, by pgx, and each host's connection config
+// is that parse with the host's address set on it, field by field. A host
+// is never written into a connection string: a host from Patroni's
+// /cluster or from the configuration could otherwise carry keywords of its
+// own (10.0.0.60' sslmode='disable turned verify-full off, and a server
+// there was handed the password in clear text).
+
+// standIn is the host the DSN is parsed with, so that pgx builds the TLS
+// configs of a TCP host (a DSN without host would get the Unix socket,
+// which has none) and marks with this name the server name it derived
+// from the host. It is a name that never resolves (RFC 6761 .invalid),
+// and every host's config replaces it.
+const standIn = "pgdns-probe-dsn.invalid"
+
+// PostgresCheckers returns a NewCheckerFunc that probes hosts with pgx,
+// using dsn (libpq keyword/value or URL, without host) for everything but
+// the host and port. It fails at once on a DSN pgx cannot parse, and each
+// checker on an address that is not host:port (zone.ParseHostPort).
+func PostgresCheckers(dsn string) (NewCheckerFunc, error) {
+	base, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	var passfile *pgpassfile.Passfile
+	if base.Password == "" {
+		passfile = defaultPassfile()
+	}
+	return func(addr string) (Checker, error) {
+		host, port, err := zone.ParseHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("host %q: %w", addr, err)
+		}
+		return &pgChecker{cfg: forHost(base, passfile, host, port)}, nil
+	}, nil
+}
+
+// parseDSN parses dsn for the stand-in host, refusing a DSN that names a
+// host of its own: pgdns connects to each configured host, and a host in
+// the DSN would decide where the TLS configs point.
+func parseDSN(dsn string) (*pgx.ConnConfig, error) {
+	var full string
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return nil, errors.New("cannot parse the DSN as a URL") // the error would quote a password
+		}
+		u.Host = standIn
+		q := u.Query()
+		q.Del("port") // every host's port replaces it
+		u.RawQuery = q.Encode()
+		full = u.String()
+	} else {
+		// The stand-in goes first, so that no trailing backslash or
+		// quote of dsn can take it into a value; a host= of dsn's own
+		// comes after it and wins, and is refused below.
+		full = "host=" + standIn + " " + dsn
+	}
+	cfg, err := pgx.ParseConfig(full)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse the DSN: %w", redact(err))
+	}
+	if cfg.Host != standIn {
+		return nil, errors.New("must not name a host (host=...): pgdns connects to each host of the clusters")
+	}
+	for _, f := range cfg.Fallbacks {
+		if f.Host != standIn {
+			return nil, errors.New("must not name a host (host=...): pgdns connects to each host of the clusters")
+		}
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "pgdns"
+	}
+	// One round trip per probe: no Parse/Describe before the first Execute.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	cfg.StatementCacheCapacity = 0
+	cfg.DescriptionCacheCapacity = 0
+	// Know why a connection broke, when pgx's error does not say (socket.go).
+	recordFailures(&cfg.Config)
+	return cfg, nil
+}
+
+// forHost is base, parsed for the stand-in host, made the config of host
+// and port: the address, and the TLS server name pgx derived from the
+// host, in the main config and in every fallback (sslmode=prefer and allow
+// make two: with TLS and without). A password the DSN and the environment
+// left out is looked up for this host in passfile, as pgx would have.
+func forHost(base *pgx.ConnConfig, passfile *pgpassfile.Passfile, host string, port uint16) *pgx.ConnConfig {
+	cfg := base.Copy()
+	cfg.Host, cfg.Port = host, port
+	cfg.TLSConfig = retarget(cfg.TLSConfig, host)
+	for _, f := range cfg.Fallbacks {
+		f.Host, f.Port = host, port
+		f.TLSConfig = retarget(f.TLSConfig, host)
+	}
+	if cfg.Password == "" && passfile != nil {
+		cfg.Password = passfile.FindPassword(host, strconv.Itoa(int(port)), cfg.Database, cfg.User)
+	}
+	return cfg
+}
+
+// retarget points a TLS config pgx built for the stand-in host at host.
+// pgx sets ServerName to the host for sslmode=verify-full (the name the
+// certificate must carry, an IP address included) and, unless sslsni=0,
+// for SNI when the host is a name (RFC 6066: never an IP address). The
+// config is a copy (ConnConfig.Copy clones it).
+func retarget(tc *tls.Config, host string) *tls.Config {
+	if tc == nil || tc.ServerName != standIn {
+		return tc // no TLS, or neither verify-full nor SNI
+	}
+	switch {
+	case !tc.InsecureSkipVerify: // verify-full: Go checks the name itself
+		tc.ServerName = host
+	case zone.ValidIP(host):
+		tc.ServerName = ""
+	default:
+		tc.ServerName = host
+	}
+	return tc
+}
+
+// defaultPassfile is the passfile pgx reads when the DSN names none:
+// PGPASSFILE, else ~/.pgpass; nil when it cannot be read.
+func defaultPassfile() *pgpassfile.Passfile {
+	path := os.Getenv("PGPASSFILE")
+	if path == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil
+		}
+		path = filepath.Join(home, ".pgpass")
+	}
+	pf, err := pgpassfile.ReadPassfile(path)
+	if err != nil {
+		return nil
+	}
+	return pf
+}
+
+// redact keeps pgx parse errors, which may quote the DSN, from reaching logs.
+func redact(err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, "password"); i >= 0 {
+		return errors.New(msg[:i] + "(rest redacted)")
+	}
+	return err
+}

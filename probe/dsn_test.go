@@ -1,0 +1,287 @@
+package probe
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// hostCfg is the connection config the checker of addr would use.
+func hostCfg(t *testing.T, dsn, addr string) *pgx.ConnConfig {
+	t.Helper()
+	newChecker, err := PostgresCheckers(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newChecker(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*pgChecker).cfg
+}
+
+// Each host's config is the parsed DSN with the host's address and TLS
+// server name set on it, in the main config and in every fallback; no
+// trace of the stand-in host remains.
+func TestHostConfigIsSetOnTheParsedDSN(t *testing.T) {
+	cases := []struct {
+		dsn, addr  string
+		tlsConfigs int    // the main config and its fallbacks with TLS
+		plain      int    // ... without
+		serverName string // every TLS config's
+	}{
+		{"user=u sslmode=verify-full", "10.0.0.1:5433", 1, 0, "10.0.0.1"},
+		{"user=u sslmode=verify-full", "db1.example.com:5432", 1, 0, "db1.example.com"},
+		{"user=u sslmode=verify-full sslsni=0", "db1.example.com:5432", 1, 0, "db1.example.com"},
+		{"postgres://u@/postgres?sslmode=verify-full&port=7", "[2001:db8::1]:5432", 1, 0, "2001:db8::1"},
+		{"user=u sslmode=require", "db1.example.com:5432", 1, 0, "db1.example.com"}, // SNI
+		{"user=u sslmode=require", "10.0.0.1:5432", 1, 0, ""},                       // no SNI for an address
+		{"user=u sslmode=require sslsni=0", "db1.example.com:5432", 1, 0, ""},
+		{"user=u sslmode=prefer", "db1.example.com:5432", 1, 1, "db1.example.com"},
+		{"user=u", "10.0.0.1:5432", 1, 1, ""},
+		{"user=u sslmode=allow", "db1:5432", 1, 1, "db1"},
+		{"user=u sslmode=disable", "db1:5432", 0, 1, ""},
+	}
+	for _, tc := range cases {
+		cfg := hostCfg(t, tc.dsn, tc.addr)
+		host, port, _ := net.SplitHostPort(tc.addr)
+		if cfg.Host != host || cfg.Port != mustPort(t, port) {
+			t.Errorf("%q for %s: host %q port %d", tc.dsn, tc.addr, cfg.Host, cfg.Port)
+		}
+		tlsConfigs, plain := 0, 0
+		for _, c := range targets(cfg) {
+			if c.Host != cfg.Host || c.Port != cfg.Port {
+				t.Errorf("%q for %s: a fallback to %s:%d", tc.dsn, tc.addr, c.Host, c.Port)
+			}
+			if c.TLSConfig == nil {
+				plain++
+				continue
+			}
+			tlsConfigs++
+			if c.TLSConfig.ServerName != tc.serverName {
+				t.Errorf("%q for %s: TLS server name %q, want %q", tc.dsn, tc.addr, c.TLSConfig.ServerName, tc.serverName)
+			}
+		}
+		if tlsConfigs != tc.tlsConfigs || plain != tc.plain {
+			t.Errorf("%q for %s: %d configs with TLS and %d without, want %d and %d", tc.dsn, tc.addr, tlsConfigs, plain, tc.tlsConfigs, tc.plain)
+		}
+	}
+}
+
+// targets are the main config's address and TLS config and its fallbacks'.
+func targets(cfg *pgx.ConnConfig) []pgconn.FallbackConfig {
+	out := []pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}
+	for _, f := range cfg.Fallbacks {
+		out = append(out, *f)
+	}
+	return out
+}
+
+func mustPort(t *testing.T, s string) uint16 {
+	t.Helper()
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint16(n)
+}
+
+// Issue 29, item 1: a host address carrying connection keywords of its own
+// (from Patroni's /cluster or the configuration) turned sslmode=verify-full
+// off, and a fake server there was handed the probe's password in clear
+// text. Every such address is refused before anything is dialled, and a
+// well-formed address of that server gets nothing either: the DSN's
+// sslmode holds.
+func TestPasswordNeverReachesAFakeServer(t *testing.T) {
+	t.Parallel()
+	bl := pgtest.Addrs(t)
+	trap := pgtest.NewPasswordTrap(t, bl.Addr(1, 5432))
+	ip, port := bl.IP(1), "5432"
+	const password = "canary-0xC0FFEE"
+
+	for _, sslmode := range []string{"verify-full", "require"} {
+		dsn := "user=probe dbname=postgres password=" + password + " sslmode=" + sslmode + " connect_timeout=2"
+		newChecker, err := PostgresCheckers(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, addr := range []string{
+			ip + "' sslmode='disable:" + port, // the attack as reported
+			ip + "' sslmode=disable host='" + ip + ":" + port,
+			ip + " sslmode=disable:" + port,      // a space
+			"sslmode=disable:" + port,            // a '='
+			ip + `\' sslmode=disable:` + port,    // a backslash
+			ip + ":" + port + " sslmode=disable", // keywords in the port field
+			"[" + ip + "' sslmode='disable]:" + port,
+		} {
+			c, err := newChecker(addr)
+			if err == nil {
+				_, err = check(t, func(string) (Checker, error) { return c, nil }, addr, 3*time.Second)
+				t.Errorf("sslmode=%s: address %q accepted (probe: %v)", sslmode, addr, err)
+				continue
+			}
+			if !strings.HasPrefix(err.Error(), fmt.Sprintf("host %q: ", addr)) {
+				t.Errorf("sslmode=%s: address %q refused without saying why: %v", sslmode, addr, err)
+			}
+		}
+		// The same server at a good address: TLS is required and refused,
+		// so the client stops before its startup message.
+		if _, err := check(t, newChecker, ip+":"+port, 3*time.Second); err == nil {
+			t.Errorf("sslmode=%s: a server without TLS passed the probe", sslmode)
+		}
+	}
+	if got := trap.Passwords(); len(got) != 0 || trap.Startups() != 0 {
+		t.Fatalf("the fake server got %d startup messages and the passwords %q", trap.Startups(), got)
+	}
+
+	// The trap works: without TLS the password does reach it.
+	newChecker, err := PostgresCheckers("user=probe password=" + password + " sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = check(t, newChecker, ip+":"+port, 3*time.Second)
+	if got := trap.Passwords(); len(got) != 1 || got[0] != password {
+		t.Fatalf("control: the fake server got %q, want the password", got)
+	}
+}
+
+// A DSN naming its own host is refused: pgdns connects to each host of the
+// clusters, and the DSN's host would decide where TLS points.
+func TestDSNWithAHostIsRefused(t *testing.T) {
+	for _, dsn := range []string{
+		"host=10.0.0.1 user=u",
+		"user=u host=/var/run/postgresql",
+		"postgres://u@/db?host=10.0.0.1",
+	} {
+		if _, err := PostgresCheckers(dsn); err == nil || !strings.Contains(err.Error(), "must not name a host") {
+			t.Errorf("%q: %v", dsn, err)
+		}
+	}
+}
+
+// sslmode=verify-full against real PostgreSQL: the certificate is checked
+// against each host's own address, not the DSN's stand-in. The server's
+// certificate is issued for its address only; reached through a second
+// address (a TCP forwarder), verify-full refuses it and verify-ca, which
+// checks the chain alone, accepts it.
+func TestVerifyFullChecksEachHostsName(t *testing.T) {
+	t.Parallel()
+	bl := pgtest.Addrs(t)
+	ca, certPEM, keyPEM := issue(t, net.ParseIP(bl.IP(1)))
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cl := pgtest.New(t, pgtest.Options{IPs: []string{bl.IP(1)},
+		Conf:  []string{"ssl = on", "ssl_cert_file = 'server.crt'", "ssl_key_file = 'server.key'"},
+		Files: map[string][]byte{"server.crt": certPEM, "server.key": keyPEM},
+		HBA:   []string{"hostnossl all all 127.0.0.0/8 reject"},
+	})
+	other := forward(t, bl.Addr(2, 5432), cl.Nodes[0].Addr())
+
+	fullDSN := "user=postgres dbname=postgres sslmode=verify-full connect_timeout=3 sslrootcert=" + caFile
+	full, err := PostgresCheckers(fullDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(t, full, cl.Nodes[0].Addr(), 5*time.Second); err != nil {
+		t.Fatalf("verify-full at the certificate's address: %v", err)
+	}
+	if _, err := check(t, full, other, 5*time.Second); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("verify-full at another address: %v, want a certificate error", err)
+	}
+	verifyCA, err := PostgresCheckers(strings.Replace(fullDSN, "verify-full", "verify-ca", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(t, verifyCA, other, 5*time.Second); err != nil {
+		t.Fatalf("verify-ca at another address: %v", err)
+	}
+}
+
+// issue makes a CA and a server certificate and key it signs for ip, PEM.
+func issue(t *testing.T, ip net.IP) (caPEM, certPEM, keyPEM []byte) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pgdns test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: ip.String()},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{ip}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caTmpl, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+}
+
+// forward relays TCP connections from listen to to until the test ends,
+// and returns listen.
+func forward(t *testing.T, listen, to string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); _ = ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var d net.Dialer
+				up, err := d.DialContext(ctx, "tcp", to)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	return listen
+}
