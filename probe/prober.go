@@ -71,6 +71,9 @@ type ClusterConfig struct {
 	Hosts     []string // "host:port"
 	AsyncOnly bool     // leave synchronous standbys out of replica answers
 	SystemID  uint64   // the cluster's system identifier when pinned in config, else 0
+	// MinTimeline, with SystemID: the newest timeline is never taken to
+	// be lower (clusters.<name>.min_timeline). 0: no floor.
+	MinTimeline uint32
 
 	// Locations gives hosts their location: "host:port" → name. A host
 	// not in it has none.

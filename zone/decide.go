@@ -22,7 +22,8 @@ import (
 //     timeline's (an old primary), or it follows such a host, or it has
 //     not yet switched to the newest timeline; either way its data is not
 //     the cluster's. The newest timeline is remembered: a superseded
-//     primary that outlives its successor is still never answered;
+//     primary that outlives its successor is still never answered. So is
+//     a host below MinTimeline, which is a floor, never remembered;
 //   - in recovery: replica;
 //   - writable: primary if it is the only writable host on the newest
 //     timeline; two writable hosts there cannot be told apart (split
@@ -82,12 +83,13 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		switch {
 		case !live[i]:
 		case h.Timeline < c.NewestTimeline:
-			kind := "replica"
-			if !h.InRecovery {
-				kind = "writable"
-			}
-			c.setAside(h, AsideSuperseded, kind+" on timeline "+strconv.FormatUint(uint64(h.Timeline), 10)+
+			c.setAside(h, AsideSuperseded, h.timelineKind()+" on timeline "+strconv.FormatUint(uint64(h.Timeline), 10)+
 				", superseded by timeline "+strconv.FormatUint(uint64(c.NewestTimeline), 10))
+		case h.Timeline < c.MinTimeline:
+			// The configured floor: set aside as superseded, but not
+			// learned, so that lowering it takes effect at once.
+			c.setAside(h, AsideSuperseded, h.timelineKind()+" on timeline "+strconv.FormatUint(uint64(h.Timeline), 10)+
+				", below the configured min_timeline "+strconv.FormatUint(uint64(c.MinTimeline), 10))
 		case h.InRecovery:
 			h.Role = RoleReplica
 		default:
@@ -153,6 +155,14 @@ func forkedFrom(h, p *Host) string {
 			" entries, the primary's " + strconv.Itoa(len(p.OwnHistory))
 	}
 	return ""
+}
+
+// timelineKind says what a host on a superseded timeline is, for notes.
+func (h *Host) timelineKind() string {
+	if h.InRecovery {
+		return "replica"
+	}
+	return "writable"
 }
 
 func (c *Cluster) setAside(h *Host, why Aside, note string) {

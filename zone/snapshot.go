@@ -29,6 +29,11 @@ type Cluster struct {
 	IdentityPinned bool   // Identity comes from the configuration
 	NewestTimeline uint32 // the highest timeline seen on a live host of Identity
 
+	// MinTimeline is the configured floor (clusters.<name>.min_timeline):
+	// a host on a lower timeline is set aside as superseded. Unlike
+	// NewestTimeline it is not learned: lowering it takes effect at once.
+	MinTimeline uint32
+
 	// Serial is the SOA serial of <cluster>.<zone>: it changes when a role
 	// answer of the cluster does (see StampSerials).
 	Serial uint32

@@ -185,7 +185,7 @@ func (a *App) startProber(cfg *config.Config, active bool, remembered map[string
 	pcfg.Hooks.FluxProbes = a.metrics.FluxProbes
 	pcfg.Hooks.RefreshRound, pcfg.Hooks.RefreshCoalesced = a.metrics.RefreshRound, a.metrics.RefreshCoalesced
 	for _, c := range cfg.Clusters {
-		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly, SystemID: c.SystemID,
+		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly, SystemID: c.SystemID, MinTimeline: c.MinTimeline,
 			Locations: c.Locations})
 	}
 	if len(cfg.DNS.Networks) > 0 {

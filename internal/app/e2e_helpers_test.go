@@ -77,6 +77,7 @@ type envOptions struct {
 	// NameServers is dns.nameservers ("ns1=127.x.y.z", ...), default none.
 	NameServers []string
 	State       string // state.path, default "" (memory only)
+	Cluster     string // more keys of clusters.main, each line "    key: value\n"
 }
 
 // newEnv starts a primary and replicas on ips and pgdns probing them every
@@ -137,9 +138,9 @@ clusters:
   main:
     hosts: [%s]
     replicas: %s
-state:
+%sstate:
   path: %q
-`, o.Listen, o.LSNWait, dnsExtra, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas, o.State))
+`, o.Listen, o.LSNWait, dnsExtra, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas, o.Cluster, o.State))
 	return &env{pg: pg, app: a, cfg: cfg, logs: logs}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -106,6 +107,29 @@ func TestRestartWithStateKeepsTheSupersededPrimaryOut(t *testing.T) {
 	// state file exists for.
 	forgetful := launch(t, pg, envOptions{})
 	forgetful.waitFor(t, "primary.db.local.", []string{old.IP})
+
+	// Without its state but with the identity pinned and the newest
+	// timeline as a floor in the config (a new pod): no primary.
+	var id string
+	old.Query(t, "SELECT system_identifier::text FROM pg_control_system()", &id)
+	floored := launch(t, pg, envOptions{Cluster: "    system_identifier: \"" + id + "\"\n    min_timeline: 2\n"})
+	if got := floored.firstAnswer(t, "primary.db.local."); len(got) != 0 {
+		t.Fatalf("with min_timeline 2 and no state, the first answer of primary.db.local was %v", got)
+	}
+	floored.holds(t, "primary.db.local.", time.Second, exactly(), "a writable host below min_timeline")
+	_, hosts = floored.get(t, http.DefaultClient, "/v1/hosts", "")
+	if !strings.Contains(hosts, "writable on timeline 1, below the configured min_timeline 2") {
+		t.Errorf("/v1/hosts does not say why the old primary is out: %s", hosts)
+	}
+	// The floor is not learned: a reload without it answers the old
+	// primary again (pgdns never saw timeline 2's primary).
+	next := *floored.cfg
+	next.Clusters = slices.Clone(next.Clusters)
+	next.Clusters[0].MinTimeline = 0
+	if err := floored.app.Reload(&next); err != nil {
+		t.Fatal(err)
+	}
+	floored.waitFor(t, "primary.db.local.", []string{old.IP})
 }
 
 // mountTmpfs mounts a tmpfs of size bytes at dir for the test: a folder

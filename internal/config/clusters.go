@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 
@@ -49,6 +50,19 @@ func readHosts(r *reader, key string, c *Cluster) {
 			r.fail(ekey, "repeats host %q, already in %s", h, other)
 		}
 		r.seen[h] = "clusters." + c.Name
+	}
+}
+
+// readMinTimeline reads clusters.<name>.min_timeline: a timeline (0:
+// none), only with system_identifier, read before it (a timeline number means
+// nothing without the cluster it belongs to).
+func readMinTimeline(r *reader, key string, c *Cluster) {
+	if !r.k.Exists(key) {
+		return
+	}
+	c.MinTimeline = uint32(r.integer(key, 0, math.MaxUint32))
+	if c.MinTimeline != 0 && c.SystemID == 0 {
+		r.fail(key, "needs clusters.%s.system_identifier: a timeline belongs to one cluster, got %q", c.Name, r.k.String(key))
 	}
 }
 

@@ -119,6 +119,11 @@ type Cluster struct {
 	// pg_control_system() as PostgreSQL prints it); 0 lets pgdns establish
 	// it from the hosts' majority.
 	SystemID uint64
+
+	// MinTimeline (min_timeline, only with SystemID) is a floor of the
+	// cluster's newest timeline: a writable host on a lower one is never
+	// the primary, as if pgdns had seen the promotion itself. 0: none.
+	MinTimeline uint32
 }
 
 // Load reads the file at path (which must exist), applies environ (as from

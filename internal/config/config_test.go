@@ -212,3 +212,25 @@ func TestSystemIdentifierPin(t *testing.T) {
 		t.Fatalf("unpinned: %v, %v", cfg, err)
 	}
 }
+
+// min_timeline is a timeline of the pinned cluster: without
+// system_identifier it means nothing and is refused.
+func TestMinTimeline(t *testing.T) {
+	pinned := minimal + "    system_identifier: 7000000000000000001\n"
+	cfg, err := Load(write(t, pinned+"    min_timeline: 3\n"), nil)
+	if err != nil || cfg.Clusters[0].MinTimeline != 3 {
+		t.Fatalf("pinned with min_timeline 3: %v, %v", cfg, err)
+	}
+	if cfg, err := Load(write(t, minimal+"    min_timeline: 0\n"), nil); err != nil || cfg.Clusters[0].MinTimeline != 0 {
+		t.Errorf("min_timeline 0 (none) without a pin: %v, %v", cfg, err)
+	}
+	for yaml, want := range map[string]string{
+		minimal + "    min_timeline: 2\n": `clusters.main.min_timeline needs clusters.main.system_identifier: a timeline belongs to one cluster, got "2"`,
+		pinned + "    min_timeline: -1\n": `clusters.main.min_timeline must be an integer from 0 to 4294967295, got "-1"`,
+		pinned + "    min_timeline: x\n":  `clusters.main.min_timeline must be an integer from 0 to 4294967295, got "x"`,
+	} {
+		if _, err := Load(write(t, yaml), nil); err == nil || err.Error() != want {
+			t.Errorf("error %v, want %q", err, want)
+		}
+	}
+}

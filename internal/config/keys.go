@@ -130,6 +130,7 @@ var clusterKeys = []clusterKey{
 	{name: "replicas", doc: "all, or async: leave synchronous standbys out of replica answers", read: readReplicas},
 	{name: "system_identifier", doc: "optional: pin the cluster's identity (pg_control_system())",
 		read: func(r *reader, key string, c *Cluster) { c.SystemID = r.systemID(key) }},
+	{name: "min_timeline", doc: "optional, with system_identifier: a writable host on a lower timeline is never the primary", read: readMinTimeline},
 	{name: clusterLocationsField, doc: "hosts by location name", isMap: true,
 		read: func(r *reader, key string, c *Cluster) { c.Locations = r.hostLocations(key, c) }},
 }
