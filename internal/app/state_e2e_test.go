@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/state"
 	"github.com/pgdns/pgdns/internal/testkit"
@@ -259,4 +261,55 @@ func TestStateWriteFailuresKeepPgdnsAnswering(t *testing.T) {
 		t.Fatalf("restarted on a read-only state folder: primary %v, want %s", got, pg.Nodes[1].IP)
 	}
 	again.eventually(t, "/readyz", "", func(code int, body string) bool { return code == http.StatusOK && !strings.Contains(body, "warnings") })
+}
+
+// A reload keeps what pgdns remembers and the file follows the new
+// config: a cluster added joins it, a cluster removed leaves it at the
+// next write, and the timeline learned before the reload stays.
+func TestReloadKeepsAndUpdatesTheState(t *testing.T) {
+	t.Parallel()
+	ips := pgtest.Addrs(t).IPs(3)
+	pg := pgtest.New(t, pgtest.Options{IPs: ips[:2]})
+	spare := pgtest.New(t, pgtest.Options{IPs: ips[2:]})
+	path := filepath.Join(t.TempDir(), "state.json")
+	e := attach(t, pg, envOptions{State: path})
+	clusters := func() map[string]uint32 {
+		m, _, err := state.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]uint32{}
+		for name, r := range m {
+			out[name] = r.NewestTimeline
+		}
+		return out
+	}
+	wantFile := func(what string, want map[string]uint32) {
+		t.Helper()
+		testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the state file to hold "+what, func() (map[string]uint32, bool) {
+			got := clusters()
+			return got, maps.Equal(got, want)
+		})
+	}
+	wantFile("main on timeline 1", map[string]uint32{"main": 1})
+
+	withSpare := *e.cfg
+	withSpare.Clusters = append(slices.Clone(e.cfg.Clusters), config.Cluster{Name: "spare", Hosts: []string{spare.Nodes[0].Addr()}})
+	if err := e.app.Reload(&withSpare); err != nil {
+		t.Fatal(err)
+	}
+	wantFile("the added cluster", map[string]uint32{"main": 1, "spare": 1})
+	if err := pg.Nodes[1].Promote(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[1].IP})
+	wantFile("main on timeline 2", map[string]uint32{"main": 2, "spare": 1})
+
+	without := *e.cfg
+	without.Probe.Interval = 150 * time.Millisecond
+	if err := e.app.Reload(&without); err != nil {
+		t.Fatal(err)
+	}
+	wantFile("main on timeline 2 and the removed cluster gone", map[string]uint32{"main": 2})
+	e.holds(t, "primary.db.local.", 300*time.Millisecond, exactly(pg.Nodes[1].IP), "the primary after the reloads")
 }
