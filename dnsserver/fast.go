@@ -1,6 +1,7 @@
 package dnsserver
 
 import (
+	"encoding/binary"
 	"net/netip"
 
 	"github.com/miekg/dns"
@@ -145,14 +146,49 @@ func appendTruncatedReply(out []byte, q *wireQuery) []byte {
 	return appendHeader(out, q, false, true)
 }
 
-// mayWaitForReplay reports whether a datagram the slow path answers could
-// be an lsn- query that waits for a re-probe: such a query is answered
-// off the reader so that the wait holds up no other query. Any "lsn-" in
-// the bytes counts; a false positive only costs a goroutine.
-func (h *Handler) mayWaitForReplay(req []byte) bool {
-	if h.lsnWait <= 0 || h.refresh == nil {
+// mayWaitForReplay reports whether a datagram the slow path answers is an
+// lsn- lookup that would wait for a re-probe, to be answered off the
+// reader so that the wait holds up no other query. It decides as the fast
+// path and answerHosts do: the question's name parsed (zone.Parse), the
+// hosts selected from the current snapshot, shouldWaitForReplay. A name
+// outside the zone or the grammar, a type or class never answered from
+// the hosts, or a lookup the snapshot already satisfies never leaves the
+// reader, whatever bytes it holds.
+func (h *Handler) mayWaitForReplay(req []byte, sc *scratch) bool {
+	if h.lsnWait <= 0 || h.refresh == nil || len(req) < 12 || !holdsLSN(req) {
 		return false
 	}
+	flags := binary.BigEndian.Uint16(req[2:])
+	if flags&(1<<15) != 0 || (flags>>11)&0xF != dns.OpcodeQuery || binary.BigEndian.Uint16(req[4:]) != 1 {
+		return false // a response, not a QUERY, or not one question: never a lookup
+	}
+	name, off, err := dns.UnpackDomainName(req, 12)
+	if err != nil || off+4 > len(req) {
+		return false
+	}
+	qtype, qclass := binary.BigEndian.Uint16(req[off:]), binary.BigEndian.Uint16(req[off+2:])
+	if qtype == dns.TypeAXFR || qtype == dns.TypeIXFR || (qclass != dns.ClassINET && qclass != dns.ClassANY) {
+		return false // refused before any selection (lookup)
+	}
+	name = dns.CanonicalName(name)
+	if _, isNS := h.nsAddrs[name]; isNS {
+		return false
+	}
+	parsed, err := zone.Parse(name, h.origin)
+	if err != nil || parsed.Kind != zone.KindHosts || !parsed.HasLSN {
+		return false
+	}
+	v := h.table.View(h.now())
+	hosts, err := v.Select(&parsed, sc.hosts[:0])
+	sc.hosts = hosts[:0]
+	return err == nil && h.shouldWaitForReplay(&parsed, hosts)
+}
+
+// holdsLSN reports whether req holds "lsn-" in any case: every lsn- name
+// does (a compression pointer in a question points backwards, into the
+// header), so a datagram without it is no lsn- lookup and costs nothing
+// more to tell.
+func holdsLSN(req []byte) bool {
 	for i := 0; i+4 <= len(req); i++ {
 		if req[i]|0x20 == 'l' && req[i+1]|0x20 == 's' && req[i+2]|0x20 == 'n' && req[i+3] == '-' {
 			return true

@@ -119,7 +119,17 @@ func NewHandler(cfg Config, table *zone.Table, log *slog.Logger) *Handler {
 // ServeDNS implements dns.Handler. It is a thin shell around answer: it
 // recovers from panics (the client gets SERVFAIL, the process lives on)
 // and fits UDP answers to the size the client can take.
-func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) { h.serve(w, req, true) }
+
+// immediate is h answering every lsn- lookup at once, as lsn_wait 0 does:
+// the UDP server's answer when every waiting slot is taken.
+type immediate struct{ h *Handler }
+
+// ServeDNS implements dns.Handler.
+func (i immediate) ServeDNS(w dns.ResponseWriter, req *dns.Msg) { i.h.serve(w, req, false) }
+
+// serve is ServeDNS; mayWait false answers lsn- lookups without waiting.
+func (h *Handler) serve(w dns.ResponseWriter, req *dns.Msg, mayWait bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			h.log.Error("panic while answering a query", "panic", v, "question", questionString(req))
@@ -128,7 +138,7 @@ func (h *Handler) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			_ = w.WriteMsg(m)
 		}
 	}()
-	m, asked := h.answerFrom(req, sourceAddr(w.RemoteAddr()))
+	m, asked := h.reply(req, sourceAddr(w.RemoteAddr()), mayWait)
 	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
 		m.Truncate(udpSize(req))
 	}
@@ -164,6 +174,12 @@ func (h *Handler) answer(req *dns.Msg) (*dns.Msg, Asked) {
 // was asked. The zone decides the outcome (lookup); finish maps it to an
 // rcode.
 func (h *Handler) answerFrom(req *dns.Msg, src netip.Addr) (*dns.Msg, Asked) {
+	return h.reply(req, src, true)
+}
+
+// reply is answerFrom; mayWait false answers an lsn- lookup without
+// waiting.
+func (h *Handler) reply(req *dns.Msg, src netip.Addr, mayWait bool) (*dns.Msg, Asked) {
 	m := new(dns.Msg)
 	m.SetReply(req)
 	m.Compress = true
@@ -190,14 +206,14 @@ func (h *Handler) answerFrom(req *dns.Msg, src netip.Addr) (*dns.Msg, Asked) {
 		opt := m.IsEdns0() // there is one: the option came in the query's
 		opt.Option = append(opt.Option, ecs)
 	}
-	asked, outcome, v := h.lookup(m, req.Question[0], from, v)
+	asked, outcome, v := h.lookup(m, req.Question[0], from, v, mayWait)
 	return h.finish(m, outcome, v.Snap), asked
 }
 
 // lookup fills the answer to q, asked by a client in location from (""
 // when unknown), from v, and returns what was asked, the zone's outcome
 // and the view the answer was read from.
-func (h *Handler) lookup(m *dns.Msg, q dns.Question, from string, v zone.View) (Asked, zone.Outcome, zone.View) {
+func (h *Handler) lookup(m *dns.Msg, q dns.Question, from string, v zone.View, mayWait bool) (Asked, zone.Outcome, zone.View) {
 	name := dns.CanonicalName(q.Name)
 	parsed, err := zone.Parse(name, h.origin)
 	switch o := zone.OutcomeOf(err); {
@@ -224,7 +240,7 @@ func (h *Handler) lookup(m *dns.Msg, q dns.Question, from string, v zone.View) (
 		return asked, o, v
 	}
 	parsed.From = from
-	o, v := h.answerHosts(m, q, &parsed, v)
+	o, v := h.answerHosts(m, q, &parsed, v, mayWait)
 	return askedRole(parsed.Target), o, v
 }
 
@@ -328,10 +344,10 @@ func (h *Handler) addresses(name string, qtype uint16, addrs []netip.Addr) []dns
 
 // answerHosts answers a role name from v, and returns the outcome and the
 // view the answer was read from.
-func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, v zone.View) (zone.Outcome, zone.View) {
+func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, v zone.View, mayWait bool) (zone.Outcome, zone.View) {
 	var buf [8]*zone.Host
 	hosts, err := v.Select(parsed, buf[:0])
-	if err == nil && h.shouldWaitForReplay(parsed, hosts) {
+	if err == nil && mayWait && h.shouldWaitForReplay(parsed, hosts) {
 		// Read-your-writes: the write is probably on a replica already,
 		// just not in this snapshot. Re-probe the cluster (shared with
 		// other waiting lookups) for up to lsn_wait, selecting again after

@@ -38,7 +38,20 @@ type Limits struct {
 	// MaxTCPQueries is how many queries one connection may send before
 	// the server closes it (after the replies); default 1000.
 	MaxTCPQueries int
+
+	// MaxLSNWaits bounds the UDP lsn- lookups waiting for a re-probe at
+	// once (each holds a goroutine for up to dns.lsn_wait); past it a
+	// lookup is answered at once, as with lsn_wait 0, and OnLSNWaitFull
+	// is called. Default 1024.
+	MaxLSNWaits   int
+	OnLSNWaitFull func()
 }
+
+// DefaultMaxLSNWaits is Limits.MaxLSNWaits when it is 0: at about 10 KiB
+// each (a goroutine, the query, its reply), 1024 waiting lookups hold
+// some 10 MiB, and at the default lsn_wait of 20ms they are 50,000
+// waiting lookups a second.
+const DefaultMaxLSNWaits = 1024
 
 // withDefaults fills in what l leaves zero.
 func (l Limits) withDefaults() Limits {
@@ -56,6 +69,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxTCPQueries <= 0 {
 		l.MaxTCPQueries = DefaultMaxTCPQueries
+	}
+	if l.MaxLSNWaits <= 0 {
+		l.MaxLSNWaits = DefaultMaxLSNWaits
 	}
 	return l
 }
@@ -163,7 +179,8 @@ func bind(addr string, h dns.Handler, limits Limits) (*Server, error) {
 			},
 		}
 		if fastH != nil {
-			s.fast = &udpServer{h: fastH, limiter: limiter, conns: conns}
+			s.fast = &udpServer{h: fastH, limiter: limiter, conns: conns,
+				waitSlots: make(chan struct{}, limits.MaxLSNWaits), onFull: limits.OnLSNWaitFull}
 		} else {
 			s.udp = &dns.Server{PacketConn: pc, Handler: h}
 		}

@@ -35,11 +35,15 @@ const readBufSize = 4096
 // datagrams with recvmmsg/sendmmsg and answering each one inline, in the
 // reader, on the fast path (answerFast) or through miekg/dns (answerSlow).
 // Only an lsn- query that may wait for a re-probe leaves the reader, so
-// that its wait holds up no other query.
+// that its wait holds up no other query, and only as many as waitSlots
+// holds: past that, one is answered at once, as with lsn_wait 0.
 type udpServer struct {
 	h       *Handler
 	limiter *RateLimiter // nil: no rate limit
 	conns   []*net.UDPConn
+
+	waitSlots chan struct{} // one per lsn- query waiting off the readers (Limits.MaxLSNWaits)
+	onFull    func()        // Limits.OnLSNWaitFull
 
 	readers  sync.WaitGroup
 	waiting  sync.WaitGroup // lsn- queries answered off the readers
@@ -144,8 +148,11 @@ func (s *udpServer) read(conn *net.UDPConn) error {
 			req := in[i].Buffers[0][:in[i].N]
 			reply, wait := s.answer(req, local, src, outBufs[k][:0], sc)
 			if wait {
-				s.answerOffReader(conn, bytes.Clone(req), src)
-				continue
+				if s.answerOffReader(conn, req, src) {
+					continue
+				}
+				// Every waiting slot is taken: at once, as lsn_wait 0 answers.
+				reply = answerSlow(req, local, src, outBufs[k][:0], immediate{s.h})
 			}
 			if reply != nil {
 				out[k].Buffers[0], out[k].Addr = reply, in[i].Addr
@@ -180,7 +187,7 @@ func (s *udpServer) answer(req []byte, local net.Addr, src netip.AddrPort, out [
 	} else if res == fastWait {
 		return nil, true
 	}
-	if s.h.mayWaitForReplay(req) {
+	if s.h.mayWaitForReplay(req, sc) {
 		return nil, true
 	}
 	return answerSlow(req, local, src, out, s.h), false
@@ -197,15 +204,29 @@ func (s *udpServer) fast(req, out []byte, src netip.Addr, sc *scratch) (reply []
 }
 
 // answerOffReader answers a query that may wait in a goroutine of its own
-// and sends the reply alone.
-func (s *udpServer) answerOffReader(conn *net.UDPConn, req []byte, src netip.AddrPort) {
+// (with a copy of req) and sends the reply alone; false, and nothing
+// done, when every waiting slot is taken.
+func (s *udpServer) answerOffReader(conn *net.UDPConn, req []byte, src netip.AddrPort) bool {
+	select {
+	case s.waitSlots <- struct{}{}:
+	default:
+		if s.onFull != nil {
+			s.onFull()
+		}
+		return false
+	}
+	req = bytes.Clone(req)
 	s.waiting.Add(1)
 	go func() {
-		defer s.waiting.Done()
+		defer func() {
+			<-s.waitSlots
+			s.waiting.Done()
+		}()
 		if reply := answerSlow(req, conn.LocalAddr(), src, make([]byte, 0, 512), s.h); reply != nil {
 			_, _ = conn.WriteToUDPAddrPort(reply, src)
 		}
 	}()
+	return true
 }
 
 // close closes every socket: the readers return.

@@ -114,7 +114,7 @@ func (a *App) Start() error {
 		Refresh:          a.refresh,
 	}, a.table, a.log)
 	h = dnsserver.RateLimit(h, cfg.DNS.RateLimit)
-	srv, err := dnsserver.Start(cfg.DNS.Listen, h, dnsserver.Limits{})
+	srv, err := dnsserver.Start(cfg.DNS.Listen, h, dnsserver.Limits{OnLSNWaitFull: a.metrics.LSNWaitFull})
 	if err != nil {
 		return fmt.Errorf("dns.listen %q: %w", cfg.DNS.Listen, err)
 	}

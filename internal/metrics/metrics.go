@@ -33,7 +33,8 @@ type Metrics struct {
 	refreshCoalesced *prometheus.CounterVec
 	fluxProbes       *prometheus.CounterVec
 
-	httpClosed [2]prometheus.Counter // by refused: connections the HTTP cap closed
+	httpClosed   [2]prometheus.Counter // by refused: connections the HTTP cap closed
+	lsnWaitsFull prometheus.Counter
 
 	// localities counts replica answers by zone.Locality, resolved once:
 	// DNSLocality runs on every such answer.
@@ -115,7 +116,11 @@ func New(table *zone.Table) *Metrics {
 		Help: "HTTP connections closed by http.max_conns: the one idle longest, to make room for a new one (reason evicted_idle), or a new one while every connection was inside a request (reason refused_busy).",
 	}, []string{"reason"})
 	m.httpClosed[0], m.httpClosed[1] = closed.WithLabelValues("evicted_idle"), closed.WithLabelValues("refused_busy")
-	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.fluxProbes, locality, closed)
+	m.lsnWaitsFull = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pgdns_dns_lsn_waits_full_total",
+		Help: "UDP lsn- lookups that could have waited dns.lsn_wait for a re-probe but were answered at once, as with lsn_wait 0, because the most lookups allowed to wait at once (1024) were waiting.",
+	})
+	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.fluxProbes, locality, closed, m.lsnWaitsFull)
 	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.splitBrains, m.httpRequests,
 		hostCollector{table: table},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -233,6 +238,10 @@ func (m *Metrics) HTTPEvicted(refused bool) {
 		m.httpClosed[0].Inc()
 	}
 }
+
+// LSNWaitFull counts one lsn- lookup answered at once because every
+// waiting slot was taken (dnsserver.Limits.OnLSNWaitFull).
+func (m *Metrics) LSNWaitFull() { m.lsnWaitsFull.Inc() }
 
 // hostCollector reports the state of every host from the snapshot current
 // at scrape time, so the gauges can never disagree with the answers.
