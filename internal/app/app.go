@@ -102,6 +102,8 @@ func (a *App) Start() error {
 	if err != nil {
 		return err
 	}
+	// The writer before the HTTP API, whose /readyz reads its status.
+	a.startState(cfg.State.Path, remembered)
 	var h dns.Handler = dnsserver.NewHandler(dnsserver.Config{
 		Zone:             cfg.DNS.Zone,
 		TTL:              cfg.DNS.TTL,
@@ -116,6 +118,7 @@ func (a *App) Start() error {
 	h = dnsserver.RateLimit(h, cfg.DNS.RateLimit)
 	srv, err := dnsserver.Start(cfg.DNS.Listen, h, dnsserver.Limits{OnLSNWaitFull: a.metrics.LSNWaitFull})
 	if err != nil {
+		a.stopState()
 		return fmt.Errorf("dns.listen %q: %w", cfg.DNS.Listen, err)
 	}
 	a.dns = srv
@@ -132,6 +135,7 @@ func (a *App) Start() error {
 			MaxConns: cfg.HTTP.MaxConns, AllowedHosts: cfg.HTTP.AllowedHosts, OnEvict: a.metrics.HTTPEvicted})
 		if err != nil {
 			_ = srv.Shutdown(context.Background())
+			a.stopState()
 			return fmt.Errorf("http.listen %q: %w", cfg.HTTP.Listen, err)
 		}
 		a.http = hs
@@ -140,13 +144,9 @@ func (a *App) Start() error {
 	// answers already include them; discovery keeps them current after.
 	a.discover(context.Background())
 	a.probing = a.effective(cfg)
-	a.startState(cfg.State.Path, remembered)
 	a.running, err = a.startProber(a.probing, true, remembered)
 	if err != nil {
-		if a.state != nil {
-			a.state.halt()
-			a.state = nil
-		}
+		a.stopState()
 		return err
 	}
 	a.prober.Store(a.running.p)
@@ -289,10 +289,7 @@ func (a *App) Stop(ctx context.Context) error {
 		a.running.halt()
 		a.running = nil
 	}
-	if a.state != nil {
-		a.state.halt() // after the prober: its last report is written
-		a.state = nil
-	}
+	a.stopState() // after the prober: its last report is written
 	return err
 }
 

@@ -62,10 +62,14 @@ func (a *App) startState(path string, loaded map[string]probe.Remembered) {
 	a.state = sk
 }
 
-// halt stops the writer after its last write. The prober has stopped.
-func (sk *stateKeeper) halt() {
-	sk.stop()
-	<-sk.done
+// stopState stops the writer after its last write, once no prober
+// reports to it any more. The caller holds a.mu.
+func (a *App) stopState() {
+	if a.state == nil {
+		return
+	}
+	a.state.stop()
+	<-a.state.done
 }
 
 // learned is probe.Hooks.Learned: nil without a state file.
