@@ -164,7 +164,7 @@ func (l *tcpListener) admit(c net.Conn) *tcpConn {
 		return nil
 	}
 	now := time.Now()
-	tc := &tcpConn{Conn: c, l: l, key: key, born: now, idle: true, idleSince: now, hdrLeft: 2}
+	tc := &tcpConn{Conn: c, l: l, key: key, born: now, idle: true, idleSince: now}
 	l.conns[tc] = struct{}{}
 	l.sources[key]++
 	return tc
@@ -212,11 +212,12 @@ func (l *tcpListener) release(c *tcpConn) {
 	l.mu.Unlock()
 }
 
-// tcpConn is one TCP connection of a tcpListener. It follows the stream
-// of length-prefixed messages that miekg/dns reads from it, to know when
-// the connection is idle (waiting for the first byte of a query, or for
-// the first Read of the server at all), to close it at its age only
-// between queries, and to close it without losing replies.
+// tcpConn is one TCP connection of a tcpListener. It follows the streams
+// of length-prefixed messages that miekg/dns reads from it and writes to
+// it, to know when the connection is idle (no query begun that has not
+// been answered: between a reply and the next query, or before the
+// first), to close it at its age only between queries, and to close it
+// without losing replies.
 type tcpConn struct {
 	net.Conn
 	l    *tcpListener
@@ -224,13 +225,11 @@ type tcpConn struct {
 	born time.Time
 
 	mu        sync.Mutex
-	idle      bool      // no query in progress: a Read at a message boundary, or none yet
+	idle      bool      // no query in progress
 	idleSince time.Time // when it became idle
 	evicted   bool      // forgotten by the listener, its Read unblocked
 	peerDone  bool      // the last Read failed (EOF, timeout, reset): nothing unread matters
-	hdrLeft   int       // bytes of the next length prefix still to come; 2 at a boundary
-	hdr       [2]byte
-	bodyLeft  int       // bytes of the current message still to come
+	in, out   frames    // queries read, replies written
 	deadline  time.Time // the read deadline miekg/dns asked for
 	clamped   bool      // the deadline set is the connection's age, not deadline
 
@@ -238,7 +237,48 @@ type tcpConn struct {
 	closeErr  error
 }
 
-func (c *tcpConn) atBoundary() bool { return c.hdrLeft == 2 && c.bodyLeft == 0 }
+// frames follows a stream of DNS messages over TCP, each after its
+// length in two bytes (RFC 1035 4.2.2).
+type frames struct {
+	hdrGot   int // bytes of the next length seen; 0 at a boundary
+	hdr      [2]byte
+	bodyLeft int // bytes of the current message still to come
+	done     int // messages complete
+}
+
+func (f *frames) boundary() bool { return f.hdrGot == 0 && f.bodyLeft == 0 }
+
+// advance follows the stream over b.
+func (f *frames) advance(b []byte) {
+	for len(b) > 0 {
+		if f.bodyLeft > 0 {
+			k := min(f.bodyLeft, len(b))
+			f.bodyLeft -= k
+			b = b[k:]
+			if f.bodyLeft == 0 {
+				f.done++
+			}
+			continue
+		}
+		f.hdr[f.hdrGot] = b[0]
+		b = b[1:]
+		if f.hdrGot++; f.hdrGot == 2 {
+			f.hdrGot, f.bodyLeft = 0, int(f.hdr[0])<<8|int(f.hdr[1])
+			if f.bodyLeft == 0 {
+				f.done++
+			}
+		}
+	}
+}
+
+func (c *tcpConn) atBoundary() bool { return c.in.boundary() }
+
+// becomeIdle marks the connection idle from now, unless it already is.
+func (c *tcpConn) becomeIdle() {
+	if !c.idle {
+		c.idle, c.idleSince = true, time.Now()
+	}
+}
 
 func (c *tcpConn) ageEnd() time.Time { return c.born.Add(c.l.maxAge) }
 
@@ -253,9 +293,7 @@ func (c *tcpConn) Read(p []byte) (int, error) {
 			c.mu.Unlock()
 			return 0, io.EOF
 		}
-		if !c.idle {
-			c.idle, c.idleSince = true, time.Now()
-		}
+		c.becomeIdle() // waiting for a query (the last one may have had no reply)
 	}
 	c.mu.Unlock()
 	n, err := c.Conn.Read(p)
@@ -264,7 +302,7 @@ func (c *tcpConn) Read(p []byte) (int, error) {
 	c.peerDone = err != nil
 	if n > 0 {
 		c.idle = false
-		c.advance(p[:n])
+		c.in.advance(p[:n])
 		if boundary && c.clamped && !c.evicted {
 			// A query has begun: it gets the whole deadline asked for.
 			c.clamped = false
@@ -274,21 +312,26 @@ func (c *tcpConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// advance follows the message stream over b, read from the connection.
-func (c *tcpConn) advance(b []byte) {
-	for len(b) > 0 {
-		if c.bodyLeft > 0 {
-			k := min(c.bodyLeft, len(b))
-			c.bodyLeft -= k
-			b = b[k:]
-			continue
-		}
-		c.hdr[2-c.hdrLeft] = b[0]
-		b = b[1:]
-		if c.hdrLeft--; c.hdrLeft == 0 {
-			c.hdrLeft, c.bodyLeft = 2, int(c.hdr[0])<<8|int(c.hdr[1])
-		}
+// Write implements net.Conn. A connection writing the last reply it owes
+// is idle from then on: it may be evicted before miekg/dns comes back to
+// read the next query, and it is idle before its client can have the
+// reply (a client sending its next query, or opening its next
+// connection, never finds it busy because this goroutine has not run
+// since the write). An eviction does not stop the write: the reply
+// still goes out, then FIN.
+func (c *tcpConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	after := c.out
+	after.advance(p)
+	if after.boundary() && c.atBoundary() && after.done >= c.in.done {
+		c.becomeIdle()
 	}
+	c.mu.Unlock()
+	n, err := c.Conn.Write(p)
+	c.mu.Lock()
+	c.out.advance(p[:n])
+	c.mu.Unlock()
+	return n, err
 }
 
 // SetReadDeadline implements net.Conn. At a message boundary the deadline
