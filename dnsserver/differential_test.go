@@ -119,6 +119,23 @@ func differentialDatagrams(t *testing.T) map[string][]byte {
 	m.Extra = append(m.Extra, m.Extra[0])
 	out["two-opts"] = pack(m)
 	m = base()
+	m.SetEdns0(1232, false)
+	m.Extra = append(m.Extra, m.Extra[0])
+	m.IsEdns0().SetVersion(1)
+	out["two-opts-v1"] = pack(m)
+	for _, scope := range []uint8{0, 1, 24} {
+		m = base()
+		m.SetEdns0(1232, true)
+		m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, SourceScope: scope, Address: net.IPv4(10, 1, 7, 0)})
+		out["edns-ecs-scope"+itoa(int(scope))] = pack(m)
+	}
+	for _, v := range []uint8{1, 2, 255} {
+		m = base()
+		m.SetEdns0(512, false)
+		m.IsEdns0().SetVersion(v)
+		out["edns-version"+itoa(int(v))] = pack(m)
+	}
+	m = base()
 	m.CheckingDisabled, m.AuthenticatedData, m.RecursionDesired = true, true, false
 	out["cd-ad-nord"] = pack(m)
 	m = base()

@@ -185,12 +185,15 @@ func (h *Handler) reply(req *dns.Msg, src netip.Addr, mayWait bool) (*dns.Msg, A
 	m.Compress = true
 	m.RecursionAvailable = false
 
+	if rcode := ednsError(req); rcode != dns.RcodeSuccess {
+		if rcode != dns.RcodeFormatError || countOPT(req.Extra) == 1 {
+			m.SetEdns0(maxUDPSize, req.IsEdns0().Do())
+		}
+		m.Rcode = rcode
+		return m, AskedMalformed
+	}
 	if opt := req.IsEdns0(); opt != nil {
 		m.SetEdns0(maxUDPSize, opt.Do()) // RFC 3225: DO is echoed
-		if opt.Version() != 0 {
-			m.Rcode = dns.RcodeBadVers // RFC 6891: only version 0 exists
-			return m, AskedMalformed
-		}
 	}
 	if req.Opcode != dns.OpcodeQuery {
 		m.Rcode = dns.RcodeNotImplemented
@@ -208,6 +211,42 @@ func (h *Handler) reply(req *dns.Msg, src netip.Addr, mayWait bool) (*dns.Msg, A
 	}
 	asked, outcome, v := h.lookup(m, req.Question[0], from, v, mayWait)
 	return h.finish(m, outcome, v.Snap), asked
+}
+
+// ednsError is the rcode for a query whose EDNS is wrong, RcodeSuccess
+// when it is right or absent: more than one OPT record is FORMERR (RFC
+// 6891 6.1.1), and the reply has none (which one would it answer?); a
+// version other than 0 is BADVERS, with an OPT of version 0, the one
+// pgdns speaks (6.1.3); a Client Subnet option with a SCOPE PREFIX-LENGTH
+// other than 0 is FORMERR (RFC 7871 6: it must be 0 in queries), believed
+// or not. The UDP fast path takes none of these (parseWire): they all
+// come here.
+func ednsError(req *dns.Msg) int {
+	opt := req.IsEdns0()
+	switch {
+	case opt == nil:
+		return dns.RcodeSuccess
+	case countOPT(req.Extra) > 1:
+		return dns.RcodeFormatError
+	case opt.Version() != 0:
+		return dns.RcodeBadVers
+	}
+	for _, o := range opt.Option {
+		if ecs, ok := o.(*dns.EDNS0_SUBNET); ok && ecs.SourceScope != 0 {
+			return dns.RcodeFormatError
+		}
+	}
+	return dns.RcodeSuccess
+}
+
+func countOPT(rrs []dns.RR) int {
+	n := 0
+	for _, rr := range rrs {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			n++
+		}
+	}
+	return n
 }
 
 // lookup fills the answer to q, asked by a client in location from (""
