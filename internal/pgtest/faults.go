@@ -67,7 +67,12 @@ func (n *Node) processes() []int {
 			continue
 		}
 		s := strings.ReplaceAll(string(cmdline), "\x00", " ")
-		if strings.Contains(s, "postgres: "+n.Name+":") || strings.Contains(s, "-D "+n.Dir+" ") || strings.HasSuffix(s, "-D "+n.Dir) {
+		// A server's processes work in its data directory: their
+		// working directory tells them from another run's servers of the
+		// same name (the soak reuses addresses, hence names, in network
+		// namespaces of its own, where a killed run's servers live on).
+		cwd, _ := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if (strings.Contains(s, "postgres: "+n.Name+":") && cwd == n.Dir) || strings.Contains(s, "-D "+n.Dir+" ") || strings.HasSuffix(s, "-D "+n.Dir) {
 			pids = append(pids, pid)
 		}
 	}
@@ -125,7 +130,11 @@ func (n *Node) FollowContext(ctx context.Context, upstream *Node) error {
 
 // conninfo is the primary_conninfo setting that streams from upstream.
 func (n *Node) conninfo(upstream *Node) string {
-	return "primary_conninfo = 'host=" + upstream.IP + " port=" + strconv.Itoa(upstream.Port) +
+	host := upstream.IP
+	if n.c.opts.Upstream != nil {
+		host = n.c.opts.Upstream(n.IP, upstream.IP)
+	}
+	return "primary_conninfo = 'host=" + host + " port=" + strconv.Itoa(upstream.Port) +
 		" user=postgres application_name=" + n.Name + "'"
 }
 

@@ -40,6 +40,15 @@ type Options struct {
 	// starts (mode 0600, owned by the server's user), such as a TLS
 	// certificate and key that Conf names; replicas copy them.
 	Files map[string][]byte
+
+	// Listen, when set, gives the addresses each node listens on besides
+	// its own IP (the soak gives every path to a node an address of its
+	// own, so that a packet filter can cut one path and not the others).
+	Listen func(ip string) []string
+	// Upstream, when set, is the host a replica at ip puts in its
+	// primary_conninfo to stream from the node at upstream (default
+	// upstream itself).
+	Upstream func(ip, upstream string) string
 }
 
 // Cluster is a running primary and its replicas.
@@ -48,6 +57,7 @@ type Cluster struct {
 	root  string
 	bin   string
 	owner *user.User // nil when not root
+	opts  Options
 }
 
 // Node is one PostgreSQL server.
@@ -99,6 +109,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.opts = opts
 	for i, ip := range opts.IPs {
 		c.Nodes = append(c.Nodes, &Node{
 			Name: "node" + strconv.Itoa(i+1) + "_" + strings.ReplaceAll(ip, ".", "_"),
@@ -166,6 +177,11 @@ func (c *Cluster) startAll(ctx context.Context, opts Options) error {
 		if err := c.appendFile(filepath.Join(r.Dir, "postgresql.conf"), r.ownConf()); err != nil {
 			return err
 		}
+		if opts.Upstream != nil {
+			if err := c.appendFile(filepath.Join(r.Dir, "postgresql.auto.conf"), r.conninfo(p)+"\n"); err != nil {
+				return err
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -179,7 +195,11 @@ func (c *Cluster) startAll(ctx context.Context, opts Options) error {
 // ownConf is the node's own part of postgresql.conf; later lines win, so it
 // overrides what a replica copied from the primary.
 func (n *Node) ownConf() string {
-	return fmt.Sprintf("listen_addresses = '%s'\nport = %d\ncluster_name = '%s'\n", n.IP, n.Port, n.Name)
+	listen := n.IP
+	if n.c.opts.Listen != nil {
+		listen = strings.Join(append([]string{n.IP}, n.c.opts.Listen(n.IP)...), ",")
+	}
+	return fmt.Sprintf("listen_addresses = '%s'\nport = %d\ncluster_name = '%s'\n", listen, n.Port, n.Name)
 }
 
 // Start starts the node's server and waits until it accepts connections.
