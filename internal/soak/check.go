@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -90,17 +91,22 @@ type event struct {
 
 // ledger counts what the clients saw.
 type ledger struct {
-	mu         sync.Mutex
-	checked    map[string]int // non-empty answers verified host by host
-	hosts      map[string]int // hosts checked
-	empty      map[string]int
-	unavail    map[string]int
-	lostNoTL   int // lsn- without timeline for a write lost with a killed primary
-	byRule     map[string]int
-	restarted  int // filter checks skipped: the host was restarted within Grace before the question
-	violations []Violation
-	events     []event
-	writes     atomic.Int64
+	mu        sync.Mutex
+	checked   map[string]int // non-empty answers verified host by host
+	hosts     map[string]int // hosts checked
+	empty     map[string]int
+	unavail   map[string]int
+	lostNoTL  int // lsn- without timeline for a write lost with a killed primary
+	byRule    map[string]int
+	restarted int // filter checks skipped: the host was restarted within Grace before the question
+	// refused: answered hosts that refused the client's session (57P03);
+	// refusedLongest: the latest such answer after a smart shutdown of the
+	// host began.
+	refused        int
+	refusedLongest time.Duration
+	violations     []Violation
+	events         []event
+	writes         atomic.Int64
 }
 
 func newLedger() *ledger {
@@ -251,6 +257,11 @@ const inspectSQL = `SELECT pg_is_in_recovery(),
   (SELECT coalesce(max(seq), 0) FROM soak_hb),
   EXISTS (SELECT 1 FROM soak_w WHERE id = $1)`
 
+// errRefused: the server refused a new session (SQLSTATE 57P03, "the
+// database system is shutting down" during a smart shutdown, or "is
+// starting up").
+var errRefused = errors.New("the server refuses new sessions")
+
 // inspect connects to ip as an application would and reads what the
 // rules need in one statement. The connection is returned open.
 func inspect(ctx context.Context, ip string, row int64) (*pgx.Conn, hostInfo, error) {
@@ -258,6 +269,9 @@ func inspect(ctx context.Context, ip string, row int64) (*pgx.Conn, hostInfo, er
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(cctx, "host="+ip+" port=5432 user=postgres dbname=postgres sslmode=disable connect_timeout=2")
+	if err != nil && strings.Contains(err.Error(), "57P03") {
+		err = errRefused
+	}
 	if err != nil {
 		return nil, info, err
 	}
@@ -353,9 +367,14 @@ func (h *harness) checkPrimary(ctx context.Context, client int64) (ack, bool) {
 		return ack{}, false
 	}
 	ip := q.ips[0]
-	conn, info, err := inspect(ctx, ip, 0)
+	if !h.known(q, ip) {
+		h.record(ctx, q.class, q.sent, violated, 0)
+		return ack{}, false
+	}
+	main := h.mainIP(ip)
+	conn, info, err := inspect(ctx, main, 0)
 	if err != nil {
-		h.record(ctx, q.class, q.sent, unavailable, 1)
+		h.unreachable(ctx, q, main, err)
 		return ack{}, false
 	}
 	defer conn.Close(context.Background())
@@ -370,12 +389,20 @@ func (h *harness) checkPrimary(ctx context.Context, client int64) (ack, bool) {
 	if q.gen >= 0 {
 		h.w.sawPrimary(q.gen, q.recv, info.tl)
 	}
+	// One write in four commits asynchronously, every one while the
+	// fault async-commits runs: its token is still the insert position
+	// after it, which a replica must have replayed to hold the row.
+	if h.async.Load() || nextWriteID.Load()%4 == 0 {
+		if err := setAsync(ctx, conn, true); err != nil {
+			return ack{}, false
+		}
+	}
 	id := nextWriteID.Add(1)
 	a, err := commitAndPosition(ctx, conn, tokenSQL, "INSERT INTO soak_w (id) VALUES ($1)", id)
 	if a.at.IsZero() {
 		return ack{}, false // not acknowledged: neither kept nor checked
 	}
-	a.id, a.node, a.tl, a.asked = id, ip+":5432", info.tl, q.sent
+	a.id, a.node, a.tl, a.asked = id, main+":5432", info.tl, q.sent
 	h.w.mu.Lock()
 	h.w.writes = append(h.w.writes, a)
 	h.w.mu.Unlock()
@@ -392,8 +419,14 @@ func (h *harness) checkReplicas(ctx context.Context, class, name string, row ack
 	}
 	out, n := unavailable, 0
 	for _, ip := range q.ips {
-		conn, info, err := inspect(ctx, ip, row.id)
+		if !h.known(q, ip) {
+			out = violated
+			continue
+		}
+		main := h.mainIP(ip)
+		conn, info, err := inspect(ctx, main, row.id)
 		if err != nil {
+			h.refusal(q, main, err)
 			continue
 		}
 		conn.Close(context.Background())
@@ -409,18 +442,51 @@ func (h *harness) checkReplicas(ctx context.Context, class, name string, row ack
 	h.record(ctx, class, q.sent, out, n)
 }
 
+// known checks that ip was a configured host of pgdns's while the
+// question was answered (host lists change with reloads).
+func (h *harness) known(q question, ip string) bool {
+	if h.nodeIndex(ip) != 0 && h.w.configuredFor(ip, q.sent, q.recv) {
+		return true
+	}
+	return !h.violation(q, "answers are configured hosts", ip+" was not in pgdns's config while the question was answered")
+}
+
+// mainIP is the address the clients reach the node answered as ip by.
+func (h *harness) mainIP(ip string) string { return h.pathIP(pathMain, h.nodeIndex(ip)) }
+
+// unreachable records an answered primary the client could not check.
+func (h *harness) unreachable(ctx context.Context, q question, main string, err error) {
+	h.refusal(q, main, err)
+	h.record(ctx, q.class, q.sent, unavailable, 1)
+}
+
+// refusal counts an answered host that refused the client's session
+// while a smart shutdown of it ran, with how long after it began.
+func (h *harness) refusal(q question, main string, err error) {
+	if !errors.Is(err, errRefused) {
+		return
+	}
+	h.w.mu.Lock()
+	began, ok := h.w.drainingAt[main+":5432"]
+	h.w.mu.Unlock()
+	l := h.checks
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refused++
+	if ok {
+		l.refusedLongest = max(l.refusedLongest, q.sent.Sub(began))
+	}
+}
+
 // hostRules checks what every answer must hold: a configured host of the
 // cluster, in the role the name asks for, on a timeline not superseded.
 func (h *harness) hostRules(q question, ip string, info hostInfo, primary bool) bool {
 	w := h.w
-	if !w.configured(ip) {
-		return h.violation(q, "answers are configured hosts", ip+" is not in pgdns's config")
-	}
 	if info.sysid != w.sysid {
 		return h.violation(q, "a host of another cluster is never answered",
 			fmt.Sprintf("%s has system identifier %s, the cluster's is %s; host said: %s", ip, info.sysid, w.sysid, h.said(q, info)))
 	}
-	addr := ip + ":5432"
+	addr := h.mainIP(ip) + ":5432"
 	w.mu.Lock()
 	promoted, wasPrimary := w.promotedAt[addr]
 	promoting := w.promoting[addr]
@@ -469,7 +535,7 @@ func (h *harness) hostRules(q question, ip string, info hostInfo, primary bool) 
 // filterRules checks what the name's filter promised.
 func (h *harness) filterRules(q question, ip string, info hostInfo, row ack) bool {
 	w := h.w
-	if w.restartedSince(ip+":5432", q.sampleEnd(ip).Add(-probeTimeout-timerSlack)) {
+	if w.restartedSince(h.mainIP(ip)+":5432", q.sampleEnd(ip).Add(-probeTimeout-timerSlack)) {
 		// Restarted since the sample pgdns may have judged it by (which
 		// began at most a probe timeout before it ended): its replay
 		// position may have gone back. Nothing to hold it to.
@@ -564,6 +630,9 @@ func (h *harness) violation(q question, rule, evidence string) bool {
 	v := Violation{Class: q.class, Name: q.name, At: q.sent.Sub(h.start), Rule: rule,
 		Evidence: fmt.Sprintf("pgdns answered %v (rcode %s) in %s at %.3fs; %s; %s", q.ips, dns.RcodeToString[q.rcode],
 			q.recv.Sub(q.sent).Round(time.Microsecond), q.sent.Sub(h.start).Seconds(), evidence, state)}
+	if q.recv.IsZero() { // not an answer: what pgdns did to a server
+		v.Evidence = fmt.Sprintf("at %.3fs: %s; %s", q.sent.Sub(h.start).Seconds(), evidence, state)
+	}
 	h.checks.mu.Lock()
 	h.checks.violations = append(h.checks.violations, v)
 	h.checks.byRule[q.class+" "+rule]++

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,16 +30,76 @@ const (
 	Burst          = "burst"           // a burst of several MB of WAL
 	RestartPGDNS   = "restart-pgdns"   // stop pgdns and start it again on the same address
 	ReloadPGDNS    = "reload-pgdns"    // re-read pgdns's config (SIGHUP)
+
+	SmartReplica = "smart-replica" // pg_ctl stop -m smart of a replica, then start it
+	SmartPrimary = "smart-primary" // pg_ctl stop -m smart of the primary, then start it
+	AsyncCommits = "async-commits" // every write and heartbeat with synchronous_commit = off for a while
+	DelayProbe   = "delay-probe"   // the proxy on one probe path holds back what pgdns sends
+	ReloadHosts  = "reload-hosts"  // a reload without one host (a node or the foreign one), a reload with it again
+	ProbeRole    = "probe-role"    // a reload that makes pgdns probe as a role without pg_monitor, and back
+
+	CutPGDNSPrimary   = "cut-pgdns-primary"   // drop packets between pgdns and the primary; clients still reach it
+	CutPGDNSReplica   = "cut-pgdns-replica"   // drop packets between pgdns and a replica
+	CutReplicaPrimary = "cut-replica-primary" // drop packets between a replica's WAL receiver and the primary
 )
 
 // Kinds lists every fault kind.
 var Kinds = []string{KillFailover, Switchover, FreezeReplica, FreezePrimary, PauseReplay,
-	RestartReplica, Idle, Burst, RestartPGDNS, ReloadPGDNS}
+	RestartReplica, Idle, Burst, RestartPGDNS, ReloadPGDNS,
+	SmartReplica, SmartPrimary, AsyncCommits, DelayProbe, ReloadHosts, ProbeRole,
+	CutPGDNSPrimary, CutPGDNSReplica, CutReplicaPrimary}
+
+// NetKinds are the kinds that need the soak's own network namespace.
+var NetKinds = []string{CutPGDNSPrimary, CutPGDNSReplica, CutReplicaPrimary}
 
 // weights of each kind in a long run: failovers are the costliest and the
 // most telling, the cheap faults are drawn more often.
 var weights = map[string]int{KillFailover: 2, Switchover: 2, FreezeReplica: 2, FreezePrimary: 2,
-	PauseReplay: 2, RestartReplica: 2, Idle: 1, Burst: 2, RestartPGDNS: 1, ReloadPGDNS: 1}
+	PauseReplay: 2, RestartReplica: 2, Idle: 1, Burst: 2, RestartPGDNS: 1, ReloadPGDNS: 1,
+	SmartReplica: 1, SmartPrimary: 1, AsyncCommits: 2, DelayProbe: 2, ReloadHosts: 1, ProbeRole: 1,
+	CutPGDNSPrimary: 2, CutPGDNSReplica: 2, CutReplicaPrimary: 2}
+
+// Compatibility of faults that run at once. Each kind is in one group;
+// two faults may overlap unless they are of one kind, or their groups
+// conflict:
+//
+//   - roles (failovers, a smart stop of the primary) own every node while
+//     they run: they conflict with each other and with node faults;
+//   - node faults (freeze, pause, restart, smart stop of a replica,
+//     burst) act on one node the harness picks by role: one at a time, so
+//     that two never pick the same node or a node a role change moves;
+//   - pgdns faults (restart, reload, host-list and probe-role reloads)
+//     each own pgdns's process or config file: one at a time;
+//   - partitions, the delaying proxy, idle and asynchronous commits touch
+//     no node's state and no file: they overlap anything (a partition
+//     during a failover, a pgdns restart during a partition), other
+//     partitions included, each kind once at a time.
+func group(kind string) string {
+	switch kind {
+	case KillFailover, Switchover, SmartPrimary:
+		return "roles"
+	case FreezeReplica, FreezePrimary, PauseReplay, RestartReplica, SmartReplica, Burst:
+		return "node"
+	case RestartPGDNS, ReloadPGDNS, ReloadHosts, ProbeRole:
+		return "pgdns"
+	}
+	return "free"
+}
+
+// Compatible reports whether faults of kinds a and b may run at once.
+func Compatible(a, b string) bool {
+	if a == b {
+		return false
+	}
+	ga, gb := group(a), group(b)
+	switch {
+	case ga == "roles" && (gb == "roles" || gb == "node"), gb == "roles" && ga == "node":
+		return false
+	case ga == gb && ga != "free":
+		return false
+	}
+	return true
+}
 
 // Fault is one planned fault: drawn from the seed alone, so a seed always
 // gives the same schedule. Targets are picked relative to roles at the time
@@ -45,17 +107,30 @@ var weights = map[string]int{KillFailover: 2, Switchover: 2, FreezeReplica: 2, F
 type Fault struct {
 	N    int
 	Kind string
-	Gap  time.Duration // quiet time before it
-	Dur  time.Duration // how long it lasts (freeze, pause, idle, before promote)
+	Gap  time.Duration // quiet time before it, when it does not overlap
+	Dur  time.Duration // how long it lasts (freeze, pause, idle, cut, delay, before promote)
 	Pick int
-	Mode string // restart-replica: fast or immediate
+	Mode string // restart-replica: fast or immediate; cuts: both, to or from; reload-hosts: node or foreign
 	MB   int    // burst: MB of WAL to write
+	// Delay is what the proxy holds back queries by (delay-probe).
+	Delay time.Duration
+	// Overlap: start Into after the start of the fault before it, if that
+	// one still runs and the two are compatible, instead of after every
+	// running fault has ended and a Gap.
+	Overlap bool
+	Into    time.Duration
 }
 
 func (f Fault) String() string {
 	s := fmt.Sprintf("#%d %s after %s", f.N, f.Kind, f.Gap.Round(time.Millisecond))
+	if f.Overlap {
+		s = fmt.Sprintf("#%d %s (overlapping, %s into the last)", f.N, f.Kind, f.Into.Round(time.Millisecond))
+	}
 	if f.Dur > 0 {
 		s += fmt.Sprintf(", for %s", f.Dur.Round(time.Millisecond))
+	}
+	if f.Delay > 0 {
+		s += fmt.Sprintf(", delay %s", f.Delay.Round(time.Millisecond))
 	}
 	if f.Mode != "" {
 		s += ", " + f.Mode
@@ -66,56 +141,115 @@ func (f Fault) String() string {
 // Planner draws the schedule of a seed.
 type Planner struct {
 	rng   *rand.Rand
-	short []string
+	kinds []string
+	short []Fault
 	n     int
 }
 
-// NewPlanner returns the schedule of seed; short plays every kind once in
-// a seeded order, otherwise kinds are drawn by weight without end.
-func NewPlanner(seed uint64, short bool) *Planner {
-	p := &Planner{rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}
+// NewPlanner returns the schedule of seed over kinds (nil: all); short
+// plays every kind once in a seeded order, otherwise kinds are drawn by
+// weight without end.
+func NewPlanner(seed uint64, short bool, kinds []string) *Planner {
+	if kinds == nil {
+		kinds = Kinds
+	}
+	p := &Planner{rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), kinds: kinds}
 	if short {
-		p.short = append([]string(nil), Kinds...)
-		p.rng.Shuffle(len(p.short), func(i, j int) { p.short[i], p.short[j] = p.short[j], p.short[i] })
+		order := append([]string(nil), kinds...)
+		p.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		// The short soak plays two overlaps for sure: a partition of
+		// pgdns from the primary during a kill -9 failover, and a pgdns
+		// restart during a partition of pgdns from a replica.
+		order = pair(order, KillFailover, CutPGDNSPrimary)
+		order = pair(order, CutPGDNSReplica, RestartPGDNS)
+		for _, k := range order {
+			f := p.draw(k)
+			// Shorter faults keep make test near a minute and a half;
+			// a failover's wait before its promotion stays as drawn.
+			if k != KillFailover && k != Switchover {
+				f.Dur /= 2
+			}
+			f.Overlap = false
+			p.short = append(p.short, f)
+		}
+		for i := 1; i < len(p.short); i++ {
+			if (p.short[i-1].Kind == KillFailover && p.short[i].Kind == CutPGDNSPrimary) ||
+				(p.short[i-1].Kind == CutPGDNSReplica && p.short[i].Kind == RestartPGDNS) {
+				p.short[i].Overlap, p.short[i].Into = true, 100*time.Millisecond
+			}
+		}
 	}
 	return p
 }
 
+// pair moves b right after a in order, when both are there.
+func pair(order []string, a, b string) []string {
+	ia, ib := slices.Index(order, a), slices.Index(order, b)
+	if ia < 0 || ib < 0 {
+		return order
+	}
+	order = slices.Delete(order, ib, ib+1)
+	ia = slices.Index(order, a)
+	return slices.Insert(order, ia+1, b)
+}
+
 // Next returns the next fault; ok is false when a short plan is done.
 func (p *Planner) Next() (f Fault, ok bool) {
-	var kind string
 	if p.short != nil {
 		if p.n >= len(p.short) {
 			return Fault{}, false
 		}
-		kind = p.short[p.n]
-	} else {
-		total := 0
-		for _, k := range Kinds {
-			total += weights[k]
-		}
-		r := p.rng.IntN(total)
-		for _, k := range Kinds {
-			if r -= weights[k]; r < 0 {
-				kind = k
-				break
-			}
+		p.n++
+		return p.short[p.n-1], true
+	}
+	total := 0
+	for _, k := range p.kinds {
+		total += weights[k]
+	}
+	r := p.rng.IntN(total)
+	var kind string
+	for _, k := range p.kinds {
+		if r -= weights[k]; r < 0 {
+			kind = k
+			break
 		}
 	}
 	p.n++
-	f = Fault{N: p.n, Kind: kind, Pick: p.rng.IntN(1000)}
+	f = p.draw(kind)
+	return f, true
+}
+
+// draw fills in a fault of kind from the generator.
+func (p *Planner) draw(kind string) Fault {
+	f := Fault{N: p.n, Kind: kind, Pick: p.rng.IntN(1000)}
+	if p.short != nil || f.N == 0 {
+		f.N = len(p.short) + 1
+	}
 	f.Gap = time.Duration(1000+p.rng.IntN(2000)) * time.Millisecond
+	f.Overlap = p.rng.IntN(2) == 0
+	f.Into = time.Duration(100+p.rng.IntN(1500)) * time.Millisecond
 	switch kind {
 	case KillFailover, Switchover:
 		f.Dur = time.Duration(200+p.rng.IntN(800)) * time.Millisecond
 	case FreezeReplica, FreezePrimary, PauseReplay:
 		f.Dur = time.Duration(500+p.rng.IntN(2500)) * time.Millisecond
-	case Idle:
+	case Idle, AsyncCommits:
 		f.Dur = time.Duration(2000+p.rng.IntN(3000)) * time.Millisecond
 	case Burst:
 		f.MB = 2 + p.rng.IntN(7)
 	case RestartReplica:
 		f.Mode = []string{"fast", "immediate"}[p.rng.IntN(2)]
+	case DelayProbe:
+		f.Dur = time.Duration(1000+p.rng.IntN(3000)) * time.Millisecond
+		f.Delay = time.Duration(20+p.rng.IntN(200)) * time.Millisecond
+	case ReloadHosts:
+		f.Dur = time.Duration(1000+p.rng.IntN(3000)) * time.Millisecond
+		f.Mode = []string{"node", "foreign"}[p.rng.IntN(2)]
+	case ProbeRole:
+		f.Dur = time.Duration(3000+p.rng.IntN(5000)) * time.Millisecond
+	case CutPGDNSPrimary, CutPGDNSReplica, CutReplicaPrimary:
+		f.Dur = time.Duration(500+p.rng.IntN(4500)) * time.Millisecond
+		f.Mode = []string{dropBoth, dropBoth, dropTo, dropFrom}[p.rng.IntN(4)]
 	}
 	if kind == KillFailover {
 		// Half the kills find the replicas behind (replication held back
@@ -126,7 +260,7 @@ func (p *Planner) Next() (f Fault, ok bool) {
 			f.Mode = "lagging"
 		}
 	}
-	return f, true
+	return f
 }
 
 // faultRecord is what happened when a fault was injected.
@@ -134,47 +268,131 @@ type faultRecord struct {
 	Fault
 	detail string
 	start  time.Time
+	end    time.Time // undone (before the wait for healing)
 	healed time.Time // the cluster streaming again (zero if it never did)
+	with   []string  // kinds of the faults running when it started
 	err    error
+	done   chan struct{}
 }
 
-// inject plays the schedule until it ends (short) or Duration is up, one
-// fault at a time: each waits until the cluster has healed from the last.
+// inject plays the schedule until it ends (short) or Duration is up. A
+// fault planned to overlap starts Into after the start of the one before
+// it, if that one still runs, fewer than MaxFaults run and it is
+// compatible with each of them; any other fault waits until every running
+// fault has ended and the cluster healed, then its Gap.
 func (h *harness) inject(ctx context.Context) []*faultRecord {
-	plan := NewPlanner(h.opts.Seed, h.opts.Short)
+	plan := NewPlanner(h.opts.Seed, h.opts.Short, h.kinds())
 	deadline := time.Now().Add(h.opts.Duration)
-	var out []*faultRecord
+	var (
+		out    []*faultRecord
+		mu     sync.Mutex
+		active []*faultRecord
+		wg     sync.WaitGroup
+	)
+	running := func() []*faultRecord {
+		mu.Lock()
+		defer mu.Unlock()
+		var still []*faultRecord
+		for _, r := range active {
+			select {
+			case <-r.done:
+			default:
+				still = append(still, r)
+			}
+		}
+		active = still
+		return append([]*faultRecord(nil), still...)
+	}
+	defer wg.Wait()
 	for {
 		f, ok := plan.Next()
-		if !ok || (!h.opts.Short && time.Now().Add(f.Gap).After(deadline)) {
+		if !ok || (!h.opts.Short && time.Now().Add(f.Gap).After(deadline)) || ctx.Err() != nil {
 			return out
 		}
-		gap := f.Gap
-		if h.opts.Short {
-			gap /= 2 // the short soak keeps make test near a minute
+		overlapped := false
+		if f.Overlap && h.opts.MaxFaults > 1 && len(out) > 0 {
+			last := out[len(out)-1]
+			select {
+			case <-ctx.Done():
+				return out
+			case <-last.done:
+			case <-time.After(time.Until(last.start.Add(f.Into))):
+			}
+			now := running()
+			overlapped = len(now) > 0 && len(now) < h.opts.MaxFaults
+			for _, r := range now {
+				overlapped = overlapped && Compatible(f.Kind, r.Kind)
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return out
-		case <-time.After(gap):
+		if !overlapped {
+			for _, r := range running() {
+				select {
+				case <-ctx.Done():
+					return out
+				case <-r.done:
+				}
+			}
+			gap := f.Gap
+			if h.opts.Short {
+				gap /= 3 // the short soak keeps make test near a minute and a half
+			}
+			select {
+			case <-ctx.Done():
+				return out
+			case <-time.After(gap):
+			}
 		}
-		r := &faultRecord{Fault: f, start: time.Now()}
-		h.logf("fault %s", f)
-		r.detail, r.err = h.apply(ctx, f)
-		if r.err != nil {
-			h.note("fault %s: %v", f, r.err)
+		r := &faultRecord{Fault: f, start: time.Now(), done: make(chan struct{})}
+		for _, a := range running() {
+			r.with = append(r.with, a.Kind)
 		}
-		hctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		if err := h.waitHealed(hctx); err != nil {
-			h.note("after fault #%d the cluster did not heal: %v; re-cloning the stragglers", f.N, err)
-			h.repair(hctx)
+		if len(r.with) > 0 {
+			h.logf("fault %s, while %s run", f, strings.Join(r.with, " and "))
 		} else {
-			r.healed = time.Now()
+			h.logf("fault %s", f)
 		}
-		cancel()
-		h.logf("  %s; healed after %s", r.detail, since(r.start, r.healed))
+		mu.Lock()
+		active = append(active, r)
 		out = append(out, r)
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(r.done)
+			h.play(ctx, r)
+		}()
 	}
+}
+
+// play injects one fault, undoes it and waits until the cluster heals.
+func (h *harness) play(ctx context.Context, r *faultRecord) {
+	r.detail, r.err = h.apply(ctx, r.Fault)
+	r.end = time.Now()
+	if r.err != nil {
+		h.note("fault %s: %v", r.Fault, r.err)
+	}
+	hctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := h.waitHealed(hctx); err != nil {
+		h.note("after fault #%d the cluster did not heal: %v; re-cloning the stragglers", r.N, err)
+		h.repair(hctx)
+	} else {
+		r.healed = time.Now()
+	}
+	h.logf("  #%d %s: %s; healed after %s", r.N, r.Kind, r.detail, since(r.start, r.healed))
+}
+
+// kinds is what this run can play: partitions need the soak's own network
+// namespace.
+func (h *harness) kinds() []string {
+	var out []string
+	for _, k := range Kinds {
+		if slices.Contains(NetKinds, k) && h.cuts == nil {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 func since(a, b time.Time) string {
@@ -190,6 +408,9 @@ func (h *harness) apply(ctx context.Context, f Fault) (string, error) {
 	replicas := w.replicas()
 	replica := replicas[f.Pick%len(replicas)]
 	primary := w.currentPrimary()
+	if primary == nil {
+		primary = w.lastPrimary()
+	}
 	fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	switch f.Kind {
@@ -217,11 +438,20 @@ func (h *harness) apply(ctx context.Context, f Fault) (string, error) {
 			return "", err
 		}
 		return "restarted " + replica.Addr() + " (" + f.Mode + ")", replica.Start(fctx)
+	case SmartReplica:
+		return h.smartRestart(fctx, replica)
+	case SmartPrimary:
+		return h.smartRestart(fctx, primary)
 	case Idle:
 		h.idle.Store(true)
 		time.Sleep(f.Dur)
 		h.idle.Store(false)
 		return "no writes", nil
+	case AsyncCommits:
+		h.async.Store(true)
+		time.Sleep(f.Dur)
+		h.async.Store(false)
+		return "every write with synchronous_commit = off", nil
 	case Burst:
 		err := execOn(fctx, primary, fmt.Sprintf(
 			"TRUNCATE soak_burst; INSERT INTO soak_burst SELECT repeat(md5(i::text), 32) FROM generate_series(1, %d) i", f.MB*1024))
@@ -235,9 +465,96 @@ func (h *harness) apply(ctx context.Context, f Fault) (string, error) {
 		return "pgdns restarted", h.startPGDNS(filepath.Dir(h.cfg))
 	case ReloadPGDNS:
 		return "pgdns reloaded", h.reloadPGDNS()
+	case ReloadHosts:
+		return h.reloadHosts(f, replica)
+	case ProbeRole:
+		if err := h.reconfigure(func(c *pgdnsSetup) { c.probeUser = probeRole }); err != nil {
+			return "", err
+		}
+		time.Sleep(f.Dur)
+		return "probed as " + probeRole + " (no pg_monitor)", h.reconfigure(func(c *pgdnsSetup) { c.probeUser = "postgres" })
+	case DelayProbe:
+		h.proxy.setDelay(f.Delay)
+		time.Sleep(f.Dur)
+		h.proxy.setDelay(0)
+		return fmt.Sprintf("pgdns's queries to %s held back %s", h.pathIP(pathProxy, proxied), f.Delay), nil
+	case CutPGDNSPrimary, CutPGDNSReplica, CutReplicaPrimary:
+		return h.cut(f, primary, replica)
 	}
 	return "", fmt.Errorf("unknown fault %q", f.Kind)
 }
+
+// cut drops packets on one path for f.Dur, then heals it.
+func (h *harness) cut(f Fault, primary, replica *pgtest.Node) (string, error) {
+	var ip, what string
+	switch f.Kind {
+	case CutPGDNSPrimary:
+		ip, what = h.pathIP(pathPGDNS, h.nodeIndex(primary.IP)), "pgdns and the primary "+primary.Addr()
+	case CutPGDNSReplica:
+		ip, what = h.pathIP(pathPGDNS, h.nodeIndex(replica.IP)), "pgdns and the replica "+replica.Addr()
+	case CutReplicaPrimary:
+		ip, what = h.upstreamPath(replica.IP, primary.IP), "the replica "+replica.Addr()+" and the primary "+primary.Addr()
+	}
+	chain := fmt.Sprintf("f%d", f.N)
+	if err := h.cuts.cut(chain, ip, f.Mode); err != nil {
+		return "", err
+	}
+	time.Sleep(f.Dur)
+	return fmt.Sprintf("dropped packets %s between %s (%s)", map[string]string{dropBoth: "both ways", dropTo: "one way, to the server", dropFrom: "one way, from the server"}[f.Mode], what, ip),
+		h.cuts.heal(chain)
+}
+
+// reloadHosts reloads pgdns without one host for f.Dur, then with it
+// again: the foreign host, or the picked node (a replica, or the
+// primary).
+func (h *harness) reloadHosts(f Fault, replica *pgtest.Node) (string, error) {
+	i, what := foreignIdx, "the foreign host"
+	if f.Mode == "node" || h.w.foreign == nil {
+		n := h.w.pg.Nodes[f.Pick%len(h.w.pg.Nodes)]
+		i, what = h.nodeIndex(n.IP), n.Addr()
+	}
+	if err := h.reconfigure(func(c *pgdnsSetup) { c.removed[i] = true }); err != nil {
+		return "", err
+	}
+	time.Sleep(f.Dur)
+	return "reloaded without " + what + ", then with it", h.reconfigure(func(c *pgdnsSetup) { delete(c.removed, i) })
+}
+
+// smartRestart stops n with pg_ctl stop -m smart (new sessions are refused,
+// the running ones may finish) and starts it again. The harness lets go
+// of its own sessions there; should the stop not complete in
+// smartTimeout, the sessions still open are listed, by the path they came
+// by, and a session of pgdns's among them is a violation: pgdns must never
+// be what keeps a smart shutdown from completing.
+func (h *harness) smartRestart(ctx context.Context, n *pgtest.Node) (string, error) {
+	w := h.w
+	w.restarting(n)
+	w.drain(n, true)
+	defer w.drain(n, false)
+	sctx, cancel := context.WithTimeout(ctx, smartTimeout)
+	err := n.Stop(sctx, "smart")
+	cancel()
+	how := "stopped " + n.Addr() + " smartly"
+	if err != nil {
+		held := sessionsOf(n, h)
+		how = fmt.Sprintf("smart stop of %s not done in %s (sessions left: %s); stopped fast", n.Addr(), smartTimeout, held)
+		if strings.Contains(held, "pgdns") {
+			h.violation(question{class: "smart-shutdown", name: n.Addr(), sent: time.Now()},
+				"pgdns never keeps a smart shutdown from completing",
+				fmt.Sprintf("pg_ctl stop -m smart of %s had not completed after %s; sessions left: %s", n.Addr(), smartTimeout, held))
+		}
+		if err := n.Stop(ctx, "fast"); err != nil {
+			return how, err
+		}
+	}
+	return how + ", started again", n.Start(ctx)
+}
+
+// smartTimeout is how long a smart shutdown may take: the harness's own
+// sessions are gone at once, a client's check lasts milliseconds, and a
+// session left open by a cut connection ends within the servers' TCP
+// keepalive bound (3 s).
+const smartTimeout = 10 * time.Second
 
 // failover takes the primary away (kill -9 of its postmaster, or a clean
 // fast shutdown), promotes the picked replica, points the other at it
@@ -267,7 +584,7 @@ func (h *harness) failover(ctx context.Context, f Fault, old *pgtest.Node, repli
 		}
 		now := time.Now()
 		w.mu.Lock()
-		w.primary, w.demotedAt[old.Addr()], w.killedAt[old.Addr()] = nil, now, now
+		w.primary, w.prev, w.demotedAt[old.Addr()], w.killedAt[old.Addr()] = nil, old, now, now
 		w.mu.Unlock()
 		how += "killed " + old.Addr()
 	} else {
@@ -275,7 +592,7 @@ func (h *harness) failover(ctx context.Context, f Fault, old *pgtest.Node, repli
 			return "", err
 		}
 		w.mu.Lock()
-		w.primary, w.demotedAt[old.Addr()] = nil, time.Now()
+		w.primary, w.prev, w.demotedAt[old.Addr()] = nil, old, time.Now()
 		w.mu.Unlock()
 		how = "stopped " + old.Addr()
 		// A clean switchover promotes only a replica that has received the

@@ -65,9 +65,28 @@ func (h *harness) report(faults []*faultRecord, d durability, end time.Time) *Re
 		d.acked, d.final, d.present, len(d.missing), d.lostWithKill)
 	fmt.Fprintf(&b, "filter checks not made because the host had been restarted or re-cloned since the question's grace began (its replay position may go back): %d\n", l.restarted)
 	fmt.Fprintf(&b, "lsn- tokens without a timeline for such lost writes, answered by a replica without the row (documented; not violations): %d\n", l.lostNoTL)
+	fmt.Fprintf(&b, "answered hosts that refused the client's session (57P03: shutting down or starting up; unavailability): %d, the latest %s after a smart shutdown of the host began\n",
+		l.refused, l.refusedLongest.Round(time.Millisecond))
+	combos := map[string]int{}
+	for _, f := range faults {
+		if len(f.with) > 0 {
+			k := append(append([]string(nil), f.with...), f.Kind)
+			sort.Strings(k)
+			combos[strings.Join(k, " + ")]++
+		}
+	}
+	fmt.Fprintf(&b, "\nfaults that ran at once (up to %d; the later one started while the others ran): %d combinations\n", h.opts.MaxFaults, len(combos))
+	keys := make([]string, 0, len(combos))
+	for k := range combos {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %-60s %d\n", k, combos[k])
+	}
 
 	fmt.Fprintf(&b, "\nper fault: healed = cluster streaming again; then per class, the time after the fault's start until answers were available and right again (\"-\" never unavailable in the fault's window; \"never\" not again before the next fault), with the empty answers in the window\n")
-	fmt.Fprintf(&b, "%-3s %-16s %-8s %-9s", "#", "kind", "at", "healed")
+	fmt.Fprintf(&b, "%-3s %-19s %-8s %-9s", "#", "kind", "at", "healed")
 	for _, c := range Classes {
 		fmt.Fprintf(&b, " %-18s", c)
 	}
@@ -77,7 +96,7 @@ func (h *harness) report(faults []*faultRecord, d durability, end time.Time) *Re
 		if i+1 < len(faults) {
 			until = faults[i+1].start
 		}
-		fmt.Fprintf(&b, "%-3d %-16s %-8s %-9s", f.N, f.Kind, fmt.Sprintf("%.1fs", f.start.Sub(h.start).Seconds()), since(f.start, f.healed))
+		fmt.Fprintf(&b, "%-3d %-19s %-8s %-9s", f.N, f.Kind, fmt.Sprintf("%.1fs", f.start.Sub(h.start).Seconds()), since(f.start, f.healed))
 		for _, c := range Classes {
 			d, state, empties := l.recovery(c, f.start, until)
 			fmt.Fprintf(&b, " %-18s", fmt.Sprintf("%s (%d empty)", recoveryText(d, state), empties))
@@ -85,6 +104,9 @@ func (h *harness) report(faults []*faultRecord, d durability, end time.Time) *Re
 		b.WriteString("\n")
 		if f.err != nil {
 			fmt.Fprintf(&b, "    error: %v\n", f.err)
+		}
+		if len(f.with) > 0 {
+			fmt.Fprintf(&b, "    started while %s ran\n", strings.Join(f.with, " and "))
 		}
 		fmt.Fprintf(&b, "    %s\n", f.detail)
 	}
@@ -183,7 +205,7 @@ func recoveryText(d time.Duration, state int) string {
 // answers were right again (over the faults that interrupted that class).
 func (h *harness) kindSummary(b *strings.Builder, faults []*faultRecord, end time.Time) {
 	fmt.Fprintf(b, "\nper fault kind: n, healed median/max; per class: median/max time until available and right again over the faults that interrupted it, and how many did\n")
-	fmt.Fprintf(b, "%-16s %3s %-17s", "kind", "n", "healed")
+	fmt.Fprintf(b, "%-19s %3s %-17s", "kind", "n", "healed")
 	for _, c := range Classes {
 		fmt.Fprintf(b, " %-22s", c)
 	}
@@ -218,7 +240,7 @@ func (h *harness) kindSummary(b *strings.Builder, faults []*faultRecord, end tim
 		if n == 0 {
 			continue
 		}
-		fmt.Fprintf(b, "%-16s %3d %-17s", kind, n, medMax(healed))
+		fmt.Fprintf(b, "%-19s %3d %-17s", kind, n, medMax(healed))
 		for _, c := range Classes {
 			cell := medMax(backs[c]) + fmt.Sprintf(" (%d)", len(backs[c])+nots[c])
 			if nots[c] > 0 {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,10 +31,16 @@ type Options struct {
 	Short   bool
 	Workers int           // checking clients, default 3
 	Pace    time.Duration // pause of each client between checks, default 30ms
-	Addrs   *pgtest.Block // loopback addresses: nodes .1-.3, foreign .4, pgdns .53
+	Addrs   *pgtest.Block // loopback addresses: see net.go
 	Foreign bool          // list a server of another cluster among the hosts
-	Log     io.Writer     // progress, one line per fault; nil = discard
-	PGDNS   io.Writer     // pgdns's own log; nil = discard
+	// MaxFaults is how many faults may run at once (default 2; 1 plays
+	// them one after another).
+	MaxFaults int
+	// Partitions plays packet drops with nftables. It needs the soak's
+	// own network namespace (InNetns): Run refuses it elsewhere.
+	Partitions bool
+	Log        io.Writer // progress, one line per fault; nil = discard
+	PGDNS      io.Writer // pgdns's own log; nil = discard
 }
 
 // Probe settings of the pgdns under test. Stale is the longest a correct
@@ -57,9 +65,15 @@ type harness struct {
 	w     *world
 	logf  func(format string, args ...any)
 	idle  atomic.Bool // writes paused (fault "idle")
+	async atomic.Bool // every write with synchronous_commit = off (fault "async-commits")
 	pgdns *app.App
-	cfg   string // pgdns config file
-	dns   string // pgdns DNS address
+	proxy *delayProxy
+	cuts  *partitions // nil outside the soak's network namespace
+
+	setupMu sync.Mutex
+	setup   pgdnsSetup
+	cfg     string // pgdns config file
+	dns     string // pgdns DNS address
 
 	checks  *ledger
 	notes   []string // harness problems (not violations)
@@ -85,29 +99,44 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.PGDNS == nil {
 		opts.PGDNS = io.Discard
 	}
-	h := &harness{opts: opts, checks: newLedger(), dns: opts.Addrs.Addr(53, 5353)}
+	if opts.MaxFaults == 0 {
+		opts.MaxFaults = 2
+	}
+	h := &harness{opts: opts, checks: newLedger(), dns: opts.Addrs.Addr(53, 5353), setup: pgdnsSetup{probeUser: "postgres", removed: map[int]bool{}}}
+	if opts.Partitions {
+		if !InNetns() {
+			return nil, errors.New("partitions need the soak's own network namespace (run it through Reexec, as root)")
+		}
+		if err := SetupNetns(); err != nil {
+			return nil, err
+		}
+		h.cuts = &partitions{}
+	}
 	h.logf = func(format string, args ...any) {
 		fmt.Fprintf(opts.Log, "soak %7.1fs  %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	h.start = time.Now()
-	h.logf("seed %d, %s of faults (short=%v), %d clients", opts.Seed, opts.Duration, opts.Short, opts.Workers)
+	h.logf("seed %d, %s of faults (short=%v), %d clients, up to %d faults at once, partitions %v", opts.Seed, opts.Duration, opts.Short, opts.Workers, opts.MaxFaults, opts.Partitions)
 
 	setupCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	pg, err := pgtest.Start(setupCtx, pgtest.Options{IPs: opts.Addrs.IPs(3), Conf: []string{
-		"wal_keep_size = '512MB'", "max_connections = 100",
-	}})
+	pg, err := pgtest.Start(setupCtx, pgtest.Options{IPs: opts.Addrs.IPs(3), Conf: serverConf,
+		Listen: h.listenPaths, Upstream: h.upstreamPath})
 	if err != nil {
 		return nil, err
 	}
 	defer pg.Close()
 	var foreign *pgtest.Cluster
 	if opts.Foreign {
-		if foreign, err = pgtest.Start(setupCtx, pgtest.Options{IPs: []string{opts.Addrs.IP(4)}}); err != nil {
+		if foreign, err = pgtest.Start(setupCtx, pgtest.Options{IPs: []string{opts.Addrs.IP(foreignIdx)}, Conf: serverConf, Listen: h.listenPaths}); err != nil {
 			return nil, err
 		}
 		defer foreign.Close()
 	}
+	if h.proxy, err = startProxy(h.pathIP(pathProxy, proxied)+":5432", h.pathIP(pathPGDNS, proxied)+":5432"); err != nil {
+		return nil, err
+	}
+	defer h.proxy.close()
 	if err := createTables(setupCtx, pg.Nodes[0], foreign); err != nil {
 		return nil, err
 	}
@@ -161,9 +190,23 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	return h.report(faults, durability, end), nil
 }
 
+// serverConf is the soak's PostgreSQL settings on top of pgtest's. A
+// widened wal_writer_delay keeps asynchronous commits unwritten for up to
+// a second (the default 200 ms gives the same effect, less often). TCP
+// keepalives end, within 3 s, a session whose client a partition cut off,
+// so that it does not hold a later smart shutdown.
+var serverConf = []string{
+	"wal_keep_size = '512MB'", "max_connections = 100", "wal_writer_delay = '1s'",
+	"tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2",
+}
+
+// probeRole is a login role without pg_monitor (nor superuser): what an
+// operator who skipped the README's GRANT gives pgdns.
+const probeRole = "soak_probe"
+
 // createTables makes the heartbeat and the clients' table (on the foreign
 // host too, so that a check reading it there fails on identity, not on a
-// missing table).
+// missing table), and the probe role without pg_monitor.
 func createTables(ctx context.Context, primary *pgtest.Node, foreign *pgtest.Cluster) error {
 	nodes := []*pgtest.Node{primary}
 	if foreign != nil {
@@ -176,7 +219,8 @@ func createTables(ctx context.Context, primary *pgtest.Node, foreign *pgtest.Clu
 		}
 		_, err = conn.Exec(ctx, `CREATE TABLE soak_hb (seq bigint PRIMARY KEY);
 			CREATE TABLE soak_w (id bigint PRIMARY KEY, at timestamptz NOT NULL DEFAULT now());
-			CREATE TABLE soak_burst (pad text)`)
+			CREATE TABLE soak_burst (pad text);
+			CREATE ROLE `+probeRole+` LOGIN`)
 		conn.Close(context.Background())
 		if err != nil {
 			return err
@@ -185,15 +229,34 @@ func createTables(ctx context.Context, primary *pgtest.Node, foreign *pgtest.Clu
 	return nil
 }
 
-// pgdnsConfig is the config file of the pgdns under test.
-func (h *harness) pgdnsConfig() string {
+// pgdnsSetup is what the faults change in pgdns's config.
+type pgdnsSetup struct {
+	probeUser string
+	removed   map[int]bool // node indexes (4: foreign) left out of the hosts
+}
+
+// hosts lists the configured host addresses of setup c: each node's
+// address on pgdns's path (the proxied node's through the proxy).
+func (h *harness) hosts(c pgdnsSetup) []string {
 	var hosts []string
-	for _, n := range h.w.pg.Nodes {
-		hosts = append(hosts, n.Addr())
+	for i := 1; i <= 3; i++ {
+		if c.removed[i] {
+			continue
+		}
+		p := pathPGDNS
+		if i == proxied {
+			p = pathProxy
+		}
+		hosts = append(hosts, h.pathIP(p, i)+":5432")
 	}
-	if h.w.foreign != nil {
-		hosts = append(hosts, h.w.foreign.Nodes[0].Addr())
+	if h.opts.Foreign && !c.removed[foreignIdx] {
+		hosts = append(hosts, h.pathIP(pathPGDNS, foreignIdx)+":5432")
 	}
+	return hosts
+}
+
+// pgdnsConfig is the config file of the pgdns under test.
+func (h *harness) pgdnsConfig(c pgdnsSetup) string {
 	return fmt.Sprintf(`dns:
   listen: %s
   zone: db.local
@@ -205,20 +268,50 @@ probe:
   interval: %s
   timeout: %s
   max_fails: %d
-  dsn: "user=postgres dbname=postgres sslmode=disable"
+  dsn: "user=%s dbname=postgres sslmode=disable"
+state:
+  path: %s
 clusters:
   main:
     hosts: [%s]
     replicas: all
-`, h.dns, probeInterval, probeTimeout, probeMaxFails, strings.Join(hosts, ", "))
+`, h.dns, probeInterval, probeTimeout, probeMaxFails, c.probeUser, filepath.Join(filepath.Dir(h.cfg), "state.json"), strings.Join(h.hosts(c), ", "))
+}
+
+// reconfigure changes the setup, writes the config and reloads pgdns. A
+// reload pgdns refuses (it could not probe every new host in time) keeps
+// the running config: the file and the setup are put back.
+func (h *harness) reconfigure(change func(*pgdnsSetup)) error {
+	h.setupMu.Lock()
+	defer h.setupMu.Unlock()
+	old := h.setup
+	next := pgdnsSetup{probeUser: old.probeUser, removed: maps.Clone(old.removed)}
+	change(&next)
+	if err := os.WriteFile(h.cfg, []byte(h.pgdnsConfig(next)), 0o600); err != nil {
+		return err
+	}
+	began := time.Now()
+	if err := h.reloadPGDNS(); err != nil {
+		_ = os.WriteFile(h.cfg, []byte(h.pgdnsConfig(old)), 0o600)
+		return fmt.Errorf("reload refused, config kept: %w", err)
+	}
+	h.setup = next
+	h.w.configured(began, time.Now(), h.hosts(next))
+	return nil
 }
 
 // startPGDNS writes the config and starts pgdns in-process through the
 // real config loader, as cmd/pgdns does.
 func (h *harness) startPGDNS(dir string) error {
 	h.cfg = filepath.Join(dir, "pgdns.yaml")
-	if err := os.WriteFile(h.cfg, []byte(h.pgdnsConfig()), 0o600); err != nil {
+	h.setupMu.Lock()
+	text, hosts := h.pgdnsConfig(h.setup), h.hosts(h.setup)
+	h.setupMu.Unlock()
+	if err := os.WriteFile(h.cfg, []byte(text), 0o600); err != nil {
 		return err
+	}
+	if h.w.epochs == nil {
+		h.w.configured(time.Now(), time.Now(), hosts)
 	}
 	cfg, err := config.Load(h.cfg, nil)
 	if err != nil {
@@ -287,6 +380,9 @@ func (h *harness) heartbeat(ctx context.Context) {
 		seq  int64
 		// connectedAt is when the connection was asked for.
 		connectedAt time.Time
+		// async: the session commits with synchronous_commit = off.
+		async bool
+		rng   = rand.New(rand.NewPCG(h.opts.Seed, 0xbeef))
 	)
 	defer func() {
 		if conn != nil {
@@ -305,9 +401,16 @@ func (h *harness) heartbeat(ctx context.Context) {
 		if h.idle.Load() || p == nil {
 			continue
 		}
+		if h.w.draining(p) {
+			// A smart shutdown waits for this session: let go.
+			p = nil
+		}
 		if conn != nil && on != p {
 			conn.Close(context.Background())
 			conn = nil
+		}
+		if p == nil {
+			continue
 		}
 		if conn == nil {
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -323,7 +426,17 @@ func (h *harness) heartbeat(ctx context.Context) {
 				}
 				continue
 			}
-			conn, on, connectedAt = c, p, dialAt
+			conn, on, connectedAt, async = c, p, dialAt, false
+		}
+		// One heartbeat in eight commits asynchronously, every one
+		// while the fault async-commits runs.
+		if want := h.async.Load() || rng.IntN(8) == 0; want != async {
+			if err := setAsync(ctx, conn, want); err != nil {
+				conn.Close(context.Background())
+				conn = nil
+				continue
+			}
+			async = want
 		}
 		seq++
 		a, err := commitAndPosition(ctx, conn, tokenSQL, "INSERT INTO soak_hb (seq) VALUES ($1)", seq)
@@ -341,6 +454,19 @@ func (h *harness) heartbeat(ctx context.Context) {
 			conn = nil
 		}
 	}
+}
+
+// setAsync sets the session's synchronous_commit: off commits return once
+// the commit record is inserted, before its WAL is written.
+func setAsync(ctx context.Context, conn *pgx.Conn, off bool) error {
+	v := "on"
+	if off {
+		v = "off"
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := conn.Exec(cctx, "SET synchronous_commit = "+v)
+	return err
 }
 
 // timelineSQL reads a primary's current timeline.

@@ -87,33 +87,88 @@ type world struct {
 	gen      int // pgdns incarnation, +1 on restart
 	genStart time.Time
 	known    []evidence
+
+	// drainingAt: node addr → when a smart shutdown of it began (absent
+	// when none runs).
+	drainingAt map[string]time.Time
+	// epochs of pgdns's host list, oldest first.
+	epochs []epoch
+	prev   *pgtest.Node // the primary before the current one (or the current)
+}
+
+// epoch is one host list pgdns ran with: applied from (the reload began)
+// until to (the next reload returned; zero while current).
+type epoch struct {
+	from, to time.Time
+	hosts    map[string]bool // IPs
 }
 
 func newWorld(pg *pgtest.Cluster, foreign *pgtest.Cluster, sysid string) *world {
 	now := time.Now()
 	w := &world{pg: pg, foreign: foreign, sysid: sysid, primary: pg.Nodes[0], timeline: 1,
 		forks: map[int]LSN{}, promotedAt: map[string]time.Time{pg.Nodes[0].Addr(): now.Add(-time.Hour)},
-		demotedAt: map[string]time.Time{}, killedAt: map[string]time.Time{}, restartedAt: map[string]time.Time{}, promoting: map[string]bool{}, genStart: now}
+		demotedAt: map[string]time.Time{}, killedAt: map[string]time.Time{}, restartedAt: map[string]time.Time{}, promoting: map[string]bool{}, genStart: now,
+		drainingAt: map[string]time.Time{}, prev: pg.Nodes[0]}
 	return w
 }
 
-// node finds a cluster node by IP; nil for the foreign host or an address
-// pgdns was never told about.
-func (w *world) node(ip string) *pgtest.Node {
-	for _, n := range w.pg.Nodes {
-		if n.IP == ip {
-			return n
-		}
+// configured records that pgdns runs with hosts (host:port) from a
+// reload that began at began and returned at done.
+func (w *world) configured(began, done time.Time, hosts []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := len(w.epochs); n > 0 {
+		w.epochs[n-1].to = done
 	}
-	return nil
+	e := epoch{from: began, hosts: map[string]bool{}}
+	for _, hp := range hosts {
+		host, _, _ := strings.Cut(hp, ":")
+		e.hosts[host] = true
+	}
+	w.epochs = append(w.epochs, e)
 }
 
-// configured reports whether ip is a host in pgdns's config.
-func (w *world) configured(ip string) bool {
-	if w.node(ip) != nil {
-		return true
+// configuredFor reports whether ip was a configured host at some moment
+// between a question's sending and its answer.
+func (w *world) configuredFor(ip string, sent, recv time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range w.epochs {
+		if e.hosts[ip] && !e.from.After(recv) && (e.to.IsZero() || !e.to.Before(sent)) {
+			return true
+		}
 	}
-	return w.foreign != nil && w.foreign.Nodes[0].IP == ip
+	return false
+}
+
+// drain marks a smart shutdown of n as begun (on) or over.
+func (w *world) drain(n *pgtest.Node, on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if on {
+		w.drainingAt[n.Addr()] = time.Now()
+	} else {
+		delete(w.drainingAt, n.Addr())
+	}
+}
+
+// draining reports whether a smart shutdown of n runs.
+func (w *world) draining(n *pgtest.Node) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.drainingAt[n.Addr()]
+	return ok
+}
+
+// lastPrimary is the current primary, or between a primary's loss and the
+// promotion of its successor, the one lost.
+func (w *world) lastPrimary() *pgtest.Node {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.primary != nil {
+		return w.primary
+	}
+	return w.prev
 }
 
 // restarting records that n is about to be stopped and started again.

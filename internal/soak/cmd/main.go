@@ -25,10 +25,27 @@ func main() {
 	short := flag.Bool("short", false, "play every fault kind once in the seed's order, as make test does")
 	workers := flag.Int("workers", 3, "checking clients")
 	foreign := flag.Bool("foreign", true, "list a server of another cluster among the hosts")
+	overlap := flag.Int("overlap", 2, "how many faults may run at once (1: one after another)")
+	partitions := flag.Bool("partitions", os.Geteuid() == 0, "drop packets between chosen pairs with nftables, in a network namespace of the soak's own (root only)")
 	pgdnsLog := flag.String("pgdns-log", "", "write pgdns's own log to this file")
 	flag.Parse()
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
+	}
+	if *partitions && !soak.InNetns() {
+		// The whole run, servers and pgdns included, happens in a
+		// network namespace of its own: run again there, with the seed
+		// now fixed.
+		if os.Geteuid() != 0 {
+			fmt.Fprintln(os.Stderr, "soak: -partitions needs root (a network namespace of its own); use -partitions=false")
+			os.Exit(2)
+		}
+		args := append(os.Args[1:], fmt.Sprintf("-seed=%d", *seed))
+		code, err := soak.Reexec(args, os.Stdout)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "soak:", err)
+		}
+		os.Exit(code)
 	}
 	fmt.Printf("soak: seed %d (make soak SEED=%d reproduces the schedule)\n", *seed, *seed)
 
@@ -41,7 +58,7 @@ func main() {
 	}
 	defer release()
 	opts := soak.Options{Seed: *seed, Duration: *duration, Short: *short, Workers: *workers,
-		Addrs: block, Foreign: *foreign, Log: os.Stdout}
+		Addrs: block, Foreign: *foreign, Log: os.Stdout, MaxFaults: *overlap, Partitions: *partitions}
 	if *pgdnsLog != "" {
 		f, err := os.Create(*pgdnsLog)
 		if err != nil {
