@@ -13,7 +13,8 @@ import (
 // proven to be on another branch of a primary's timeline (forks.go), for
 // the server run that showed it. A reload or a
 // Patroni membership change starts a new prober; it inherits this from the
-// one it replaces. A restart of pgdns starts from nothing.
+// one it replaces. A restart of pgdns starts from what Config.Remembered
+// holds (the state file, remember.go): all of it but the WAL clocks.
 type Knowledge struct {
 	clusters map[string]clusterKnowledge
 }

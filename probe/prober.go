@@ -129,7 +129,8 @@ type Prober struct {
 	rounds     []*round // per cluster: the probe round under way (rounds.go)
 	flux       []flux   // per cluster: the flux episode (flux.go)
 
-	reported map[string]Remembered // what Hooks.Learned last heard (remember.go); aggregator's
+	reported  map[string]Remembered // what Hooks.Learned last heard (remember.go); aggregator's
+	restoring map[*zone.Host]fork   // remembered forks awaiting the host's first sample (remember.go)
 }
 
 type result struct {
@@ -150,6 +151,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		prevReplay:   map[*zone.Host]replaySample{},
 		lastExact:    map[*zone.Host]zone.TimelineEnd{},
 		replays:      map[*zone.Host]replayWatch{},
+		restoring:    map[*zone.Host]fork{},
 		refreshing:   map[string]*refreshes{},
 		activate:     make(chan Knowledge, 1),
 		stopped:      make(chan struct{}),

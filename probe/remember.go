@@ -1,7 +1,9 @@
 package probe
 
 import (
+	"maps"
 	"slices"
+	"time"
 
 	"github.com/pgdns/pgdns/zone"
 )
@@ -20,6 +22,18 @@ type Remembered struct {
 	NewestTimeline uint32 // the highest timeline proven on a host of Identity
 	// Timelines are what is known of each timeline's history, by timeline.
 	Timelines map[uint32]TimelineHistory
+	// Forks are the replicas proven to be on another branch of a writable
+	// host's timeline (forks.go), by address: a proof that holds for the
+	// server run that showed it, which may outlive a restart of pgdns.
+	Forks map[string]Fork
+}
+
+// Fork is a replica proven to be on another branch than writable host
+// From, for the server run started at Run (the postmaster start time).
+type Fork struct {
+	Run  time.Time
+	From string
+	Note string // the proof, for people
 }
 
 // TimelineHistory is what is known of one timeline's history: where the
@@ -48,6 +62,33 @@ func (p *Prober) seed(remembered map[string]Remembered) {
 		k.clusters[name] = ck
 	}
 	p.adopt(k)
+	// A fork is restored at the host's first sample, if the same server
+	// run answers it (restoreFork); adopt applies forks to hosts seen.
+	for _, c := range p.state {
+		r, ok := remembered[c.Name]
+		if !ok || r.Identity == 0 || c.Identity != r.Identity {
+			continue
+		}
+		for hi := range c.Hosts {
+			if f, ok := r.Forks[c.Hosts[hi].Addr]; ok {
+				p.restoring[&c.Hosts[hi]] = fork{run: f.Run, from: f.From, note: f.Note}
+			}
+		}
+	}
+}
+
+// restoreFork applies a remembered fork to replica h at its first sample
+// s, when s comes from the server run the fork was proven of; record calls
+// it after watchReplay, which clears what a new run no longer proves.
+func (p *Prober) restoreFork(h *zone.Host, s Sample, ours bool) {
+	f, ok := p.restoring[h]
+	if !ok {
+		return
+	}
+	delete(p.restoring, h)
+	if ours && s.InRecovery && s.StartedAt.Equal(f.run) && h.DivergedFrom == "" {
+		h.DivergedFrom, h.DivergedNote = f.from, f.note
+	}
 }
 
 // reportLearned calls Hooks.Learned when what p remembers differs from
@@ -81,7 +122,29 @@ func (p *Prober) remembered() map[string]Remembered {
 			// the slice is safe.
 			r.Timelines[tl] = TimelineHistory{Ends: h.ends, FromFile: h.fromFile}
 		}
+		r.Forks = p.forksOf(c)
 		out[c.Name] = r
+	}
+	return out
+}
+
+// forksOf lists the forks of c's hosts: those proven, and those
+// remembered and not yet restored or dropped by a first sample.
+func (p *Prober) forksOf(c *zone.Cluster) map[string]Fork {
+	var out map[string]Fork
+	for hi := range c.Hosts {
+		h := &c.Hosts[hi]
+		f := Fork{Run: h.StartedAt, From: h.DivergedFrom, Note: h.DivergedNote}
+		if pending, ok := p.restoring[h]; ok {
+			f = Fork{Run: pending.run, From: pending.from, Note: pending.note}
+		}
+		if f.From == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]Fork{}
+		}
+		out[h.Addr] = f
 	}
 	return out
 }
@@ -105,6 +168,30 @@ func (p *Prober) remembersAsReported() bool {
 				return false
 			}
 		}
+		if !p.forksAsReported(c, r.Forks) {
+			return false
+		}
 	}
 	return n == len(p.reported)
+}
+
+// forksAsReported reports whether c's forks are reported, without
+// allocating while no host has one (the usual case).
+func (p *Prober) forksAsReported(c *zone.Cluster, reported map[string]Fork) bool {
+	some := false
+	for hi := range c.Hosts {
+		h := &c.Hosts[hi]
+		if h.DivergedFrom != "" {
+			some = true
+		} else if len(p.restoring) > 0 {
+			_, pending := p.restoring[h]
+			some = some || pending
+		}
+	}
+	if !some {
+		return len(reported) == 0
+	}
+	return maps.EqualFunc(p.forksOf(c), reported, func(a, b Fork) bool {
+		return a.Run.Equal(b.Run) && a.From == b.From && a.Note == b.Note
+	})
 }

@@ -100,3 +100,34 @@ func TestProberIgnoresRememberedForeignIdentity(t *testing.T) {
 		return ok, ok
 	})
 }
+
+// A replica proven to be on another branch of the primary's timeline
+// stays set aside after a restart of pgdns while the same server run
+// answers: the proof is remembered with the run it holds for. A fork of
+// another run is dropped at the host's first sample.
+func TestProberRestoresRememberedForks(t *testing.T) {
+	hosts := map[string]*fakeHost{"p:1": {ip: "10.0.0.1", lsn: 100}, "r:1": {ip: "10.0.0.2", inRecovery: true, lsn: 100},
+		"s:1": {ip: "10.0.0.3", inRecovery: true, lsn: 100}}
+	forked := Fork{From: "p:1", Note: "another branch of timeline 1: replayed to 0/200, past 0/100 where p:1 was read after it"}
+	learned := &learnedLog{}
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: time.Second, MaxFails: 2,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1", "s:1"}}},
+		Remembered: map[string]Remembered{"main": {Identity: 42, NewestTimeline: 1, Forks: map[string]Fork{
+			"r:1": forked,                                            // the fakes' run: started at the zero time
+			"s:1": {Run: time.Unix(1, 0), From: "p:1", Note: "gone"}, // a run that ended
+		}}},
+		Hooks: Hooks{Learned: learned.hook}}
+	table, _ := runFake(t, cfg, hosts)
+	s := waitSnapshot(t, table, "ready", func(s *zone.Snapshot) bool { return s.Ready && s.Clusters[0].Primary == 0 })
+	if h := s.Clusters[0].Hosts[1]; h.Aside != zone.AsideForked || h.Note != forked.Note {
+		t.Errorf("the remembered fork of the same run: %v %v %q, want set aside as forked", h.Role, h.Aside, h.Note)
+	}
+	if h := s.Clusters[0].Hosts[2]; h.Role != zone.RoleReplica {
+		t.Errorf("a fork of a run that ended was applied: %v %v %q", h.Role, h.Aside, h.Note)
+	}
+	testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, "a report of the fork that holds, alone", func() (map[string]Fork, bool) {
+		m, _ := learned.last()
+		f := m["main"].Forks
+		return f, len(f) == 1 && f["r:1"].From == "p:1" && f["r:1"].Note == forked.Note && f["r:1"].Run.IsZero()
+	})
+}

@@ -43,6 +43,7 @@ func (p *Prober) record(r result) {
 	}
 	p.learnTimelines(r.cluster, h, continuous, s, tl, exact, c.Identity != 0 && s.SystemID == c.Identity)
 	p.watchReplay(h, continuous, s, tl, exact)
+	p.restoreFork(h, s, c.Identity != 0 && s.SystemID == c.Identity)
 
 	if s.InRecovery && continuous && h.InRecovery {
 		p.prevReplay[h] = replaySample{at: h.ProbedAt, replay: h.ReplayLSN}

@@ -1,5 +1,6 @@
 // Package state keeps what pgdns has learned (probe.Remembered: each
-// cluster's identity, newest timeline and timeline histories) in the file
+// cluster's identity, newest timeline, timeline histories and forked
+// replicas) in the file
 // state.path, so that a restarted pgdns answers as the one that stopped
 // would have. format.go is the file's format, file.go reads and writes it
 // atomically, writer.go writes it in the background as pgdns learns.
@@ -13,6 +14,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/pgdns/pgdns/probe"
 	"github.com/pgdns/pgdns/zone"
@@ -34,6 +36,15 @@ type clusterJSON struct {
 	SystemIdentifier string                  `json:"system_identifier"`
 	NewestTimeline   uint32                  `json:"newest_timeline"`
 	Timelines        map[string]timelineJSON `json:"timelines,omitempty"` // by timeline, in decimal
+	Forks            map[string]forkJSON     `json:"forks,omitempty"`     // by host address
+}
+
+// forkJSON is a replica proven to be on another branch of a writable
+// host's timeline, for one run of its server.
+type forkJSON struct {
+	ServerStarted time.Time `json:"server_started"` // the postmaster start time of the run
+	DivergedFrom  string    `json:"diverged_from"`  // the writable host's address
+	Note          string    `json:"note"`
 }
 
 type timelineJSON struct {
@@ -66,6 +77,12 @@ func Encode(m map[string]probe.Remembered) []byte {
 				c.Timelines = map[string]timelineJSON{}
 			}
 			c.Timelines[strconv.FormatUint(uint64(tl), 10)] = t
+		}
+		for addr, fk := range r.Forks {
+			if c.Forks == nil {
+				c.Forks = map[string]forkJSON{}
+			}
+			c.Forks[addr] = forkJSON{ServerStarted: fk.Run, DivergedFrom: fk.From, Note: fk.Note}
 		}
 		f.Clusters[name] = c
 	}
@@ -137,6 +154,15 @@ func (c clusterJSON) remembered() (probe.Remembered, error) {
 			h.Ends = append(h.Ends, zone.TimelineEnd{Timeline: e.Timeline, End: lsn})
 		}
 		r.Timelines[uint32(tl)] = h
+	}
+	for addr, fk := range c.Forks {
+		if addr == "" || fk.DivergedFrom == "" || fk.ServerStarted.IsZero() {
+			return probe.Remembered{}, fmt.Errorf("forks: %q needs an address, diverged_from and server_started", addr)
+		}
+		if r.Forks == nil {
+			r.Forks = map[string]probe.Fork{}
+		}
+		r.Forks[addr] = probe.Fork{Run: fk.ServerStarted, From: fk.DivergedFrom, Note: fk.Note}
 	}
 	return r, nil
 }

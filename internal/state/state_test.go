@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgdns/pgdns/probe"
 	"github.com/pgdns/pgdns/zone"
@@ -19,7 +20,8 @@ func sample() map[string]probe.Remembered {
 		"main": {Identity: 7713995393360043562, NewestTimeline: 3, Timelines: map[uint32]probe.TimelineHistory{
 			2: {Ends: []zone.TimelineEnd{{Timeline: 1, End: 0x3000060}}, FromFile: true},
 			3: {Ends: []zone.TimelineEnd{{Timeline: 1, End: 0x3000060}, {Timeline: 2, End: 0x1_0000_00A0}}},
-		}},
+		}, Forks: map[string]probe.Fork{"10.0.0.3:5432": {Run: time.Date(2026, 12, 1, 9, 0, 0, 123456000, time.UTC),
+			From: "10.0.0.2:5432", Note: "another branch of timeline 3"}}},
 		"orders": {Identity: 1, NewestTimeline: 1, Timelines: map[uint32]probe.TimelineHistory{}},
 	}
 }
@@ -66,6 +68,8 @@ func TestDecodeRefusesBadFiles(t *testing.T) {
 			`clusters.main.timelines: "two" is not a timeline`},
 		{"bad end", `{"version": 1, "clusters": {"main": {"system_identifier": "1", "timelines": {"2": {"ends": [{"timeline": 1, "end": "3000060"}]}}}}}`,
 			`clusters.main.timelines.2: the end of timeline 1 at "3000060"`},
+		{"fork without its run", `{"version": 1, "clusters": {"main": {"system_identifier": "1", "forks": {"10.0.0.3:5432": {"diverged_from": "10.0.0.2:5432"}}}}}`,
+			`clusters.main.forks: "10.0.0.3:5432" needs an address, diverged_from and server_started`},
 		{"end of a later timeline", `{"version": 1, "clusters": {"main": {"system_identifier": "1", "timelines": {"2": {"ends": [{"timeline": 2, "end": "0/1"}]}}}}}`,
 			`clusters.main.timelines.2: the end of timeline 2`},
 	} {
