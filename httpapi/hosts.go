@@ -10,26 +10,27 @@ import (
 
 // hostJSON is one host as /v1/hosts and /v1/resolve show it.
 type hostJSON struct {
-	Cluster    string  `json:"cluster"`
-	Addr       string  `json:"addr"`
-	IP         string  `json:"ip,omitempty"`
-	Location   string  `json:"location,omitempty"` // where the host is (locations, Patroni's dc tag)
-	Role       string  `json:"role"`
-	Alive      bool    `json:"alive"`
-	LagMS      *int64  `json:"lag_ms"`    // null when it cannot be vouched for
-	LagBytes   *uint64 `json:"lag_bytes"` // null when it cannot be vouched for
-	ReplayLSN  *string `json:"replay_lsn"`
-	ReceiveLSN *string `json:"receive_lsn"`
-	Timeline   *uint32 `json:"timeline"`
-	SystemID   *string `json:"system_identifier"` // a string: it does not fit a JSON number
-	Sync       bool    `json:"sync_standby"`
-	SyncUnsure bool    `json:"sync_standby_unsure,omitempty"` // sync_standby is a guess: the primary's rows could not be told apart
-	LastProbe  *string `json:"last_probe"`                    // RFC 3339, the last successful probe
-	ProbeAgeMS *int64  `json:"probe_age_ms"`
-	Fails      int     `json:"fails"`
-	LastError  string  `json:"last_error,omitempty"`
-	Aside      string  `json:"aside,omitempty"` // why a live host is not answered: foreign, unsettled, duplicate, superseded, split_brain, forked
-	Note       string  `json:"note,omitempty"`  // the same and more, for people
+	Cluster     string  `json:"cluster"`
+	Addr        string  `json:"addr"`
+	IP          string  `json:"ip,omitempty"`
+	Location    string  `json:"location,omitempty"` // where the host is (locations, Patroni's dc tag)
+	Role        string  `json:"role"`
+	Alive       bool    `json:"alive"`
+	LagMS       *int64  `json:"lag_ms"`    // null when it cannot be vouched for
+	LagBytes    *uint64 `json:"lag_bytes"` // null when it cannot be vouched for
+	ReplayLSN   *string `json:"replay_lsn"`
+	ReceiveLSN  *string `json:"receive_lsn"`
+	Timeline    *uint32 `json:"timeline"`
+	SystemID    *string `json:"system_identifier"` // a string: it does not fit a JSON number
+	Sync        bool    `json:"sync_standby"`
+	SyncUnsure  bool    `json:"sync_standby_unsure,omitempty"` // sync_standby is a guess: the primary's rows could not be told apart
+	StatsHidden bool    `json:"stats_hidden,omitempty"`        // the probe role cannot read the host's replication statistics (no pg_monitor)
+	LastProbe   *string `json:"last_probe"`                    // RFC 3339, the last successful probe
+	ProbeAgeMS  *int64  `json:"probe_age_ms"`
+	Fails       int     `json:"fails"`
+	LastError   string  `json:"last_error,omitempty"`
+	Aside       string  `json:"aside,omitempty"` // why a live host is not answered: foreign, unsettled, duplicate, superseded, split_brain, forked
+	Note        string  `json:"note,omitempty"`  // the same and more, for people
 }
 
 // newHostJSON shows host h of cluster c as of view v: alive and lags by
@@ -37,7 +38,7 @@ type hostJSON struct {
 func newHostJSON(v zone.View, c *zone.Cluster, h *zone.Host) hostJSON {
 	j := hostJSON{
 		Cluster: h.Cluster, Addr: h.Addr, Location: h.Location, Role: h.Role.String(), Alive: v.Live(h),
-		Sync: h.Sync, SyncUnsure: h.SyncUnsure, Fails: h.Fails, LastError: h.LastError, Aside: h.Aside.String(), Note: h.Note,
+		Sync: h.Sync, SyncUnsure: h.SyncUnsure, StatsHidden: h.Seen && h.StatsHidden, Fails: h.Fails, LastError: h.LastError, Aside: h.Aside.String(), Note: h.Note,
 	}
 	if h.IP.IsValid() {
 		j.IP = h.IP.String()

@@ -37,8 +37,22 @@ type Sample struct {
 	Timeline uint32
 	// CheckpointTimeline is the timeline of the last checkpoint or
 	// restartpoint: a lower bound of the timeline being replayed, since
-	// replay never goes back to an older timeline.
+	// replay never goes back to an older timeline. On a replica whose
+	// Timeline is 0 it is the greater of that and the minimum recovery
+	// point's timeline, also a lower bound.
 	CheckpointTimeline uint32
+	// TimelineHidden, on a replica: its WAL receiver runs, but the probe
+	// role may not read the timeline it receives (StatsHidden); Timeline
+	// is then 0.
+	TimelineHidden bool
+
+	// StatsHidden: the probe role lacks pg_read_all_stats (pg_monitor),
+	// so the details of pg_stat_replication and pg_stat_wal_receiver read
+	// as NULL: no sync_state, no client address, no receiver timeline.
+	StatsHidden bool
+	// SyncNamesSet, read on every host, matters on a primary:
+	// synchronous_standby_names is set, so a standby may be synchronous.
+	SyncNamesSet bool
 
 	// Primary only: one row per WAL sender (pg_stat_replication).
 	Standbys []zone.Standby
@@ -70,7 +84,14 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // WAL segment is named after; a replica's is the one its WAL receiver last
 // received, 0 when it has no receiver (the last restartpoint's timeline,
 // read beside it, is only a lower bound: it lags a timeline switch by up to
-// a checkpoint interval). Text casts keep scanning independent of pg_lsn
+// a checkpoint interval). Without pg_read_all_stats (pg_monitor grants
+// it) every column of pg_stat_wal_receiver but pid reads NULL, and of
+// pg_stat_replication all but pid, usesysid, usename and application_name:
+// the receiver's timeline is then -1 (it runs, its timeline is hidden),
+// and the lower bound takes the minimum recovery point's timeline too
+// (replay is past that point once the server accepts sessions; pg_rewind
+// sets it on the new timeline), read only then: it costs a read of the
+// control file. Text casts keep scanning independent of pg_lsn
 // support; the standby rows come as one JSON array so that they are read
 // in one consistent pass.
 const probeSQL = `SELECT
@@ -79,10 +100,13 @@ const probeSQL = `SELECT
   coalesce(pg_last_wal_receive_lsn()::text, ''),
   coalesce(pg_last_wal_replay_lsn()::text, ''),
   CASE WHEN pg_is_in_recovery()
-    THEN coalesce((SELECT received_tli FROM pg_stat_wal_receiver), 0)::bigint
+    THEN coalesce((SELECT coalesce(received_tli, -1) FROM pg_stat_wal_receiver), 0)::bigint
     ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
   END,
-  (SELECT timeline_id FROM pg_control_checkpoint())::bigint,
+  CASE WHEN pg_is_in_recovery() AND (SELECT received_tli FROM pg_stat_wal_receiver) IS NULL
+    THEN greatest((SELECT timeline_id FROM pg_control_checkpoint()), (SELECT min_recovery_end_timeline FROM pg_control_recovery()))
+    ELSE (SELECT timeline_id FROM pg_control_checkpoint())
+  END::bigint,
   (SELECT system_identifier FROM pg_control_system())::text,
   (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint,
   CASE WHEN pg_is_in_recovery() THEN '[]'
@@ -90,7 +114,9 @@ const probeSQL = `SELECT
       FROM pg_stat_replication r LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid), '[]')::text
   END,
   coalesce((SELECT conninfo FROM pg_stat_wal_receiver), ''),
-  coalesce((SELECT slot_name FROM pg_stat_wal_receiver), '')`
+  coalesce((SELECT slot_name FROM pg_stat_wal_receiver), ''),
+  pg_has_role('pg_read_all_stats', 'USAGE'),
+  current_setting('synchronous_standby_names') <> ''`
 
 // historySQL reads a timeline history file. pg_read_file needs superuser
 // or pg_read_server_files; without them the probe does without.

@@ -17,7 +17,7 @@ import (
 // text format and parseProbeRow reads them directly.
 
 // probeColumns is the number of columns of probeSQL.
-const probeColumns = 11
+const probeColumns = 13
 
 // probeRow is one row of probeSQL in text format. Its buffers are reused
 // from probe to probe.
@@ -83,15 +83,10 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 		}
 	}
 	v := &row.values
-	switch {
-	case bytes.Equal(v[0], []byte("t")):
-		s.InRecovery = true
-	case bytes.Equal(v[0], []byte("f")):
-		s.InRecovery = false
-	default:
-		return fmt.Errorf("pg_is_in_recovery() is %q, not a boolean", v[0])
-	}
 	var err error
+	if s.InRecovery, err = parseBool(v[0]); err != nil {
+		return fmt.Errorf("pg_is_in_recovery(): %w", err)
+	}
 	if s.InsertLSN, err = optionalLSN(string(v[1])); err == nil {
 		if s.ReceiveLSN, err = optionalLSN(string(v[2])); err == nil {
 			s.ReplayLSN, err = optionalLSN(string(v[3]))
@@ -109,6 +104,10 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 	started, err4 := strconv.ParseInt(string(v[7]), 10, 64)
 	if err := errors.Join(err1, err2, err4); err != nil {
 		return err
+	}
+	s.TimelineHidden = timeline == -1 && s.InRecovery // a WAL receiver whose timeline is hidden
+	if s.TimelineHidden {
+		timeline = 0
 	}
 	if err3 != nil || timeline < 0 || timeline > 1<<32-1 || (timeline == 0 && !s.InRecovery) ||
 		ckptTimeline <= 0 || ckptTimeline > 1<<32-1 {
@@ -128,5 +127,23 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 		row.slot = string(v[10])
 	}
 	s.SlotName = row.slot
-	return nil
+	if s.TimelineHidden {
+		s.AppName = "" // not "walreceiver": the conninfo is hidden, not empty
+	}
+	visible, err5 := parseBool(v[11])
+	s.StatsHidden = !visible
+	var err6 error
+	s.SyncNamesSet, err6 = parseBool(v[12])
+	return errors.Join(err5, err6)
+}
+
+// parseBool reads a boolean column in text format.
+func parseBool(v []byte) (bool, error) {
+	switch {
+	case bytes.Equal(v, []byte("t")):
+		return true, nil
+	case bytes.Equal(v, []byte("f")):
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not a boolean", v)
 }

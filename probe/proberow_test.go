@@ -25,9 +25,9 @@ func textRow(cols ...string) *probeRow {
 
 var (
 	replicaCols = []string{"t", "", "0/3000060", "0/3000028", "1", "1", "7000000000000000001", "1700000000000000",
-		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 sslmode=prefer", "r1_slot"}
+		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 sslmode=prefer", "r1_slot", "t", "f"}
 	primaryCols = []string{"f", "0/5000000", "", "", "3", "2", "7000000000000000001", "1700000000000123",
-		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", ""}
+		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t"}
 )
 
 // TestParseProbeRow: what the probe's row says, read from its text format,
@@ -57,6 +57,22 @@ func TestParseProbeRow(t *testing.T) {
 		t.Errorf("primary: %+v", s)
 	}
 
+	if s.StatsHidden || !s.SyncNamesSet || s.TimelineHidden {
+		t.Errorf("primary: stats hidden %v, synchronous_standby_names set %v, timeline hidden %v", s.StatsHidden, s.SyncNamesSet, s.TimelineHidden)
+	}
+
+	// A probe role without pg_monitor: the WAL receiver runs (-1), its
+	// timeline and conninfo are hidden (NULL, coalesced to '').
+	hidden := append([]string(nil), replicaCols...)
+	hidden[4], hidden[9], hidden[10], hidden[11] = "-1", "", "", "f"
+	s = Sample{}
+	if err := parseProbeRow(textRow(hidden...), &s); err != nil {
+		t.Fatal(err)
+	}
+	if !s.TimelineHidden || !s.StatsHidden || s.Timeline != 0 || s.CheckpointTimeline != 1 || s.AppName != "" || s.SlotName != "" {
+		t.Errorf("replica without pg_monitor: %+v", s)
+	}
+
 	// The strings kept from one probe to the next follow a change.
 	row := textRow(replicaCols...)
 	for _, want := range []struct{ conninfo, slot, app string }{
@@ -83,6 +99,9 @@ func TestParseProbeRow(t *testing.T) {
 		{4, "0", "bad system identifier"}, // a primary always knows its timeline
 		{5, "0", "bad system identifier"},
 		{8, "[", "pg_stat_replication rows"},
+		{4, "-1", "bad system identifier"}, // a primary has no WAL receiver
+		{11, "yes", "not a boolean"},
+		{12, "NULL", "column 13 is NULL"},
 	} {
 		cols := append([]string(nil), primaryCols...)
 		cols[tc.col] = tc.val

@@ -32,7 +32,8 @@ func (p *Prober) steady(r result) bool {
 	h := &p.state[r.cluster].Hosts[r.host]
 	s := &r.sample
 	if !h.Seen || h.Fails != 0 || h.InRecovery != s.InRecovery || h.SystemID != s.SystemID ||
-		!h.StartedAt.Equal(s.StartedAt) || h.IP != s.IP || !slices.Equal(h.Standbys, s.Standbys) {
+		!h.StartedAt.Equal(s.StartedAt) || h.IP != s.IP || !slices.Equal(h.Standbys, s.Standbys) ||
+		h.StatsHidden != s.StatsHidden || h.TimelineHidden != s.TimelineHidden || h.SyncNamesSet != s.SyncNamesSet {
 		return false
 	}
 	if s.Timeline != 0 {

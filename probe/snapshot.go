@@ -59,6 +59,7 @@ func (p *Prober) record(r result) {
 	if exact {
 		h.OwnHistory = s.History
 	}
+	h.StatsHidden, h.TimelineHidden, h.SyncNamesSet = s.StatsHidden, s.TimelineHidden, s.SyncNamesSet
 
 	// The WAL clock of a writable host. It starts over when the host
 	// changes timeline or goes back into recovery: positions on another
@@ -111,6 +112,7 @@ func (p *Prober) publish() {
 	}
 	snap.StampSerials(p.serialBase())
 	p.logChanges(snap)
+	p.logHidden(snap)
 	p.updateFlux(snap, now)
 	p.driveOnReady(snap)
 	p.last = snap

@@ -23,7 +23,11 @@ import (
 //     not yet switched to the newest timeline; either way its data is not
 //     the cluster's. The newest timeline is remembered: a superseded
 //     primary that outlives its successor is still never answered. So is
-//     a host below MinTimeline, which is a floor, never remembered;
+//     a host below MinTimeline, which is a floor, never remembered. A
+//     replica whose timeline the probe role may not read (TimelineHidden)
+//     has only a lower bound of it, which proves nothing against the
+//     newest timeline: it is set aside only while a writable host on an
+//     older timeline streams to a standby it may be (hidden.go);
 //   - in recovery: replica;
 //   - writable: primary if it is the only writable host on the newest
 //     timeline; two writable hosts there cannot be told apart (split
@@ -78,11 +82,14 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		}
 	}
 	writable := 0
+	sender := c.olderSender(live)
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		switch {
 		case !live[i]:
-		case h.Timeline < c.NewestTimeline:
+		case h.Timeline < c.NewestTimeline && h.TimelineHidden && sender != nil:
+			c.setAside(h, AsideSuperseded, hiddenTimelineNote(h, sender))
+		case h.Timeline < c.NewestTimeline && !h.TimelineHidden:
 			c.setAside(h, AsideSuperseded, h.timelineKind()+" on timeline "+strconv.FormatUint(uint64(h.Timeline), 10)+
 				", superseded by timeline "+strconv.FormatUint(uint64(c.NewestTimeline), 10))
 		case h.Timeline < c.MinTimeline:
@@ -213,6 +220,10 @@ func (c *Cluster) markSyncStandbys() {
 		h := &c.Hosts[i]
 		h.Sync, h.SyncUnsure = false, false
 		if p == nil || h.Role != RoleReplica {
+			continue
+		}
+		if p.StatsHidden {
+			markHiddenSync(p, h)
 			continue
 		}
 		sync, sure := standbySync(p.Standbys, h)

@@ -83,7 +83,7 @@ type Host struct {
 	ReceiveLSN LSN       // replica: pg_last_wal_receive_lsn()
 	ReplayLSN  LSN       // replica: pg_last_wal_replay_lsn(); primary: InsertLSN
 	Sync       bool      // a synchronous standby, by the primary's pg_stat_replication
-	SyncUnsure bool      // Sync is true because the primary's rows could not be told apart (see markSyncStandbys)
+	SyncUnsure bool      // Sync is true because the primary's rows could not be told apart or hide sync_state (see markSyncStandbys)
 	AppName    string    // replica: the application name its WAL receiver uses
 	SlotName   string    // replica: the replication slot it streams from, if any
 
@@ -93,6 +93,18 @@ type Host struct {
 	// restartpoint's), good enough to set it aside when that is older
 	// than the cluster's newest, never to vouch for a timeline token.
 	TimelineExact bool
+
+	// StatsHidden: the probe role may not read this host's replication
+	// statistics (it lacks pg_read_all_stats, which pg_monitor grants):
+	// pg_stat_replication's sync_state and client address, and
+	// pg_stat_wal_receiver's timeline and conninfo, read as NULL.
+	StatsHidden bool
+	// TimelineHidden, on a replica: its WAL receiver runs, but StatsHidden
+	// hides the timeline it receives, so Timeline is only a lower bound.
+	TimelineHidden bool
+	// SyncNamesSet, on a primary: synchronous_standby_names is set, so a
+	// standby may be synchronous.
+	SyncNamesSet bool
 
 	// Standbys, on a primary, are the rows of its pg_stat_replication.
 	Standbys []Standby

@@ -258,12 +258,15 @@ var (
 		"WAL byte lag of a replica; absent when it cannot be vouched for.", []string{"cluster", "host"}, nil)
 	hostProbeAge = prometheus.NewDesc("pgdns_host_probe_age_seconds",
 		"Time since the host's last successful probe.", []string{"cluster", "host"}, nil)
+	hostStatsHidden = prometheus.NewDesc("pgdns_host_stats_hidden",
+		"1 when the probe role cannot read the host's replication statistics (it lacks pg_monitor): pgdns then fails closed on what they decide (README).",
+		[]string{"cluster", "host"}, nil)
 	ready = prometheus.NewDesc("pgdns_ready",
 		"1 once every host has been probed at least once.", nil, nil)
 )
 
 func (hostCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{hostUp, hostRole, hostLag, hostLagBytes, hostProbeAge, ready} {
+	for _, d := range []*prometheus.Desc{hostUp, hostRole, hostLag, hostLagBytes, hostProbeAge, hostStatsHidden, ready} {
 		ch <- d
 	}
 }
@@ -288,6 +291,7 @@ func (c hostCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			if h.Seen {
 				ch <- prometheus.MustNewConstMetric(hostProbeAge, prometheus.GaugeValue, h.Age(v.Now).Seconds(), cl.Name, h.Addr)
+				ch <- prometheus.MustNewConstMetric(hostStatsHidden, prometheus.GaugeValue, boolValue(h.StatsHidden), cl.Name, h.Addr)
 			}
 		}
 	}

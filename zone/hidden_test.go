@@ -1,0 +1,68 @@
+package zone
+
+import (
+	"strings"
+	"testing"
+)
+
+// hidden returns h as a probe role without pg_monitor sees it: a replica's
+// WAL receiver timeline is hidden, leaving the lower bound tl.
+func hidden(h Host, tl uint32) Host {
+	h.StatsHidden = true
+	if h.InRecovery {
+		h.TimelineHidden, h.TimelineExact, h.Timeline, h.AppName = true, false, tl, ""
+	}
+	return h
+}
+
+// Without sync_state, no replica is provably asynchronous while
+// synchronous_standby_names is set; with it empty, every one is.
+func TestHiddenSyncState(t *testing.T) {
+	for _, names := range []bool{true, false} {
+		p := hidden(seen("10.0.0.1", false, 0), 0)
+		p.SyncNamesSet = names
+		p.Standbys = []Standby{{AppName: "r1"}, {AppName: "r2"}} // client_addr and sync_state read NULL
+		snap := cluster(p, hidden(seen("10.0.0.2", true, 0), 1), hidden(seen("10.0.0.3", true, 0), 1))
+		c := snap.Clusters[0]
+		for _, h := range c.Hosts[1:] {
+			if h.Role != RoleReplica || h.Sync != names || h.SyncUnsure != names {
+				t.Errorf("synchronous_standby_names set %v: %s is %v, sync %v (unsure %v)", names, h.Addr, h.Role, h.Sync, h.SyncUnsure)
+			}
+			if names && !strings.Contains(h.Note, "synchronous_standby_names is set") {
+				t.Errorf("%s: note %q does not say why it counts as synchronous", h.Addr, h.Note)
+			}
+		}
+	}
+}
+
+// A hidden timeline's lower bound below the newest timeline does not set a
+// replica aside; a writable host on an older timeline streaming to a
+// standby does. A replica without a WAL receiver (its lower bound is all
+// anyone could know) is set aside as before.
+func TestHiddenTimeline(t *testing.T) {
+	primary := seen("10.0.0.1", false, 0)
+	primary.Timeline = 2
+	follower := hidden(seen("10.0.0.2", true, 0), 1)
+	noReceiver := seen("10.0.0.3", true, 0)
+	noReceiver.TimelineExact = false
+	noReceiver.StatsHidden = true
+	c := cluster(primary, follower, noReceiver).Clusters[0]
+	if h := c.Hosts[1]; h.Role != RoleReplica || h.Aside != NotAside {
+		t.Errorf("hidden timeline, lower bound 1: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
+	}
+	if h := c.Hosts[2]; h.Aside != AsideSuperseded {
+		t.Errorf("no WAL receiver on timeline 1: %v, aside %v", h.Role, h.Aside)
+	}
+
+	old := seen("10.0.0.4", false, 0)
+	old.Standbys = []Standby{{AppName: "walreceiver"}}
+	c = cluster(primary, follower, old).Clusters[0]
+	if h := c.Hosts[1]; h.Aside != AsideSuperseded || !strings.Contains(h.Note, "10.0.0.4:5432, writable on superseded timeline 1") {
+		t.Errorf("hidden timeline while a superseded primary streams: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
+	}
+	old.Standbys = nil
+	c = cluster(primary, follower, old).Clusters[0]
+	if h := c.Hosts[1]; h.Role != RoleReplica {
+		t.Errorf("hidden timeline, a superseded primary streaming to nobody: %v (%s)", h.Role, h.Note)
+	}
+}
