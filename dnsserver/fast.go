@@ -22,6 +22,10 @@ const (
 type scratch struct {
 	name  nameScratch
 	hosts []*zone.Host
+
+	// atOnce: answer an lsn- query that may wait as lsn_wait 0 would
+	// (every waiting slot is taken: udpServer.answerAtOnce).
+	atOnce bool
 }
 
 // answerFast answers the query that makes up nearly all of the traffic —
@@ -54,7 +58,7 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 	if err != nil {
 		return out, fastNo // not ready or no such cluster: rare, the slow path says which
 	}
-	if h.shouldWaitForReplay(&parsed, hosts) {
+	if !sc.atOnce && h.shouldWaitForReplay(&parsed, hosts) {
 		return out, fastWait
 	}
 

@@ -151,8 +151,7 @@ func (s *udpServer) read(conn *net.UDPConn) error {
 				if s.answerOffReader(conn, req, src) {
 					continue
 				}
-				// Every waiting slot is taken: at once, as lsn_wait 0 answers.
-				reply = answerSlow(req, local, src, outBufs[k][:0], immediate{s.h})
+				reply = s.answerAtOnce(req, local, src, outBufs[k][:0], sc)
 			}
 			if reply != nil {
 				out[k].Buffers[0], out[k].Addr = reply, in[i].Addr
@@ -191,6 +190,19 @@ func (s *udpServer) answer(req []byte, local net.Addr, src netip.AddrPort, out [
 		return nil, true
 	}
 	return answerSlow(req, local, src, out, s.h), false
+}
+
+// answerAtOnce answers an lsn- query that may wait, with every waiting
+// slot taken, at once, as lsn_wait 0 answers it: on the fast path when it
+// takes the query, else on the slow path through immediate.
+func (s *udpServer) answerAtOnce(req []byte, local net.Addr, src netip.AddrPort, out []byte, sc *scratch) []byte {
+	sc.atOnce = true
+	reply, res := s.fast(req, out, src.Addr(), sc)
+	sc.atOnce = false
+	if res == fastDone {
+		return reply
+	}
+	return answerSlow(req, local, src, out, immediate{s.h})
 }
 
 // fast is answerFast with a panic turned into fastNo.
