@@ -39,10 +39,13 @@ func TestPostgresCheckerReadsPrimaryAndReplica(t *testing.T) {
 	if p.InRecovery || p.InsertLSN == 0 || p.ReplayLSN != p.InsertLSN || p.Timeline != 1 || p.SystemID == 0 || p.IP.String() != ips[0] {
 		t.Fatalf("primary sample %+v", p)
 	}
-	r, err := check(t, newChecker, cl.Nodes[1].Addr(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A replica reports its exact timeline once its WAL receiver streams,
+	// which on a loaded machine may be seconds after it accepts sessions.
+	r := testkit.Eventually(t, 30*time.Second, 100*time.Millisecond, "the replica's WAL receiver streaming",
+		func() (Sample, bool) {
+			r, err := check(t, newChecker, cl.Nodes[1].Addr(), 5*time.Second)
+			return r, err == nil && r.Timeline != 0
+		})
 	if !r.InRecovery || r.InsertLSN != 0 || r.ReplayLSN == 0 || r.Timeline != 1 || r.SystemID != p.SystemID || r.IP.String() != ips[1] {
 		t.Fatalf("replica sample %+v (primary %+v)", r, p)
 	}
