@@ -29,13 +29,17 @@ func TestStartRefusesAnUnusableStateFile(t *testing.T) {
 		{"corrupt", strings.Replace(good, ":", "\x00", 3), "does not parse as JSON"},
 		{"future version", `{"version": 2, "clusters": {}}`, "was written by a newer pgdns (format version 2; this one reads up to 1)"},
 		{"a folder", "", "cannot be read: is a directory"},
+		{"no folder", "", "cannot be written: its folder"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "state.json")
 			var err error
-			if tc.name == "a folder" {
+			switch tc.name {
+			case "a folder":
 				err = os.Mkdir(path, 0o700)
-			} else {
+			case "no folder":
+				path = filepath.Join(filepath.Dir(path), "missing", "state.json")
+			default:
 				err = os.WriteFile(path, []byte(tc.data), 0o600)
 			}
 			if err != nil {

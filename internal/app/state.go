@@ -2,7 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"log/slog"
 	"maps"
 	"slices"
@@ -103,6 +106,9 @@ func ResetState(path string, log *slog.Logger) error {
 		return fmt.Errorf("-reset-state: state.path is not set: pgdns keeps nothing on disk")
 	}
 	m, found, err := state.Load(path)
+	if _, serr := os.Lstat(path); errors.Is(serr, fs.ErrNotExist) {
+		found, err = false, nil // its folder may be missing too: nothing to remove either way
+	}
 	switch {
 	case err != nil:
 		log.Warn("RESETTING STATE: removing a state file that cannot be used", "file", path, "error", err)

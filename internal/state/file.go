@@ -16,6 +16,11 @@ import (
 func Load(path string) (m map[string]probe.Remembered, found bool, err error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		// A first start, unless the folder is missing too: then no write
+		// would ever succeed (a typo, a volume not mounted).
+		if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+			return nil, false, fmt.Errorf("state file %s cannot be written: its folder %s is not there", path, filepath.Dir(path))
+		}
 		return nil, false, nil
 	}
 	if err != nil {

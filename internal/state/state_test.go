@@ -189,3 +189,12 @@ func TestWriterKeepsGoingWhenItCannotWrite(t *testing.T) {
 		t.Errorf("nothing pending, yet written again: %v %v", err, results)
 	}
 }
+
+// A state file in a folder that is not there is refused at start-up: no
+// write could ever succeed.
+func TestLoadRefusesAMissingFolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "state.json")
+	if _, _, err := Load(path); err == nil || err.Error() != "state file "+path+" cannot be written: its folder "+filepath.Dir(path)+" is not there" {
+		t.Errorf("missing folder: %v", err)
+	}
+}
