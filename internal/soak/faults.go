@@ -124,7 +124,7 @@ type Fault struct {
 func (f Fault) String() string {
 	s := fmt.Sprintf("#%d %s after %s", f.N, f.Kind, f.Gap.Round(time.Millisecond))
 	if f.Overlap {
-		s = fmt.Sprintf("#%d %s (overlapping, %s into the last)", f.N, f.Kind, f.Into.Round(time.Millisecond))
+		s = fmt.Sprintf("#%d %s %s into the last if it runs and they are compatible, else after %s", f.N, f.Kind, f.Into.Round(time.Millisecond), f.Gap.Round(time.Millisecond))
 	}
 	if f.Dur > 0 {
 		s += fmt.Sprintf(", for %s", f.Dur.Round(time.Millisecond))
@@ -387,7 +387,7 @@ func (h *harness) play(ctx context.Context, r *faultRecord) {
 func (h *harness) kinds() []string {
 	var out []string
 	for _, k := range Kinds {
-		if slices.Contains(NetKinds, k) && h.cuts == nil {
+		if (slices.Contains(NetKinds, k) && h.cuts == nil) || (h.opts.Kinds != nil && !slices.Contains(h.opts.Kinds, k)) {
 			continue
 		}
 		out = append(out, k)

@@ -33,6 +33,9 @@ type Options struct {
 	Pace    time.Duration // pause of each client between checks, default 30ms
 	Addrs   *pgtest.Block // loopback addresses: see net.go
 	Foreign bool          // list a server of another cluster among the hosts
+	// Kinds restricts the faults to these kinds (nil: all the run can
+	// play).
+	Kinds []string
 	// MaxFaults is how many faults may run at once (default 2; 1 plays
 	// them one after another).
 	MaxFaults int
@@ -391,11 +394,17 @@ func (h *harness) heartbeat(ctx context.Context) {
 	}()
 	tick := time.NewTicker(heartbeatEvery)
 	defer tick.Stop()
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		// While async-commits runs, a heartbeat every 50 ms only: the
+		// WAL then fills no page for long, and the WAL writer leaves
+		// committed, acknowledged rows unwritten for up to its delay.
+		if h.async.Load() && n%10 != 0 {
+			continue
 		}
 		p := h.w.currentPrimary()
 		if h.idle.Load() || p == nil {

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +27,7 @@ func main() {
 	short := flag.Bool("short", false, "play every fault kind once in the seed's order, as make test does")
 	workers := flag.Int("workers", 3, "checking clients")
 	foreign := flag.Bool("foreign", true, "list a server of another cluster among the hosts")
+	kinds := flag.String("kinds", "", "play only these fault kinds (comma-separated; default all)")
 	overlap := flag.Int("overlap", 2, "how many faults may run at once (1: one after another)")
 	partitions := flag.Bool("partitions", os.Geteuid() == 0, "drop packets between chosen pairs with nftables, in a network namespace of the soak's own (root only)")
 	pgdnsLog := flag.String("pgdns-log", "", "write pgdns's own log to this file")
@@ -59,6 +62,15 @@ func main() {
 	defer release()
 	opts := soak.Options{Seed: *seed, Duration: *duration, Short: *short, Workers: *workers,
 		Addrs: block, Foreign: *foreign, Log: os.Stdout, MaxFaults: *overlap, Partitions: *partitions}
+	if *kinds != "" {
+		opts.Kinds = strings.Split(*kinds, ",")
+		for _, k := range opts.Kinds {
+			if !slices.Contains(soak.Kinds, k) {
+				fmt.Fprintf(os.Stderr, "soak: -kinds: no fault kind %q (kinds: %s)\n", k, strings.Join(soak.Kinds, ", "))
+				os.Exit(2)
+			}
+		}
+	}
 	if *pgdnsLog != "" {
 		f, err := os.Create(*pgdnsLog)
 		if err != nil {
