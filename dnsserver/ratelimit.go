@@ -205,11 +205,16 @@ func RateLimit(h dns.Handler, perSecond int) dns.Handler {
 // RateLimitWith wraps h in a RateLimiter for l; h itself when l sets no
 // limit. Start serves a wrapped *Handler on its fast UDP path.
 func RateLimitWith(h dns.Handler, l RateLimits) dns.Handler {
-	limiter := NewRateLimiter(l)
-	if limiter == nil {
+	return NewRateLimiter(l).Wrap(h)
+}
+
+// Wrap returns h behind r (h itself when r is nil), for Start; the caller
+// keeps r to read Len.
+func (r *RateLimiter) Wrap(h dns.Handler) dns.Handler {
+	if r == nil {
 		return h
 	}
-	return &limitedHandler{next: h, limiter: limiter}
+	return &limitedHandler{next: h, limiter: r}
 }
 
 // ServeDNS implements dns.Handler.

@@ -1,9 +1,13 @@
 package dnsserver
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // fakeClock is a clock a test moves by hand.
@@ -196,4 +200,60 @@ func BenchmarkRateLimiter(b *testing.B) {
 			}
 		})
 	})
+}
+
+// Over real UDP, the addresses of one /24 share a budget and another /24
+// has its own: 60 queries from 20 addresses of 127.0.0.0/24 at a 20/s
+// limit are mostly turned away, the next from 127.0.1.5 is answered.
+func TestRateLimitPerNetworkOverUDP(t *testing.T) {
+	rl := NewRateLimiter(RateLimits{PerSecond: 20})
+	srv, err := Start("127.0.0.1:0", rl.Wrap(newTestHandler(testSnapshot())), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(t.Context())
+	server, err := net.ResolveUDPAddr("udp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(from string) *dns.Msg {
+		t.Helper()
+		c, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP(from)}, server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		m := new(dns.Msg)
+		m.SetQuestion("primary.db.local.", dns.TypeA)
+		wire, _ := m.Pack()
+		if _, err := c.Write(wire); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, 1232)
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply := new(dns.Msg)
+		if err := reply.Unpack(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		return reply
+	}
+	truncated := 0
+	for i := range 60 {
+		if m := ask(fmt.Sprintf("127.0.0.%d", 1+i%20)); m.Truncated && len(m.Answer) == 0 {
+			truncated++
+		}
+	}
+	if truncated < 30 {
+		t.Fatalf("only %d of 60 queries from one /24 over a 20/s limit were turned away", truncated)
+	}
+	if m := ask("127.0.1.5"); m.Truncated || len(m.Answer) != 1 {
+		t.Fatalf("another /24 shares the budget: %v", m)
+	}
+	if n := rl.Len(); n != 2 {
+		t.Fatalf("the limiter holds %d networks, want 2", n)
+	}
 }

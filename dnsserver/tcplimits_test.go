@@ -457,3 +457,28 @@ func emfileChild() {
 	_ = held
 	os.Exit(0)
 }
+
+// frames counts messages and finds boundaries however the stream is cut.
+func TestFramesFollowsTheStream(t *testing.T) {
+	var stream []byte
+	for _, n := range []int{5, 0, 300, 1} {
+		stream = binary.BigEndian.AppendUint16(stream, uint16(n))
+		stream = append(stream, make([]byte, n)...)
+	}
+	for _, chunk := range []int{1, 2, 3, 7, 301, len(stream)} {
+		var f frames
+		for b := stream; len(b) > 0; {
+			k := min(chunk, len(b))
+			f.advance(b[:k])
+			b = b[k:]
+		}
+		if f.done != 4 || !f.boundary() {
+			t.Fatalf("chunks of %d: %d messages, at a boundary %v", chunk, f.done, f.boundary())
+		}
+	}
+	var f frames
+	f.advance(stream[:8]) // the first message, and one byte of the second's length
+	if f.done != 1 || f.boundary() {
+		t.Fatalf("part way: %+v", f)
+	}
+}
