@@ -200,7 +200,9 @@ func TestStateWriteFailuresKeepPgdnsAnswering(t *testing.T) {
 		t.Errorf("pgdns_state_write_ok %v after a good write, want 1", got)
 	}
 
-	// Read-only at write time.
+	// Full already (so that no retry can slip in between the two
+	// faults), and read-only at write time.
+	filler := fill(t, dir)
 	remount(t, dir, true)
 	if err := pg.Nodes[1].Promote(context.Background()); err != nil {
 		t.Fatal(err)
@@ -229,9 +231,8 @@ func TestStateWriteFailuresKeepPgdnsAnswering(t *testing.T) {
 		t.Errorf("the file changed on a read-only folder: %+v %v", m, err)
 	}
 
-	// Full at the retry.
+	// Writable again but full at the retry.
 	remount(t, dir, false)
-	filler := fill(t, dir)
 	wantFailing("no space left on device")
 	if got := e.metricSum(t, "pgdns_state_write_failures_total"); got <= failures {
 		t.Errorf("pgdns_state_write_failures_total %v, not above %v after more failed writes", got, failures)
