@@ -102,7 +102,9 @@ func TestBadHostsDelayNobody(t *testing.T) {
 	locked := pgtest.New(t, pgtest.Options{IPs: []string{b.IP(41)},
 		HBA: []string{"host all postgres 127.0.0.0/8 scram-sha-256"}})
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1}})
-	e := attach(t, pg, envOptions{Interval: "250ms", Timeout: "1s",
+	// A 3 s deadline: at load 25 a SCRAM exchange with the locked host
+	// took over 1 s, so its first failure was a time-out, not the password.
+	e := attach(t, pg, envOptions{Interval: "250ms", Timeout: "3s",
 		Extra: []string{hung, refused, locked.Nodes[0].Addr()}})
 
 	// Wait until all three are down, then watch the good hosts' probe age.
