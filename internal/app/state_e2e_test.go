@@ -305,6 +305,19 @@ func TestReloadKeepsAndUpdatesTheState(t *testing.T) {
 	}
 	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[1].IP})
 	wantFile("main on timeline 2", map[string]uint32{"main": 2, "spare": 1})
+	// Written when it changes, not on every probe: each write renames a
+	// new file into place, so the inode stays while nothing is learned.
+	inode := func() uint64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	written := inode()
+	if n, ok := testkit.Holds(time.Second, 50*time.Millisecond, func() bool { return inode() == written }); !ok {
+		t.Errorf("the state file was rewritten after %d checks while nothing new was learned", n)
+	}
 
 	without := *e.cfg
 	without.Probe.Interval = 150 * time.Millisecond
