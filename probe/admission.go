@@ -3,7 +3,6 @@ package probe
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -37,8 +36,18 @@ const (
 )
 
 // errAsked ends an admission attempt once the server has asked the client
-// to authenticate: it admits the session (see firstReply).
-var errAsked = errors.New("the server asks for authentication: it admits new sessions")
+// to authenticate: it admits the session (see firstReply). It is a
+// timeout to pgx, on purpose: after any other read error pgx sends the
+// server a cancel request on yet another new connection (one more backend
+// started for nothing, and a goroutine draining the socket for up to 15
+// s); after a timeout it just closes the socket.
+var errAsked error = askedError{}
+
+type askedError struct{}
+
+func (askedError) Error() string   { return "the server asks for authentication: it admits new sessions" }
+func (askedError) Timeout() bool   { return true }
+func (askedError) Temporary() bool { return true }
 
 // admission tells whether the server of c's open session, probed once
 // more, still admits a new session, when it is time to ask again. It
