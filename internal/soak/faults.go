@@ -110,7 +110,7 @@ type Fault struct {
 	Gap  time.Duration // quiet time before it, when it does not overlap
 	Dur  time.Duration // how long it lasts (freeze, pause, idle, cut, delay, before promote)
 	Pick int
-	Mode string // restart-replica: fast or immediate; cuts: both, to or from; reload-hosts: node or foreign
+	Mode string // restart-replica: fast or immediate; cuts: both, to or from; reload-hosts: see reloadHosts
 	MB   int    // burst: MB of WAL to write
 	// Delay is what the proxy holds back queries by (delay-probe).
 	Delay time.Duration
@@ -244,7 +244,7 @@ func (p *Planner) draw(kind string) Fault {
 		f.Delay = time.Duration(20+p.rng.IntN(200)) * time.Millisecond
 	case ReloadHosts:
 		f.Dur = time.Duration(1000+p.rng.IntN(3000)) * time.Millisecond
-		f.Mode = []string{"node", "foreign"}[p.rng.IntN(2)]
+		f.Mode = []string{"node", "foreign", "nodes", "dup-foreign"}[p.rng.IntN(4)]
 	case ProbeRole:
 		f.Dur = time.Duration(3000+p.rng.IntN(5000)) * time.Millisecond
 	case CutPGDNSPrimary, CutPGDNSReplica, CutReplicaPrimary:
@@ -466,7 +466,7 @@ func (h *harness) apply(ctx context.Context, f Fault) (string, error) {
 	case ReloadPGDNS:
 		return "pgdns reloaded", h.reloadPGDNS()
 	case ReloadHosts:
-		return h.reloadHosts(f, replica)
+		return h.reloadHosts(f)
 	case ProbeRole:
 		if err := h.reconfigure(func(c *pgdnsSetup) { c.probeUser = probeRole }); err != nil {
 			return "", err
@@ -504,20 +504,41 @@ func (h *harness) cut(f Fault, primary, replica *pgtest.Node) (string, error) {
 		h.cuts.heal(chain)
 }
 
-// reloadHosts reloads pgdns without one host for f.Dur, then with it
-// again: the foreign host, or the picked node (a replica, or the
-// primary).
-func (h *harness) reloadHosts(f Fault, replica *pgtest.Node) (string, error) {
-	i, what := foreignIdx, "the foreign host"
-	if f.Mode == "node" || h.w.foreign == nil {
-		n := h.w.pg.Nodes[f.Pick%len(h.w.pg.Nodes)]
-		i, what = h.nodeIndex(n.IP), n.Addr()
+// reloadHosts reloads pgdns with another host list for f.Dur, then with
+// the usual one again. Modes: "node" leaves out the picked node (a
+// replica, or the primary); "nodes" every node but the picked one;
+// "foreign" the foreign host; "dup-foreign" every node but the picked one,
+// and lists the foreign host twice, by two addresses of one server (one
+// real host and one foreign server spelled twice: the foreign one must
+// not become the cluster's by counting its spellings).
+func (h *harness) reloadHosts(f Fault) (string, error) {
+	mode := f.Mode
+	if h.w.foreign == nil && (mode == "foreign" || mode == "dup-foreign") {
+		mode = "node"
 	}
-	if err := h.reconfigure(func(c *pgdnsSetup) { c.removed[i] = true }); err != nil {
+	picked := h.nodeIndex(h.w.pg.Nodes[f.Pick%len(h.w.pg.Nodes)].IP)
+	var what string
+	change := func(c *pgdnsSetup) {
+		switch mode {
+		case "foreign":
+			c.removed[foreignIdx], what = true, "without the foreign host"
+		case "node":
+			c.removed[picked], what = true, "without "+h.pathIP(pathMain, picked)
+		case "nodes", "dup-foreign":
+			for i := 1; i <= 3; i++ {
+				c.removed[i] = i != picked
+			}
+			what = "with only " + h.pathIP(pathMain, picked) + " of the cluster's nodes"
+			if mode == "dup-foreign" {
+				c.dupForeign, what = true, what+" and the foreign host listed twice"
+			}
+		}
+	}
+	if err := h.reconfigure(change); err != nil {
 		return "", err
 	}
 	time.Sleep(f.Dur)
-	return "reloaded without " + what + ", then with it", h.reconfigure(func(c *pgdnsSetup) { delete(c.removed, i) })
+	return "reloaded " + what + ", then as usual", h.reconfigure(func(c *pgdnsSetup) { clear(c.removed); c.dupForeign = false })
 }
 
 // smartRestart stops n with pg_ctl stop -m smart (new sessions are refused,

@@ -236,6 +236,9 @@ func createTables(ctx context.Context, primary *pgtest.Node, foreign *pgtest.Clu
 type pgdnsSetup struct {
 	probeUser string
 	removed   map[int]bool // node indexes (4: foreign) left out of the hosts
+	// dupForeign lists the foreign host a second time, by its main
+	// address.
+	dupForeign bool
 }
 
 // hosts lists the configured host addresses of setup c: each node's
@@ -254,6 +257,9 @@ func (h *harness) hosts(c pgdnsSetup) []string {
 	}
 	if h.opts.Foreign && !c.removed[foreignIdx] {
 		hosts = append(hosts, h.pathIP(pathPGDNS, foreignIdx)+":5432")
+		if c.dupForeign {
+			hosts = append(hosts, h.pathIP(pathMain, foreignIdx)+":5432")
+		}
 	}
 	return hosts
 }
@@ -288,7 +294,7 @@ func (h *harness) reconfigure(change func(*pgdnsSetup)) error {
 	h.setupMu.Lock()
 	defer h.setupMu.Unlock()
 	old := h.setup
-	next := pgdnsSetup{probeUser: old.probeUser, removed: maps.Clone(old.removed)}
+	next := pgdnsSetup{probeUser: old.probeUser, removed: maps.Clone(old.removed), dupForeign: old.dupForeign}
 	change(&next)
 	if err := os.WriteFile(h.cfg, []byte(h.pgdnsConfig(next)), 0o600); err != nil {
 		return err
