@@ -34,6 +34,12 @@ type Config struct {
 	// an operator should hear of (a state file it cannot write); /readyz
 	// shows them.
 	Warnings func() []string
+
+	// Admin and AdminToken turn the admin endpoints on (admin.go):
+	// AdminToken returns the bearer token they demand, read afresh on each
+	// request so that the file can be rotated. Either nil: they answer 404.
+	Admin      Admin
+	AdminToken func() ([]byte, error)
 }
 
 // API is the HTTP handler.
@@ -89,6 +95,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
+	if r.URL.Path == adminRoute {
+		route = adminRoute
+		a.serveAdmin(rec, r)
+		return
+	}
 	h, ok := a.routes[r.URL.Path]
 	if !ok {
 		writeJSON(rec, http.StatusNotFound, errorBody{Error: "no such endpoint: " + truncate(r.URL.Path, 100)})

@@ -59,6 +59,11 @@ type Hooks struct {
 	// FluxProbes is called for each round of flux probes of a cluster,
 	// with the number of hosts kicked.
 	FluxProbes func(cluster string, hosts int)
+	// LeaderUnsure is called, at most once per publish for each cluster
+	// read from Patroni, while a writable host is not the member holding
+	// the leader key as last reported: the caller should read it again
+	// (authority.go).
+	LeaderUnsure func(cluster string)
 	// Learned is called with what the prober remembers (remember.go)
 	// each time that changes, while the prober publishes; never on a
 	// probe that teaches nothing new. The callee must not modify it.
@@ -78,6 +83,13 @@ type ClusterConfig struct {
 	// Locations gives hosts their location: "host:port" → name. A host
 	// not in it has none.
 	Locations map[string]string
+
+	// Patroni says the cluster is read from Patroni: only the member
+	// holding its leader key may be the primary. Leader is that member's
+	// address as Patroni last reported it ("" when none holds it); the
+	// caller keeps it current with SetLeader.
+	Patroni bool
+	Leader  string
 }
 
 // StaleAfter is how old a host's last good probe may be before pgdns no
@@ -109,7 +121,9 @@ type Prober struct {
 	activate     chan Knowledge // tells the aggregator to adopt it, then publish at once
 	stopped      chan struct{}  // closed when Run returns
 	knowledgeReq chan chan Knowledge
-	ready        chan struct{} // closed when every host has had a result
+	leaders      chan leaderUpdate  // SetLeader (authority.go)
+	forgets      chan forgetRequest // ForgetTimeline (authority.go)
+	ready        chan struct{}      // closed when every host has had a result
 	readyOnce    sync.Once
 
 	refreshMu  sync.Mutex
@@ -156,12 +170,14 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		activate:     make(chan Knowledge, 1),
 		stopped:      make(chan struct{}),
 		knowledgeReq: make(chan chan Knowledge),
+		leaders:      make(chan leaderUpdate, 8),
+		forgets:      make(chan forgetRequest),
 		ready:        make(chan struct{}),
 	}
 	p.active.Store(!cfg.Inactive)
 	for _, cc := range cfg.Clusters {
 		c := &zone.Cluster{Name: cc.Name, Primary: -1, AsyncOnly: cc.AsyncOnly,
-			Identity: cc.SystemID, IdentityPinned: cc.SystemID != 0}
+			Identity: cc.SystemID, IdentityPinned: cc.SystemID != 0, LeaderKey: cc.Patroni, Leader: cc.Leader}
 		for _, addr := range cc.Hosts {
 			c.Hosts = append(c.Hosts, zone.Host{Cluster: cc.Name, Addr: addr, Location: cc.Locations[addr]})
 		}
@@ -248,6 +264,16 @@ func (p *Prober) Run(ctx context.Context) {
 		case reply := <-p.knowledgeReq:
 			reply <- p.export()
 			continue
+		case u := <-p.leaders:
+			p.setLeader(u)
+		case r := <-p.forgets:
+			ci, before, err := p.forget(r)
+			if err != nil {
+				r.reply <- forgetReply{err: err}
+				continue
+			}
+			p.publish() // decides the newest timeline again, from what is proven now
+			r.reply <- forgetReply{before: before, after: p.state[ci].NewestTimeline}
 		}
 		if holdC != nil {
 			hold.Stop()
@@ -257,6 +283,7 @@ func (p *Prober) Run(ctx context.Context) {
 		lastPublish = time.Now()
 		p.published.Store(p.last)
 		p.reportLearned()
+		p.leaderUnsure(p.last)
 		if fluxC == nil && p.fluxRound() {
 			fluxTick.Reset(fluxInterval)
 			fluxC = fluxTick.C

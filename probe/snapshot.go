@@ -100,7 +100,7 @@ func (p *Prober) publish() {
 	for ci, src := range p.state {
 		c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...),
 			Identity: src.Identity, IdentityPinned: src.IdentityPinned, NewestTimeline: src.NewestTimeline,
-			MinTimeline: p.cfg.Clusters[ci].MinTimeline}
+			MinTimeline: p.cfg.Clusters[ci].MinTimeline, LeaderKey: src.LeaderKey, Leader: src.Leader}
 		c.Decide(now, stale, p.cfg.MaxFails)
 		if c.Identity != src.Identity {
 			p.timelines[ci] = map[uint32]timelineHistory{} // another cluster now: its history is not this one's

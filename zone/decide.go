@@ -17,17 +17,26 @@ import (
 //     identity is established (unsettled);
 //   - the same server as a host listed before it (same system identifier
 //     and postmaster start time): set aside, answered once;
-//   - on a timeline older than the newest one seen in the cluster: set
+//   - with Patroni (LeaderKey), writable but not the member holding
+//     Patroni's leader key: set aside, whatever its timeline;
+//   - on a timeline older than the newest one proven in the cluster: set
 //     aside, writable or not. Its WAL has diverged from the newest
 //     timeline's (an old primary), or it follows such a host, or it has
 //     not yet switched to the newest timeline; either way its data is not
 //     the cluster's. The newest timeline is remembered: a superseded
 //     primary that outlives its successor is still never answered. So is
-//     a host below MinTimeline, which is a floor, never remembered. A
-//     replica whose timeline the probe role may not read (TimelineHidden)
-//     has only a lower bound of it, which proves nothing against the
-//     newest timeline: it is set aside only while a writable host on an
-//     older timeline streams to a standby it may be (hidden.go);
+//     a host below MinTimeline, which is a floor, never remembered. Only
+//     a writable host or a replica whose WAL receiver streams a timeline
+//     proves it; a replica's lower bound (no WAL receiver, or a timeline
+//     the probe role may not read) does not. With Patroni, the writable
+//     leader's timeline is the newest: a newer one it does not follow is a
+//     branch the cluster abandoned. A replica whose timeline the probe role
+//     may not read (TimelineHidden) has only a lower bound of it, which
+//     proves nothing against the newest timeline: it is set aside only
+//     while a writable host on an older timeline streams to a standby it
+//     may be (hidden.go);
+//   - on a timeline above the newest proven one (a branch the cluster
+//     left, or a lower bound above it): set aside;
 //   - in recovery: replica;
 //   - writable: primary if it is the only writable host on the newest
 //     timeline; two writable hosts there cannot be told apart (split
@@ -77,9 +86,13 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 	}
 
 	for i := range c.Hosts {
-		if live[i] {
-			c.NewestTimeline = max(c.NewestTimeline, c.Hosts[i].Timeline)
+		if h := &c.Hosts[i]; live[i] && (h.TimelineExact || !h.InRecovery) {
+			c.NewestTimeline = max(c.NewestTimeline, h.Timeline)
 		}
+	}
+	leader := c.leaderHost(live)
+	if leader >= 0 && !c.Hosts[leader].InRecovery {
+		c.NewestTimeline = c.Hosts[leader].Timeline
 	}
 	writable := 0
 	sender := c.olderSender(live)
@@ -87,6 +100,16 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		h := &c.Hosts[i]
 		switch {
 		case !live[i]:
+		case c.LeaderKey && !h.InRecovery && i != leader:
+			holder := "no member"
+			if c.Leader != "" {
+				holder = c.Leader
+			}
+			c.setAside(h, AsideNotLeader, "writable on timeline "+strconv.FormatUint(uint64(h.Timeline), 10)+
+				", but Patroni's leader key is held by "+holder)
+		case h.Timeline > c.NewestTimeline:
+			c.setAside(h, AsideAbandoned, "on timeline "+strconv.FormatUint(uint64(h.Timeline), 10)+
+				", above the cluster's newest proven timeline "+strconv.FormatUint(uint64(c.NewestTimeline), 10))
 		case h.Timeline < c.NewestTimeline && h.TimelineHidden && sender != nil:
 			c.setAside(h, AsideSuperseded, hiddenTimelineNote(h, sender))
 		case h.Timeline < c.NewestTimeline && !h.TimelineHidden:
@@ -170,6 +193,30 @@ func (h *Host) timelineKind() string {
 		return "replica"
 	}
 	return "writable"
+}
+
+// leaderHost returns the index of the live host holding Patroni's leader
+// key, or -1: the host listed under the address Patroni reports, or the
+// same server run listed under another address (a configured name), since
+// Decide answers a server once, under the address listed first.
+func (c *Cluster) leaderHost(live []bool) int {
+	if !c.LeaderKey || c.Leader == "" {
+		return -1
+	}
+	var run serverRun
+	known := false
+	for i := range c.Hosts {
+		if h := &c.Hosts[i]; h.Addr == c.Leader && h.Seen && !h.StartedAt.IsZero() {
+			run, known = serverRun{h.SystemID, h.StartedAt.Unix(), h.StartedAt.Nanosecond()}, true
+		}
+	}
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if live[i] && (h.Addr == c.Leader || known && run == serverRun{h.SystemID, h.StartedAt.Unix(), h.StartedAt.Nanosecond()}) {
+			return i
+		}
+	}
+	return -1
 }
 
 func (c *Cluster) setAside(h *Host, why Aside, note string) {

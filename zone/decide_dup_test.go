@@ -122,3 +122,48 @@ func TestForkedReplica(t *testing.T) {
 		t.Errorf("note %q", n)
 	}
 }
+
+// TestNewestTimelineNeedsProof: a replica without a WAL receiver, whose
+// timeline is only a lower bound, does not raise the newest timeline; a
+// streaming replica does.
+func TestNewestTimelineNeedsProof(t *testing.T) {
+	primary, bound := seen("10.0.0.1", false, 0x9000), seen("10.0.0.2", true, 0x8000)
+	bound.Timeline, bound.TimelineExact = 3, false
+	c := &Cluster{Name: "main", Hosts: []Host{primary, bound}}
+	c.Decide(t0, stale, 3)
+	if c.NewestTimeline != 1 || c.Primary != 0 || c.Hosts[1].Aside != AsideAbandoned {
+		t.Fatalf("a lower bound: newest %d primary %d aside %v", c.NewestTimeline, c.Primary, c.Hosts[1].Aside)
+	}
+	c.Hosts[1].TimelineExact = true
+	c.Decide(t0, stale, 3)
+	if c.NewestTimeline != 3 || c.Primary != -1 {
+		t.Fatalf("a streaming replica: newest %d primary %d", c.NewestTimeline, c.Primary)
+	}
+}
+
+// TestLeaderKeyDecides: with Patroni, only the member holding the leader
+// key is the primary, on whatever timeline; a writable host without it is
+// set aside; the leader under another spelling of its address is found by
+// its server run; no leader, no primary.
+func TestLeaderKeyDecides(t *testing.T) {
+	leader, rogue, follower := seen("10.0.0.1", false, 0x9000), seen("10.0.0.2", false, 0xa000), seen("10.0.0.3", true, 0x9000)
+	rogue.Timeline = 2
+	leader.StartedAt = t0.Add(-time.Hour)
+	c := &Cluster{Name: "main", LeaderKey: true, Leader: "10.0.0.1:5432", NewestTimeline: 2, Hosts: []Host{leader, rogue, follower}}
+	c.Decide(t0, stale, 3)
+	if c.Primary != 0 || c.NewestTimeline != 1 || c.Hosts[1].Aside != AsideNotLeader || c.Hosts[2].Role != RoleReplica {
+		t.Fatalf("leader key: primary %d newest %d rogue %v follower %v", c.Primary, c.NewestTimeline, c.Hosts[1].Aside, c.Hosts[2].Role)
+	}
+	alias := leader
+	alias.Addr = "db1:5432"
+	c = &Cluster{Name: "main", LeaderKey: true, Leader: "10.0.0.1:5432", Hosts: []Host{alias, follower, leader}}
+	c.Decide(t0, stale, 3)
+	if c.Primary != 0 {
+		t.Fatalf("the leader listed first under a name: primary %d (%v %q)", c.Primary, c.Hosts[0].Aside, c.Hosts[0].Note)
+	}
+	c = &Cluster{Name: "main", LeaderKey: true, Hosts: []Host{leader, follower}}
+	c.Decide(t0, stale, 3)
+	if c.Primary != -1 || c.Hosts[0].Aside != AsideNotLeader {
+		t.Fatalf("no leader key: primary %d aside %v", c.Primary, c.Hosts[0].Aside)
+	}
+}

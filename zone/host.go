@@ -41,6 +41,8 @@ const (
 	AsideSuperseded       // on a timeline older than the cluster's newest
 	AsideSplitBrain       // one of several writable hosts on the newest timeline
 	AsideForked           // a replica on the primary's timeline number, but on another branch of it
+	AsideNotLeader        // writable, but Patroni's leader key is another member's
+	AsideAbandoned        // on a timeline above the cluster's newest proven one: a branch it left
 )
 
 var asideNames = [...]string{
@@ -51,6 +53,8 @@ var asideNames = [...]string{
 	AsideSuperseded: "superseded",
 	AsideSplitBrain: "split_brain",
 	AsideForked:     "forked",
+	AsideNotLeader:  "not_leader",
+	AsideAbandoned:  "abandoned",
 }
 
 // String returns the reason's name as the HTTP API shows it; "" for NotAside.

@@ -27,7 +27,13 @@ type Cluster struct {
 	// remembers").
 	Identity       uint64 // the cluster's system identifier, 0 until established
 	IdentityPinned bool   // Identity comes from the configuration
-	NewestTimeline uint32 // the highest timeline seen on a live host of Identity
+	NewestTimeline uint32 // the highest timeline proven on a live host of Identity (see Decide)
+
+	// LeaderKey says Patroni's leader key decides which host may be the
+	// primary (the cluster is read from Patroni); Leader is the address of
+	// the member holding it as Patroni last reported, "" when none does.
+	LeaderKey bool
+	Leader    string
 
 	// MinTimeline is the configured floor (clusters.<name>.min_timeline):
 	// a host on a lower timeline is set aside as superseded. Unlike

@@ -38,6 +38,7 @@ type App struct {
 	cfg         *config.Config              // as configured (hosts without discovered members)
 	discovered  map[string][]patroni.Member // members read from Patroni, by cluster
 	discoFailed map[string]bool             // Patroni did not answer last time (log once)
+	discoKick   chan struct{}               // read the member lists now (kickDiscovery)
 	refused     map[string]string           // the members Patroni listed that were refused, by cluster (log on change)
 	probing     *config.Config              // what the running prober probes: cfg plus members
 	stopDisco   context.CancelFunc
@@ -64,6 +65,11 @@ func Check(cfg *config.Config) error {
 	if _, err := probe.PostgresCheckers(cfg.Probe.DSN); err != nil {
 		errs = append(errs, fmt.Errorf("probe.dsn %w", err))
 	}
+	if path := cfg.HTTP.AdminTokenFile; path != "" {
+		if _, err := readAdminToken(path); err != nil {
+			errs = append(errs, fmt.Errorf("http.admin_token_file: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -74,7 +80,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	}
 	table := zone.NewTable()
 	return &App{cfg: cfg, log: log, table: table, metrics: metrics.New(table),
-		discovered: map[string][]patroni.Member{}, discoFailed: map[string]bool{}, refused: map[string]string{}}, nil
+		discovered: map[string][]patroni.Member{}, discoFailed: map[string]bool{}, discoKick: make(chan struct{}, 1), refused: map[string]string{}}, nil
 }
 
 // Table is the live table the servers answer from.
@@ -130,6 +136,8 @@ func (a *App) Start() error {
 			Metrics:         a.metrics.Handler(),
 			OnRequest:       a.metrics.HTTPRequest,
 			Warnings:        a.stateWarnings,
+			Admin:           adminOps{a},
+			AdminToken:      adminToken(cfg.HTTP.AdminTokenFile),
 		}, a.table, a.log)
 		hs, err := httpapi.Start(cfg.HTTP.Listen, withPprof(cfg.HTTP.Listen, api), a.log, httpapi.ServerConfig{
 			MaxConns: cfg.HTTP.MaxConns, AllowedHosts: cfg.HTTP.AllowedHosts, OnEvict: a.metrics.HTTPEvicted})
@@ -174,7 +182,8 @@ func (a *App) startProber(cfg *config.Config, active bool, remembered map[string
 	}
 	pcfg := probe.Config{
 		Interval: cfg.Probe.Interval, Timeout: cfg.Probe.Timeout, MaxFails: cfg.Probe.MaxFails,
-		Hooks:    probe.Hooks{ProbeDone: a.metrics.ProbeDone, RoleChanged: a.metrics.RoleChanged, SplitBrain: a.metrics.SplitBrain},
+		Hooks: probe.Hooks{ProbeDone: a.metrics.ProbeDone, RoleChanged: a.metrics.RoleChanged, SplitBrain: a.metrics.SplitBrain,
+			LeaderUnsure: a.kickDiscovery},
 		Inactive: !active,
 
 		Remembered: remembered,
@@ -186,7 +195,7 @@ func (a *App) startProber(cfg *config.Config, active bool, remembered map[string
 	pcfg.Hooks.RefreshRound, pcfg.Hooks.RefreshCoalesced = a.metrics.RefreshRound, a.metrics.RefreshCoalesced
 	for _, c := range cfg.Clusters {
 		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly, SystemID: c.SystemID, MinTimeline: c.MinTimeline,
-			Locations: c.Locations})
+			Locations: c.Locations, Patroni: len(c.Patroni) > 0, Leader: patroni.Leader(a.discovered[c.Name])})
 	}
 	if len(cfg.DNS.Networks) > 0 {
 		pcfg.Networks = zone.NewNetworks(cfg.DNS.Networks)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -41,18 +42,40 @@ func (a *App) effective(cfg *config.Config) *config.Config {
 // discoveryInterval is how often Patroni's member list is read.
 const discoveryInterval = 2 * time.Second
 
+// discoveryMinGap is the least time between two reads of the member lists
+// when the probe asks for one (kickDiscovery): it asks on every publish
+// while a writable host is not the leader it knows.
+const discoveryMinGap = 100 * time.Millisecond
+
+// kickDiscovery asks the discovery loop to read the member lists now: the
+// probe sees a writable host that is not the member holding the leader key
+// as last read (Patroni takes the key before it promotes a member, so the
+// list read now likely names it). It never blocks.
+func (a *App) kickDiscovery(string) {
+	select {
+	case a.discoKick <- struct{}{}:
+	default:
+	}
+}
+
 // discoveryLoop keeps the member lists of clusters with Patroni URLs
 // current, and re-targets the probe when one changes.
 func (a *App) discoveryLoop(ctx context.Context) {
 	defer close(a.discoDone)
 	tick := time.NewTicker(discoveryInterval)
 	defer tick.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-a.discoKick:
+			if time.Since(last) < discoveryMinGap {
+				continue // the probe asks again at its next publish while it is unsure
+			}
 		}
+		last = time.Now()
 		a.mu.Lock()
 		if ctx.Err() != nil { // Stop cancelled us while we waited for the lock
 			a.mu.Unlock()
@@ -94,10 +117,20 @@ func (a *App) discover(ctx context.Context) bool {
 			continue
 		}
 		a.discoFailed[c.Name] = false
-		if !slices.Equal(members, a.discovered[c.Name]) {
+		sameMember := func(x, y patroni.Member) bool { return x.Addr == y.Addr && x.Location == y.Location }
+		if !slices.EqualFunc(members, a.discovered[c.Name], sameMember) {
 			a.log.Info("members from Patroni", "cluster", c.Name, "members", memberList(members))
-			a.discovered[c.Name] = members
 			changed = true
+		}
+		was := patroni.Leader(a.discovered[c.Name])
+		a.discovered[c.Name] = members
+		// The leader key moves without a new member list: the running
+		// prober hears of it directly, a new one from its config.
+		if leader := patroni.Leader(members); leader != was {
+			a.log.Info("Patroni leader key", "cluster", c.Name, "leader", cmp.Or(leader, "none"), "was", cmp.Or(was, "none"))
+			if a.running != nil {
+				a.running.p.SetLeader(c.Name, leader)
+			}
 		}
 	}
 	return changed

@@ -78,6 +78,8 @@ type envOptions struct {
 	NameServers []string
 	State       string // state.path, default "" (memory only)
 	Cluster     string // more keys of clusters.main, each line "    key: value\n"
+	// AdminTokenFile is http.admin_token_file, default "" (admin endpoints off).
+	AdminTokenFile string
 }
 
 // newEnv starts a primary and replicas on ips and pgdns probing them every
@@ -129,6 +131,7 @@ dns:
   lsn_wait: %s
 %shttp:
   listen: 127.0.0.1:0
+  admin_token_file: %q
 probe:
   interval: %s
   timeout: %s
@@ -140,7 +143,7 @@ clusters:
     replicas: %s
 %sstate:
   path: %q
-`, o.Listen, o.LSNWait, dnsExtra, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas, o.Cluster, o.State))
+`, o.Listen, o.LSNWait, dnsExtra, o.AdminTokenFile, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas, o.Cluster, o.State))
 	return &env{pg: pg, app: a, cfg: cfg, logs: logs}
 }
 

@@ -81,6 +81,10 @@ type HTTP struct {
 	// localhost a request's Host may carry (httpapi.ServerConfig).
 	MaxConns     int
 	AllowedHosts []string
+
+	// AdminTokenFile holds the bearer token the admin endpoints demand
+	// (POST /v1/admin/forget-timeline); "" turns them off.
+	AdminTokenFile string
 }
 
 // Probe configures the probing of hosts.

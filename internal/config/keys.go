@@ -92,6 +92,8 @@ var topKeys = []key{
 		func(c *Config) *int { return &c.HTTP.MaxConns }, integerIn[int](1, 100_000)),
 	field("http.allowed_hosts", nil, onRestart, "names besides localhost a request's Host may carry (IP literals always may); others get 421",
 		func(c *Config) *[]string { return &c.HTTP.AllowedHosts }, hostNames),
+	field("http.admin_token_file", "", onRestart, `file holding the bearer token of the admin endpoints (POST /v1/admin/...); "" turns them off`,
+		func(c *Config) *string { return &c.HTTP.AdminTokenFile }, text),
 	field("http.sync_max_lag", "1s", onRestart, "pg-status endpoints: time lag threshold when a request gives none",
 		func(c *Config) *time.Duration { return &c.HTTP.SyncMaxLag }, durationIn(true, 0, 0)),
 	field("http.sync_max_lag_bytes", 1000000, onRestart, "pg-status endpoints: byte lag threshold when a request gives none",

@@ -27,6 +27,7 @@ http:
   sync_max_lag_bytes: 5
   max_conns: 7
   allowed_hosts: [pgdns.example.internal]
+  admin_token_file: /etc/pgdns/admin-token
 probe:
   interval: 100ms
   timeout: 2s
@@ -87,7 +88,7 @@ func TestReload(t *testing.T) {
 	}
 	next, restart := Reload(running, asked)
 	want := []string{"dns.listen", "dns.zone", "dns.ttl", "dns.lsn_wait", "dns.lsn_refresh_min_gap", "dns.rate_limit",
-		"dns.nameservers", "dns.client_subnet_from", "http.listen", "http.max_conns", "http.allowed_hosts", "http.sync_max_lag", "http.sync_max_lag_bytes", "state.path"}
+		"dns.nameservers", "dns.client_subnet_from", "http.listen", "http.max_conns", "http.allowed_hosts", "http.admin_token_file", "http.sync_max_lag", "http.sync_max_lag_bytes", "state.path"}
 	if !slices.Equal(restart, want) {
 		t.Errorf("keys left for a restart: %v, want %v", restart, want)
 	}

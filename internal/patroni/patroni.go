@@ -27,6 +27,7 @@ type member struct {
 	Host string         `json:"host"`
 	Port any            `json:"port"` // a number; anything else refuses the member, not the list
 	Tags map[string]any `json:"tags"` // Patroni's member tags, as in its config; absent when none
+	Role string         `json:"role"` // leader or standby_leader: the member holding the leader key
 }
 
 // LocationTag is the Patroni member tag that gives a member's location
@@ -38,6 +39,21 @@ const LocationTag = "dc"
 type Member struct {
 	Addr     string // "host:port"
 	Location string // the dc tag, lower-cased; "" when absent, not a string, or not a valid location name
+	// Leader says the member holds Patroni's leader key: /cluster gives it
+	// role "leader" ("standby_leader" in a standby cluster), whatever its
+	// PostgreSQL does. No other member may be the primary.
+	Leader bool
+}
+
+// Leader returns the address of the member of members holding the leader
+// key, "" when none does.
+func Leader(members []Member) string {
+	for _, m := range members {
+		if m.Leader {
+			return m.Addr
+		}
+	}
+	return ""
 }
 
 // Members asks /cluster of each URL in turn and returns the members of the
@@ -92,7 +108,7 @@ func members(ctx context.Context, client *http.Client, url string) ([]Member, []
 		if loc = strings.ToLower(loc); !zone.ValidLocationName(loc) {
 			loc = "" // not a name a dc- label can carry: no location
 		}
-		hosts = append(hosts, Member{Addr: addr, Location: loc})
+		hosts = append(hosts, Member{Addr: addr, Location: loc, Leader: m.Role == "leader" || m.Role == "standby_leader"})
 	}
 	slices.SortFunc(hosts, func(a, b Member) int { return strings.Compare(a.Addr, b.Addr) })
 	return slices.CompactFunc(hosts, func(a, b Member) bool { return a.Addr == b.Addr }), refused, nil

@@ -43,9 +43,12 @@ func TestMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Member{{Addr: "10.0.0.1:5432"}, {Addr: "10.0.0.2:5433", Location: "west"}, {Addr: "10.0.0.4:5432"}, {Addr: "10.0.0.5:5432"}}
+	want := []Member{{Addr: "10.0.0.1:5432", Leader: true}, {Addr: "10.0.0.2:5433", Location: "west"}, {Addr: "10.0.0.4:5432"}, {Addr: "10.0.0.5:5432"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("members %v, want %v", got, want)
+	}
+	if l := Leader(got); l != "10.0.0.1:5432" {
+		t.Errorf("leader %q, want the member with role leader", l)
 	}
 	// A member whose host or port is not one is refused, with why; the
 	// others are kept.

@@ -288,3 +288,37 @@ func (pc *PatroniCluster) Close() {
 		_ = os.RemoveAll(pc.root)
 	}
 }
+
+// patronictl runs patronictl with the first node's config.
+func (pc *PatroniCluster) patronictl(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, "patronictl", append([]string{"-c", pc.config[0]}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("patronictl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// Pause stops Patroni from managing the cluster (patronictl pause): the
+// leader keeps its key, and nobody fences what an operator does by hand.
+func (pc *PatroniCluster) Pause(ctx context.Context) error {
+	return pc.patronictl(ctx, "pause", pc.Scope, "--wait")
+}
+
+// Resume hands the cluster back to Patroni (patronictl resume).
+func (pc *PatroniCluster) Resume(ctx context.Context) error {
+	return pc.patronictl(ctx, "resume", pc.Scope, "--wait")
+}
+
+// Reinit has Patroni throw n's data away and copy it again from the
+// leader (patronictl reinit), and waits until it is done.
+func (pc *PatroniCluster) Reinit(ctx context.Context, n *PatroniNode) error {
+	return pc.patronictl(ctx, "reinit", pc.Scope, n.Name, "--force", "--wait")
+}
+
+// PromoteBehindPatroni promotes n's PostgreSQL with pg_ctl, as an operator
+// would by hand while Patroni is paused: n becomes writable on a new
+// timeline without the leader key.
+func (pc *PatroniCluster) PromoteBehindPatroni(ctx context.Context, n *PatroniNode) error {
+	_, err := pc.c.run(ctx, "pg_ctl", "-D", n.Dir, "-w", "-t", "60", "promote")
+	return err
+}

@@ -1,0 +1,92 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Admin endpoints change what pgdns has learned. They are off unless a
+// token is configured (http.admin_token_file), take POST only, and demand
+// that token as a bearer token; every use, and every refused attempt, is
+// logged at WARN.
+
+// Admin is what the admin endpoints act on; internal/app wires the prober
+// in (httpapi does not know the probe).
+type Admin interface {
+	// ForgetTimeline forgets that timeline tl and every later one of
+	// cluster were proven, and returns the cluster's newest timeline
+	// before and after (after: as the next snapshot decided it from what
+	// live hosts prove now). Errors wrap ErrNoSuchCluster or
+	// ErrTimelineNotProven for a request that names nothing to forget.
+	ForgetTimeline(ctx context.Context, cluster string, tl uint32) (before, after uint32, err error)
+}
+
+var (
+	// ErrNoSuchCluster: the request names a cluster pgdns does not serve.
+	ErrNoSuchCluster = errors.New("no such cluster")
+	// ErrTimelineNotProven: the timeline is 0 or above the newest proven.
+	ErrTimelineNotProven = errors.New("timeline is not among the cluster's proven timelines")
+)
+
+// adminRoute is the path of the one admin endpoint.
+const adminRoute = "/v1/admin/forget-timeline"
+
+// serveAdmin answers a request to an admin path.
+func (a *API) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.Admin == nil || a.cfg.AdminToken == nil {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "the admin endpoints are off: http.admin_token_file is not set"})
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method " + truncate(r.Method, 20) + " not allowed; use POST"})
+		return
+	}
+	want, err := a.cfg.AdminToken()
+	if err != nil {
+		a.log.Error("admin: cannot read the token file; refusing the request", "error", err, "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "the admin token cannot be read"})
+		return
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	// Hashes first: ConstantTimeCompare is constant-time only for equal
+	// lengths, and the token's length is a secret too.
+	gh, wh := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256(want)
+	if !ok || len(want) == 0 || subtle.ConstantTimeCompare(gh[:], wh[:]) != 1 {
+		a.log.Warn("admin: request refused: missing or wrong bearer token", "path", r.URL.Path, "remote", r.RemoteAddr)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="pgdns admin"`)
+		writeJSON(w, http.StatusUnauthorized, errorBody{Error: "a valid bearer token is required"})
+		return
+	}
+	q := r.URL.Query()
+	cluster := q.Get("cluster")
+	tl, err := strconv.ParseUint(q.Get("timeline"), 10, 32)
+	if cluster == "" || err != nil || tl == 0 {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "give cluster=NAME and timeline=N (a timeline number from 1)"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	before, after, err := a.cfg.Admin.ForgetTimeline(ctx, cluster, uint32(tl))
+	switch {
+	case errors.Is(err, ErrNoSuchCluster):
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such cluster: " + truncate(cluster, 100)})
+		return
+	case errors.Is(err, ErrTimelineNotProven):
+		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error()})
+		return
+	case err != nil:
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error()})
+		return
+	}
+	a.log.Warn("admin: timeline forgotten by an operator", "cluster", cluster, "timeline", tl,
+		"newest_before", before, "newest_after", after, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, map[string]any{"cluster": cluster, "forgotten": tl,
+		"newest_timeline_before": before, "newest_timeline_after": after})
+}
