@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgpassfile"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgdns/pgdns/zone"
 )
@@ -39,8 +40,12 @@ func PostgresCheckers(dsn string) (NewCheckerFunc, error) {
 	if err != nil {
 		return nil, err
 	}
+	// pgx read the passfile for the stand-in host: only its lines for
+	// host * matched. Each host's own lines are looked up in the default
+	// passfile; one the DSN names (passfile=) cannot be known here, and is
+	// left to pgx.
 	var passfile *pgpassfile.Passfile
-	if base.Password == "" {
+	if base.Password == "" && !strings.Contains(dsn, "passfile") {
 		passfile = defaultPassfile()
 	}
 	return func(addr string) (Checker, error) {
@@ -52,6 +57,8 @@ func PostgresCheckers(dsn string) (NewCheckerFunc, error) {
 	}, nil
 }
 
+var errNamesHost = errors.New("must not name a host: pgdns connects to each host of the clusters")
+
 // parseDSN parses dsn for the stand-in host, refusing a DSN that names a
 // host of its own: pgdns connects to each configured host, and a host in
 // the DSN would decide where the TLS configs point.
@@ -59,8 +66,11 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	var full string
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		u, err := url.Parse(dsn)
-		if err != nil {
-			return nil, errors.New("cannot parse the DSN as a URL") // the error would quote a password
+		if err != nil { // its error would quote a password
+			return nil, fmt.Errorf("cannot parse %q as a URL", zone.Redact("probe.dsn", dsn))
+		}
+		if u.Hostname() != "" {
+			return nil, errNamesHost
 		}
 		u.Host = standIn
 		q := u.Query()
@@ -75,14 +85,14 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	}
 	cfg, err := pgx.ParseConfig(full)
 	if err != nil {
-		return nil, fmt.Errorf("cannot parse the DSN: %w", redact(err))
+		return nil, parseError(dsn, err)
 	}
 	if cfg.Host != standIn {
-		return nil, errors.New("must not name a host (host=...): pgdns connects to each host of the clusters")
+		return nil, errNamesHost
 	}
 	for _, f := range cfg.Fallbacks {
 		if f.Host != standIn {
-			return nil, errors.New("must not name a host (host=...): pgdns connects to each host of the clusters")
+			return nil, errNamesHost
 		}
 	}
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
@@ -154,11 +164,26 @@ func defaultPassfile() *pgpassfile.Passfile {
 	return pf
 }
 
-// redact keeps pgx parse errors, which may quote the DSN, from reaching logs.
-func redact(err error) error {
-	msg := err.Error()
-	if i := strings.Index(msg, "password"); i >= 0 {
-		return errors.New(msg[:i] + "(rest redacted)")
+// parseError says why pgx could not parse dsn. pgx's message quotes the
+// string it was given (with the stand-in host) as its own redaction saw
+// fit; this one quotes dsn through zone.Redact, then pgx's reason. The
+// details of a syntax error (pgx's wrapped error) are left out when dsn
+// holds a secret: they may quote a piece of it ("missing = after ..." for
+// an unquoted password with a space).
+func parseError(dsn string, err error) error {
+	shown := zone.Redact("probe.dsn", dsn)
+	reason := "not libpq keyword/value or a URL"
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		msg := pe.Error()
+		if i := strings.LastIndex(msg, "`: "); i >= 0 {
+			reason = msg[i+3:]
+		}
+		if shown != dsn && strings.HasPrefix(reason, "failed to parse as") {
+			if i := strings.Index(reason, " ("); i >= 0 {
+				reason = reason[:i]
+			}
+		}
 	}
-	return err
+	return fmt.Errorf("cannot parse %q: %s", shown, zone.Redact("", reason))
 }

@@ -171,6 +171,8 @@ func TestDSNWithAHostIsRefused(t *testing.T) {
 		"host=10.0.0.1 user=u",
 		"user=u host=/var/run/postgresql",
 		"postgres://u@/db?host=10.0.0.1",
+		"postgres://u:pw@db1/db",
+		"postgresql://db1,db2:5433/db",
 	} {
 		if _, err := PostgresCheckers(dsn); err == nil || !strings.Contains(err.Error(), "must not name a host") {
 			t.Errorf("%q: %v", dsn, err)
@@ -284,4 +286,54 @@ func forward(t *testing.T, listen, to string) string {
 		}
 	}()
 	return listen
+}
+
+// A DSN pgx cannot parse is quoted through zone.Redact, with pgx's reason;
+// the password never appears, whatever broke the DSN (issue 29, item 7).
+func TestDSNErrorsNeverQuoteThePassword(t *testing.T) {
+	const canary = "canary-0xC0FFEE"
+	for dsn, want := range map[string]string{
+		"user=a password=" + canary + " sslmode=bogus":       `cannot parse "user=a password=REDACTED sslmode=bogus": failed to configure TLS (sslmode is invalid)`,
+		"user=a password=" + canary + " x":                   `cannot parse "user=a password=REDACTED (the rest cannot be read as a DSN)": failed to parse as keyword/value`,
+		"user=a password='" + canary:                         `cannot parse "user=a password=REDACTED (the rest cannot be read as a DSN)": failed to parse as keyword/value`,
+		`user=a password=ab"` + canary + ` sslmode=bogus`:    `cannot parse "user=a password=REDACTED sslmode=bogus": failed to configure TLS`,
+		"postgres://u:" + canary + "@/db?sslmode=bogus":      `cannot parse "postgres://u:REDACTED@/db?sslmode=bogus": failed to configure TLS (sslmode is invalid)`,
+		"postgres://u:" + canary + "@h:bad/db":               `cannot parse "postgres://REDACTED@h:bad/db" as a URL`,
+		"postgres://u@/db?password=" + canary + "&sslmode=x": `cannot parse "postgres://u@/db?password=REDACTED&sslmode=x"`,
+		"postgresql://u:" + canary + "@/db?sslmode=bogus#x":  `cannot parse "postgresql://u:REDACTED@/db?sslmode=bogus#REDACTED"`,
+	} {
+		_, err := PostgresCheckers(dsn)
+		if err == nil {
+			t.Errorf("%q: parsed", dsn)
+			continue
+		}
+		if strings.Contains(err.Error(), canary) || strings.Contains(err.Error(), "C0FFEE") {
+			t.Errorf("%q: the password reached the error: %v", dsn, err)
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %q, want %q", dsn, err, want)
+		}
+	}
+}
+
+// A password from the passfile is looked up for each host, as libpq
+// does, although the DSN is parsed once for a stand-in host.
+func TestPassfileIsReadPerHost(t *testing.T) {
+	bl := pgtest.Addrs(t)
+	cl := pgtest.New(t, pgtest.Options{IPs: []string{bl.IP(1)},
+		HBA: []string{"host all probe 127.0.0.0/8 scram-sha-256"}})
+	cl.Nodes[0].Exec(t, "CREATE ROLE probe LOGIN PASSWORD 'per-host-secret' IN ROLE pg_monitor")
+	passfile := filepath.Join(t.TempDir(), "pgpass")
+	lines := "10.9.9.9:5432:*:probe:other-host-secret\n" + bl.IP(1) + ":5432:*:probe:per-host-secret\n"
+	if err := os.WriteFile(passfile, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PGPASSFILE", passfile)
+	newChecker, err := PostgresCheckers("user=probe dbname=postgres sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := check(t, newChecker, cl.Nodes[0].Addr(), 5*time.Second); err != nil {
+		t.Fatalf("with the passfile's line for %s: %v", bl.IP(1), err)
+	}
 }

@@ -10,4 +10,8 @@
 //
 // What a name's answer is (Outcome) and why a host is set aside (Aside) are
 // types: each adapter maps them to its protocol in one switch.
+//
+// Two rules every edge shares live here too, as the one package all of
+// them import: how a host address is read (ParseHostPort) and how a secret
+// is kept out of printed text (Redact).
 package zone

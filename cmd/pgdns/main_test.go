@@ -68,6 +68,33 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// -check and the start-up error print no password, whatever shape
+// carries it (issue 29, item 7); the reload path reads the file the same
+// way (config.Load, then app.Check).
+func TestConfigErrorsPrintNoPassword(t *testing.T) {
+	const canary = "canary-0xC0FFEE"
+	for _, yaml := range []string{
+		"probe:\n  password: " + canary + "\n",
+		"probe:\n  dsn: {password: " + canary + ", user: probe}\n",
+		"probe:\n  dsn: 'user=probe password=ab\"" + canary + " sslmode=sometimes'\n",
+		"probe:\n  dsn: \"postgres://u:" + canary + "@/db?sslmode=sometimes\"\n",
+		"probe:\n  dsn: \"postgres://u:" + canary + "@h/db\"\n", // names a host
+	} {
+		path := writeConfig(t, yaml+"clusters:\n  main:\n    hosts: [a:1]\n")
+		for _, args := range [][]string{{"-config", path, "-check"}, {"-config", path}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // should it start after all
+			code, out, errOut := runMain(t, ctx, args...)
+			cancel()
+			if code != 1 || !strings.Contains(errOut, "pgdns: config: probe.") {
+				t.Errorf("%q %v: exit %d, %q", yaml, args[2:], code, errOut)
+			}
+			if strings.Contains(out+errOut, "C0FFEE") {
+				t.Errorf("%q %v: the password was printed: %s", yaml, args[2:], errOut)
+			}
+		}
+	}
+}
+
 func TestListenAddressInUse(t *testing.T) {
 	b := pgtest.Addrs(t)
 	pc, err := net.ListenPacket("udp", b.Addr(1, 0))

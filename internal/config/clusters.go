@@ -13,7 +13,7 @@ import (
 // in clusterKeys.
 func (r *reader) readClusters() []Cluster {
 	if r.k.Exists("clusters") && len(r.clusters) == 0 {
-		r.fail("clusters", "must map cluster names to their hosts, got %q", fmt.Sprint(r.k.Get("clusters")))
+		r.fail("clusters", "must map cluster names to their hosts, got %q", r.k.Get("clusters"))
 	}
 	var out []Cluster
 	for _, name := range r.clusters {

@@ -206,7 +206,7 @@ func defaults() map[string]any {
 func (r *reader) unknownKeys() {
 	for _, k := range r.k.Keys() {
 		if !r.known(k) {
-			r.fail(k, "is not a known key (value %q)", fmt.Sprint(r.k.Get(k)))
+			r.fail(k, "is not a known key (value %q)", r.k.Get(k))
 		}
 	}
 }

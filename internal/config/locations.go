@@ -111,7 +111,7 @@ func (r *reader) locationNames(key string) []string {
 		return nil
 	}
 	if _, isMap := r.k.Get(key).(map[string]any); !isMap {
-		r.fail(key, "must map location names to lists, got %q", fmt.Sprint(r.k.Get(key)))
+		r.fail(key, "must map location names to lists, got %q", r.k.Get(key))
 		return nil
 	}
 	var names []string

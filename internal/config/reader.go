@@ -1,11 +1,9 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -25,20 +23,13 @@ type reader struct {
 }
 
 func (r *reader) fail(key string, format string, args ...any) {
-	msg := fmt.Sprintf("%s "+format, append([]any{key}, args...)...)
-	r.errs = append(r.errs, errors.New(Redact(msg)))
-}
-
-var (
-	passwordKV  = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s"]+)`)
-	urlUserinfo = regexp.MustCompile(`(://[^:/@\s"]*:)[^@\s"]*@`)
-)
-
-// Redact hides passwords in text that quotes configuration values: a
-// password=... keyword and the password of a URL's userinfo.
-func Redact(text string) string {
-	text = passwordKV.ReplaceAllString(text, "${1}REDACTED")
-	return urlUserinfo.ReplaceAllString(text, "${1}REDACTED@")
+	// Every value quoted goes through the one redaction (zone.Redact), by
+	// the key's name and by the value's structure, before it is quoted:
+	// after, a quote in a password would hide where it ends.
+	for i, a := range args {
+		args[i] = zone.Redact(key, a)
+	}
+	r.errs = append(r.errs, fmt.Errorf("%s "+format, append([]any{key}, args...)...))
 }
 
 func (r *reader) str(key string) string {
@@ -49,7 +40,7 @@ func (r *reader) str(key string) string {
 	case string:
 		return v
 	}
-	r.fail(key, "must be a string, got %q", fmt.Sprint(v))
+	r.fail(key, "must be a string, got %q", v)
 	return ""
 }
 
@@ -70,7 +61,7 @@ func (r *reader) systemID(key string) uint64 {
 	case int, int64, uint64:
 		text = fmt.Sprint(v)
 	default:
-		r.fail(key, "must be a system identifier (digits, as pg_control_system() prints it), got %q", fmt.Sprint(v))
+		r.fail(key, "must be a system identifier (digits, as pg_control_system() prints it), got %q", v)
 		return 0
 	}
 	n, err := strconv.ParseUint(text, 10, 64)
@@ -92,11 +83,11 @@ func (r *reader) duration(key string, zeroOK bool) time.Duration {
 		}
 	case int, int64, float64:
 		if fmt.Sprint(v) != "0" {
-			r.fail(key, "must be a duration with a unit, such as 250ms, got %q", fmt.Sprint(v))
+			r.fail(key, "must be a duration with a unit, such as 250ms, got %q", v)
 			return 0
 		}
 	default:
-		r.fail(key, "must be a duration such as 250ms, got %q", fmt.Sprint(v))
+		r.fail(key, "must be a duration such as 250ms, got %q", v)
 		return 0
 	}
 	if d < 0 || (d == 0 && !zeroOK) {
@@ -116,22 +107,22 @@ func (r *reader) integer(key string, lo, hi int) int {
 		n = int(v)
 	case float64:
 		if v != float64(int(v)) {
-			r.fail(key, "must be an integer from %d to %d, got %q", lo, hi, fmt.Sprint(v))
+			r.fail(key, "must be an integer from %s to %s, got %q", lo, hi, v)
 			return lo
 		}
 		n = int(v)
 	case string:
 		var err error
 		if n, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
-			r.fail(key, "must be an integer from %d to %d, got %q", lo, hi, v)
+			r.fail(key, "must be an integer from %s to %s, got %q", lo, hi, v)
 			return lo
 		}
 	default:
-		r.fail(key, "must be an integer from %d to %d, got %q", lo, hi, fmt.Sprint(raw))
+		r.fail(key, "must be an integer from %s to %s, got %q", lo, hi, raw)
 		return lo
 	}
 	if n < lo || n > hi {
-		r.fail(key, "must be an integer from %d to %d, got %q", lo, hi, strconv.Itoa(n))
+		r.fail(key, "must be an integer from %s to %s, got %q", lo, hi, strconv.Itoa(n))
 		return lo
 	}
 	return n
@@ -153,13 +144,13 @@ func (r *reader) list(key string) []string {
 		for i, e := range v {
 			s, ok := e.(string)
 			if !ok || strings.TrimSpace(s) == "" {
-				r.fail(fmt.Sprintf("%s[%d]", key, i), "must be a non-empty string, got %q", fmt.Sprint(e))
+				r.fail(fmt.Sprintf("%s[%d]", key, i), "must be a non-empty string, got %q", e)
 				continue
 			}
 			out = append(out, strings.TrimSpace(s))
 		}
 	default:
-		r.fail(key, "must be a list, got %q", fmt.Sprint(v))
+		r.fail(key, "must be a list, got %q", v)
 	}
 	return out
 }
