@@ -16,7 +16,13 @@ import (
 
 // Sample is what one probe of one host read, in one round trip.
 type Sample struct {
-	At         time.Time  // the midpoint of the round trip: when the values were read
+	// Start and End frame the probe's round trip: the query was sent at
+	// Start and its answer read at End. The server read the values at
+	// some moment in between, and nothing tells which: a delay on either
+	// path (a proxy, a throttled CPU, a slow request) moves it anywhere in
+	// the frame. So no proof uses a moment inside it; each takes the end
+	// that is safe for it (lag.go).
+	Start, End time.Time
 	IP         netip.Addr // the address actually connected to
 	InRecovery bool
 	// InsertLSN, on a primary only, is pg_current_wal_insert_lsn(): every
@@ -187,7 +193,7 @@ func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
 		}
 		return Sample{}, classify(fmt.Errorf("probe query: %w", err))
 	}
-	s.At = start.Add(end.Sub(start) / 2)
+	s.Start, s.End = start, end
 	if ta, ok := c.conn.PgConn().Conn().RemoteAddr().(*net.TCPAddr); ok {
 		s.IP = ta.AddrPort().Addr().Unmap()
 	}

@@ -16,37 +16,52 @@ import (
 // commit timestamp.
 //
 // pgdns instead keeps the primary's WAL clock: every probe of the primary
-// records (time, pg_current_wal_lsn()). WAL only grows, so each sample
-// bounds the primary's position on both sides of it. For a replica sampled
-// at time t with replay position r, pgdns computes bounds it can prove,
-// never estimates:
+// records its insert position pg_current_wal_insert_lsn() (a commit is
+// visible only once its record is inserted, so every commit visible at a
+// moment lies below the insert position of that moment; the write position
+// does not cover asynchronous commits). From it pgdns computes bounds it
+// can prove, never estimates.
 //
-//   - time lag is at most t - τ, where τ is the last time the primary was
-//     seen at a position at or before r: at t the replica had everything
-//     the primary had written by τ, so the data it lacks is younger than
-//     τ. 0 when τ is after t. On an idle primary τ is its newest sample,
-//     so the lag stays small however long ago the last write was (case a);
-//     a replica that stopped replaying keeps its τ while t grows, so its
-//     lag grows without bound (case c). A replica sampled after the
-//     primary's newest sample gets no better than t minus that sample:
-//     nothing is known of what the primary wrote since.
-//   - byte lag is at most P - r, where P is the position of the first
-//     primary sample taken at or after t. A replica sampled after the
-//     primary's newest sample has no byte bound yet.
+// What a probe proves. Let P(τ) be the primary's insert position at time
+// τ and R(τ) the replica's replay position; both only grow. A probe sends
+// its query at s and reads the answer at e, and the server read its value
+// at some unknown moment in [s, e]: a delay on either path (a proxy, a
+// throttled CPU) may put it at either end, so the midpoint proves nothing.
+// So:
+//
+//   - a primary probe (s_i, e_i) that read p_i proves P(s_i) ≤ p_i ≤ P(e_i):
+//     at its start the primary was at most at p_i, by its end at least;
+//   - a replica probe (rs, re) that read r proves R(re) ≥ r: by its end
+//     the replica had replayed at least r.
+//
+// Both bounds are stated as of re, the end of the replica's probe (the
+// host's ProbedAt, from which TXT's age_ms counts):
+//
+//   - time lag ≤ re − s_i, s_i the latest start of a primary probe that read
+//     p_i ≤ r. Every commit the replica lacks at re lies above R(re) ≥ r ≥
+//     p_i ≥ P(s_i): its record was inserted, and so the commit became
+//     visible, after s_i. 0 when s_i is after re. On an idle primary s_i is
+//     its newest probe's start, so the lag stays small however long ago the
+//     last write was; a replica that stopped replaying keeps its s_i while
+//     re grows, so its lag grows without bound. A replica probed after the
+//     primary's newest probe gets no better than re minus that probe's start:
+//     nothing is known of what the primary inserted since.
+//   - byte lag ≤ p_j − r, p_j read by the first primary probe that started at
+//     or after re: P(re) ≤ P(s_j) ≤ p_j and R(re) ≥ r. A primary probe that
+//     started earlier, even one that ended after re, may have read its
+//     position before re, and proves nothing of P(re). A replica probe with
+//     no primary probe started after its end has no byte bound yet; its
+//     previous sample's bound would hold as of that sample's end only, so
+//     it is not used.
 //
 // Nothing is interpolated: between two samples the primary may have
-// written in one burst at either end. The bounds are as tight as the
+// inserted in one burst at either end. The bounds are as tight as the
 // samples are close, so the probe takes them close (rounds.go): each
 // probe round starts with the primary, probes the replicas right after it,
-// and ends with the primary again.
+// and ends with the primary again, whose start follows every replica's end.
 
-// replaySample is where a replica's replay was at one probe.
-type replaySample struct {
-	at     time.Time
-	replay zone.LSN
-}
-
-// walMark is a run of primary samples that saw the same position.
+// walMark is a run of primary samples that saw the same position: first
+// and last are the starts of the first and last of them.
 type walMark struct {
 	lsn         zone.LSN
 	first, last time.Time
@@ -64,7 +79,7 @@ type walHistory struct {
 // about 17 minutes. A time lag older than the history is not vouched for.
 const maxMarks = 4096
 
-// add records that the primary was at lsn at time at.
+// add records a primary probe that started at at and read lsn.
 func (w *walHistory) add(at time.Time, lsn zone.LSN) {
 	if n := len(w.marks); n > 0 {
 		last := &w.marks[n-1]
@@ -83,8 +98,9 @@ func (w *walHistory) add(at time.Time, lsn zone.LSN) {
 	w.marks = append(w.marks, walMark{lsn: lsn, first: at, last: at})
 }
 
-// timeLag returns an upper bound of the time lag of a replica sampled at
-// t with replay position r. ok is false when r is older than the history.
+// timeLag returns an upper bound of the time lag, as of t, of a replica
+// whose probe ended at t having read replay position r. ok is false when r
+// is older than the history.
 func (w *walHistory) timeLag(t time.Time, r zone.LSN) (d time.Duration, ok bool) {
 	// Marks grow in position and in time: search both ways.
 	i := sort.Search(len(w.marks), func(i int) bool { return w.marks[i].lsn > r }) - 1
@@ -94,9 +110,9 @@ func (w *walHistory) timeLag(t time.Time, r zone.LSN) (d time.Duration, ok bool)
 	return max(0, t.Sub(w.marks[i].last)), true
 }
 
-// byteLag returns an upper bound of the byte lag of a replica sampled at
-// t with replay position r. ok is false when no primary sample was taken
-// at or after t.
+// byteLag returns an upper bound of the byte lag, as of t, of a replica
+// whose probe ended at t having read replay position r. ok is false when
+// no primary probe started at or after t.
 func (w *walHistory) byteLag(t time.Time, r zone.LSN) (bytes uint64, ok bool) {
 	i := sort.Search(len(w.marks), func(i int) bool { return !w.marks[i].last.Before(t) })
 	if i == len(w.marks) {

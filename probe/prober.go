@@ -131,17 +131,19 @@ type Prober struct {
 	published  atomic.Pointer[zone.Snapshot] // this prober's last snapshot, for Refresh
 
 	// Owned by the aggregator goroutine (Run).
-	state      []*zone.Cluster // observed fields of every host, configured order
-	history    map[*zone.Host]*walHistory
-	prevReplay map[*zone.Host]replaySample     // a replica's sample before its newest, for byte lag
-	lastExact  map[*zone.Host]zone.TimelineEnd // a replica\'s last exact timeline and its replay there (timelines.go)
-	replays    map[*zone.Host]replayWatch      // a replica's earliest reading at its replay position (forks.go)
-	timelines  []map[uint32]timelineHistory    // per cluster: what is known of each timeline's history
-	probed     int                             // hosts that have had at least one result
-	done       []bool
-	last       *zone.Snapshot
-	rounds     []*round // per cluster: the probe round under way (rounds.go)
-	flux       []flux   // per cluster: the flux episode (flux.go)
+	state     []*zone.Cluster // observed fields of every host, configured order
+	history   map[*zone.Host]*walHistory
+	lastExact map[*zone.Host]zone.TimelineEnd // a replica\'s last exact timeline and its replay there (timelines.go)
+	replays   map[*zone.Host]replayWatch      // a replica's earliest reading at its replay position (forks.go)
+	timelines []map[uint32]timelineHistory    // per cluster: what is known of each timeline's history
+	probed    int                             // hosts that have had at least one result
+	done      []bool
+	last      *zone.Snapshot
+	rounds    []*round // per cluster: the probe round under way (rounds.go)
+	flux      []flux   // per cluster: the flux episode (flux.go)
+	// Per host (flat index): the start of its last result, and when a
+	// round last kicked it (rounds.go).
+	answered, roundKicked []time.Time
 
 	reported  map[string]Remembered // what Hooks.Learned last heard (remember.go); aggregator's
 	restoring map[*zone.Host]fork   // remembered forks awaiting the host's first sample (remember.go)
@@ -162,7 +164,6 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		cfg: cfg, table: table, newChecker: newChecker, log: log, now: time.Now, defCluster: defaultCluster,
 		results:      make(chan result, 64),
 		history:      map[*zone.Host]*walHistory{},
-		prevReplay:   map[*zone.Host]replaySample{},
 		lastExact:    map[*zone.Host]zone.TimelineEnd{},
 		replays:      map[*zone.Host]replayWatch{},
 		restoring:    map[*zone.Host]fork{},
@@ -191,6 +192,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		p.kicks = append(p.kicks, make(chan struct{}, 1))
 	}
 	p.driven = make([]atomic.Int64, len(p.done))
+	p.answered, p.roundKicked = make([]time.Time, len(p.done)), make([]time.Time, len(p.done))
 	p.rounds = make([]*round, len(p.state))
 	p.flux = make([]flux, len(p.state))
 	p.seed(cfg.Remembered)

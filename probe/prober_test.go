@@ -38,7 +38,7 @@ func (c fakeChecker) Check(ctx context.Context) (Sample, error) {
 	c.h.probes.Add(1)
 	c.h.mu.Lock()
 	hang, fail := c.h.hang, c.h.fail
-	s := Sample{At: time.Now(), IP: netip.MustParseAddr(c.h.ip), InRecovery: c.h.inRecovery,
+	s := Sample{Start: time.Now(), End: time.Now(), IP: netip.MustParseAddr(c.h.ip), InRecovery: c.h.inRecovery,
 		ReplayLSN: c.h.lsn, Timeline: 1, SystemID: 42}
 	if !s.InRecovery {
 		s.InsertLSN = c.h.lsn

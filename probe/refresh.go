@@ -12,7 +12,12 @@ import (
 type refresh struct {
 	started time.Time    // when its probes were asked for; zero while it is due
 	waiting map[int]bool // flat host indexes whose fresh result is due
-	done    chan struct{}
+	primary int          // flat index of the cluster's primary, -1 when it has none
+	// primaryFrom: a probe of the primary started at or after it is fresh
+	// enough for the round: its start, or the start of the closing probe
+	// of the round before when that is still in flight.
+	primaryFrom time.Time
+	done        chan struct{}
 }
 
 // refreshes are the rounds of one cluster: at most one running, or one
@@ -22,6 +27,12 @@ type refreshes struct {
 	next    *refresh  // starts once the gap since the last start is over
 	last    time.Time // when the last round started
 	timer   bool      // a timer will start next at the end of the gap
+
+	// The closing probe of the primary that the last round asked for
+	// (finishRefreshes), while no result of it is in.
+	closing        time.Time
+	closingPrimary int
+	closingPending bool
 }
 
 // Coalesced says why a Refresh call started no round of its own
@@ -80,7 +91,8 @@ func (p *Prober) Refresh(cluster string) <-chan struct{} {
 		p.coalesced(cluster, CoalescedMinGap)
 		return rs.next.done
 	}
-	r := &refresh{waiting: p.refreshHosts(cluster), done: make(chan struct{})}
+	r := &refresh{done: make(chan struct{})}
+	r.waiting, r.primary = p.refreshHosts(cluster)
 	if len(r.waiting) == 0 {
 		close(r.done)
 		return r.done
@@ -114,8 +126,17 @@ func (p *Prober) startNext(cluster string, rs *refreshes, now time.Time) {
 		return
 	}
 	rs.running, rs.next, rs.last = r, nil, now
-	r.started = now
+	r.started, r.primaryFrom = now, now
+	if rs.closingPending && r.primary == rs.closingPrimary && now.Sub(rs.closing) < p.cfg.Timeout {
+		// The last round's closing probe of the primary is in flight: it
+		// started a moment ago, as fresh as a probe asked for now, which
+		// would only queue behind it.
+		r.primaryFrom = rs.closing
+	}
 	for flat := range r.waiting {
+		if flat == r.primary && !r.primaryFrom.Equal(r.started) {
+			continue
+		}
 		select {
 		case p.kicks[flat] <- struct{}{}:
 		default: // already kicked
@@ -134,12 +155,12 @@ func (p *Prober) coalesced(cluster string, why Coalesced) {
 
 // refreshHosts returns the flat indexes of cluster's primary and replicas
 // in the prober's own last published snapshot, whose clusters and hosts
-// are in the prober's configured order.
-func (p *Prober) refreshHosts(cluster string) map[int]bool {
-	hosts := map[int]bool{}
+// are in the prober's configured order, and the primary's (-1: none).
+func (p *Prober) refreshHosts(cluster string) (hosts map[int]bool, primary int) {
+	hosts, primary = map[int]bool{}, -1
 	snap := p.published.Load()
 	if snap == nil {
-		return hosts
+		return hosts, primary
 	}
 	flat := 0
 	for _, c := range snap.Clusters {
@@ -147,34 +168,63 @@ func (p *Prober) refreshHosts(cluster string) map[int]bool {
 			for hi := range c.Hosts {
 				if r := c.Hosts[hi].Role; (r == zone.RolePrimary || r == zone.RoleReplica) && flat+hi < len(p.kicks) {
 					hosts[flat+hi] = true
+					if r == zone.RolePrimary {
+						primary = flat + hi
+					}
 				}
 			}
 		}
 		flat += len(c.Hosts)
 	}
-	return hosts
+	return hosts, primary
 }
 
 // noteRefreshed marks a result as the fresh one a running round waits
-// for, if its probe started after the round's probes were asked for.
+// for, if its probe started after the round's probes were asked for (the
+// primary's: see primaryFrom).
 func (p *Prober) noteRefreshed(res result) {
 	p.refreshMu.Lock()
 	defer p.refreshMu.Unlock()
 	rs := p.refreshing[p.state[res.cluster].Name]
-	if rs != nil && rs.running != nil && !res.started.Before(rs.running.started) {
-		delete(rs.running.waiting, p.flatIndex(res.cluster, res.host))
+	if rs == nil {
+		return
+	}
+	flat := p.flatIndex(res.cluster, res.host)
+	if rs.closingPending && flat == rs.closingPrimary && !res.started.Before(rs.closing) {
+		rs.closingPending = false
+	}
+	if r := rs.running; r != nil {
+		from := r.started
+		if flat == r.primary {
+			from = r.primaryFrom
+		}
+		if !res.started.Before(from) {
+			delete(r.waiting, flat)
+		}
 	}
 }
 
 // finishRefreshes releases the waiters of every running round whose
 // results have all been published. The aggregator calls it after each
 // publish.
+//
+// A finished round then probes its primary once more, as a probe round
+// closes (rounds.go): the round probed the primary alongside the
+// replicas, so that their time lag is measured against a primary position
+// as fresh as theirs, but a byte bound needs a primary probe that started
+// after the replica's ended (lag.go). Its waiters do not wait for it; a
+// round starting while it is in flight takes it for its own probe of the
+// primary.
 func (p *Prober) finishRefreshes() {
 	p.refreshMu.Lock()
 	defer p.refreshMu.Unlock()
 	now := time.Now()
 	for name, rs := range p.refreshing {
 		if r := rs.running; r != nil && len(r.waiting) == 0 {
+			if r.primary >= 0 {
+				p.kick(r.primary)
+				rs.closing, rs.closingPrimary, rs.closingPending = now, r.primary, true
+			}
 			close(r.done)
 			rs.running = nil
 			p.startNext(name, rs, now)

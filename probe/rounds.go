@@ -28,11 +28,14 @@ type round struct {
 // the closing probe of the primary. It reads the roles of the prober's
 // last snapshot.
 func (p *Prober) advanceRound(r result) {
+	flat := p.flatIndex(r.cluster, r.host)
+	if r.started.After(p.answered[flat]) {
+		p.answered[flat] = r.started
+	}
 	if p.last == nil || !p.last.Ready || r.err != nil {
 		return
 	}
 	c := p.last.Clusters[r.cluster]
-	flat := p.flatIndex(r.cluster, r.host)
 	rd := p.rounds[r.cluster]
 	if r.host == c.Primary {
 		if r.ticked { // not the closing probe, nor a Refresh's
@@ -60,9 +63,20 @@ func (p *Prober) openRound(ci int, c *zone.Cluster, primary int) {
 		if c.Hosts[hi].Role != zone.RoleReplica {
 			continue
 		}
-		rd.waiting[base+hi] = true
-		p.driven[base+hi].Store(rd.started.UnixNano())
-		p.kick(base + hi)
+		flat := base + hi
+		// A replica still busy with the probe an earlier round asked for
+		// (slow, or hung) gives this round no fresh result before it is
+		// done: the round does not wait for it, so that it closes, and
+		// its closing probe frames the other replicas' samples (a byte
+		// bound needs a primary probe started after the replica's ended,
+		// lag.go), as soon as they have answered. Busy: no result of a
+		// probe started after the last round's kick.
+		if !p.roundKicked[flat].After(p.answered[flat]) {
+			rd.waiting[flat] = true
+		}
+		p.roundKicked[flat] = rd.started
+		p.driven[flat].Store(rd.started.UnixNano())
+		p.kick(flat)
 	}
 	p.rounds[ci] = rd
 	if len(rd.waiting) == 0 {

@@ -45,12 +45,7 @@ func (p *Prober) record(r result) {
 	p.watchReplay(h, continuous, s, tl, exact)
 	p.restoreFork(h, s, c.Identity != 0 && s.SystemID == c.Identity)
 
-	if s.InRecovery && continuous && h.InRecovery {
-		p.prevReplay[h] = replaySample{at: h.ProbedAt, replay: h.ReplayLSN}
-	} else {
-		delete(p.prevReplay, h)
-	}
-	h.Seen, h.ProbedAt, h.Fails, h.LastError = true, s.At, 0, ""
+	h.Seen, h.ProbeStart, h.ProbedAt, h.Fails, h.LastError = true, s.Start, s.End, 0, ""
 	h.IP, h.InRecovery, h.SystemID, h.StartedAt = s.IP, s.InRecovery, s.SystemID, s.StartedAt
 	h.Timeline, h.TimelineExact = tl, exact
 	h.InsertLSN, h.ReceiveLSN, h.ReplayLSN = s.InsertLSN, s.ReceiveLSN, s.ReplayLSN
@@ -73,7 +68,7 @@ func (p *Prober) record(r result) {
 		w = &walHistory{timeline: s.Timeline}
 		p.history[h] = w
 	}
-	w.add(s.At, s.InsertLSN)
+	w.add(s.Start, s.InsertLSN) // the primary was at most there at Start (lag.go)
 	p.checkForks(r.cluster, h, r.started, s.InsertLSN)
 }
 
@@ -143,13 +138,13 @@ func (p *Prober) computeLag(src, c *zone.Cluster, now time.Time, stale time.Dura
 		if h.Role != zone.RoleReplica || h.Timeline != primary.Timeline {
 			continue // WAL positions on different timelines do not compare
 		}
+		// Both bounds are as of the end of the replica's probe, when it
+		// had surely replayed ReplayLSN (lag.go). A replica probed after
+		// the primary's last probe started has no byte bound until the
+		// primary's next probe: a bound from its own previous sample
+		// would hold as of that older moment only.
 		h.Lag, h.LagKnown = w.timeLag(h.ProbedAt, h.ReplayLSN)
 		h.LagBytes, h.BytesKnown = w.byteLag(h.ProbedAt, h.ReplayLSN)
-		if prev, ok := p.prevReplay[&src.Hosts[i]]; ok && !h.BytesKnown {
-			// Sampled after the primary's newest sample: the sample
-			// before, which a primary sample followed, still bounds it.
-			h.LagBytes, h.BytesKnown = w.byteLag(prev.at, prev.replay)
-		}
 	}
 }
 

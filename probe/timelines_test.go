@@ -23,7 +23,7 @@ func newAggregator(t *testing.T) (*Prober, *zone.Table) {
 var run1 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func replicaSample(tl, ckpt uint32, replay zone.LSN) Sample {
-	return Sample{At: time.Now(), InRecovery: true, Timeline: tl, CheckpointTimeline: ckpt,
+	return Sample{Start: time.Now(), End: time.Now(), InRecovery: true, Timeline: tl, CheckpointTimeline: ckpt,
 		ReplayLSN: replay, SystemID: 7, StartedAt: run1}
 }
 
@@ -61,7 +61,7 @@ func TestNoWALReceiverMeansNoExactTimeline(t *testing.T) {
 // nothing, and of two lower bounds the smaller is kept.
 func TestWatchedTimelineSwitches(t *testing.T) {
 	p, _ := newAggregator(t)
-	w := Sample{At: time.Now(), InsertLSN: 0x9000, ReplayLSN: 0x9000, Timeline: 1, CheckpointTimeline: 1, SystemID: 7, StartedAt: run1}
+	w := Sample{Start: time.Now(), End: time.Now(), InsertLSN: 0x9000, ReplayLSN: 0x9000, Timeline: 1, CheckpointTimeline: 1, SystemID: 7, StartedAt: run1}
 	feed(p, w, nil)                                   // the old primary, writable on timeline 1 past the fork
 	feed(p, Sample{}, errors.New("connect: refused")) // stopped, re-cloned
 	recloned := replicaSample(2, 2, 0xA000)

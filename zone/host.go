@@ -78,7 +78,8 @@ type Host struct {
 
 	// Observed by the last successful probe.
 	Seen       bool      // at least one probe has succeeded
-	ProbedAt   time.Time // when the last successful probe read its values
+	ProbedAt   time.Time // when the last successful probe's answer arrived: the host had its values by then
+	ProbeStart time.Time // when that probe's query was sent: its values were read no earlier
 	InRecovery bool      // pg_is_in_recovery()
 	Timeline   uint32
 	SystemID   uint64    // pg_control_system().system_identifier
@@ -141,7 +142,8 @@ type Host struct {
 	LagBytes   uint64        // at most how many WAL bytes the replica's replay is behind the primary
 }
 
-// Age is how long ago the last successful probe read the host's values.
+// Age is how long ago the last successful probe's answer arrived (the
+// values were read at most that long ago, and the lags are as of then).
 func (h *Host) Age(now time.Time) time.Duration {
 	if !h.Seen {
 		return 0

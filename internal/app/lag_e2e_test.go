@@ -113,14 +113,13 @@ func TestAsyncCommitIsLag(t *testing.T) {
 	e.waitFor(t, "lag-50ms.replica.db.local.", ips[1:])
 	e.waitFor(t, "bytes-0b.replica.db.local.", ips[1:])
 	writer := primary.Conn(t)
-	// The bounds (README): lag-50ms promises the replica lacks no commit
-	// older than 50 ms at its sample; bytes-0b that it lacks nothing the
-	// primary had inserted at its sample, or at its previous sample (one
-	// probe earlier) when the newest has no primary sample after it yet:
-	// the byte check allows a second for that.
+	// The bounds (README), each as of the end of the replica's probe:
+	// lag-50ms promises the replica lacks no commit older than 50 ms,
+	// bytes-0b that it lacks nothing the primary had inserted. A few
+	// milliseconds absorb timer granularity and age_ms's truncation.
 	bounds := map[string]time.Duration{
-		"lag-50ms.replica.db.local.": 50*time.Millisecond + 5*time.Millisecond, // timer granularity
-		"bytes-0b.replica.db.local.": time.Second,
+		"lag-50ms.replica.db.local.": 50*time.Millisecond + 3*time.Millisecond,
+		"bytes-0b.replica.db.local.": 3 * time.Millisecond,
 	}
 	var violations []string
 	lacked := 0 // checks in which a replica surely lacked the commit past a bound
@@ -163,4 +162,94 @@ func TestAsyncCommitIsLag(t *testing.T) {
 		t.Fatalf("replicas lacked a commit more than a second old in only %d checks: the test saw no asynchronous commit window", lacked)
 	}
 	t.Logf("%d checks of a replica lacking a commit over a second old, %d wrong answers", lacked, len(violations))
+}
+
+// Case 2 of issue 22: a probe's values were read at an unknown moment of
+// its round trip. A replica truly 1.5 s behind (recovery_min_apply_delay),
+// probed through a proxy that holds what pgdns sends it for 1.5 s, was
+// read at the end of each round trip, while pgdns took the midpoint for
+// the moment: lag_ms about 780, and lag-1s answered it. Its lag is now
+// bounded from the probe's end, and lag-1s never answers it while it
+// surely lacks a commit over a second old.
+func TestOneSidedProbeDelayIsNoLag(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Addrs(t)
+	const apply = 1500 * time.Millisecond
+	pg := pgtest.New(t, pgtest.Options{IPs: []string{b.IP(11), b.IP(12), b.IP(13)}})
+	primary, prompt, delayed := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	delayed.Exec(t, "ALTER SYSTEM SET recovery_min_apply_delay = '1500ms'")
+	delayed.Exec(t, "SELECT pg_reload_conf()")
+	proxy := b.Addr(31, 5432) // the delayed replica as pgdns reaches it
+	testkit.DelayProxy(t, proxy, delayed.Addr(), apply)
+	// A probe through the proxy takes 1.5 s to connect and 1.5 s per query.
+	e := attach(t, pg, envOptions{Timeout: "5s", Hosts: []string{primary.Addr(), prompt.Addr(), proxy}})
+	delayedIP := b.IP(31)
+
+	conn := primary.Conn(t)
+	if _, err := conn.Exec(context.Background(), "CREATE TABLE t (id serial PRIMARY KEY, v text)"); err != nil {
+		t.Fatal(err)
+	}
+	// Dense writes: the delayed replica always lacks the last 1.5 s of
+	// commits.
+	writes := &commitLog{}
+	writesDone := make(chan struct{})
+	writesCtx, stopWrites := context.WithCancel(context.Background())
+	go func() {
+		defer close(writesDone)
+		for i := 0; i < 3000 && writesCtx.Err() == nil; i++ {
+			began := time.Now()
+			if _, err := conn.Exec(writesCtx, "INSERT INTO t (v) VALUES ('tick')"); err != nil {
+				return
+			}
+			writes.add(began, time.Now())
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { stopWrites(); <-writesDone })
+	e.waitFor(t, "lag-30s.replica.db.local.", []string{prompt.IP, delayedIP})
+	// The writes must have flowed for longer than the apply delay before
+	// the replica surely lacks commits over a second old.
+	writesBegan := time.Now()
+	time.Sleep(apply + time.Second)
+
+	wrong, promptSeen, behind := 0, 0, 0
+	var lags []string
+	for range 30 {
+		evs := e.answerEvidence(t, "lag-1s.replica.db.local.")
+		answered := time.Now()
+		if _, _, ok := writes.within(answered.Add(-apply+applyDelaySlack), answered.Add(-time.Second-applyDelaySlack)); ok {
+			behind++ // the delayed replica lacks a commit over a second old now
+		}
+		for _, ev := range evs {
+			if ev.host == prompt.IP {
+				promptSeen++
+				continue
+			}
+			// Its sample ended at X in (sent − age − 1ms, answered −
+			// age]: it lacked every commit begun after X − 1.5 s, and
+			// one of those ended before X − 1 s is over a second old.
+			sampledLatest := answered.Add(-time.Duration(ev.ageMS) * time.Millisecond)
+			if began, ended, ok := writes.within(sampledLatest.Add(-apply+applyDelaySlack),
+				ev.sampled.Add(-time.Millisecond-time.Second-applyDelaySlack)); ok {
+				wrong++
+				lags = append(lags, ev.lagMS)
+				if wrong == 1 {
+					t.Logf("lag-1s.replica answered the replica 1.5 s behind (lag_ms=%s) although it lacked the commit made %v–%v before its sample",
+						ev.lagMS, ev.sampled.Sub(ended).Round(time.Millisecond), ev.sampled.Sub(began).Round(time.Millisecond))
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if wrong > 0 {
+		t.Errorf("lag-1s.replica answered the replica 1.5 s behind in %d of 30 lookups (lag_ms %v)", wrong, lags)
+	}
+	if behind < 10 {
+		t.Fatalf("in only %d of 30 lookups (writes began %v before the first) had the delayed replica surely lacked a commit over a second old: the writer stalled, nothing was tested",
+			behind, time.Since(writesBegan).Round(time.Millisecond))
+	}
+	if promptSeen == 0 {
+		t.Errorf("the replica that keeps up never passed lag-1s (evidence %q)", e.txt(t, "any.db.local."))
+	}
+	t.Logf("the prompt replica passed lag-1s in %d of 30 lookups; the delayed one's evidence: %q", promptSeen, e.txt(t, "replica.db.local."))
 }

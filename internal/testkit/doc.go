@@ -1,7 +1,8 @@
 // Package testkit holds the helpers every test package shares and none
 // owns: one polling loop (Poll, Eventually), one gate for missing
 // dependencies and for go test -short (Require, SkipShort), and one
-// log buffer safe for concurrent writers (Buffer). Test addresses and
+// log buffer safe for concurrent writers (Buffer), and a TCP proxy that
+// delays what clients send (DelayProxy). Test addresses and
 // PostgreSQL clusters are internal/pgtest's; zone fixtures are
 // zone/zonetest's.
 package testkit

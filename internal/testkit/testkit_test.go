@@ -1,7 +1,10 @@
 package testkit
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -95,5 +98,51 @@ func TestHoldsStopsAtTheFirstFailure(t *testing.T) {
 	}
 	if took := time.Since(start); took < 20*time.Millisecond {
 		t.Fatalf("Holds returned after %v, before its 20ms", took)
+	}
+}
+
+// DelayProxy holds what the client sends for the delay, and passes what
+// the server sends back at once.
+func TestDelayProxy(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = c.Write([]byte("hello\n")) // unprompted: not delayed
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	const delay = 300 * time.Millisecond
+	proxy := DelayProxy(t, "127.0.0.1:0", echo.Addr().String(), delay)
+	c, err := net.Dial("tcp", proxy.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	start := time.Now()
+	if line, err := r.ReadString('\n'); err != nil || line != "hello\n" || time.Since(start) >= delay {
+		t.Fatalf("server's greeting %q %v after %v, want at once", line, err, time.Since(start))
+	}
+	for _, msg := range []string{"one\n", "two\n"} {
+		sent := time.Now()
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.ReadString('\n')
+		if took := time.Since(sent); err != nil || line != msg || took < delay {
+			t.Fatalf("echo of %q: %q %v after %v, want it after at least %v", msg, line, err, took, delay)
+		}
 	}
 }
