@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -64,5 +65,21 @@ func TestDemo(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", o.ips[0]+":5432", time.Second); err == nil {
 		c.Close()
 		t.Error("PostgreSQL still runs after the demo stopped")
+	}
+}
+
+// TestAddressInUseIsNamed: a demo still running in another terminal holds
+// the addresses; the next one says which, before it starts anything.
+func TestAddressInUseIsNamed(t *testing.T) {
+	b := pgtest.Addrs(t)
+	ips := b.IPs(3)
+	ln, err := net.Listen("tcp", ips[1]+":5432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = run(context.Background(), options{dns: b.Addr(53, 5353), http: b.Addr(53, 8080), ips: ips}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), ips[1]+":5432 is in use") {
+		t.Fatalf("run = %v, want %s:5432 named as in use", err, ips[1])
 	}
 }

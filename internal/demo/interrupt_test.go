@@ -29,22 +29,32 @@ func TestMain(m *testing.M) {
 }
 
 // TestCtrlCTearsEverythingDown runs the demo as a process of its own and
-// interrupts it at moments of its start-up and once it serves. Each time
-// no process of the demo may remain, nor any of its files.
+// interrupts it at moments of its start-up and once it serves, and once
+// kills it. Each time no process of the demo may remain, nor any of its
+// files.
 func TestCtrlCTearsEverythingDown(t *testing.T) {
 	pgtest.Require(t)
+	serving := func(out string, _ time.Duration) bool { return strings.Contains(out, "Ctrl-C stops") }
 	cases := []struct {
 		name  string
 		group bool // SIGINT to the process group (Ctrl-C), else to the demo alone
 		slow  bool // pg_basebackup sleeps 3 s first: a clone surely in progress
+		tee   bool // stdout's reader goes first, as tee does at Ctrl-C in `make demo | tee demo.log`
+		kill  bool // SIGKILL to the demo alone instead of SIGINT
 		now   func(out string, primaryUpFor time.Duration) bool
 	}{
-		{"Ctrl-C during initdb", true, false, func(out string, _ time.Duration) bool { return strings.Contains(out, "starting a primary") }},
+		{name: "Ctrl-C during initdb", group: true, now: func(out string, _ time.Duration) bool { return strings.Contains(out, "starting a primary") }},
 		// SIGINT to the demo alone (kill -INT, a process manager): the step
 		// in progress does not get it from the terminal, the demo must stop
 		// it. A second after the primary is up, the first clone sleeps.
-		{"SIGINT while a replica is cloned", false, true, func(_ string, up time.Duration) bool { return up > time.Second }},
-		{"Ctrl-C while serving", true, false, func(out string, _ time.Duration) bool { return strings.Contains(out, "Ctrl-C stops") }},
+		{name: "SIGINT while a replica is cloned", slow: true, now: func(_ string, up time.Duration) bool { return up > time.Second }},
+		{name: "Ctrl-C while serving", group: true, now: serving},
+		// The demo's next write after tee's death gets EPIPE (SIGPIPE
+		// killed it once, and its servers ran on).
+		{name: "Ctrl-C while serving into tee", group: true, tee: true, now: serving},
+		// Nothing of the demo's own runs after kill -9: its servers must
+		// not outlive it all the same.
+		{name: "kill -9 while serving", kill: true, now: serving},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,7 +66,8 @@ func TestCtrlCTearsEverythingDown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { os.RemoveAll(tmp) })
+			// Whatever a failure leaves goes, as the reaper would take it.
+			t.Cleanup(func() { _ = clean(tmp) })
 			if err := os.Chmod(tmp, 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -68,14 +79,19 @@ func TestCtrlCTearsEverythingDown(t *testing.T) {
 			cmd.Env = env
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group of its own, as a terminal's job
 			var out, logs lockedText
-			stdout, err := cmd.StdoutPipe()
+			stdout, w, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd.Stderr = &logs
+			// With tee, stderr shares stdout's pipe (2>&1).
+			cmd.Stdout, cmd.Stderr = w, &logs
+			if tc.tee {
+				cmd.Stderr = w
+			}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			w.Close()
 			exited := make(chan error, 1)
 			go func() {
 				_, _ = io.Copy(&out, stdout)
@@ -104,20 +120,34 @@ func TestCtrlCTearsEverythingDown(t *testing.T) {
 			}) {
 				t.Fatalf("the moment never came:\n%s\n%s", out.String(), logs.String())
 			}
-			pid := cmd.Process.Pid
+			if tc.tee {
+				// tee is gone: nobody reads what the demo writes.
+				stdout.Close()
+			}
+			pid, sig := cmd.Process.Pid, syscall.SIGINT
 			if tc.group {
 				pid = -pid
 			}
-			if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+			if tc.kill {
+				sig = syscall.SIGKILL
+			}
+			if err := syscall.Kill(pid, sig); err != nil {
 				t.Fatal(err)
 			}
 			select {
 			case err := <-exited:
-				if err != nil {
+				if err != nil && !tc.kill {
 					t.Errorf("the demo exited with %v after SIGINT", err)
 				}
 			case <-time.After(60 * time.Second):
-				t.Fatalf("the demo did not exit 60 s after SIGINT:\n%s\n%s", out.String(), logs.String())
+				t.Fatalf("the demo did not exit 60 s after %v:\n%s\n%s", sig, out.String(), logs.String())
+			}
+			if tc.kill {
+				// What stops the servers of a killed demo takes a moment.
+				testkit.Poll(30*time.Second, 100*time.Millisecond, func() bool {
+					files, _ := filepath.Glob(filepath.Join(tmp, "*"))
+					return len(processesUnder(tmp)) == 0 && len(files) == 0
+				})
 			}
 
 			// Nothing of the demo is left: no process names its

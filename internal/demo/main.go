@@ -49,20 +49,56 @@ type options struct {
 }
 
 func main() {
+	if os.Getenv(reaperEnv) == "1" {
+		reap(os.Args[1])
+		return
+	}
+	// `make demo | tee demo.log` and Ctrl-C: tee dies first, and a write
+	// to the broken pipe must not kill the demo before it stops
+	// PostgreSQL. What it would have said is lost; the teardown is not.
+	signal.Ignore(syscall.SIGPIPE)
 	dnsAddr := flag.String("dns", "127.0.0.1:5353", "pgdns DNS address")
 	httpAddr := flag.String("http", "127.0.0.1:8080", "pgdns HTTP address")
 	ips := flag.String("ips", "127.0.0.11,127.0.0.12,127.0.0.13", "addresses of the primary and the replicas (port 5432)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, options{dns: *dnsAddr, http: *httpAddr, ips: strings.Split(*ips, ",")}, os.Stdout); err != nil {
+	if err := runReaped(ctx, options{dns: *dnsAddr, http: *httpAddr, ips: strings.Split(*ips, ",")}); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
+// runReaped runs the demo with everything it writes in a folder of its
+// own, which a reaper process cleans when the demo ends, even by kill -9.
+func runReaped(ctx context.Context, o options) error {
+	dir, err := os.MkdirTemp("", "pgdns-demo-")
+	if err != nil {
+		return err
+	}
+	// The servers run as postgres when we are root: they must reach it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.Remove(dir)
+		return err
+	}
+	r, err := startReaper(dir)
+	if err != nil {
+		os.Remove(dir)
+		return err
+	}
+	defer r.finish()
+	// pgtest's cluster and the config file go under dir.
+	if err := os.Setenv("TMPDIR", dir); err != nil {
+		return err
+	}
+	return run(ctx, o, os.Stdout)
+}
+
 func run(ctx context.Context, o options, out io.Writer) error {
 	fmt.Fprintf(out, "starting a primary and %d streaming replicas on %s (port 5432) ...\n", len(o.ips)-1, strings.Join(o.ips, ", "))
+	if err := addressesFree(o); err != nil {
+		return err
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	pg, err := pgtest.Start(startCtx, pgtest.Options{IPs: o.ips})
@@ -152,4 +188,22 @@ func write(ctx context.Context, dsn string) {
 			}
 		}
 	}
+}
+
+// addressesFree says which of the demo's addresses something else holds
+// (often a demo still running in another terminal), before any server is
+// started: PostgreSQL's own complaint would end up in a log.
+func addressesFree(o options) error {
+	addrs := []string{o.dns, o.http}
+	for _, ip := range o.ips {
+		addrs = append(addrs, net.JoinHostPort(ip, "5432"))
+	}
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return fmt.Errorf("%s is in use (another demo still running? `ss -ltnp 'sport = %s'` names the process): %w", a, a[strings.LastIndex(a, ":")+1:], err)
+		}
+		ln.Close()
+	}
+	return nil
 }

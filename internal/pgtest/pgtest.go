@@ -203,8 +203,14 @@ func (n *Node) ownConf() string {
 }
 
 // Start starts the node's server and waits until it accepts connections.
+// A failure carries the end of the server's log, which says why (pg_ctl
+// says only "Examine the log output", and Close removes the log).
 func (n *Node) Start(ctx context.Context) error {
 	_, err := n.c.run(ctx, "pg_ctl", "-D", n.Dir, "-l", n.Dir+".log", "-w", "-t", "60", "start")
+	if err != nil && ctx.Err() == nil {
+		lines := strings.Split(strings.TrimSpace(n.Log()), "\n")
+		err = fmt.Errorf("%w\nthe end of %s's log:\n%s", err, n.Addr(), strings.Join(lines[max(0, len(lines)-8):], "\n"))
+	}
 	return err
 }
 

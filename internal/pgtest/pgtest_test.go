@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +84,30 @@ func TestBoundInReadsProcNet(t *testing.T) {
 	}
 	if boundIn(filepath.Join(t.TempDir(), "missing"), 101) {
 		t.Error("an unreadable table counts as bound")
+	}
+}
+
+// TestFailedStartSaysWhy holds the primary's address, so that its server
+// cannot bind: the error carries the server's own words from its log,
+// which Start removes with the cluster (pg_ctl says only "Examine the log
+// output").
+func TestFailedStartSaysWhy(t *testing.T) {
+	t.Parallel()
+	Require(t)
+	ip := Addrs(t).IP(1)
+	ln, err := net.Listen("tcp", ip+":5432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Options{IPs: []string{ip}})
+	if err == nil {
+		c.Close()
+		t.Fatal("the primary started on an address in use")
+	}
+	if !strings.Contains(err.Error(), "could not bind") || !strings.Contains(err.Error(), ip+":5432's log") {
+		t.Fatalf("the error does not say why:\n%v", err)
 	}
 }
