@@ -51,16 +51,16 @@ func WriteFile(path string, data []byte) (err error) {
 		}
 	}()
 	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", tmp.Name(), unwrapPath(err))
+		return fmt.Errorf("writing a temporary file in %s: %w", dir, unwrapPath(err))
 	}
 	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", tmp.Name(), unwrapPath(err))
+		return fmt.Errorf("syncing a temporary file in %s: %w", dir, unwrapPath(err))
 	}
 	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", tmp.Name(), unwrapPath(err))
+		return fmt.Errorf("closing a temporary file in %s: %w", dir, unwrapPath(err))
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("renaming %s over it: %w", tmp.Name(), unwrapLink(err))
+		return fmt.Errorf("renaming a temporary file over it: %w", unwrapLink(err))
 	}
 	d, err := os.Open(dir)
 	if err == nil {
