@@ -49,41 +49,71 @@ func (askedError) Error() string   { return "the server asks for authentication:
 func (askedError) Timeout() bool   { return true }
 func (askedError) Temporary() bool { return true }
 
-// admission tells whether the server of c's open session, probed once
-// more, still admits a new session, when it is time to ask again. It
-// returns a definitive error (ErrNotServing) when a new session was
-// refused as a stopping server refuses it, and nil otherwise: when it was
-// admitted, and when the answer proves nothing. Too many clients (53300)
-// is load, not a shutdown: the host keeps serving the sessions it has, and
-// taking it out of the answers would move all its clients onto the others.
+// admission tells whether the server of c's open session still admits a
+// new session, as far as the last attempt found, and starts the next
+// attempt when it is due. It returns a definitive error (ErrNotServing)
+// when a new session was refused as a stopping server refuses it, and nil
+// otherwise: when it was admitted, when the answer proves nothing, and
+// while the attempt is under way. The attempt runs beside the probe, not
+// before it, so that it delays no probe (a refresh for an lsn- lookup
+// waits for its probes), and it is read at the next probe: a refusal
+// takes at most one probe interval longer to count. Too many clients
+// (53300) is load, not a shutdown: the host keeps serving the sessions it
+// has, and taking it out of the answers would move all its clients onto
+// the others.
 func (c *pgChecker) admission(ctx context.Context) error {
 	c.sinceAdmitted++
+	if c.admitting != nil {
+		select {
+		case err := <-c.admitting:
+			c.admitting, c.admitStop = nil, nil
+			if err != nil && definitive(err) {
+				return classify(fmt.Errorf("a new session was refused (the open one still works): %w", connectError(err)))
+			}
+		default:
+			return nil
+		}
+	}
 	if c.sinceAdmitted < admitProbes || time.Since(c.admittedAt) < admitEvery {
 		return nil
 	}
-	// Half of the probe's deadline at most: a slow answer must leave the
-	// probe itself time to run.
-	actx, cancel := ctx, context.CancelFunc(func() {})
+	// The probe's deadline bounds the attempt too, from a context of its
+	// own: the probe's ends when the probe does.
+	timeout := time.Second
 	if deadline, ok := ctx.Deadline(); ok {
-		actx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+		timeout = time.Until(deadline)
 	}
-	err := c.tryAdmission(actx)
-	cancel()
+	actx, cancel := context.WithTimeout(context.Background(), timeout)
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		done <- tryAdmission(actx, c.cfg)
+	}()
+	c.admitting, c.admitStop = done, cancel
 	c.sinceAdmitted, c.admittedAt = 0, time.Now()
-	if err == nil || ctx.Err() != nil || !definitive(err) {
-		return nil
-	}
-	return classify(fmt.Errorf("a new session was refused (the open one still works): %w", connectError(err)))
+	return nil
 }
 
-// tryAdmission starts a new session to c's server and stops at the
-// server's first reply: nil when it asks for authentication (or, without
-// any, completes the session), else the refusal or the failure.
-func (c *pgChecker) tryAdmission(ctx context.Context) error {
+// stopAdmission ends the admission attempt under way, if any, and waits
+// for it: its connection is closed when this returns.
+func (c *pgChecker) stopAdmission() {
+	if c.admitting == nil {
+		return
+	}
+	c.admitStop()
+	<-c.admitting
+	c.admitting, c.admitStop = nil, nil
+}
+
+// tryAdmission starts a new session to the server of base (which it does
+// not change) and stops at the server's first reply: nil when it asks for
+// authentication (or, without any, completes the session), else the
+// refusal or the failure.
+func tryAdmission(ctx context.Context, base *pgx.ConnConfig) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var asked atomic.Bool
-	cfg := c.cfg.Copy()
+	cfg := base.Copy()
 	cfg.AfterNetConnect = func(_ context.Context, _ *pgconn.Config, conn net.Conn) (net.Conn, error) {
 		// After TLS: the reader sees PostgreSQL's messages in clear.
 		return &firstReply{Conn: conn, asked: func() {

@@ -42,7 +42,7 @@ func TestAdmissionStopsAtTheFirstReply(t *testing.T) {
 	connections := func() int { return strings.Count(node.Log(), "connection received") }
 	before := connections()
 	for range 3 {
-		if err := wrong.tryAdmission(ctx); err != nil {
+		if err := tryAdmission(ctx, wrong.cfg); err != nil {
 			t.Fatalf("admission under scram-sha-256: %v", err)
 		}
 	}
@@ -51,7 +51,7 @@ func TestAdmissionStopsAtTheFirstReply(t *testing.T) {
 		t.Fatalf("3 admission attempts opened %d connections", n)
 	}
 	trusted := checker("user=postgres dbname=postgres sslmode=disable")
-	if err := trusted.tryAdmission(ctx); err != nil {
+	if err := tryAdmission(ctx, trusted.cfg); err != nil {
 		t.Fatalf("admission under trust: %v", err)
 	}
 	if log := node.Log(); strings.Contains(log, "user=guarded database") || strings.Contains(log, "authentication failed") || strings.Contains(log, "could not") || strings.Contains(log, "unexpected EOF") {

@@ -149,9 +149,12 @@ type pgChecker struct {
 	rewatch bool
 
 	// When a new session to the server was last admitted (a connect, or
-	// an admission attempt), and how many probes have run since.
+	// the start of an admission attempt), how many probes have run since,
+	// and the attempt under way: its result, and how to end it.
 	admittedAt    time.Time
 	sinceAdmitted int
+	admitting     chan error
+	admitStop     context.CancelFunc
 
 	// The history of historyTL, read once per timeline, not every probe.
 	historyTL   uint32
@@ -252,6 +255,7 @@ func optionalLSN(s string) (zone.LSN, error) {
 
 // Close implements Checker.
 func (c *pgChecker) Close() {
+	c.stopAdmission()
 	if c.conn == nil {
 		return
 	}
