@@ -78,6 +78,10 @@ func TestErrorsNameTheKeyAndQuoteTheValue(t *testing.T) {
 		{"unknown cluster key", "clusters:\n  main:\n    hosts: [a:1]\n    hots: [b:1]\n", []string{`clusters.main.hots is not a known key`}},
 		{"bad duration", minimal + "probe:\n  interval: fast\n", []string{`probe.interval must be a duration such as 250ms or 2s, got "fast"`}},
 		{"zero interval", minimal + "probe:\n  interval: 0s\n", []string{`probe.interval must be > 0, got "0s"`}},
+		{"nonsense durations", minimal + "probe:\n  interval: 1ns\n  timeout: 9ms\ndns:\n  lsn_refresh_min_gap: 1ns\n", []string{
+			`probe.interval must be at least 10ms, got "1ns"`,
+			`probe.timeout must be at least 10ms, got "9ms"`,
+			`dns.lsn_refresh_min_gap must be at least 1ms, got "1ns"`}},
 		{"number without unit", minimal + "probe:\n  timeout: 5\n", []string{`probe.timeout must be a duration with a unit, such as 250ms, got "5"`}},
 		{"ttl out of range", minimal + "dns:\n  ttl: 90\n", []string{`dns.ttl must be an integer from 0 to 60, got "90"`}},
 		{"ttl not a number", minimal + "dns:\n  ttl: one\n", []string{`dns.ttl must be an integer from 0 to 60, got "one"`}},
@@ -206,10 +210,12 @@ func TestLSNRefreshMinGap(t *testing.T) {
 		t.Fatalf("from the environment: %v, %v", cfg, err)
 	}
 	for value, want := range map[string]string{
-		"0s":   `dns.lsn_refresh_min_gap must be > 0, got "0s"`,
-		"fast": `dns.lsn_refresh_min_gap must be a duration such as 250ms or 2s, got "fast"`,
-		"-1ms": `dns.lsn_refresh_min_gap must be > 0, got "-1ms"`,
-		"11s":  `dns.lsn_refresh_min_gap must be at most 10s, got "11s"`,
+		"0s":    `dns.lsn_refresh_min_gap must be > 0, got "0s"`,
+		"fast":  `dns.lsn_refresh_min_gap must be a duration such as 250ms or 2s, got "fast"`,
+		"-1ms":  `dns.lsn_refresh_min_gap must be > 0, got "-1ms"`,
+		"11s":   `dns.lsn_refresh_min_gap must be at most 10s, got "11s"`,
+		"1ns":   `dns.lsn_refresh_min_gap must be at least 1ms, got "1ns"`,
+		"999us": `dns.lsn_refresh_min_gap must be at least 1ms, got "999us"`,
 	} {
 		_, err := Load(write(t, minimal+"dns:\n  lsn_refresh_min_gap: "+value+"\n"), nil)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -256,5 +262,17 @@ func TestMinTimeline(t *testing.T) {
 		if _, err := Load(write(t, yaml), nil); err == nil || err.Error() != want {
 			t.Errorf("error %v, want %q", err, want)
 		}
+	}
+}
+
+// The floors of probe.interval, probe.timeout and dns.lsn_refresh_min_gap
+// are values that load.
+func TestDurationFloorsLoad(t *testing.T) {
+	cfg, err := Load(write(t, minimal+"probe:\n  interval: 10ms\n  timeout: 10ms\ndns:\n  lsn_refresh_min_gap: 1ms\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Probe.Interval != minProbeInterval || cfg.Probe.Timeout != minProbeTimeout || cfg.DNS.LSNRefreshMinGap != minLSNRefreshGap {
+		t.Fatalf("%v %v %v", cfg.Probe.Interval, cfg.Probe.Timeout, cfg.DNS.LSNRefreshMinGap)
 	}
 }

@@ -63,6 +63,18 @@ func mapField[T any](name string, when applies, doc string, at func(*Config) *T,
 // replica has can cost (README, "Read your writes").
 const DefaultLSNRefreshMinGap = 5 * time.Millisecond
 
+// Floors of durations below which a value is a mistake, not a choice:
+// probe.interval: 1ns probed each host 150 times a second at 70% of a
+// core, while flux already probes every 10ms (probe.flux_interval's
+// default); probe.timeout: no server connects and answers within less;
+// dns.lsn_refresh_min_gap: a gap under 1ms lets lsn- lookups ask for
+// refresh rounds back to back.
+const (
+	minProbeInterval = 10 * time.Millisecond
+	minProbeTimeout  = 10 * time.Millisecond
+	minLSNRefreshGap = time.Millisecond
+)
+
 // topKeys are the keys outside clusters, in the order they are read.
 var topKeys = []key{
 	field("dns.listen", "127.0.0.1:5353", onRestart, "UDP and TCP address of the DNS server",
@@ -75,8 +87,8 @@ var topKeys = []key{
 		func(c *Config) *string { return &c.DNS.DefaultCluster }, defaultCluster),
 	field("dns.lsn_wait", "20ms", onRestart, "how long an lsn- query no replica satisfies yet may wait",
 		func(c *Config) *time.Duration { return &c.DNS.LSNWait }, durationIn(true, 0, 10*time.Second)),
-	field("dns.lsn_refresh_min_gap", DefaultLSNRefreshMinGap.String(), onRestart, "least time between refresh rounds lsn- queries ask for, per cluster",
-		func(c *Config) *time.Duration { return &c.DNS.LSNRefreshMinGap }, durationIn(false, 0, 10*time.Second)),
+	field("dns.lsn_refresh_min_gap", DefaultLSNRefreshMinGap.String(), onRestart, "least time between refresh rounds lsn- queries ask for, per cluster, 1ms..10s",
+		func(c *Config) *time.Duration { return &c.DNS.LSNRefreshMinGap }, durationIn(false, minLSNRefreshGap, 10*time.Second)),
 	field("dns.rate_limit", 0, onRestart, "UDP queries per second per source /24 (IPv4) or /56 (IPv6); 0 = no limit",
 		func(c *Config) *int { return &c.DNS.RateLimit }, integerIn[int](0, 1_000_000)),
 	field("dns.nameservers", nil, onRestart, "the zone's name servers: label=address in the zone, or name. outside it",
@@ -99,10 +111,10 @@ var topKeys = []key{
 	field("http.sync_max_lag_bytes", 1000000, onRestart, "pg-status endpoints: byte lag threshold when a request gives none",
 		func(c *Config) *uint64 { return &c.HTTP.SyncMaxLagBytes }, integerIn[uint64](0, 1<<50)),
 
-	field("probe.interval", "250ms", onReload, "how often each host is probed",
-		func(c *Config) *time.Duration { return &c.Probe.Interval }, durationIn(false, 0, 0)),
-	field("probe.timeout", "1s", onReload, "hard deadline of one probe of one host",
-		func(c *Config) *time.Duration { return &c.Probe.Timeout }, durationIn(false, 0, 0)),
+	field("probe.interval", "250ms", onReload, "how often each host is probed, at least 10ms",
+		func(c *Config) *time.Duration { return &c.Probe.Interval }, durationIn(false, minProbeInterval, 0)),
+	field("probe.timeout", "1s", onReload, "hard deadline of one probe of one host, at least 10ms",
+		func(c *Config) *time.Duration { return &c.Probe.Timeout }, durationIn(false, minProbeTimeout, 0)),
 	field("probe.max_fails", 3, onReload, "consecutive ambiguous failures before a host counts as down",
 		func(c *Config) *int { return &c.Probe.MaxFails }, integerIn[int](1, 1000)),
 	field("probe.dsn", "user=postgres dbname=postgres", onReload, "libpq keyword/value or URL without host",
