@@ -55,6 +55,8 @@ soak: ## hunt wrong answers under seeded random faults for DURATION (default 30m
 fuzz: ## run each fuzz target for FUZZ_TIME (default 30s)
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./zone
 	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZ_TIME) ./dnsserver
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHostPort$$' -fuzztime $(FUZZ_TIME) ./zone
+	$(GO) test -run '^$$' -fuzz '^FuzzRedactKeepsNoPassword$$' -fuzztime $(FUZZ_TIME) ./zone
 
 .PHONY: clean
 clean: ## remove build output
