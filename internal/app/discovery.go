@@ -44,7 +44,8 @@ const discoveryInterval = 2 * time.Second
 
 // discoveryMinGap is the least time between two reads of the member lists
 // when the probe asks for one (kickDiscovery): it asks on every publish
-// while a writable host is not the leader it knows.
+// while a writable host is not the leader it knows. Kicked reads that move
+// no leader key double the gap, up to discoveryInterval.
 const discoveryMinGap = 100 * time.Millisecond
 
 // kickDiscovery asks the discovery loop to read the member lists now: the
@@ -65,15 +66,18 @@ func (a *App) discoveryLoop(ctx context.Context) {
 	tick := time.NewTicker(discoveryInterval)
 	defer tick.Stop()
 	var last time.Time
+	gap := discoveryMinGap // between kicked reads: doubles while they move no leader key
 	for {
+		kicked := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		case <-a.discoKick:
-			if time.Since(last) < discoveryMinGap {
+			if time.Since(last) < gap {
 				continue // the probe asks again at its next publish while it is unsure
 			}
+			kicked = true
 		}
 		last = time.Now()
 		a.mu.Lock()
@@ -81,7 +85,18 @@ func (a *App) discoveryLoop(ctx context.Context) {
 			a.mu.Unlock()
 			return
 		}
-		if a.discover(ctx) && a.running != nil {
+		before := a.leaders()
+		changed := a.discover(ctx)
+		switch {
+		case !maps.Equal(before, a.leaders()):
+			gap = discoveryMinGap
+		case kicked:
+			// A writable member without the key that stays so (a rogue
+			// promotion in a paused cluster) must not have Patroni read
+			// ten times a second for as long as it lasts.
+			gap = min(2*gap, discoveryInterval)
+		}
+		if changed && a.running != nil {
 			probing := a.effective(a.cfg)
 			if err := a.swap(probing); err != nil {
 				a.log.Warn("Patroni members changed but the new list could not be applied", "error", err)
@@ -134,6 +149,16 @@ func (a *App) discover(ctx context.Context) bool {
 		}
 	}
 	return changed
+}
+
+// leaders returns the member holding the leader key of each cluster read
+// from Patroni, as last read. The caller holds a.mu.
+func (a *App) leaders() map[string]string {
+	out := make(map[string]string, len(a.discovered))
+	for name, members := range a.discovered {
+		out[name] = patroni.Leader(members)
+	}
+	return out
 }
 
 // memberList is members for the log: host:port, with @location when the

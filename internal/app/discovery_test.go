@@ -1,9 +1,16 @@
 package app
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/patroni"
@@ -30,5 +37,45 @@ func TestEffectiveLocations(t *testing.T) {
 	}
 	if !maps.Equal(cfg.Clusters[0].Locations, configured) || len(cfg.Clusters[0].Hosts) != 1 {
 		t.Fatalf("effective changed the configuration: %+v", cfg.Clusters[0])
+	}
+}
+
+// TestKickedDiscoveryBacksOff: while the probe keeps asking (a writable
+// member without the leader key that stays so), Patroni is read at most
+// every 100 ms at first and ever less often while the reads move no
+// leader key; a moved key is heard at the next read.
+func TestKickedDiscoveryBacksOff(t *testing.T) {
+	var reads atomic.Int32
+	leader := atomic.Value{}
+	leader.Store("n1")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reads.Add(1)
+		l := leader.Load().(string)
+		fmt.Fprintf(w, `{"members":[{"name":"n1","host":"10.0.0.1","port":5432,"role":%q},{"name":"n2","host":"10.0.0.2","port":5432,"role":%q}]}`,
+			map[bool]string{true: "leader", false: "replica"}[l == "n1"], map[bool]string{true: "leader", false: "replica"}[l == "n2"])
+	}))
+	defer srv.Close()
+	a := &App{log: slog.New(slog.DiscardHandler), discovered: map[string][]patroni.Member{}, discoFailed: map[string]bool{},
+		refused: map[string]string{}, discoKick: make(chan struct{}, 1), discoDone: make(chan struct{}),
+		cfg: &config.Config{Clusters: []config.Cluster{{Name: "main", Patroni: []string{srv.URL}}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	go a.discoveryLoop(ctx)
+	defer func() { cancel(); <-a.discoDone }()
+	kick := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			a.kickDiscovery("main")
+		}
+	}
+	kick(3 * time.Second)
+	if n := reads.Load(); n < 3 || n > 12 {
+		t.Errorf("%d reads of /cluster in 3 s of kicks every 5 ms, want a few (backing off from 100 ms to 2 s)", n)
+	}
+	leader.Store("n2")
+	kick(2500 * time.Millisecond) // the gap is at most discoveryInterval by now
+	a.mu.Lock()
+	got := patroni.Leader(a.discovered["main"])
+	a.mu.Unlock()
+	if got != "10.0.0.2:5432" {
+		t.Errorf("leader %q after the key moved, want 10.0.0.2:5432", got)
 	}
 }
