@@ -121,7 +121,7 @@ func (a *App) discover(ctx context.Context) bool {
 		if why := errors.Join(refused...); why != nil && why.Error() != a.refused[c.Name] {
 			a.log.Warn("Patroni lists members that are not host:port; not probing them", "cluster", c.Name, "refused", strings.ReplaceAll(why.Error(), "\n", "; "))
 			a.refused[c.Name] = why.Error()
-		} else if why == nil {
+		} else if why == nil && err == nil {
 			delete(a.refused, c.Name)
 		}
 		if err != nil {
