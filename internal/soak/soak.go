@@ -196,11 +196,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 // serverConf is the soak's PostgreSQL settings on top of pgtest's. A
 // widened wal_writer_delay keeps asynchronous commits unwritten for up to
 // a second (the default 200 ms gives the same effect, less often). TCP
-// keepalives end, within 3 s, a session whose client a partition cut off,
-// so that it does not hold a later smart shutdown.
+// keepalives (an idle session) and tcp_user_timeout (one with data
+// unacknowledged) end, within about 3 s, a session whose client a
+// partition cut off, so that it does not hold a later smart shutdown.
 var serverConf = []string{
 	"wal_keep_size = '512MB'", "max_connections = 100", "wal_writer_delay = '1s'",
 	"tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2",
+	"tcp_user_timeout = 3000",
 }
 
 // probeRole is a login role without pg_monitor (nor superuser): what an
