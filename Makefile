@@ -40,7 +40,7 @@ demo: ## start a throwaway primary + 2 replicas and pgdns on them; Ctrl-C tears 
 	./bin/pgdns-demo
 
 .PHONY: bench
-bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md (BENCH_ONLY=dns, failover, scale or ha: that section alone, ha as root; PPROF=dir: profiles of the scale step)
+bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md (BENCH_ONLY=dns, failover, scale, ha or hostile: that section alone, ha as root; PPROF=dir: profiles of the scale step)
 	./scripts/bench-deps.sh
 	$(if $(BENCH_ONLY),,$(GO) test -run '^$$' -bench . -benchmem -count 1 ./zone ./dnsserver | grep -E '^(Benchmark|goos|goarch|cpu)' > bin/gobench.txt)
 	$(GO) build -o bin/pgdns-bench ./internal/bench

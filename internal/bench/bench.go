@@ -24,6 +24,8 @@ var (
 	corednsDNS, floorDNS, echoDNS     string
 	bigDNS, bigHTTP                   string // pgdns of the scale step, 1,000 hosts
 	noWaitDNS                         string // the read-your-writes step's second pgdns, lsn_wait 0
+	hostileDNS, hostileHTTP           string // pgdns of the hostile-clients step
+	wellSrc, hogSrc, floodSrc         string // that step's client and attacker source addresses
 )
 
 // useBlock takes the run's addresses from block.
@@ -33,6 +35,8 @@ func useBlock(block *pgtest.Block) {
 	corednsDNS, floorDNS, echoDNS = block.Addr(54, 5353), block.Addr(55, 5353), block.Addr(56, 5353)
 	bigDNS, bigHTTP = block.Addr(57, 5353), block.Addr(57, 8080)
 	noWaitDNS = block.Addr(58, 5353)
+	hostileDNS, hostileHTTP = block.Addr(59, 5353), block.Addr(59, 8080)
+	wellSrc, hogSrc, floodSrc = block.IP(60), block.IP(61), block.IP(62)
 }
 
 // bench holds what every step uses: the cluster, the servers, a scratch
@@ -46,6 +50,7 @@ type bench struct {
 	rssIdle  int64 // KiB, pgdns with 3 hosts before any load
 	plotPath string
 	lsn      string // an LSN every replica has replayed, for lsn- queries
+	floodLSN string // the hostile step's LSN no replica has (stallReplicas)
 	release  func() // frees the address block
 }
 

@@ -35,7 +35,9 @@ func main() {
 	goBench := flag.String("gobench", "", "file with `go test -bench` output to include")
 	rounds := flag.Int("rounds", 3, "interleaved rounds of the DNS comparison")
 	duration := flag.Duration("duration", 8*time.Second, "length of one dnsperf throughput run")
-	only := flag.String("only", "", "run only this section (dns, failover, scale, ha) and rewrite only it in the report")
+	only := flag.String("only", "", "run only this section (dns, failover, scale, ha, hostile) and rewrite only it in the report")
+	flag.StringVar(&hostileOnlyAttack, "hostile-attack", "", "hostile: run only the attacks whose names contain one of these comma-separated words")
+	flag.StringVar(&hostileBefore, "hostile-before", hostileBefore, "hostile: also measure pgdns built from this commit, as \"before\" (\"\": only the binary under test)")
 	flag.StringVar(&scaleProfiles, "pprof", "", "scale: save pgdns's CPU and heap profiles with 1,000 hosts in this directory and summarize them in the report")
 	flag.IntVar(&failoverReps, "failover-reps", failoverReps, "repetitions of each failover case")
 	flag.IntVar(&patroniReps, "patroni-reps", patroniReps, "Patroni switchovers in the failover step (0: none)")
@@ -53,8 +55,10 @@ func main() {
 		err = runOnly(*pgdnsBin, *out, dnsHeading, true, dnsOnly(*rounds, *duration))
 	case "ha":
 		err = runOnly(*pgdnsBin, *out, haHeading, false, haOnly)
+	case "hostile":
+		err = runOnly(*pgdnsBin, *out, hostileHeading, true, hostileOnly)
 	default:
-		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover, scale and ha", *only)
+		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover, scale, ha and hostile", *only)
 	}
 	if err != nil {
 		fatal(err)
@@ -81,6 +85,7 @@ func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) erro
 		{"HTTP", b.httpBench},
 		{"failover", b.failover},
 		{"scale", b.scale},
+		{"hostile clients", func(ctx context.Context, r *report) (err error) { r.hostile, err = b.hostile(ctx); return err }},
 	}
 	for _, s := range steps {
 		fmt.Fprintf(os.Stderr, "bench: %s ...\n", s.name)

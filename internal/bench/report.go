@@ -18,6 +18,7 @@ type report struct {
 	http        []httpResult
 	failover    *failoverResult
 	scale       *scaleResult
+	hostile     *hostileResult
 	goBench     string
 }
 
@@ -101,6 +102,10 @@ func (r *report) markdown(plot string) string {
 
 	if r.scale != nil {
 		b.WriteString(r.scale.markdown())
+	}
+
+	if r.hostile != nil {
+		b.WriteString(r.hostile.markdown())
 	}
 
 	if len(r.http) > 0 {

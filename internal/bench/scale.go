@@ -249,7 +249,12 @@ func scrapeSum(httpAddr, name string) (n float64, err error) {
 }
 
 func scrapeOnce(httpAddr, name string) (float64, error) {
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://" + httpAddr + "/metrics")
+	return scrapeWith(&http.Client{Timeout: 30 * time.Second}, httpAddr, name)
+}
+
+// scrapeWith is scrapeOnce with client.
+func scrapeWith(client *http.Client, httpAddr, name string) (float64, error) {
+	resp, err := client.Get("http://" + httpAddr + "/metrics")
 	if err != nil {
 		return 0, err
 	}
