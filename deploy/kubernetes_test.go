@@ -35,10 +35,15 @@ const (
 )
 
 // Measured footprint (BENCHMARKS.md, "Scale"): RSS at rest with 3 hosts,
-// and while probing 1000 hosts.
+// and while probing 1000 hosts; and (BENCHMARKS.md, "Hostile clients")
+// the worst case under attack with the caps in place: at rest plus what
+// each attack added at its peak, as if all ran at once, with
+// http.max_conns at most hostileMaxConns.
 var (
-	restingRSS = resource.MustParse("16Mi")
-	largeRSS   = resource.MustParse("74Mi")
+	restingRSS      = resource.MustParse("16Mi")
+	largeRSS        = resource.MustParse("74Mi")
+	hostileRSS      = resource.MustParse("74Mi")
+	hostileMaxConns = 128
 )
 
 // manifests is every document of the manifest file, decoded.
@@ -320,14 +325,20 @@ func TestKubernetesManifests(t *testing.T) {
 	if req.Cmp(restingRSS) < 0 || lim.Cmp(largeRSS) < 0 || req.Cmp(lim) > 0 {
 		t.Errorf("memory request %s, limit %s: want request ≥ %s (resting RSS), limit ≥ %s (1000 hosts)", &req, &lim, &restingRSS, &largeRSS)
 	}
+	if lim.Cmp(hostileRSS) < 0 {
+		t.Errorf("memory limit %s is below the worst case measured under attack, %s", &lim, &hostileRSS)
+	}
+	if cfg.HTTP.MaxConns > hostileMaxConns {
+		t.Errorf("http.max_conns %d: the memory limit was measured with at most %d", cfg.HTTP.MaxConns, hostileMaxConns)
+	}
 	if _, ok := c.Resources.Requests[corev1.ResourceCPU]; !ok {
 		t.Error("no CPU request")
 	}
 	for _, e := range c.Env {
 		if e.Name == "GOMEMLIMIT" {
 			gl, err := resource.ParseQuantity(strings.TrimSuffix(e.Value, "B"))
-			if err != nil || gl.Cmp(lim) >= 0 {
-				t.Errorf("GOMEMLIMIT %q must be below the memory limit %s", e.Value, &lim)
+			if err != nil || gl.Cmp(lim) >= 0 || gl.Cmp(hostileRSS) < 0 {
+				t.Errorf("GOMEMLIMIT %q must be below the memory limit %s and above the worst case under attack %s", e.Value, &lim, &hostileRSS)
 			}
 		}
 	}
