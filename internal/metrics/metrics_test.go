@@ -47,6 +47,10 @@ func TestMetrics(t *testing.T) {
 	m.DNSLocality(zone.Local)
 	m.DNSLocality(zone.Local)
 	m.DNSLocality(zone.Remote)
+	m.HTTPEvicted(false)
+	m.HTTPEvicted(false)
+	m.HTTPEvicted(true)
+	m.LSNWaitFull()
 
 	out := scrape(t, m)
 	for _, want := range []string{
@@ -70,6 +74,9 @@ func TestMetrics(t *testing.T) {
 		`pgdns_dns_locality_total{answer="local"} 2`,
 		`pgdns_dns_locality_total{answer="remote"} 1`,
 		`pgdns_dns_locality_total{answer="unlocated"} 0`,
+		`pgdns_http_conns_closed_total{reason="evicted_idle"} 2`,
+		`pgdns_http_conns_closed_total{reason="refused_busy"} 1`,
+		`pgdns_dns_lsn_waits_full_total 1`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("metrics lack %s", want)
