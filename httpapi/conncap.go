@@ -9,9 +9,11 @@ import (
 
 // connCap caps a server's open connections without ever blocking Accept.
 // Past the cap, a new connection closes the one idle longest: a keep-alive
-// connection between requests, or one that has not sent a byte yet. Only
-// when every connection is inside a request (each bounded by the server's
-// timeouts) is the new one closed instead. So an idle flood costs pgdns at
+// connection between requests, or one whose request headers have not all
+// arrived (net/http marks a connection active only once they have), so
+// that slow headers hold no slot either. Only when every connection is
+// inside a handler (each bounded by the server's timeouts) is the new one
+// closed instead. So an idle flood costs pgdns at
 // most max connections' memory, and a probe of the kubelet, which sends
 // its request at once, still gets through (golang.org/x/net/netutil's
 // LimitListener would make it wait in the accept queue for a slot).

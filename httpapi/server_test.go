@@ -140,9 +140,10 @@ func stillOpen(conns []net.Conn) int {
 	return n
 }
 
-// Issue 29.3: connections idle between requests, and connections that
-// never sent a byte, beyond http.max_conns neither stay open nor keep a
-// new well-behaved request (a kubelet probe) from being answered.
+// Issue 29.3: connections idle between requests, connections that never
+// sent a byte and connections whose headers never end, beyond
+// http.max_conns, neither stay open nor keep a new well-behaved request
+// (a kubelet probe) from being answered.
 func TestConnCapEvictsIdle(t *testing.T) {
 	const maxConns = 8
 	a, _ := newTestAPI(testSnapshot())
@@ -153,13 +154,18 @@ func TestConnCapEvictsIdle(t *testing.T) {
 	for range maxConns + 50 {
 		conns = append(conns, idleConn(t, addr))
 	}
-	for range maxConns + 50 {
+	for i := range maxConns + 50 {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		conns = append(conns, c) // silent: not a byte sent
+		if i%2 == 1 { // a slow client: its headers never end
+			if _, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n", addr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conns = append(conns, c) // else silent: not a byte sent
 	}
 	if code := get(t, addr, "/readyz", "10.244.1.7:8080"); code != http.StatusOK {
 		t.Fatalf("a probe beside %d idle connections: %d, want 200", len(conns), code)
