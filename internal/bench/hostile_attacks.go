@@ -237,6 +237,10 @@ func (b *bench) stallReplicas(ctx context.Context) (func(), error) {
 		resume()
 		return nil, err
 	}
+	// Let pgdns probe the primary after the write (probe.interval is
+	// 250ms), so that it knows the LSN is not beyond the primary's insert
+	// position: the lookups must be ones a replica could satisfy.
+	time.Sleep(time.Second)
 	sctx, stop := context.WithCancel(context.Background())
 	stopped := map[int]bool{}
 	done := make(chan struct{})
