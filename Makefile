@@ -47,9 +47,9 @@ bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real clu
 	PATH="$$PATH:$$(go env GOPATH)/bin" ./bin/pgdns-bench -pgdns bin/pgdns -gobench bin/gobench.txt -out BENCHMARKS.md $(if $(BENCH_ONLY),-only $(BENCH_ONLY)) $(if $(PPROF),-pprof $(PPROF))
 
 .PHONY: soak
-soak: ## hunt wrong answers under seeded random faults for DURATION (default 30m); SEED=n replays a schedule, SHORT=1 plays each fault once, FOREIGN=0 lists no foreign host, OVERLAP=n faults at once (default 2), PARTITIONS=0 no packet drops (they need root)
+soak: ## hunt wrong answers under seeded random faults for DURATION (default 30m); SEED=n replays a schedule, SHORT=1 plays each fault once, FOREIGN=0 lists no foreign host, OVERLAP=n faults at once (default 2), PARTITIONS=0 no packet drops (they need root), PLAIN_PROBE=1 pgdns probes without pg_monitor
 	$(GO) build -o bin/pgdns-soak ./internal/soak/cmd
-	./bin/pgdns-soak -duration $(DURATION) -seed $(SEED) $(if $(SHORT),-short) $(if $(filter 0,$(FOREIGN)),-foreign=false) $(if $(OVERLAP),-overlap $(OVERLAP)) $(if $(filter 0,$(PARTITIONS)),-partitions=false) -pgdns-log bin/soak-pgdns.log
+	./bin/pgdns-soak -duration $(DURATION) -seed $(SEED) $(if $(SHORT),-short) $(if $(filter 0,$(FOREIGN)),-foreign=false) $(if $(OVERLAP),-overlap $(OVERLAP)) $(if $(filter 0,$(PARTITIONS)),-partitions=false) $(if $(PLAIN_PROBE),-plain-probe) -pgdns-log bin/soak-pgdns.log
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZ_TIME (default 30s)

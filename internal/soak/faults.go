@@ -36,7 +36,7 @@ const (
 	AsyncCommits = "async-commits" // every write and heartbeat with synchronous_commit = off for a while
 	DelayProbe   = "delay-probe"   // the proxy on one probe path holds back what pgdns sends
 	ReloadHosts  = "reload-hosts"  // a reload without one host (a node or the foreign one), a reload with it again
-	ProbeRole    = "probe-role"    // a reload that makes pgdns probe as a role without pg_monitor, and back
+	ProbeRole    = "probe-role"    // a reload that makes pgdns probe as a role without pg_monitor (with PlainProbe: as the superuser), and back
 
 	CutPGDNSPrimary   = "cut-pgdns-primary"   // drop packets between pgdns and the primary; clients still reach it
 	CutPGDNSReplica   = "cut-pgdns-replica"   // drop packets between pgdns and a replica
@@ -468,11 +468,14 @@ func (h *harness) apply(ctx context.Context, f Fault) (string, error) {
 	case ReloadHosts:
 		return h.reloadHosts(f)
 	case ProbeRole:
-		if err := h.reconfigure(func(c *pgdnsSetup) { c.probeUser = probeRole }); err != nil {
+		// The other role for a while: without pg_monitor, or (with
+		// PlainProbe) the superuser.
+		usual, other := h.probeUsers()
+		if err := h.reconfigure(func(c *pgdnsSetup) { c.probeUser = other }); err != nil {
 			return "", err
 		}
 		time.Sleep(f.Dur)
-		return "probed as " + probeRole + " (no pg_monitor)", h.reconfigure(func(c *pgdnsSetup) { c.probeUser = "postgres" })
+		return "probed as " + other + " for a while", h.reconfigure(func(c *pgdnsSetup) { c.probeUser = usual })
 	case DelayProbe:
 		h.proxy.setDelay(f.Delay)
 		time.Sleep(f.Dur)

@@ -33,6 +33,9 @@ type Options struct {
 	Pace    time.Duration // pause of each client between checks, default 30ms
 	Addrs   *pgtest.Block // loopback addresses: see net.go
 	Foreign bool          // list a server of another cluster among the hosts
+	// PlainProbe makes pgdns probe as a role without pg_monitor (nor
+	// superuser) for the whole run, but during the fault probe-role.
+	PlainProbe bool
 	// Kinds restricts the faults to these kinds (nil: all the run can
 	// play).
 	Kinds []string
@@ -105,7 +108,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.MaxFaults == 0 {
 		opts.MaxFaults = 2
 	}
-	h := &harness{opts: opts, checks: newLedger(), dns: opts.Addrs.Addr(53, 5353), setup: pgdnsSetup{probeUser: "postgres", removed: map[int]bool{}}}
+	h := &harness{opts: opts, checks: newLedger(), dns: opts.Addrs.Addr(53, 5353), setup: pgdnsSetup{removed: map[int]bool{}}}
+	h.setup.probeUser, _ = h.probeUsers()
 	if opts.Partitions {
 		if !InNetns() {
 			return nil, errors.New("partitions need the soak's own network namespace (run it through Reexec, as root)")
@@ -208,6 +212,15 @@ var serverConf = []string{
 // probeRole is a login role without pg_monitor (nor superuser): what an
 // operator who skipped the README's GRANT gives pgdns.
 const probeRole = "soak_probe"
+
+// probeUsers are the role pgdns probes as for most of the run, and the one
+// it probes as during the fault probe-role.
+func (h *harness) probeUsers() (usual, other string) {
+	if h.opts.PlainProbe {
+		return probeRole, "postgres"
+	}
+	return "postgres", probeRole
+}
 
 // createTables makes the heartbeat and the clients' table (on the foreign
 // host too, so that a check reading it there fails on identity, not on a

@@ -27,6 +27,7 @@ func main() {
 	short := flag.Bool("short", false, "play every fault kind once in the seed's order, as make test does")
 	workers := flag.Int("workers", 3, "checking clients")
 	foreign := flag.Bool("foreign", true, "list a server of another cluster among the hosts")
+	plain := flag.Bool("plain-probe", false, "pgdns probes as a role without pg_monitor (nor superuser) all the run, but during probe-role faults")
 	kinds := flag.String("kinds", "", "play only these fault kinds (comma-separated; default all)")
 	overlap := flag.Int("overlap", 2, "how many faults may run at once (1: one after another)")
 	partitions := flag.Bool("partitions", os.Geteuid() == 0, "drop packets between chosen pairs with nftables, in a network namespace of the soak's own (root only)")
@@ -61,7 +62,7 @@ func main() {
 	}
 	defer release()
 	opts := soak.Options{Seed: *seed, Duration: *duration, Short: *short, Workers: *workers,
-		Addrs: block, Foreign: *foreign, Log: os.Stdout, MaxFaults: *overlap, Partitions: *partitions}
+		Addrs: block, Foreign: *foreign, Log: os.Stdout, MaxFaults: *overlap, Partitions: *partitions, PlainProbe: *plain}
 	if *kinds != "" {
 		opts.Kinds = strings.Split(*kinds, ",")
 		for _, k := range opts.Kinds {
