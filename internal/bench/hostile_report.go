@@ -33,8 +33,37 @@ func (h *hostileResult) markdown() string {
 				r.probesOK, r.probeTries, float64(r.rssKiB)/1024, g, r.attacker)
 		}
 		w("\n%s\n\n", run.verdict())
+		if len(run.rows) > 1 {
+			w("%s\n\n", run.worstCase())
+		}
 	}
 	return b.String()
+}
+
+// worstCase adds up the memory each kind of attack took beyond rest, at
+// its peak, as if all ran at once: what deploy/kubernetes's memory limit
+// is derived from (README, Kubernetes).
+func (run hostileRun) worstCase() string {
+	rest := run.rows[0].rssKiB
+	peak := map[string]int64{}
+	var kinds []string
+	for _, r := range run.rows[1:] {
+		if r.attack == controlName {
+			continue
+		}
+		kind, _, _ := strings.Cut(r.attack, ",")
+		if _, ok := peak[kind]; !ok {
+			kinds = append(kinds, kind)
+		}
+		peak[kind] = max(peak[kind], r.rssKiB-rest)
+	}
+	total := rest
+	parts := []string{fmt.Sprintf("%.1f MiB at rest", float64(rest)/1024)}
+	for _, k := range kinds {
+		total += max(0, peak[k])
+		parts = append(parts, fmt.Sprintf("%.1f %s", float64(max(0, peak[k]))/1024, k))
+	}
+	return fmt.Sprintf("As if every attack ran at once: %s = **%.1f MiB** (each kind at its largest peak beyond rest).", strings.Join(parts, " + "), float64(total)/1024)
 }
 
 // each lists the runs of a repeated attack, "" for one run.

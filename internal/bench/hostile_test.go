@@ -71,3 +71,19 @@ func TestHostileRowsMerge(t *testing.T) {
 		t.Errorf("a single run lists its runs: %q", each(run.rows[0].udpEach))
 	}
 }
+
+func TestHostileWorstCase(t *testing.T) {
+	run := hostileRun{rows: []hostileRow{
+		{attack: "none (at rest)", rssKiB: 20 * 1024},
+		{attack: "rate-limiter churn, 25k/s", rssKiB: 28 * 1024},
+		{attack: "rate-limiter churn, 120k/s", rssKiB: 30 * 1024},
+		{attack: controlName, rssKiB: 90 * 1024},
+		{attack: "TCP slot hogging", rssKiB: 25 * 1024},
+		{attack: "TCP slot hogging, 20 sources", rssKiB: 31 * 1024},
+		{attack: "lsn- flood", rssKiB: 19 * 1024},
+	}}
+	want := "As if every attack ran at once: 20.0 MiB at rest + 10.0 rate-limiter churn + 11.0 TCP slot hogging + 0.0 lsn- flood = **41.0 MiB**"
+	if got := run.worstCase(); !strings.HasPrefix(got, want) {
+		t.Errorf("worstCase =\n%s\nwant\n%s", got, want)
+	}
+}
