@@ -34,7 +34,8 @@ import (
 //     may not read (TimelineHidden) has only a lower bound of it, which
 //     proves nothing against the newest timeline: it is set aside only
 //     while a writable host on an older timeline streams to a standby it
-//     may be (hidden.go);
+//     may be, or when the primary has fewer WAL senders than such
+//     receivers run (hidden.go);
 //   - on a timeline above the newest proven one (a branch the cluster
 //     left, or a lower bound above it): set aside;
 //   - in recovery: replica;
@@ -152,6 +153,7 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 			}
 		}
 	}
+	c.setAsideUnaccounted()
 	c.markSyncStandbys()
 }
 

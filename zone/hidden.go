@@ -38,3 +38,38 @@ func hiddenTimelineNote(h, sender *Host) string {
 		", while " + sender.Addr + ", writable on superseded timeline " + strconv.FormatUint(uint64(sender.Timeline), 10) +
 		", streams to a standby: it may be that standby"
 }
+
+// setAsideUnaccounted sets aside the replicas whose WAL receiver's
+// timeline is hidden and whose lower bound is older than the newest
+// timeline, unless every live replica with a hidden receiver may be
+// streaming from the primary: it has at least as many WAL senders as they
+// are. Otherwise at least one of them follows another host, and which one
+// cannot be told: an orphan of a failover whose receiver keeps trying to
+// reach the old primary looks the same as a replica re-pointed at the new
+// one. Without a primary, none is known to follow the newest timeline.
+func (c *Cluster) setAsideUnaccounted() {
+	receivers, candidates := 0, 0
+	for i := range c.Hosts {
+		if h := &c.Hosts[i]; h.Role == RoleReplica && h.TimelineHidden {
+			receivers++
+			if h.Timeline < c.NewestTimeline {
+				candidates++
+			}
+		}
+	}
+	senders := 0
+	if p := c.PrimaryHost(); p != nil {
+		senders = len(p.Standbys)
+	}
+	if candidates == 0 || (c.PrimaryHost() != nil && senders >= receivers) {
+		return
+	}
+	for i := range c.Hosts {
+		if h := &c.Hosts[i]; h.Role == RoleReplica && h.TimelineHidden && h.Timeline < c.NewestTimeline {
+			c.setAside(h, AsideSuperseded, "timeline hidden from the probe role (grant pg_monitor), at least "+
+				strconv.FormatUint(uint64(h.Timeline), 10)+"; "+strconv.Itoa(receivers)+
+				" replicas with hidden timelines receive WAL, the primary has "+strconv.Itoa(senders)+
+				" WAL senders: it may follow another host")
+		}
+	}
+}

@@ -36,12 +36,17 @@ func TestHiddenSyncState(t *testing.T) {
 }
 
 // A hidden timeline's lower bound below the newest timeline does not set a
-// replica aside; a writable host on an older timeline streaming to a
-// standby does. A replica without a WAL receiver (its lower bound is all
-// anyone could know) is set aside as before.
+// replica aside while the primary's WAL senders account for every hidden
+// receiver; a writable host on an older timeline streaming to a standby
+// does, and so do more hidden receivers than the primary has senders (one
+// is an orphan, and which cannot be told). A replica without a WAL
+// receiver (its lower bound is all anyone could know) is set aside as
+// before.
 func TestHiddenTimeline(t *testing.T) {
 	primary := seen("10.0.0.1", false, 0)
 	primary.Timeline = 2
+	primary.StatsHidden = true
+	primary.Standbys = []Standby{{AppName: "walreceiver"}}
 	follower := hidden(seen("10.0.0.2", true, 0), 1)
 	noReceiver := seen("10.0.0.3", true, 0)
 	noReceiver.TimelineExact = false
@@ -64,5 +69,21 @@ func TestHiddenTimeline(t *testing.T) {
 	c = cluster(primary, follower, old).Clusters[0]
 	if h := c.Hosts[1]; h.Role != RoleReplica {
 		t.Errorf("hidden timeline, a superseded primary streaming to nobody: %v (%s)", h.Role, h.Note)
+
+	}
+
+	orphan := hidden(seen("10.0.0.5", true, 0), 1)
+	c = cluster(primary, follower, orphan).Clusters[0]
+	for _, h := range c.Hosts[1:] {
+		if h.Aside != AsideSuperseded || !strings.Contains(h.Note, "2 replicas with hidden timelines receive WAL, the primary has 1 WAL senders") {
+			t.Errorf("two hidden receivers, one WAL sender: %s is %v, aside %v (%s)", h.Addr, h.Role, h.Aside, h.Note)
+		}
+	}
+	primary.Standbys = append(primary.Standbys, Standby{AppName: "walreceiver"})
+	c = cluster(primary, follower, orphan).Clusters[0]
+	for _, h := range c.Hosts[1:] {
+		if h.Role != RoleReplica {
+			t.Errorf("two hidden receivers, two WAL senders: %s is %v (%s)", h.Addr, h.Role, h.Note)
+		}
 	}
 }

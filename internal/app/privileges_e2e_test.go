@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,9 +97,10 @@ func TestAsyncWithoutPgMonitor(t *testing.T) {
 // evidence that it is superseded: re-pointed at a promoted replica (its
 // last restartpoint still on timeline 1) it is answered. Before, it was set
 // aside as "replica on timeline 1, superseded by timeline 2" until its
-// next restartpoint, minutes later. What is evidence: once the superseded
-// primary runs again and streams to a standby (the orphan, never
-// re-pointed), the replica that may be that standby is not answered.
+// next restartpoint, minutes later. What is evidence: a superseded primary
+// running again and streaming to a standby (the orphan), and, once that
+// primary is cut off, more hidden receivers than the primary has WAL
+// senders (the orphan's stays connected until wal_receiver_timeout).
 func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(4)})
@@ -139,6 +141,7 @@ func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 	if err := old.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	orphan.Follow(t, old)
 	testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, "the orphan streaming from the old primary", func() (int, bool) {
 		var n int
 		old.Query(t, "SELECT count(*) FROM pg_stat_replication WHERE application_name = '"+orphan.Name+"'", &n)
@@ -148,5 +151,24 @@ func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 		return !slices.Contains(e.ips(t, "replica.db.local."), orphan.IP)
 	}); !ok {
 		t.Fatalf("after %d lookups replica.db.local answered the standby of the superseded primary", passed)
+	}
+
+	// The old primary is cut off (frozen): pgdns no longer sees it, while
+	// the orphan's receiver stays connected to it until
+	// wal_receiver_timeout. Two hidden receivers, one WAL sender on the
+	// primary: which one follows it cannot be told, and neither is
+	// answered. Before that rule, the orphan was.
+	if err := old.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = old.Signal(syscall.SIGCONT) }()
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the frozen old primary down", func() (string, bool) {
+		_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
+		return hosts, strings.Contains(hosts, `"addr":"`+old.Addr()+`","ip":"`+old.IP+`","role":"down"`)
+	})
+	if passed, ok := testkit.Holds(3*time.Second, 50*time.Millisecond, func() bool {
+		return !slices.Contains(e.ips(t, "replica.db.local."), orphan.IP)
+	}); !ok {
+		t.Fatalf("after %d lookups replica.db.local answered the orphan, still connected to the frozen superseded primary", passed)
 	}
 }
