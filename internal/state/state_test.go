@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -196,5 +197,20 @@ func TestLoadRefusesAMissingFolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing", "state.json")
 	if _, _, err := Load(path); err == nil || err.Error() != "state file "+path+" cannot be written: its folder "+filepath.Dir(path)+" is not there" {
 		t.Errorf("missing folder: %v", err)
+	}
+}
+
+// A Writer that stops writes what is still pending: a stopping pgdns
+// leaves its newest knowledge behind.
+func TestWriterWritesWhatIsPendingWhenItStops(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	w := NewWriter(path, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w.Offer(sample())
+	w.Run(ctx) // returns at once, after its last write
+	got, _, err := Load(path)
+	if err != nil || !reflect.DeepEqual(got, sample()) {
+		t.Errorf("after Run: %+v, %v", got, err)
 	}
 }
