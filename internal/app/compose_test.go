@@ -63,6 +63,13 @@ func TestDockerCompose(t *testing.T) {
 		cfg.Probe.Interval != 250*time.Millisecond || cfg.Probe.MaxFails != 3 || cfg.Probe.Timeout != time.Second {
 		t.Errorf("pgdns settings differ from the tests': %+v %+v", cfg.DNS, cfg.Probe)
 	}
+	// The probe role, created on the primary by replication.sh.
+	if !strings.Contains(cfg.Probe.DSN, "user=pgdns ") {
+		t.Errorf("probe.dsn %q does not probe as pgdns", cfg.Probe.DSN)
+	}
+	if b, err := os.ReadFile("../../configs/docker/replication.sh"); err != nil || !strings.Contains(string(b), "CREATE ROLE pgdns LOGIN") || !strings.Contains(string(b), "GRANT pg_monitor TO pgdns") {
+		t.Errorf("replication.sh does not create the probe role (%v)", err)
+	}
 	if want := []string{"pg-primary:5432", "pg-replica1:5432", "pg-replica2:5432"}; !slices.Equal(cfg.Clusters[0].Hosts, want) {
 		t.Errorf("hosts %v, want %v", cfg.Clusters[0].Hosts, want)
 	}

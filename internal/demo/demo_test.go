@@ -44,6 +44,16 @@ func TestDemo(t *testing.T) {
 	}) {
 		t.Fatalf("the demo never answered lag-50ms.replica with both replicas:\n%s", out.String())
 	}
+	// The probe runs as the role README's "The probe role" creates, on
+	// every host (the replicas copied it).
+	for _, ip := range o.ips {
+		var role string
+		err := (&pgtest.Node{IP: ip, Port: 5432}).QueryOnce(ctx,
+			"SELECT string_agg(DISTINCT usename, ',') FROM pg_stat_activity WHERE usename = 'pgdns' AND pg_has_role('pgdns', 'pg_monitor', 'USAGE')", &role)
+		if err != nil || role != "pgdns" {
+			t.Errorf("%s: probe sessions as %q (%v), want pgdns with pg_monitor", ip, role, err)
+		}
+	}
 	m := ask("lsn-ffffffff-0.replica.db.local.")
 	if m == nil || m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 {
 		t.Fatalf("lsn-ffffffff-0.replica: %v", m)

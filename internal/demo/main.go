@@ -35,7 +35,7 @@ probe:
   interval: 250ms
   timeout: 1s
   max_fails: 3
-  dsn: "user=postgres dbname=postgres sslmode=disable"
+  dsn: "user=pgdns dbname=postgres sslmode=disable"
 clusters:
   main:
     hosts: [%s]
@@ -116,6 +116,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		pg.Close()
 	}()
 
+	// pgdns probes as the role the README asks for; the replicas copy it.
+	if err := execOnce(ctx, pg.Nodes[0].DSN(), probeRole); err != nil {
+		return fmt.Errorf("creating the probe role: %w", err)
+	}
+
 	var hosts []string
 	for _, n := range pg.Nodes {
 		hosts = append(hosts, n.Addr())
@@ -164,6 +169,20 @@ Ctrl-C stops pgdns and PostgreSQL.
 
 `, o.dns, o.http, path, dig, o.ips[0])
 	return a.Run(ctx)
+}
+
+// probeRole is README's "The probe role".
+const probeRole = "CREATE ROLE pgdns LOGIN; GRANT pg_monitor TO pgdns"
+
+// execOnce runs sql once on the server at dsn.
+func execOnce(ctx context.Context, dsn, sql string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
 }
 
 // write inserts a row every 500ms until ctx is done.
