@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -336,15 +335,10 @@ func nameServers(list []config.NameServer) []dnsserver.NameServer {
 }
 
 // listenIPs is the address answered for ns.<zone> when dns.nameservers is
-// empty: the listen host when it is a specific IP.
+// empty: the listen host when it is one IP (config.ListenIP).
 func listenIPs(listen string) []netip.Addr {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return nil
+	if ip, ok := config.ListenIP(listen); ok {
+		return []netip.Addr{ip}
 	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil || ip.IsUnspecified() {
-		return nil
-	}
-	return []netip.Addr{ip}
+	return nil
 }

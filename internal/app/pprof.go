@@ -1,10 +1,10 @@
 package app
 
 import (
-	"net"
 	"net/http"
 	"net/http/pprof"
-	"strings"
+
+	"github.com/pgdns/pgdns/internal/config"
 )
 
 // withPprof serves Go's profiles (net/http/pprof) under /debug/pprof/
@@ -14,15 +14,7 @@ import (
 // shell), never for the network. On any other address api is returned as
 // it is and /debug/pprof/ is a 404 like every unknown path.
 func withPprof(listen string, api http.Handler) http.Handler {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return api
-	}
-	ip := net.ParseIP(host)
-	if ip == nil && strings.EqualFold(host, "localhost") {
-		ip = net.IPv4(127, 0, 0, 1)
-	}
-	if ip == nil || !ip.IsLoopback() {
+	if !config.ListenLoopback(listen) {
 		return api
 	}
 	mux := http.NewServeMux()

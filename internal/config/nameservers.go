@@ -64,10 +64,10 @@ func nameServers(r *reader, key string, c *Config) []NameServer {
 			out[j].Addrs = append(out[j].Addrs, ip.Unmap())
 		}
 	}
-	if len(out) == 0 && !specificIP(listen) {
+	// A dns.listen that does not parse is reported as such, not again here.
+	_, _, listenErr := zone.ParseListenAddr(listen)
+	if _, one := ListenIP(listen); len(out) == 0 && listenErr == nil && !one {
 		r.fail(key, "must list the zone's name servers (e.g. [ns1=192.0.2.53]) when dns.listen is not one specific IP address, got dns.listen %q: the NS record would point at a name with no address", listen)
 	}
 	return out
 }
-
-// specificIP reports whether the host of listen is an IP address other

@@ -2,8 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -165,16 +163,6 @@ func (r *reader) address(key string, emptyOK bool) string {
 		r.fail(key, "must be host:port, got %q: %v", v, err)
 	}
 	return v
-}
-
-// than a wildcard (0.0.0.0, ::).
-func specificIP(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return true // reported as a bad dns.listen
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && !ip.IsUnspecified()
 }
 
 // validDomain reports whether name (without the trailing dot) is
