@@ -4,7 +4,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /pgdns ./cmd/pgdns
+# What `pgdns -version` and the start-up log say; .git stays out of the
+# build context, so the builder names it: `make image` and docker-compose
+# pass `git describe` (docker build --build-arg VERSION=...).
+ARG VERSION=unknown
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /pgdns ./cmd/pgdns
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /pgdns /pgdns

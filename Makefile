@@ -30,6 +30,10 @@ test-unit: ## run the unit tests and fuzz seeds only, no PostgreSQL (-short: end
 	$(GO) vet ./...
 	$(GO) test -race -short -count=1 ./...
 
+.PHONY: image
+image: ## build the container image pgdns:VERSION from the Dockerfile, its version stamped
+	docker build --build-arg VERSION=$(VERSION) -t pgdns:$(VERSION) .
+
 .PHONY: run
 run: build ## run bin/pgdns with CONFIG (default configs/pgdns.yaml)
 	./bin/pgdns -config $(CONFIG)

@@ -70,6 +70,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Which build runs, first in every log (a container's included).
+	log.Info("pgdns", "version", version, "config", *configPath)
 	if *resetState {
 		if err := app.ResetState(cfg.State.Path, log); err != nil {
 			fmt.Fprintln(stderr, "pgdns:", err)

@@ -128,7 +128,7 @@ func TestGracefulShutdown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no exit 10 s after the signal")
 	}
-	if !strings.Contains(stderr.String(), "shutting down") {
+	if !strings.Contains(stderr.String(), "shutting down") || strings.Count(stderr.String(), "version="+version+" ") != 1 {
 		t.Errorf("logs: %s", stderr.String())
 	}
 }

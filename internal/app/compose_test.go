@@ -17,6 +17,9 @@ import (
 // composeFile is the part of `docker-compose config` output the test reads.
 type composeFile struct {
 	Services map[string]struct {
+		Build struct {
+			Args map[string]string `yaml:"args"`
+		} `yaml:"build"`
 		Environment map[string]string `yaml:"environment"`
 		Volumes     []any             `yaml:"volumes"`
 		DNS         []string          `yaml:"dns"`
@@ -32,7 +35,9 @@ type composeFile struct {
 func TestDockerCompose(t *testing.T) {
 	t.Parallel()
 	bin := testkit.RequireTool(t, "docker-compose")
-	out, err := exec.Command(bin, "-f", "../../docker-compose.yml", "config").CombinedOutput()
+	cmd := exec.Command(bin, "-f", "../../docker-compose.yml", "config")
+	cmd.Env = append(os.Environ(), "VERSION=v1.2.3-test")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("docker-compose config: %v\n%s", err, out)
 	}
@@ -62,6 +67,14 @@ func TestDockerCompose(t *testing.T) {
 	if cfg.DNS.Zone != "db.local" || cfg.DNS.TTL != 1 || cfg.DNS.LSNWait != 20*time.Millisecond ||
 		cfg.Probe.Interval != 250*time.Millisecond || cfg.Probe.MaxFails != 3 || cfg.Probe.Timeout != time.Second {
 		t.Errorf("pgdns settings differ from the tests': %+v %+v", cfg.DNS, cfg.Probe)
+	}
+	// The image is stamped with the version compose is given, which the
+	// Dockerfile passes to the linker.
+	if got := cf.Services["pgdns"].Build.Args["VERSION"]; got != "v1.2.3-test" {
+		t.Errorf("pgdns's build arg VERSION = %q, want the environment's v1.2.3-test", got)
+	}
+	if b, err := os.ReadFile("../../Dockerfile"); err != nil || !strings.Contains(string(b), "-X main.version=${VERSION}") {
+		t.Errorf("the Dockerfile does not stamp VERSION (%v)", err)
 	}
 	// The probe role, created on the primary by replication.sh.
 	if !strings.Contains(cfg.Probe.DSN, "user=pgdns ") {
