@@ -42,7 +42,8 @@ var Classes = []string{ClassPrimary, ClassReplica, ClassLag, ClassBytes, ClassLS
 //     (system identifier), and a primary name answers at most one;
 //   - primary: the host is writable, unless it stopped being primary more
 //     than Grace before the question; its timeline is not lower than one
-//     this pgdns had already answered as primary; the write made there is
+//     this pgdns had already answered as primary, nor than one promoted
+//     more than Grace before it (an unfenced failover); the write made there is
 //     on the final primary (unless its primary was killed before the write
 //     was replicated: async replication's loss, counted apart);
 //   - replica names: the host is in recovery, unless its promotion was
@@ -514,6 +515,14 @@ func (h *harness) hostRules(q question, ip string, info hostInfo, primary bool) 
 		if info.tl < known {
 			return h.violation(q, "primary is on the newest timeline",
 				fmt.Sprintf("%s is writable on timeline %d; this pgdns had already answered a primary on timeline %d (newest %d); host said: %s", ip, info.tl, known, timeline, h.said(q, info)))
+		}
+		// Two writable hosts (a promotion without fencing): the one on
+		// the older timeline is superseded once pgdns has had Grace to
+		// see the newer one, which nothing hides from it then (see
+		// Compatible).
+		if newest := w.newestBefore(cutoff); info.tl < newest {
+			return h.violation(q, "primary is on the newest timeline",
+				fmt.Sprintf("%s is writable on timeline %d; timeline %d was promoted more than %s before the question (newest %d); host said: %s", ip, info.tl, newest, Grace, timeline, h.said(q, info)))
 		}
 	case !info.recovery:
 		if !promoting && (!wasPrimary || promoted.Before(cutoff)) {

@@ -38,6 +38,8 @@ const (
 	ReloadHosts  = "reload-hosts"  // a reload without one host (a node or the foreign one), a reload with it again
 	ProbeRole    = "probe-role"    // a reload that makes pgdns probe as a role without pg_monitor (with PlainProbe: as the superuser), and back
 
+	Unfenced = "unfenced-failover" // promote a replica while the primary runs on, then stop one of the two
+
 	CutPGDNSPrimary   = "cut-pgdns-primary"   // drop packets between pgdns and the primary; clients still reach it
 	CutPGDNSReplica   = "cut-pgdns-replica"   // drop packets between pgdns and a replica
 	CutReplicaPrimary = "cut-replica-primary" // drop packets between a replica's WAL receiver and the primary
@@ -46,7 +48,7 @@ const (
 // Kinds lists every fault kind.
 var Kinds = []string{KillFailover, Switchover, FreezeReplica, FreezePrimary, PauseReplay,
 	RestartReplica, Idle, Burst, RestartPGDNS, ReloadPGDNS,
-	SmartReplica, SmartPrimary, AsyncCommits, DelayProbe, ReloadHosts, ProbeRole,
+	SmartReplica, SmartPrimary, AsyncCommits, DelayProbe, ReloadHosts, ProbeRole, Unfenced,
 	CutPGDNSPrimary, CutPGDNSReplica, CutReplicaPrimary}
 
 // NetKinds are the kinds that need the soak's own network namespace.
@@ -56,7 +58,7 @@ var NetKinds = []string{CutPGDNSPrimary, CutPGDNSReplica, CutReplicaPrimary}
 // most telling, the cheap faults are drawn more often.
 var weights = map[string]int{KillFailover: 2, Switchover: 2, FreezeReplica: 2, FreezePrimary: 2,
 	PauseReplay: 2, RestartReplica: 2, Idle: 1, Burst: 2, RestartPGDNS: 1, ReloadPGDNS: 1,
-	SmartReplica: 1, SmartPrimary: 1, AsyncCommits: 2, DelayProbe: 2, ReloadHosts: 1, ProbeRole: 1,
+	SmartReplica: 1, SmartPrimary: 1, AsyncCommits: 2, DelayProbe: 2, ReloadHosts: 1, ProbeRole: 1, Unfenced: 1,
 	CutPGDNSPrimary: 2, CutPGDNSReplica: 2, CutReplicaPrimary: 2}
 
 // Compatibility of faults that run at once. Each kind is in one group;
@@ -76,7 +78,7 @@ var weights = map[string]int{KillFailover: 2, Switchover: 2, FreezeReplica: 2, F
 //     partitions included, each kind once at a time.
 func group(kind string) string {
 	switch kind {
-	case KillFailover, Switchover, SmartPrimary:
+	case KillFailover, Switchover, SmartPrimary, Unfenced:
 		return "roles"
 	case FreezeReplica, FreezePrimary, PauseReplay, RestartReplica, SmartReplica, Burst:
 		return "node"
@@ -90,6 +92,15 @@ func group(kind string) string {
 func Compatible(a, b string) bool {
 	if a == b {
 		return false
+	}
+	// While two hosts are writable, each answer is held to the newest
+	// timeline: pgdns must be able to see the host that has it, so
+	// nothing may hide it (a partition, a delayed probe path, a host
+	// list without it).
+	for _, pair := range [][2]string{{a, b}, {b, a}} {
+		if pair[0] == Unfenced && (slices.Contains(NetKinds, pair[1]) || pair[1] == DelayProbe || pair[1] == ReloadHosts) {
+			return false
+		}
 	}
 	ga, gb := group(a), group(b)
 	switch {
@@ -166,7 +177,7 @@ func NewPlanner(seed uint64, short bool, kinds []string) *Planner {
 			f := p.draw(k)
 			// Shorter faults keep make test near a minute and a half;
 			// a failover's wait before its promotion stays as drawn.
-			if k != KillFailover && k != Switchover {
+			if k != KillFailover && k != Switchover && k != Unfenced {
 				f.Dur /= 2
 			}
 			f.Overlap = false
@@ -177,6 +188,19 @@ func NewPlanner(seed uint64, short bool, kinds []string) *Planner {
 				(p.short[i-1].Kind == CutPGDNSReplica && p.short[i].Kind == RestartPGDNS) {
 				p.short[i].Overlap, p.short[i].Into = true, 100*time.Millisecond
 			}
+		}
+		// And issue 23's reproduction: the new primary of an unfenced
+		// failover stopped while the superseded one runs on, and pgdns
+		// restarted meanwhile (it must answer no primary, from its state
+		// file): one more restart-pgdns, into the new primary's downtime.
+		if i := slices.IndexFunc(p.short, func(f Fault) bool { return f.Kind == Unfenced }); i >= 0 {
+			p.short[i].Mode = "new-stops"
+			extra := p.draw(RestartPGDNS)
+			extra.Overlap, extra.Into = true, p.short[i].Dur+p.short[i].Dur/2+300*time.Millisecond
+			p.short = slices.Insert(p.short, i+1, extra)
+		}
+		for i := range p.short {
+			p.short[i].N = i + 1
 		}
 	}
 	return p
@@ -231,6 +255,9 @@ func (p *Planner) draw(kind string) Fault {
 	switch kind {
 	case KillFailover, Switchover:
 		f.Dur = time.Duration(200+p.rng.IntN(800)) * time.Millisecond
+	case Unfenced:
+		f.Dur = time.Duration(500+p.rng.IntN(1500)) * time.Millisecond
+		f.Mode = []string{"old-stops", "new-stops"}[p.rng.IntN(2)]
 	case FreezeReplica, FreezePrimary, PauseReplay:
 		f.Dur = time.Duration(500+p.rng.IntN(2500)) * time.Millisecond
 	case Idle, AsyncCommits:
@@ -416,6 +443,8 @@ func (h *harness) apply(ctx context.Context, f Fault) (string, error) {
 	switch f.Kind {
 	case KillFailover, Switchover:
 		return h.failover(fctx, f, primary, replicas)
+	case Unfenced:
+		return h.unfenced(fctx, f, primary, replicas)
 	case FreezeReplica, FreezePrimary:
 		n := replica
 		if f.Kind == FreezePrimary {
@@ -630,6 +659,20 @@ func (h *harness) failover(ctx context.Context, f Fault, old *pgtest.Node, repli
 		}
 	}
 	time.Sleep(f.Dur)
+	tl, fork, err := h.promote(ctx, cand, nil)
+	if err != nil {
+		return how, err
+	}
+	how += fmt.Sprintf(", promoted %s to timeline %d (timeline %d ended at %s)", cand.Addr(), tl, tl-1, fork)
+	rejoined, err := h.rejoin(ctx, cand, other, old, fork)
+	return how + rejoined, err
+}
+
+// promote promotes cand and records it as the primary on its new
+// timeline; then, under the world's lock, also runs also (nil: nothing).
+// It returns the new timeline and where the one before it ended.
+func (h *harness) promote(ctx context.Context, cand *pgtest.Node, also func(now time.Time)) (int, LSN, error) {
+	w := h.w
 	// Promoting from the moment it is asked: it may be writable (and
 	// answered so) before pg_ctl promote returns, but it is only known to
 	// be writable once it has returned; the grace counts from then.
@@ -637,11 +680,12 @@ func (h *harness) failover(ctx context.Context, f Fault, old *pgtest.Node, repli
 	w.promotedAt[cand.Addr()], w.promoting[cand.Addr()] = time.Now(), true
 	w.mu.Unlock()
 	err := cand.Promote(ctx)
+	done := time.Now()
 	w.mu.Lock()
-	w.promotedAt[cand.Addr()], w.promoting[cand.Addr()] = time.Now(), false
+	w.promotedAt[cand.Addr()], w.promoting[cand.Addr()] = done, false
 	w.mu.Unlock()
 	if err != nil {
-		return how, err
+		return 0, 0, err
 	}
 	var (
 		tl    int
@@ -654,18 +698,26 @@ func (h *harness) failover(ctx context.Context, f Fault, old *pgtest.Node, repli
 		time.Sleep(250 * time.Millisecond)
 	}
 	if err != nil {
-		return how, err
+		return 0, 0, err
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.primary, w.timeline = cand, tl
+	w.born[tl] = done
 	for t, end := range forks {
 		w.forks[t] = end
 	}
-	fork := w.forks[tl-1]
-	w.mu.Unlock()
-	how += fmt.Sprintf(", promoted %s to timeline %d (timeline %d ended at %s)", cand.Addr(), tl, tl-1, fork)
+	if also != nil {
+		also(done)
+	}
+	return tl, w.forks[tl-1], nil
+}
 
-	// The other replica follows unless it has WAL past the fork.
+// rejoin points other at the new primary cand (or re-clones it when it
+// has WAL past the fork) and re-clones the old primary from cand.
+func (h *harness) rejoin(ctx context.Context, cand, other, old *pgtest.Node, fork LSN) (string, error) {
+	w := h.w
+	var how string
 	var recv string
 	_ = other.QueryOnce(ctx, "SELECT coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::text", &recv)
 	if pos, err := ParseLSN(recv); err == nil && pos <= fork {
@@ -685,6 +737,49 @@ func (h *harness) failover(ctx context.Context, f Fault, old *pgtest.Node, repli
 		return how, err
 	}
 	return how + ", " + old.Addr() + " re-cloned", nil
+}
+
+// unfenced promotes a replica while the primary runs on, writable on the
+// timeline the promotion supersedes (a failover without fencing, as after
+// a network split), for f.Dur; then the old primary is stopped and
+// re-cloned. In mode "new-stops" the new primary is stopped first and
+// stays down for f.Dur while the old one still runs: no host may then be
+// answered as primary (the old one is superseded, whatever pgdns has seen
+// since it started, with its state file); then the new one starts again.
+// Writes the old primary took until Grace after the promotion are lost
+// with it, as with a kill; any later one pgdns should not have sent there.
+func (h *harness) unfenced(ctx context.Context, f Fault, old *pgtest.Node, replicas []*pgtest.Node) (string, error) {
+	w := h.w
+	cand := replicas[f.Pick%len(replicas)]
+	other := replicas[(f.Pick+1)%len(replicas)]
+	tl, fork, err := h.promote(ctx, cand, func(now time.Time) {
+		w.prev, w.demotedAt[old.Addr()], w.killedAt[old.Addr()] = old, now, now.Add(Grace)
+	})
+	how := fmt.Sprintf("promoted %s to timeline %d (timeline %d ended at %s) while %s ran on", cand.Addr(), tl, tl-1, fork, old.Addr())
+	if err != nil {
+		return how, err
+	}
+	time.Sleep(f.Dur)
+	if f.Mode == "new-stops" {
+		w.mu.Lock()
+		w.primary, w.demotedAt[cand.Addr()] = nil, time.Now()
+		w.mu.Unlock()
+		if err := cand.Stop(ctx, "fast"); err != nil {
+			return how, err
+		}
+		how += fmt.Sprintf(", stopped %s for %s", cand.Addr(), f.Dur.Round(time.Millisecond))
+		time.Sleep(f.Dur)
+		w.restarting(cand)
+		if err := cand.Start(ctx); err != nil {
+			return how, err
+		}
+		w.mu.Lock()
+		w.primary, w.promotedAt[cand.Addr()] = cand, time.Now()
+		w.mu.Unlock()
+		how += ", started it again"
+	}
+	rejoined, err := h.rejoin(ctx, cand, other, old, fork)
+	return how + rejoined, err
 }
 
 // caughtUp waits (up to 5 s) until replica has received old's last

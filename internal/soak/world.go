@@ -67,9 +67,10 @@ type world struct {
 	foreign *pgtest.Cluster // nil without a foreign host
 	sysid   string          // the cluster's system identifier
 
-	primary  *pgtest.Node // nil between a kill and a promote
-	timeline int          // newest timeline of the cluster
-	forks    map[int]LSN  // where timeline T ended (switch to T+1)
+	primary  *pgtest.Node      // nil between a kill and a promote
+	timeline int               // newest timeline of the cluster
+	forks    map[int]LSN       // where timeline T ended (switch to T+1)
+	born     map[int]time.Time // timeline → when its promotion returned
 
 	promotedAt map[string]time.Time // node addr → when it last became primary (pg_ctl promote returned)
 	promoting  map[string]bool      // node addr → a promotion was asked for and has not returned
@@ -106,7 +107,7 @@ type epoch struct {
 func newWorld(pg *pgtest.Cluster, foreign *pgtest.Cluster, sysid string) *world {
 	now := time.Now()
 	w := &world{pg: pg, foreign: foreign, sysid: sysid, primary: pg.Nodes[0], timeline: 1,
-		forks: map[int]LSN{}, promotedAt: map[string]time.Time{pg.Nodes[0].Addr(): now.Add(-time.Hour)},
+		forks: map[int]LSN{}, born: map[int]time.Time{1: now.Add(-time.Hour)}, promotedAt: map[string]time.Time{pg.Nodes[0].Addr(): now.Add(-time.Hour)},
 		demotedAt: map[string]time.Time{}, killedAt: map[string]time.Time{}, restartedAt: map[string]time.Time{}, promoting: map[string]bool{}, genStart: now,
 		drainingAt: map[string]time.Time{}, prev: pg.Nodes[0]}
 	return w
@@ -263,6 +264,19 @@ func (w *world) positionBefore(t time.Time) (ack, bool) {
 		}
 	}
 	return ack{}, false
+}
+
+// newestBefore is the newest timeline whose promotion had returned by t.
+func (w *world) newestBefore(t time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	best := 0
+	for tl, at := range w.born {
+		if at.Before(t) && tl > best {
+			best = tl
+		}
+	}
+	return best
 }
 
 // knownTimeline is the highest timeline pgdns incarnation gen had
