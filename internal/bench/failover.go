@@ -62,7 +62,7 @@ type failoverResult struct {
 	patroni     *patroniResult
 	took        time.Duration
 	when        time.Time
-	load        string // the load average when the run began
+	load        string   // the load average when the run began
 	plotCrash   []sample // the median crash, for the plot
 	plotSwitch  []sample // the median switchover
 }

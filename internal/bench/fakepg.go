@@ -55,7 +55,7 @@ func FakeAddr(i int) string {
 // fakeFields are the columns of the probe's query (probe/checker.go).
 var fakeFields = []pgproto3.FieldDescription{
 	{Name: []byte("in_recovery"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
-	{Name: []byte("write"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+	{Name: []byte("insert"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
 	{Name: []byte("receive"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
 	{Name: []byte("replay"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
 	{Name: []byte("timeline"), DataTypeOID: 20, DataTypeSize: 8, TypeModifier: -1},
@@ -65,6 +65,8 @@ var fakeFields = []pgproto3.FieldDescription{
 	{Name: []byte("standbys"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
 	{Name: []byte("conninfo"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
 	{Name: []byte("slot"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+	{Name: []byte("stats_visible"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
+	{Name: []byte("sync_names_set"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
 }
 
 // fakeRow is fake replica i's answer to the probe: streaming on timeline 1
@@ -72,7 +74,8 @@ var fakeFields = []pgproto3.FieldDescription{
 func fakeRow(sysid, lsn string, i int) [][]byte {
 	started := fmt.Sprint(1_700_000_000_000_000 + i) // µs since the epoch, one per fake
 	return [][]byte{[]byte("t"), []byte(""), []byte(lsn), []byte(lsn), []byte("1"), []byte("1"), []byte(sysid),
-		[]byte(started), []byte("[]"), []byte("application_name=fake" + fmt.Sprint(i)), []byte("")}
+		[]byte(started), []byte("[]"), []byte("application_name=fake" + fmt.Sprint(i)), []byte(""),
+		[]byte("t"), []byte("f")}
 }
 
 func serveFake(c net.Conn, row [][]byte) {
