@@ -65,7 +65,11 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return 1
 	}
 	if *check {
-		fmt.Fprintf(stdout, "%s: OK (%d clusters, zone %s)\n", *configPath, len(cfg.Clusters), cfg.DNS.Zone)
+		clusters := "clusters"
+		if len(cfg.Clusters) == 1 {
+			clusters = "cluster"
+		}
+		fmt.Fprintf(stdout, "%s: OK (%d %s, zone %s)\n", *configPath, len(cfg.Clusters), clusters, cfg.DNS.Zone)
 		return 0
 	}
 

@@ -141,24 +141,28 @@ func Load(path string, environ []string) (*Config, error) {
 	if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
 		return nil, fmt.Errorf("file %q: %w", path, unwrapPathError(err))
 	}
+	fromEnv := map[string]string{} // key → the variable that set it
 	envProvider := env.Provider(".", env.Opt{
 		Prefix:      EnvPrefix,
 		EnvironFunc: func() []string { return environ },
-		TransformFunc: func(key, value string) (string, any) {
-			key = strings.ToLower(strings.TrimPrefix(key, EnvPrefix))
-			return strings.ReplaceAll(key, "__", "."), value
+		TransformFunc: func(name, value string) (string, any) {
+			key := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
+			key = strings.ReplaceAll(key, "__", ".")
+			fromEnv[key] = name
+			return key, value
 		},
 	})
 	if err := k.Load(envProvider, nil); err != nil {
 		return nil, err
 	}
-	return fromKoanf(k)
+	return fromKoanf(k, fromEnv)
 }
 
 // fromKoanf reads every declared key (keys.go), section by section, and
-// refuses any other; the error joins one line per problem.
-func fromKoanf(k *koanf.Koanf) (*Config, error) {
-	r := &reader{k: k, clusters: k.MapKeys("clusters"), seen: map[string]string{}}
+// refuses any other; the error joins one line per problem. fromEnv names
+// the environment variable that set a key, for its errors.
+func fromKoanf(k *koanf.Koanf, fromEnv map[string]string) (*Config, error) {
+	r := &reader{k: k, clusters: k.MapKeys("clusters"), seen: map[string]string{}, fromEnv: fromEnv}
 	slices.Sort(r.clusters)
 	r.unknownKeys()
 	cfg := &Config{}

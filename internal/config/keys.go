@@ -218,7 +218,11 @@ func defaults() map[string]any {
 func (r *reader) unknownKeys() {
 	for _, k := range r.k.Keys() {
 		if !r.known(k) {
-			r.fail(k, "is not a known key (value %q)", r.k.Get(k))
+			if near := nearestKey(k); near != "" {
+				r.fail(k, "is not a known key (value %q); did you mean %s?", r.k.Get(k), near)
+			} else {
+				r.fail(k, "is not a known key (value %q)", r.k.Get(k))
+			}
 		}
 	}
 }

@@ -18,6 +18,7 @@ type reader struct {
 	errs     []error
 	clusters []string          // the cluster names, sorted
 	seen     map[string]string // host:port → the clusters.<name> that lists it
+	fromEnv  map[string]string // key → the PGDNS_ variable that set it
 }
 
 func (r *reader) fail(key string, format string, args ...any) {
@@ -27,7 +28,23 @@ func (r *reader) fail(key string, format string, args ...any) {
 	for i, a := range args {
 		args[i] = zone.Redact(key, a)
 	}
-	r.errs = append(r.errs, fmt.Errorf("%s "+format, append([]any{key}, args...)...))
+	err := fmt.Errorf("%s "+format, append([]any{key}, args...)...)
+	if name := r.envName(key); name != "" {
+		// Not the file: say where to look.
+		err = fmt.Errorf("%w (set by the environment: %s)", err, name)
+	}
+	r.errs = append(r.errs, err)
+}
+
+// envName is the environment variable that set key, or one element of it
+// (clusters.main.hosts[1]), or "".
+func (r *reader) envName(key string) string {
+	for k, name := range r.fromEnv {
+		if key == k || strings.HasPrefix(key, k+"[") {
+			return name
+		}
+	}
+	return ""
 }
 
 func (r *reader) str(key string) string {
