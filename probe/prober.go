@@ -257,6 +257,10 @@ func (p *Prober) Run(ctx context.Context) {
 				continue
 			}
 		case <-holdC:
+			if until, ok := p.closingUntil(); ok {
+				hold.Reset(time.Until(until)) // held on for the closing probe (publish.go)
+				continue
+			}
 		case <-tick.C:
 		case k := <-p.activate:
 			// Adopt before publishing anything: the first snapshot

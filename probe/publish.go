@@ -11,7 +11,9 @@ import (
 // large share of pgdns's CPU and most of its garbage (issue 17). So while
 // a round is under way, results that change no host's standing are held
 // and published together when the round closes (the primary's closing
-// probe), and meanwhile at most once every holdMax. Anything that may change an answer's
+// probe), and meanwhile at most once every holdMax (a round waiting only
+// for its closing probe is waited for, up to holdMax after it was asked
+// for: its replicas' byte bounds come with it). Anything that may change an answer's
 // membership — a failure, a host coming back, a role, timeline, server
 // run or standby change — is published at once, as are all results while
 // a cluster is in flux or a Refresh (lsn_wait) is waiting for them; and
@@ -62,6 +64,28 @@ func (p *Prober) holdUntil(lastPublish time.Time) (time.Time, bool) {
 	}
 	until := lastPublish.Add(p.holdMax())
 	return until, now.Before(until)
+}
+
+// closingUntil reports whether held results may be held on past holdMax,
+// and until when: a round has all its replicas' results and waits only for
+// the closing probe of its primary, kicked less than holdMax ago. Its
+// replicas' samples are then published together with the primary probe
+// that gives them their byte bounds (lag.go), instead of a moment before
+// it without one.
+func (p *Prober) closingUntil() (time.Time, bool) {
+	var until time.Time
+	for ci, rd := range p.rounds {
+		if p.flux[ci].active {
+			return time.Time{}, false
+		}
+		if rd != nil && len(rd.waiting) == 0 && !rd.closed.IsZero() && rd.closed.Add(p.holdMax()).After(until) {
+			until = rd.closed.Add(p.holdMax())
+		}
+	}
+	if until.IsZero() || !time.Now().Before(until) || p.refreshWaiting() {
+		return time.Time{}, false
+	}
+	return until, true
 }
 
 // refreshWaiting reports whether a Refresh round is waiting for results.
