@@ -58,7 +58,7 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 	if err != nil {
 		return out, fastNo // not ready or no such cluster: rare, the slow path says which
 	}
-	if !sc.atOnce && h.shouldWaitForReplay(&parsed, hosts) {
+	if !sc.atOnce && h.shouldWaitForReplay(&parsed, hosts) && h.replayReachable(&parsed, v, v.Now, true) {
 		return out, fastWait
 	}
 
@@ -154,7 +154,9 @@ func appendTruncatedReply(out []byte, q *wireQuery) []byte {
 // lsn- lookup that would wait for a re-probe, to be answered off the
 // reader so that the wait holds up no other query. It decides as the fast
 // path and answerHosts do: the question's name parsed (zone.Parse), the
-// hosts selected from the current snapshot, shouldWaitForReplay. A name
+// hosts selected from the current snapshot, shouldWaitForReplay and
+// replayReachable (the slow path, deciding again, counts a lookup found
+// unreachable). A name
 // outside the zone or the grammar, a type or class never answered from
 // the hosts, or a lookup the snapshot already satisfies never leaves the
 // reader, whatever bytes it holds.
@@ -185,7 +187,7 @@ func (h *Handler) mayWaitForReplay(req []byte, sc *scratch) bool {
 	v := h.table.View(h.now())
 	hosts, err := v.Select(&parsed, sc.hosts[:0])
 	sc.hosts = hosts[:0]
-	return err == nil && h.shouldWaitForReplay(&parsed, hosts)
+	return err == nil && h.shouldWaitForReplay(&parsed, hosts) && h.replayReachable(&parsed, v, v.Now, false)
 }
 
 // holdsLSN reports whether req holds "lsn-" in any case: every lsn- name

@@ -48,6 +48,11 @@ type Config struct {
 	// empty: the option is ignored.
 	ClientSubnetFrom []netip.Prefix
 
+	// OnLSNUnreachable, when set, is called once per lsn- lookup answered
+	// at once, without a refresh, because its LSN is beyond any position
+	// the cluster's primary can have reached (zone.View.LSNUnreachable).
+	OnLSNUnreachable func(cluster string)
+
 	// OnLocality, when set, is called once per answer to a replica name
 	// (replica, prefer-replica, any) that holds a host, with where it
 	// sends the client, for metrics.
@@ -72,6 +77,7 @@ type Handler struct {
 	now     func() time.Time
 	onAns   func(asked Asked, rcode int)
 	onLoc   func(zone.Locality)
+	onUnrch func(cluster string)
 
 	subnetFrom []netip.Prefix // sources whose ECS option is believed
 
@@ -100,6 +106,8 @@ func NewHandler(cfg Config, table *zone.Table, log *slog.Logger) *Handler {
 		now:    time.Now,
 		onAns:  cfg.OnAnswer,
 		onLoc:  cfg.OnLocality,
+
+		onUnrch: cfg.OnLSNUnreachable,
 
 		subnetFrom: cfg.ClientSubnetFrom,
 
@@ -386,13 +394,16 @@ func (h *Handler) addresses(name string, qtype uint16, addrs []netip.Addr) []dns
 func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, v zone.View, mayWait bool) (zone.Outcome, zone.View) {
 	var buf [8]*zone.Host
 	hosts, err := v.Select(parsed, buf[:0])
-	if err == nil && mayWait && h.shouldWaitForReplay(parsed, hosts) {
+	asked := v.Now
+	if err == nil && mayWait && h.shouldWaitForReplay(parsed, hosts) && h.replayReachable(parsed, v, asked, true) {
 		// Read-your-writes: the write is probably on a replica already,
 		// just not in this snapshot. Re-probe the cluster (shared with
 		// other waiting lookups) for up to lsn_wait, selecting again after
 		// each round from the new snapshot at a new moment, in the same
 		// turn: the first round may be one that was running before the
-		// write, the second started after this lookup asked.
+		// write, the second started after this lookup asked. No second
+		// round when the first one's probe of the primary, started after
+		// the lookup arrived, proves the LSN beyond it.
 		cluster := parsed.Cluster
 		if cluster == "" {
 			cluster = v.Snap.Default
@@ -406,7 +417,7 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, v 
 			}
 			v.Snap, v.Now = h.table.Load(), h.now()
 			hosts, err = v.Select(parsed, buf[:0])
-			waiting = waiting && err == nil && h.shouldWaitForReplay(parsed, hosts)
+			waiting = waiting && err == nil && h.shouldWaitForReplay(parsed, hosts) && h.replayReachable(parsed, v, asked, false)
 		}
 		timer.Stop()
 	}
@@ -438,6 +449,26 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, v 
 		}
 	}
 	return zone.Answered, v
+}
+
+// replayReachable reports whether a replica may yet replay q's LSN, for a
+// lookup that arrived at asked: false when the LSN is beyond any position
+// the primary can have reached (zone.View.LSNUnreachable), so that no
+// refresh, which would cost every host of the cluster a probe, can help.
+// count says whether such a lookup is counted (once, where it is
+// answered at once).
+func (h *Handler) replayReachable(q *zone.Query, v zone.View, asked time.Time, count bool) bool {
+	if !v.LSNUnreachable(q, asked) {
+		return true
+	}
+	if count && h.onUnrch != nil {
+		cluster := q.Cluster
+		if cluster == "" {
+			cluster = v.Snap.Default
+		}
+		h.onUnrch(cluster)
+	}
+	return false
 }
 
 // shouldWaitForReplay reports whether an answer to an lsn- query holds no

@@ -243,3 +243,61 @@ func TestSelectTimelineNobodyHas(t *testing.T) {
 		t.Errorf("primary verdict %+v", verdicts[0])
 	}
 }
+
+// Issue 29, item 6: an LSN beyond any position the primary can have
+// reached by the lookup's arrival is unreachable: no refresh can find a
+// replica that has it. A token just ahead of the newest primary probe is
+// not (the client may have written since), unless that probe started
+// after the lookup arrived.
+func TestLSNUnreachable(t *testing.T) {
+	p := seen("10.0.0.1", false, 0x5000)
+	p.InsertLSN, p.Timeline = 0x5000, 2
+	p.ProbeStart, p.ProbedAt = t0.Add(-time.Millisecond), t0
+	r := seen("10.0.0.2", true, 0x5000)
+	r.Timeline = 2
+	s := cluster(p, r)
+	v := View{Snap: s, Now: t0}
+	for _, tc := range []struct {
+		name  string
+		asked time.Time
+		want  bool
+	}{
+		{"lsn-ffffffff-ffffffff.replica.db.local.", t0, true},
+		{"lsn-ffffffff-0.prefer-replica.db.local.", t0, true},
+		{"lsn-ffffffff-ffffffff-t2.any.db.local.", t0, true},
+		{"lsn-ffffffff-ffffffff-t1.replica.db.local.", t0, true}, // a write a failover lost
+		{"lsn-0-5000.replica.db.local.", t0, false},              // the replica has it
+		// 1 ms since the probe started: at most 16 MB more.
+		{"lsn-0-f00000.replica.db.local.", t0, false},
+		{"lsn-0-1005000.replica.db.local.", t0, true},
+		// A second later, up to 16 GB more: a client may have written.
+		{"lsn-1-0.replica.db.local.", t0.Add(time.Second), false},
+		// The probe started after the lookup arrived: at most where it read.
+		{"lsn-0-5001.replica.db.local.", t0.Add(-2 * time.Millisecond), true},
+		{"lsn-0-5000.replica.db.local.", t0.Add(-2 * time.Millisecond), false},
+		// A timeline above the primary's: a refresh may find its failover.
+		{"lsn-ffffffff-0-t3.replica.db.local.", t0, false},
+		// Not an lsn- lookup.
+		{"replica.db.local.", t0, false},
+		// A cluster that does not exist.
+		{"lsn-ffffffff-0.replica.nope.db.local.", t0, false},
+	} {
+		q, err := Parse(tc.name, origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v.LSNUnreachable(&q, tc.asked); got != tc.want {
+			t.Errorf("%s asked at %v: unreachable %v, want %v", tc.name, tc.asked.Sub(t0), got, tc.want)
+		}
+	}
+	// Without a live primary nothing bounds the position.
+	down := p
+	down.Fails = 3
+	q, _ := Parse("lsn-ffffffff-ffffffff.replica.db.local.", origin)
+	if (View{Snap: cluster(down, r), Now: t0}).LSNUnreachable(&q, t0) {
+		t.Error("unreachable without a live primary")
+	}
+	if (View{Snap: s, Now: t0.Add(time.Hour)}).LSNUnreachable(&q, t0.Add(time.Hour)) {
+		t.Error("unreachable by a primary probe too old to be answered")
+	}
+}

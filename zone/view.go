@@ -65,3 +65,53 @@ func (v View) Within(c *Cluster, h *Host, q *Query) bool {
 	}
 	return h.Role == RoleReplica && v.Live(h) && c.passes(h, q, p, v.Now, v.Snap.StaleAfter) == Fits
 }
+
+// maxWALRate bounds how fast one PostgreSQL server can insert WAL, in bytes
+// per microsecond (16 GB/s): several times what the largest machines
+// write. Were a server ever faster, LSNUnreachable would only answer a
+// true token at once, as dns.lsn_wait 0 does: never a host that lacks it.
+const maxWALRate = 16_000
+
+// LSNUnreachable reports whether q's LSN is beyond every position the
+// cluster's primary can have reached by asked, the moment the lookup
+// arrived: then no replica has replayed it, nor will any after a fresh
+// probe, and waiting for one (dns.lsn_wait) is futile.
+//
+// A true token was taken from the primary before the lookup was sent, so
+// it is at most the primary's insert position at asked. The primary's
+// newest probe read position P at some moment after it started at s, and
+// no server inserts faster than maxWALRate, so at asked the position was
+// at most P + maxWALRate × (asked − s): exactly P when that probe started
+// after the lookup arrived (a refresh round's), and a generous margin
+// otherwise, for a client that wrote after the last probe (the refresh
+// exists for it). A failover since the probe changes nothing: the new
+// primary started at most at the old one's position. Beyond that the token
+// is forged, another cluster's, or a write a failover lost.
+//
+// Without a live primary nothing bounds the position (false); nor is a
+// token on a timeline above the primary's judged, since a refresh may be
+// what finds the failover it comes from.
+func (v View) LSNUnreachable(q *Query, asked time.Time) bool {
+	if !q.HasLSN {
+		return false
+	}
+	c := v.Snap.Cluster(q.Cluster)
+	if c == nil {
+		return false
+	}
+	p := v.Primary(c)
+	if p == nil || q.Timeline > p.Timeline || p.ProbeStart.IsZero() {
+		return false
+	}
+	reach := p.InsertLSN
+	if since := asked.Sub(p.ProbeStart); since > 0 {
+		if since > time.Hour {
+			return false
+		}
+		reach += LSN(uint64(since/time.Microsecond) * maxWALRate)
+		if reach < p.InsertLSN {
+			return false // past the end of the LSN space: nothing is beyond
+		}
+	}
+	return q.MinLSN > reach
+}

@@ -116,6 +116,7 @@ func (a *App) Start() error {
 		NameServerIPs:    listenIPs(cfg.DNS.Listen),
 		OnAnswer:         a.metrics.DNSAnswer,
 		OnLocality:       a.metrics.DNSLocality,
+		OnLSNUnreachable: a.metrics.LSNUnreachable,
 		ClientSubnetFrom: cfg.DNS.ClientSubnetFrom,
 		LSNWait:          cfg.DNS.LSNWait,
 		Refresh:          a.refresh,

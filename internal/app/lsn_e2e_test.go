@@ -5,8 +5,12 @@ package app
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
@@ -43,4 +47,91 @@ func TestTokenFromATimelineNobodyHas(t *testing.T) {
 	// prefer-replica falls back to it.
 	e.holds(t, "lsn-ffffffff-0-t2.prefer-replica.db.local.", 200*time.Millisecond, exactly(r1), "the primary")
 	e.holds(t, "lsn-0-10-t2.any.db.local.", 200*time.Millisecond, exactly(r1, r2), "the primary and the replica")
+}
+
+// aheadOfPrimary returns, as an lsn- token, a position n bytes past the
+// primary's insert position now: no replica has replayed it (while nothing
+// is written), yet a client that just wrote could hold it.
+func aheadOfPrimary(t *testing.T, primary *pgtest.Node, n uint64) string {
+	t.Helper()
+	var lsn string
+	primary.Query(t, "SELECT (pg_current_wal_insert_lsn() + "+strconv.FormatUint(n, 10)+")::text", &lsn)
+	return lsnLabel(lsn)
+}
+
+// Issue 29, item 6: a flood of lookups for an LSN beyond any position the
+// primary can have reached (lsn-ffffffff-ffffffff) costs the databases
+// nothing: each is answered at once, without a refresh round, and counted
+// in pgdns_lsn_unreachable_total; the hosts are probed on the interval
+// only. Before, every lookup asked for a refresh round (hundreds in 2 s).
+// A token just ahead of the primary, which a client that wrote after the
+// last probe may hold, still asks for one.
+func TestUnreachableLSNCostsNoProbe(t *testing.T) {
+	t.Parallel()
+	ips := pgtest.Addrs(t).IPs(3)
+	pg := pgtest.New(t, pgtest.Options{IPs: ips})
+	e := attach(t, pg, envOptions{Interval: "250ms", LSNWait: "20ms", MinGap: "5ms"})
+	e.waitFor(t, "replica.db.local.", ips[1:])
+	const roundsMetric, unreachableMetric = `pgdns_lsn_refresh_rounds_total{cluster="main"}`, `pgdns_lsn_unreachable_total{cluster="main"}`
+
+	// The probes of 2 s at rest, then of 2 s of the flood.
+	addrs := []string{pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), pg.Nodes[2].Addr()}
+	before, atRest := map[string]float64{}, map[string]float64{}
+	for _, a := range addrs {
+		before[a] = e.probes(t, a)
+	}
+	time.Sleep(2 * time.Second)
+	for _, a := range addrs {
+		n := e.probes(t, a)
+		atRest[a], before[a] = n-before[a], n
+	}
+	rounds, unreachable := e.metricSum(t, roundsMetric), e.metricSum(t, unreachableMetric)
+	start := time.Now()
+	flood := e.hammer(t, "lsn-ffffffff-ffffffff.replica.db.local.", 8, 2*time.Second)
+	took := time.Since(start)
+	// The slow path too (TXT), and the other names: same rule, same answers.
+	for _, name := range []string{"lsn-ffffffff-ffffffff.replica.db.local.", "lsn-ffffffff-0-t1.prefer-replica.db.local.", "lsn-ffffffff-ffffffff.any.db.local."} {
+		m := e.query(t, "udp", name, dns.TypeTXT)
+		if m.Rcode != dns.RcodeSuccess {
+			t.Fatalf("%s TXT: rcode %s", name, dns.RcodeToString[m.Rcode])
+		}
+	}
+	if got := e.ips(t, "lsn-ffffffff-ffffffff.prefer-replica.db.local."); !slices.Equal(got, ips[:1]) {
+		t.Errorf("prefer-replica with an unreachable LSN = %v, want the primary", got)
+	}
+	if got := e.ips(t, "lsn-ffffffff-ffffffff.replica.db.local."); len(got) != 0 {
+		t.Errorf("replica with an unreachable LSN = %v, want none", got)
+	}
+	lookups := float64(flood[dns.RcodeSuccess])
+	if len(flood) != 1 || lookups == 0 {
+		t.Errorf("answers by rcode (-1: no answer): %v, want only NOERROR", flood)
+	}
+	if n := e.metricSum(t, roundsMetric) - rounds; n != 0 {
+		t.Errorf("%.0f lookups of an unreachable LSN started %.0f refresh rounds, want none", lookups, n)
+	}
+	if n := e.metricSum(t, unreachableMetric) - unreachable; n < lookups+5 {
+		t.Errorf("%.0f unreachable lookups counted, want at least the %.0f of the flood and 5 more", n, lookups)
+	}
+	// The interval's probes only, as at rest (doubled, and a few more at
+	// either end, for a loaded machine: a refresh per lookup would make
+	// it hundreds).
+	for _, a := range addrs {
+		n := e.probes(t, a) - before[a]
+		bound := 2*atRest[a] + 4
+		t.Logf("%s probed %.0f times in %v during %.0f unreachable lookups, %.0f in 2 s at rest", a, n, took.Round(time.Millisecond), lookups, atRest[a])
+		if n > bound {
+			t.Errorf("%s probed %.0f times in %v by a flood of unreachable lookups, more than %.0f (%.0f in 2 s at rest)", a, n, took, bound, atRest[a])
+		}
+	}
+
+	// A token just ahead of the primary is reachable: a refresh may find
+	// the write on a replica, so it asks for one.
+	ahead := aheadOfPrimary(t, pg.Nodes[0], 1<<20)
+	rounds = e.metricSum(t, roundsMetric)
+	if got := e.ips(t, "lsn-"+ahead+".replica.db.local."); len(got) != 0 {
+		t.Fatalf("a position no replica has replayed answered %v", got)
+	}
+	if n := e.metricSum(t, roundsMetric) - rounds; n < 1 {
+		t.Errorf("a token 1 MiB ahead of the primary started no refresh round")
+	}
 }

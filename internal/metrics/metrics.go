@@ -31,6 +31,7 @@ type Metrics struct {
 
 	refreshRounds    *prometheus.CounterVec
 	refreshCoalesced *prometheus.CounterVec
+	lsnUnreachable   *prometheus.CounterVec
 	fluxProbes       *prometheus.CounterVec
 
 	httpClosed   [2]prometheus.Counter // by refused: connections the HTTP cap closed
@@ -100,6 +101,10 @@ func New(table *zone.Table) *Metrics {
 		Name: "pgdns_lsn_refresh_coalesced_total",
 		Help: "Refreshes asked for by lsn- lookups that started no round: they shared the round running (reason running) or waited for the one due at the end of dns.lsn_refresh_min_gap (reason min_gap).",
 	}, []string{"cluster", "reason"})
+	m.lsnUnreachable = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pgdns_lsn_unreachable_total",
+		Help: "lsn- lookups answered at once, without a refresh round, because their LSN is beyond any position the cluster's primary can have reached (forged, another cluster's, or lost in a failover).",
+	}, []string{"cluster"})
 	m.fluxProbes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pgdns_flux_probes_total",
 		Help: "Probes asked for beyond the interval while a cluster was in flux (its primary went down or changed, a host changed role): the extra load of fast failover.",
@@ -120,7 +125,7 @@ func New(table *zone.Table) *Metrics {
 		Name: "pgdns_dns_lsn_waits_full_total",
 		Help: "UDP lsn- lookups that could have waited dns.lsn_wait for a re-probe but were answered at once, as with lsn_wait 0, because the most lookups allowed to wait at once (1024) were waiting.",
 	})
-	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.fluxProbes, locality, closed, m.lsnWaitsFull)
+	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.lsnUnreachable, m.fluxProbes, locality, closed, m.lsnWaitsFull)
 	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.splitBrains, m.httpRequests,
 		hostCollector{table: table},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -182,6 +187,12 @@ func (m *Metrics) SplitBrain(cluster string) {
 // RefreshRound counts one refresh round started.
 func (m *Metrics) RefreshRound(cluster string) {
 	m.refreshRounds.WithLabelValues(cluster).Inc()
+}
+
+// LSNUnreachable counts one lsn- lookup answered without a refresh because
+// its LSN is beyond the primary's reach (dnsserver.Config.OnLSNUnreachable).
+func (m *Metrics) LSNUnreachable(cluster string) {
+	m.lsnUnreachable.WithLabelValues(cluster).Inc()
 }
 
 // RefreshCoalesced counts one refresh asked for that started no round,
