@@ -39,9 +39,9 @@ run: build ## run bin/pgdns with CONFIG (default configs/pgdns.yaml)
 	./bin/pgdns -config $(CONFIG)
 
 .PHONY: demo
-demo: ## start a throwaway primary + 2 replicas and pgdns on them; Ctrl-C tears it all down
+demo: ## start a throwaway primary + 2 replicas and pgdns on them; Ctrl-C tears it all down (DEMO_FLAGS='-dns 127.0.0.1:53': pgdns on port 53, as root)
 	$(GO) build -o bin/pgdns-demo ./internal/demo
-	./bin/pgdns-demo
+	./bin/pgdns-demo $(DEMO_FLAGS)
 
 .PHONY: bench
 bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md (BENCH_ONLY=dns, failover, scale, ha or hostile: that section alone, ha as root; PPROF=dir: profiles of the scale step)

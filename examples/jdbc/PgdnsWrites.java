@@ -1,6 +1,7 @@
 // PgdnsWrites writes rows through pgjdbc to the primary that pgdns names,
 // reconnecting on failure, and prints which server took each write: a
-// minimal JDBC client that follows a switchover.
+// minimal JDBC client that follows a switchover. It creates its table,
+// jdbc_writes, when the primary has none.
 //
 //   javac -cp /usr/share/java/postgresql.jar -d out PgdnsWrites.java
 //   java -Djava.security.properties=pgdns.java.security \
@@ -57,6 +58,12 @@ public final class PgdnsWrites {
                     // A new connection resolves the names again: with the
                     // cache at 1 s it follows pgdns's answer.
                     conn = DriverManager.getConnection(url);
+                    // Its table, on whichever primary it reached (a
+                    // promoted replica has it already). No key on seq:
+                    // a second run counts from 1 again.
+                    try (java.sql.Statement st = conn.createStatement()) {
+                        st.execute("CREATE TABLE IF NOT EXISTS jdbc_writes (seq int NOT NULL, at timestamptz NOT NULL DEFAULT now())");
+                    }
                 }
                 try (PreparedStatement st = conn.prepareStatement(
                         "INSERT INTO jdbc_writes (seq) VALUES (?) RETURNING host(inet_server_addr())")) {

@@ -95,7 +95,6 @@ func TestJDBCSwitchover(t *testing.T) {
 	}()
 
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
-	pg.Nodes[0].Exec(t, "CREATE TABLE jdbc_writes (seq int PRIMARY KEY)")
 	e := attach(t, pg, envOptions{Interval: "250ms", Listen: dnsIP + ":53"})
 	e.waitFor(t, "replica.db.local.", []string{r1, r2})
 	if err := <-compiled; err != nil {
