@@ -43,6 +43,10 @@ demo: ## start a throwaway primary + 2 replicas and pgdns on them; Ctrl-C tears 
 	$(GO) build -o bin/pgdns-demo ./internal/demo
 	./bin/pgdns-demo $(DEMO_FLAGS)
 
+.PHONY: demo-switchover
+demo-switchover: ## from a second terminal: the running demo stops its primary, promotes a replica, re-points the other, re-clones the old primary as a replica
+	pkill -USR1 -x pgdns-demo
+
 .PHONY: bench
 bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md (BENCH_ONLY=dns, failover, scale, ha or hostile: that section alone, ha as root; PPROF=dir: profiles of the scale step)
 	./scripts/bench-deps.sh

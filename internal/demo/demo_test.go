@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,4 +93,59 @@ func TestAddressInUseIsNamed(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), ips[1]+":5432 is in use") {
 		t.Fatalf("run = %v, want %s:5432 named as in use", err, ips[1])
 	}
+}
+
+// TestDemoSwitchover asks the running demo for a switchover (what `make
+// demo-switchover` does by SIGUSR1): the next node is answered as the
+// primary, and replica answers both other nodes, the re-pointed replica on
+// the new timeline and the old primary re-cloned, not an empty answer.
+func TestDemoSwitchover(t *testing.T) {
+	pgtest.Require(t)
+	b := pgtest.Addrs(t)
+	ask := make(chan struct{}, 1)
+	o := options{dns: b.Addr(53, 5353), http: b.Addr(53, 8080), ips: b.IPs(3), switchover: ask}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out testkit.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, o, &out) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	answers := func(name string) (string, bool) {
+		req := new(dns.Msg)
+		req.SetQuestion(name, dns.TypeA)
+		m, _, err := (&dns.Client{Timeout: 500 * time.Millisecond}).Exchange(req, o.dns)
+		if err != nil {
+			return err.Error(), false
+		}
+		var ips []string
+		for _, rr := range m.Answer {
+			ips = append(ips, rr.(*dns.A).A.String())
+		}
+		slices.Sort(ips)
+		return strings.Join(ips, ","), true
+	}
+	want := func(name, ips string) {
+		t.Helper()
+		testkit.Eventually(t, 2*time.Minute, 100*time.Millisecond, name+" to answer "+ips, func() (string, bool) {
+			got, ok := answers(name)
+			return got, ok && got == ips
+		})
+	}
+	want("primary.db.local.", o.ips[0])
+	want("lag-1s.replica.db.local.", o.ips[1]+","+o.ips[2])
+
+	ask <- struct{}{}
+	want("primary.db.local.", o.ips[1])
+	want("lag-1s.replica.db.local.", o.ips[0]+","+o.ips[2])
+	if !strings.Contains(out.String(), "switchover: done in") {
+		t.Errorf("demo output:\n%s", out.String())
+	}
+	// A second one moves on to the third node.
+	ask <- struct{}{}
+	want("primary.db.local.", o.ips[2])
+	want("lag-1s.replica.db.local.", o.ips[0]+","+o.ips[1])
 }

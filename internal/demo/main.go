@@ -46,6 +46,10 @@ clusters:
 type options struct {
 	dns, http string   // pgdns's DNS and HTTP addresses
 	ips       []string // the primary's, then the replicas'
+
+	// switchover asks for one switchover per value (SIGUSR1, which `make
+	// demo-switchover` sends).
+	switchover <-chan struct{}
 }
 
 func main() {
@@ -63,10 +67,26 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := runReaped(ctx, options{dns: *dnsAddr, http: *httpAddr, ips: strings.Split(*ips, ",")}); err != nil {
+	if err := runReaped(ctx, options{dns: *dnsAddr, http: *httpAddr, ips: strings.Split(*ips, ","), switchover: onSignal(syscall.SIGUSR1)}); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
+}
+
+// onSignal turns every sig into a value (one waiting at most).
+func onSignal(sig os.Signal) <-chan struct{} {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sig)
+	out := make(chan struct{}, 1)
+	go func() {
+		for range ch {
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out
 }
 
 // runReaped runs the demo with everything it writes in a folder of its
@@ -143,8 +163,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 
-	// A gentle writer, so that replicas have something to replay.
-	go write(ctx, pg.Nodes[0].DSN())
+	// A gentle writer, so that replicas have something to replay, on
+	// whichever node is the primary.
+	c := &demoCluster{pg: pg}
+	go write(ctx, c.primaryDSN)
+	go c.switchovers(ctx, o.switchover, out)
 
 	host, port, _ := net.SplitHostPort(o.dns)
 	dig := "dig @" + host + " -p " + port
@@ -164,6 +187,8 @@ pgdns is answering for db.local on %[1]s, HTTP on %[2]s (config: %[3]s). Try:
 
   psql "host=$(%[4]s +short primary.db.local) user=postgres" -c 'SELECT inet_server_addr(), pg_is_in_recovery()'
   psql "host=%[5]s user=postgres" -c 'SELECT pg_current_wal_insert_lsn()'   # then ask for lsn-HI-LO.replica.db.local
+
+  make demo-switchover   # from a second terminal: stop the primary, promote a replica, the old primary rejoins
 
 Ctrl-C stops pgdns and PostgreSQL.
 
@@ -185,26 +210,38 @@ func execOnce(ctx context.Context, dsn, sql string) error {
 	return err
 }
 
-// write inserts a row every 500ms until ctx is done.
-func write(ctx context.Context, dsn string) {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS demo (id bigserial PRIMARY KEY, at timestamptz DEFAULT now())"); err != nil {
-		return
-	}
+// write inserts a row every 500ms into the primary dsn names until ctx is
+// done; after a failure (a switchover) it connects again.
+func write(ctx context.Context, dsn func() string) {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := conn.Exec(ctx, "INSERT INTO demo DEFAULT VALUES"); err != nil {
-				return
+		}
+		if conn == nil {
+			var err error
+			if conn, err = pgx.Connect(ctx, dsn()); err != nil {
+				conn = nil
+				continue
 			}
+			if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS demo (id bigserial PRIMARY KEY, at timestamptz DEFAULT now())"); err != nil {
+				conn.Close(context.Background())
+				conn = nil
+				continue
+			}
+		}
+		if _, err := conn.Exec(ctx, "INSERT INTO demo DEFAULT VALUES"); err != nil {
+			conn.Close(context.Background())
+			conn = nil
 		}
 	}
 }
