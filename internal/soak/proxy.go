@@ -14,6 +14,8 @@ import (
 // request path, CPU throttling or a congested link in one direction give.
 // A probe's round trip then ends long after the server read its values,
 // and the midpoint of the round trip is no longer when they were read.
+// (testkit.DelayProxy does the same for tests, with a fixed delay; the
+// soak runs outside tests and changes the delay as it goes.)
 type delayProxy struct {
 	ln    net.Listener
 	to    string
