@@ -101,6 +101,11 @@ func Compatible(a, b string) bool {
 		if pair[0] == Unfenced && (slices.Contains(NetKinds, pair[1]) || pair[1] == DelayProbe || pair[1] == ReloadHosts) {
 			return false
 		}
+		// The proxied replica's late apply setting must not be copied
+		// by a re-clone, nor survive its promotion.
+		if pair[0] == DelayProbe && group(pair[1]) == "roles" {
+			return false
+		}
 	}
 	ga, gb := group(a), group(b)
 	switch {
@@ -506,14 +511,53 @@ func (h *harness) apply(ctx context.Context, f Fault) (string, error) {
 		time.Sleep(f.Dur)
 		return "probed as " + other + " for a while", h.reconfigure(func(c *pgdnsSetup) { c.probeUser = usual })
 	case DelayProbe:
-		h.proxy.setDelay(f.Delay)
-		time.Sleep(f.Dur)
-		h.proxy.setDelay(0)
-		return fmt.Sprintf("pgdns's queries to %s held back %s", h.pathIP(pathProxy, proxied), f.Delay), nil
+		return h.delayProbe(fctx, f)
 	case CutPGDNSPrimary, CutPGDNSReplica, CutReplicaPrimary:
 		return h.cut(f, primary, replica)
 	}
 	return "", fmt.Errorf("unknown fault %q", f.Kind)
+}
+
+// applyDelay is how late the proxied node applies WAL while its probe
+// path is delayed: a true lag above lag-50ms's bound by less than most
+// probe delays drawn.
+const applyDelay = 80 * time.Millisecond
+
+// delayProbe makes the proxy hold back what pgdns sends to the proxied
+// node by f.Delay for f.Dur. A replica there applies WAL applyDelay late
+// meanwhile: its probe's round trip then ends f.Delay after the server
+// read its position, and only a lag bound taken at that end keeps it out
+// of lag-50ms; one taken at the round trip's start or midpoint passes it
+// while it lacks commits older than the bound (issue 22.2).
+func (h *harness) delayProbe(ctx context.Context, f Fault) (string, error) {
+	n := h.w.pg.Nodes[proxied-1]
+	lagging := h.w.currentPrimary() != n
+	how := fmt.Sprintf("pgdns's queries to %s held back %s", h.pathIP(pathProxy, proxied), f.Delay)
+	if lagging {
+		if err := setApplyDelay(ctx, n, applyDelay); err != nil {
+			return how, err
+		}
+		how += fmt.Sprintf(", the replica there applying WAL %s late", applyDelay)
+	}
+	h.proxy.setDelay(f.Delay)
+	time.Sleep(f.Dur)
+	h.proxy.setDelay(0)
+	if lagging {
+		return how, setApplyDelay(ctx, n, 0)
+	}
+	return how, nil
+}
+
+// setApplyDelay sets a replica's recovery_min_apply_delay (0: reset).
+func setApplyDelay(ctx context.Context, n *pgtest.Node, d time.Duration) error {
+	sql := fmt.Sprintf("ALTER SYSTEM SET recovery_min_apply_delay = '%dms'", d.Milliseconds())
+	if d == 0 {
+		sql = "ALTER SYSTEM RESET recovery_min_apply_delay"
+	}
+	if err := execOn(ctx, n, sql); err != nil {
+		return err
+	}
+	return execOn(ctx, n, "SELECT pg_reload_conf()")
 }
 
 // cut drops packets on one path for f.Dur, then heals it.

@@ -251,6 +251,29 @@ func (w *world) lackedBefore(m int64, t time.Time) (ack, bool) {
 	return ack{}, false
 }
 
+// pastBefore returns the first settled heartbeat whose commit ended past
+// position r and that was acknowledged before t: the heartbeat after one
+// whose insert position, read after its commit and before the next one
+// began, was at or past r (both on one primary and timeline).
+func (w *world) pastBefore(r LSN, t time.Time) (ack, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := 0; i+1 < len(w.hb) && w.hb[i+1].at.Before(t); i++ {
+		prev, next := w.hb[i], w.hb[i+1]
+		if prev.lsn != 0 && prev.lsn >= r && prev.node == next.node && prev.tl == next.tl && next.tl == w.timeline && w.settled(next) {
+			return next, true
+		}
+	}
+	return ack{}, false
+}
+
+// currentTimeline is the cluster's newest timeline.
+func (w *world) currentTimeline() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.timeline
+}
+
 // positionBefore is a lower bound of the primary's WAL insert position at
 // t: the position read after the newest settled heartbeat whose read
 // returned by t.
