@@ -46,6 +46,11 @@ func TestStartRefusesAnUnusableStateFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			code, _, errOut := runMain(t, context.Background(), "-config", stateConfig(t, path))
+			// The start-up log line naming the build comes first, by design;
+			// what is wrong is said in the one line after it.
+			if first, rest, ok := strings.Cut(errOut, "\n"); ok && strings.HasPrefix(first, "time=") && strings.Contains(first, "msg=pgdns version=") {
+				errOut = rest
+			}
 			want := "pgdns: state file " + path + " "
 			if code != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.HasPrefix(errOut, want) ||
 				!strings.Contains(errOut, tc.want) || !strings.Contains(errOut, "-reset-state") {
