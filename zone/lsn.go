@@ -41,6 +41,21 @@ func (l LSN) AppendText(b []byte) []byte {
 	return appendUpperHex(b, uint32(l))
 }
 
+// Label is l as an lsn- name carries it (lsn-0-3000060.replica): the two
+// halves in lower-case hex joined by '-'. Query.Name writes it and Parse
+// reads it; everyone who builds an lsn- name calls this.
+func (l LSN) Label() string {
+	b := make([]byte, 0, 17)
+	return string(l.AppendLabel(b))
+}
+
+// AppendLabel appends the Label form of l to b.
+func (l LSN) AppendLabel(b []byte) []byte {
+	b = strconv.AppendUint(b, uint64(l.Hi()), 16)
+	b = append(b, '-')
+	return strconv.AppendUint(b, uint64(l.Lo()), 16)
+}
+
 // Hi and Lo are the two 32-bit halves of l, as in "Hi/Lo".
 func (l LSN) Hi() uint32 { return uint32(l >> 32) }
 

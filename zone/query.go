@@ -358,9 +358,7 @@ func (q Query) String() string {
 	}
 	if q.HasLSN {
 		b = append(b, "lsn-"...)
-		b = strconv.AppendUint(b, uint64(q.MinLSN.Hi()), 16)
-		b = append(b, '-')
-		b = strconv.AppendUint(b, uint64(q.MinLSN.Lo()), 16)
+		b = q.MinLSN.AppendLabel(b)
 		if q.Timeline != 0 {
 			b = append(b, "-t"...)
 			b = strconv.AppendUint(b, uint64(q.Timeline), 10)

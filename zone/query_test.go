@@ -151,6 +151,9 @@ func TestParseLSN(t *testing.T) {
 	if l.String() != "16/B374D848" {
 		t.Fatalf("String = %q", l.String())
 	}
+	if l.Label() != "16-b374d848" {
+		t.Fatalf("Label = %q", l.Label())
+	}
 	for _, bad := range []string{"", "1", "1/", "/1", "1/2/3", "123456789/0", "x/1"} {
 		if _, err := ParseLSN(bad); err == nil {
 			t.Errorf("ParseLSN(%q) succeeded", bad)

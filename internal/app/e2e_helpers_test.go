@@ -19,6 +19,7 @@ import (
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
+	"github.com/pgdns/pgdns/zone"
 )
 
 // env is a running cluster with pgdns in front of it.
@@ -249,9 +250,14 @@ func writeAndTakeLSN(t *testing.T, conn *pgx.Conn, sql string, args ...any) stri
 }
 
 // lsnLabel writes an LSN as PostgreSQL prints it ("0/3000060") the way
-// lsn- names carry it ("0-3000060").
+// lsn- names carry it ("0-3000060"): zone.LSN.Label. Text that is no LSN
+// comes back as it is, so the name built from it is refused, not guessed.
 func lsnLabel(lsn string) string {
-	return strings.ToLower(strings.Replace(lsn, "/", "-", 1))
+	l, err := zone.ParseLSN(lsn)
+	if err != nil {
+		return lsn
+	}
+	return l.Label()
 }
 
 // steadyWrites inserts a row every 100ms on conn until the test ends (at

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/zone"
 )
 
 // LSN is a WAL position, as PostgreSQL prints it "HI/LO".
@@ -31,7 +32,7 @@ func ParseLSN(s string) (LSN, error) {
 func (l LSN) String() string { return fmt.Sprintf("%X/%X", uint64(l)>>32, uint64(l)&0xffffffff) }
 
 // Label is the LSN as an lsn- name carries it: "hi-lo", lower-case.
-func (l LSN) Label() string { return fmt.Sprintf("%x-%x", uint64(l)>>32, uint64(l)&0xffffffff) }
+func (l LSN) Label() string { return zone.LSN(l).Label() }
 
 // ack is one acknowledged write: a heartbeat or a client's row.
 type ack struct {
