@@ -49,14 +49,24 @@ type lagLimits struct {
 // when there is no host at all.
 type pick func(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host
 
+// pgStatusView is the request's read view; before the first round of
+// probes has ended it answers pg-status's 503 instead and returns false.
+func (a *API) pgStatusView(w http.ResponseWriter) (zone.View, bool) {
+	v := a.view()
+	if !v.Snap.Ready {
+		writeJSON(w, http.StatusServiceUnavailable, pgStatusError{ErrorText: "pg_monitor is not ready"})
+		return v, false
+	}
+	return v, true
+}
+
 // pgStatusPick wraps a pick with parameter parsing and pg-status's answer
 // formats.
 func (a *API) pgStatusPick(choose pick) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		asJSON := strings.Contains(r.Header.Get("Accept"), "application/json")
-		view := a.view()
-		if !view.Snap.Ready {
-			writeJSON(w, http.StatusServiceUnavailable, pgStatusError{ErrorText: "pg_monitor is not ready"})
+		view, ok := a.pgStatusView(w)
+		if !ok {
 			return
 		}
 		v, err := params(r, "lag_ms", "lag_bytes", "min_lsn", "cluster")
@@ -233,9 +243,8 @@ type pgStatusHostJSON struct {
 // null, and sync_by_time is true exactly when /sync_by_time may answer the
 // host.
 func (a *API) pgStatusHosts(w http.ResponseWriter, r *http.Request) {
-	v := a.view()
-	if !v.Snap.Ready {
-		writeJSON(w, http.StatusServiceUnavailable, pgStatusError{ErrorText: "pg_monitor is not ready"})
+	v, ok := a.pgStatusView(w)
+	if !ok {
 		return
 	}
 	if _, err := params(r); err != nil {
