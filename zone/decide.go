@@ -55,7 +55,7 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 			h.Role = RoleDown
 		case !h.Seen:
 			h.Role = RoleUnknown
-		case now.Sub(h.ProbedAt) > staleAfter:
+		case !h.Fresh(now, staleAfter):
 			h.Role = RoleDown
 			h.Note = "no successful probe for " + now.Sub(h.ProbedAt).Round(time.Millisecond).String()
 		default:

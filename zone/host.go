@@ -151,6 +151,15 @@ func (h *Host) Age(now time.Time) time.Duration {
 	return now.Sub(h.ProbedAt)
 }
 
+// Fresh reports whether h's last successful probe is recent enough to
+// vouch for it at now: at most staleAfter ago. The one staleness rule:
+// Decide marks a host that is not fresh down, and selection (live)
+// answers only fresh hosts, which also catches a snapshot not rebuilt
+// because every probe hangs.
+func (h *Host) Fresh(now time.Time, staleAfter time.Duration) bool {
+	return now.Sub(h.ProbedAt) <= staleAfter
+}
+
 // Standby is one row of a primary's pg_stat_replication.
 type Standby struct {
 	Addr    netip.Addr // client_addr; invalid over a Unix socket

@@ -33,7 +33,7 @@ const (
 // hosts that failed; this also catches a snapshot that was not rebuilt
 // because every probe hangs.
 func live(h *Host, now time.Time, staleAfter time.Duration) bool {
-	return (h.Role == RolePrimary || h.Role == RoleReplica) && now.Sub(h.ProbedAt) <= staleAfter
+	return (h.Role == RolePrimary || h.Role == RoleReplica) && h.Fresh(now, staleAfter)
 }
 
 // lagVouched reports whether the lags of h (Lag when LagKnown, LagBytes
