@@ -101,6 +101,8 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // it) every column of pg_stat_wal_receiver but pid reads NULL, and of
 // pg_stat_replication all but pid, usesysid, usename and application_name:
 // the receiver's timeline is then -1 (it runs, its timeline is hidden),
+// its slot is read from primary_slot_name (readable by any role; the
+// receiver restarts when it changes),
 // and the lower bound takes the minimum recovery point's timeline too
 // (replay is past that point once the server accepts sessions; pg_rewind
 // sets it on the new timeline), read only then: it costs a read of the
@@ -130,7 +132,7 @@ const probeSQL = `SELECT
       FROM pg_stat_replication r LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid), '[]')::text
   END,
   coalesce((SELECT conninfo FROM pg_stat_wal_receiver), ''),
-  coalesce((SELECT slot_name FROM pg_stat_wal_receiver), ''),
+  coalesce((SELECT coalesce(slot_name, current_setting('primary_slot_name')) FROM pg_stat_wal_receiver), ''),
   pg_has_role('pg_read_all_stats', 'USAGE'),
   current_setting('synchronous_standby_names') <> ''`
 

@@ -34,8 +34,9 @@ import (
 //     may not read (TimelineHidden) has only a lower bound of it, which
 //     proves nothing against the newest timeline: it is set aside only
 //     while a writable host on an older timeline streams to a standby it
-//     may be, or when the primary has fewer WAL senders than such
-//     receivers run (hidden.go);
+//     may be, or unless exactly one of the primary's WAL senders is
+//     provably its own, by a slot or application name no other host
+//     shares (hidden.go);
 //   - on a timeline above the newest proven one (a branch the cluster
 //     left, or a lower bound above it): set aside;
 //   - in recovery: replica;
@@ -153,7 +154,7 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 			}
 		}
 	}
-	c.setAsideUnaccounted()
+	c.setAsideUnproven()
 	c.markSyncStandbys()
 }
 

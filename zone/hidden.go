@@ -39,37 +39,75 @@ func hiddenTimelineNote(h, sender *Host) string {
 		", streams to a standby: it may be that standby"
 }
 
-// setAsideUnaccounted sets aside the replicas whose WAL receiver's
+// setAsideUnproven sets aside each live replica whose WAL receiver's
 // timeline is hidden and whose lower bound is older than the newest
-// timeline, unless every live replica with a hidden receiver may be
-// streaming from the primary: it has at least as many WAL senders as they
-// are. Otherwise at least one of them follows another host, and which one
-// cannot be told: an orphan of a failover whose receiver keeps trying to
-// reach the old primary looks the same as a replica re-pointed at the new
-// one. Without a primary, none is known to follow the newest timeline.
-func (c *Cluster) setAsideUnaccounted() {
-	receivers, candidates := 0, 0
+// timeline, unless it provably streams from the primary: exactly one of
+// the primary's WAL senders is its own. Without pg_read_all_stats the
+// replica's conninfo is hidden, so its application name is unknown; what
+// it shows is primary_slot_name (readable by any role), and the primary's
+// rows show their slots (pg_replication_slots, readable by any role). A
+// count of WAL senders proves nothing: pg_receivewal, a streaming backup
+// or a logical walsender is a row too, and an orphan of a failover whose
+// receiver keeps following the old primary until wal_receiver_timeout
+// looks the same as a replica re-pointed at the new one.
+func (c *Cluster) setAsideUnproven() {
+	p := c.PrimaryHost()
 	for i := range c.Hosts {
-		if h := &c.Hosts[i]; h.Role == RoleReplica && h.TimelineHidden {
-			receivers++
-			if h.Timeline < c.NewestTimeline {
-				candidates++
+		h := &c.Hosts[i]
+		if h.Role != RoleReplica || !h.TimelineHidden || h.Timeline >= c.NewestTimeline {
+			continue
+		}
+		if why := c.unprovenSender(p, h); why != "" {
+			c.setAside(h, AsideSuperseded, "timeline hidden from the probe role (grant pg_monitor), at least "+
+				strconv.FormatUint(uint64(h.Timeline), 10)+"; "+why+": it may follow another host")
+		}
+	}
+}
+
+// unprovenSender says why replica h cannot be proven to stream from
+// primary p, or returns "" when exactly one of p's WAL senders is h's: by
+// its slot when it has one (its receiver streams from no other), else by
+// its application name when known; either only when no other host of the
+// cluster has the same name (two replicas sharing one cannot be told
+// apart, and one may be the orphan).
+func (c *Cluster) unprovenSender(p, h *Host) string {
+	if p == nil {
+		return "no primary"
+	}
+	type key struct {
+		what, name string
+		of         func(*Host) string
+		row        func(Standby) string
+	}
+	keys := []key{
+		{"slot", h.SlotName, func(o *Host) string { return o.SlotName }, func(r Standby) string { return r.Slot }},
+		{"application name", h.AppName, func(o *Host) string { return o.AppName }, func(r Standby) string { return r.AppName }},
+	}
+	for _, k := range keys {
+		if k.name == "" {
+			continue
+		}
+		shared := ""
+		for j := range c.Hosts {
+			if o := &c.Hosts[j]; o != h && o.Seen && k.of(o) == k.name {
+				shared = o.Addr
 			}
 		}
-	}
-	senders := 0
-	if p := c.PrimaryHost(); p != nil {
-		senders = len(p.Standbys)
-	}
-	if candidates == 0 || (c.PrimaryHost() != nil && senders >= receivers) {
-		return
-	}
-	for i := range c.Hosts {
-		if h := &c.Hosts[i]; h.Role == RoleReplica && h.TimelineHidden && h.Timeline < c.NewestTimeline {
-			c.setAside(h, AsideSuperseded, "timeline hidden from the probe role (grant pg_monitor), at least "+
-				strconv.FormatUint(uint64(h.Timeline), 10)+"; "+strconv.Itoa(receivers)+
-				" replicas with hidden timelines receive WAL, the primary has "+strconv.Itoa(senders)+
-				" WAL senders: it may follow another host")
+		rows := 0
+		for _, r := range p.Standbys {
+			if k.row(r) == k.name {
+				rows++
+			}
 		}
+		switch {
+		case shared != "":
+			return "its " + k.what + " " + strconv.Quote(k.name) + " is also " + shared + "'s, so the primary's WAL sender on it may be either's"
+		case rows == 0:
+			return "the primary has no WAL sender with its " + k.what + " " + strconv.Quote(k.name)
+		case rows > 1:
+			return "the primary has " + strconv.Itoa(rows) + " WAL senders with its " + k.what + " " + strconv.Quote(k.name)
+		}
+		return ""
 	}
+	return "it streams from no replication slot (primary_slot_name is empty) and its application name is hidden"
 }

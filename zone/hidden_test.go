@@ -36,24 +36,26 @@ func TestHiddenSyncState(t *testing.T) {
 }
 
 // A hidden timeline's lower bound below the newest timeline does not set a
-// replica aside while the primary's WAL senders account for every hidden
-// receiver; a writable host on an older timeline streaming to a standby
-// does, and so do more hidden receivers than the primary has senders (one
-// is an orphan, and which cannot be told). A replica without a WAL
-// receiver (its lower bound is all anyone could know) is set aside as
-// before.
+// replica aside while exactly one of the primary's WAL senders is
+// provably its own (its slot, which no other host shares); a writable
+// host on an older timeline streaming to a standby does, and so does any
+// replica no sender is proven to be: other WAL senders (pg_receivewal, a
+// backup) prove nothing, and neither does a slot two replicas share. A
+// replica without a WAL receiver (its lower bound is all anyone could
+// know) is set aside as before.
 func TestHiddenTimeline(t *testing.T) {
 	primary := seen("10.0.0.1", false, 0)
 	primary.Timeline = 2
 	primary.StatsHidden = true
-	primary.Standbys = []Standby{{AppName: "walreceiver"}}
+	primary.Standbys = []Standby{{AppName: "r2", Slot: "r2"}}
 	follower := hidden(seen("10.0.0.2", true, 0), 1)
+	follower.SlotName = "r2"
 	noReceiver := seen("10.0.0.3", true, 0)
 	noReceiver.TimelineExact = false
 	noReceiver.StatsHidden = true
 	c := cluster(primary, follower, noReceiver).Clusters[0]
 	if h := c.Hosts[1]; h.Role != RoleReplica || h.Aside != NotAside {
-		t.Errorf("hidden timeline, lower bound 1: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
+		t.Errorf("hidden timeline, lower bound 1, its slot's sender on the primary: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
 	}
 	if h := c.Hosts[2]; h.Aside != AsideSuperseded {
 		t.Errorf("no WAL receiver on timeline 1: %v, aside %v", h.Role, h.Aside)
@@ -69,21 +71,40 @@ func TestHiddenTimeline(t *testing.T) {
 	c = cluster(primary, follower, old).Clusters[0]
 	if h := c.Hosts[1]; h.Role != RoleReplica {
 		t.Errorf("hidden timeline, a superseded primary streaming to nobody: %v (%s)", h.Role, h.Note)
-
 	}
 
+	// The orphan streams from no slot: however many WAL senders the
+	// primary has (pg_receivewal's, a backup's), none is proven its own.
 	orphan := hidden(seen("10.0.0.5", true, 0), 1)
-	c = cluster(primary, follower, orphan).Clusters[0]
-	for _, h := range c.Hosts[1:] {
-		if h.Aside != AsideSuperseded || !strings.Contains(h.Note, "2 replicas with hidden timelines receive WAL, the primary has 1 WAL senders") {
-			t.Errorf("two hidden receivers, one WAL sender: %s is %v, aside %v (%s)", h.Addr, h.Role, h.Aside, h.Note)
+	for _, rows := range [][]Standby{nil, {{AppName: "pg_receivewal"}}, {{AppName: "pg_receivewal"}, {AppName: "n5"}}} {
+		p := primary
+		p.Standbys = append(rows, primary.Standbys...)
+		c = cluster(p, follower, orphan).Clusters[0]
+		if h := c.Hosts[2]; h.Aside != AsideSuperseded || !strings.Contains(h.Note, "streams from no replication slot") {
+			t.Errorf("an orphan without a slot, the primary's senders %v: %v, aside %v (%s)", p.Standbys, h.Role, h.Aside, h.Note)
+		}
+		if h := c.Hosts[1]; h.Role != RoleReplica {
+			t.Errorf("the follower on its slot, the primary's senders %v: %v (%s)", p.Standbys, h.Role, h.Note)
 		}
 	}
-	primary.Standbys = append(primary.Standbys, Standby{AppName: "walreceiver"})
+	// With a slot the primary has no sender on, or one another replica
+	// shares, it is set aside too.
+	orphan.SlotName = "r5"
+	c = cluster(primary, follower, orphan).Clusters[0]
+	if h := c.Hosts[2]; h.Aside != AsideSuperseded || !strings.Contains(h.Note, `no WAL sender with its slot "r5"`) {
+		t.Errorf("an orphan whose slot has no sender: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
+	}
+	orphan.SlotName = "r2"
 	c = cluster(primary, follower, orphan).Clusters[0]
 	for _, h := range c.Hosts[1:] {
-		if h.Role != RoleReplica {
-			t.Errorf("two hidden receivers, two WAL senders: %s is %v (%s)", h.Addr, h.Role, h.Note)
+		if h.Aside != AsideSuperseded || !strings.Contains(h.Note, `slot "r2" is also`) {
+			t.Errorf("two replicas on slot r2: %s is %v, aside %v (%s)", h.Addr, h.Role, h.Aside, h.Note)
 		}
+	}
+	// No primary: none is known to follow the newest timeline.
+	c = &Cluster{Name: "main", Hosts: []Host{follower}, NewestTimeline: 2}
+	c.Decide(t0, stale, 3)
+	if h := c.Hosts[0]; h.Role == RoleReplica && h.Aside == NotAside {
+		t.Errorf("no primary: the hidden-timeline replica is answered (%s)", h.Note)
 	}
 }

@@ -6,7 +6,10 @@ package app
 import (
 	"context"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -97,10 +100,11 @@ func TestAsyncWithoutPgMonitor(t *testing.T) {
 // evidence that it is superseded: re-pointed at a promoted replica (its
 // last restartpoint still on timeline 1) it is answered. Before, it was set
 // aside as "replica on timeline 1, superseded by timeline 2" until its
-// next restartpoint, minutes later. What is evidence: a superseded primary
-// running again and streaming to a standby (the orphan), and, once that
-// primary is cut off, more hidden receivers than the primary has WAL
-// senders (the orphan's stays connected until wal_receiver_timeout).
+// next restartpoint, minutes later. It is answered since it streams from
+// a slot the promoted primary shows a WAL sender on; the orphan, on no
+// slot, is not, whether the superseded primary runs again and streams to
+// it or is cut off (its receiver stays connected until
+// wal_receiver_timeout).
 func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(4)})
@@ -119,6 +123,11 @@ func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
+	// The follower streams from a slot: its primary_slot_name, readable
+	// by the probe role, names the primary's row that proves it follows
+	// the promoted primary. The orphan, on no slot, is proven nothing.
+	promoted.Exec(t, "SELECT pg_create_physical_replication_slot('"+follower.Name+"')")
+	follower.Exec(t, "ALTER SYSTEM SET primary_slot_name = '"+follower.Name+"'")
 	follower.Follow(t, promoted)
 	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the follower streaming timeline 2", func() (int, bool) {
 		var tl int
@@ -155,9 +164,8 @@ func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 
 	// The old primary is cut off (frozen): pgdns no longer sees it, while
 	// the orphan's receiver stays connected to it until
-	// wal_receiver_timeout. Two hidden receivers, one WAL sender on the
-	// primary: which one follows it cannot be told, and neither is
-	// answered. Before that rule, the orphan was.
+	// wal_receiver_timeout. No WAL sender of the primary is proven the
+	// orphan's, and it is not answered; the follower's is, and it is.
 	if err := old.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -170,5 +178,57 @@ func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 		return !slices.Contains(e.ips(t, "replica.db.local."), orphan.IP)
 	}); !ok {
 		t.Fatalf("after %d lookups replica.db.local answered the orphan, still connected to the frozen superseded primary", passed)
+	}
+	e.waitFor(t, "replica.db.local.", []string{follower.IP})
+}
+
+// Issue R2: a replica still following a frozen superseded primary (its
+// receiver connected until wal_receiver_timeout), its timeline hidden
+// from the probe role, is set aside, and stays so once the new primary
+// has a WAL sender that is no listed replica's (pg_receivewal here; a
+// streaming backup or a logical walsender alike). Before, a count of
+// hidden receivers against the primary's WAL senders answered it as soon
+// as pg_receivewal connected, without the new timeline's writes.
+func TestHiddenTimelineOtherWALSender(t *testing.T) {
+	t.Parallel()
+	bin, err := pgtest.BinDir()
+	testkit.Require(t, err)
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
+	old, promoted, orphan := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	old.Exec(t, "CREATE ROLE pgdns LOGIN")
+	e := attach(t, pg, envOptions{DSN: leastPrivilege})
+	e.waitFor(t, "replica.db.local.", []string{promoted.IP, orphan.IP})
+	ctx := context.Background()
+
+	if err := old.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = old.Signal(syscall.SIGCONT) }()
+	if err := promoted.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
+	promoted.Exec(t, "CREATE TABLE tl2 AS SELECT 1 AS v")
+	e.waitFor(t, "replica.db.local.", nil)
+
+	recv := exec.CommandContext(ctx, filepath.Join(bin, "pg_receivewal"), "-h", promoted.IP, "-p", strconv.Itoa(promoted.Port),
+		"-U", "postgres", "-D", t.TempDir(), "-n")
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = recv.Process.Kill(); _ = recv.Wait() }()
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "pg_receivewal streaming from the new primary", func() (int, bool) {
+		var n int
+		promoted.Query(t, "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'pg_receivewal'", &n)
+		return n, n == 1
+	})
+	if passed, ok := testkit.Holds(3*time.Second, 50*time.Millisecond, func() bool {
+		return !slices.Contains(e.ips(t, "replica.db.local."), orphan.IP)
+	}); !ok {
+		t.Fatalf("after %d lookups replica.db.local answered the orphan of the frozen superseded primary", passed)
+	}
+	_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
+	if !strings.Contains(hosts, "streams from no replication slot (primary_slot_name is empty) and its application name is hidden: it may follow another host") {
+		t.Errorf("/v1/hosts does not say why the orphan is set aside: %s", hosts)
 	}
 }
