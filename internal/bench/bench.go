@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // Addresses of this run, all on loopback, in a block of pgtest.Reserve
@@ -150,15 +151,13 @@ func (b *bench) stopProc(cmd *exec.Cmd) {
 
 // waitDNS polls addr until name has at least want A records.
 func waitDNS(addr, name string, want int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	if testkit.Poll(timeout, 50*time.Millisecond, func() bool {
 		req := new(dns.Msg)
 		req.SetQuestion(name, dns.TypeA)
 		m, _, err := (&dns.Client{Timeout: 300 * time.Millisecond}).Exchange(req, addr)
-		if err == nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) >= want {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) >= want
+	}) {
+		return nil
 	}
 	return fmt.Errorf("%s never answered %s with %d records", addr, name, want)
 }
@@ -219,15 +218,13 @@ func (b *bench) startEcho() error {
 
 // waitEcho polls addr until a query comes back as a response.
 func waitEcho(addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	if testkit.Poll(timeout, 50*time.Millisecond, func() bool {
 		req := new(dns.Msg)
 		req.SetQuestion("primary.db.local.", dns.TypeA)
 		m, _, err := (&dns.Client{Timeout: 300 * time.Millisecond}).Exchange(req, addr)
-		if err == nil && m.Response {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil && m.Response
+	}) {
+		return nil
 	}
 	return fmt.Errorf("the UDP echo on %s never answered", addr)
 }

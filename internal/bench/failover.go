@@ -25,6 +25,7 @@ import (
 
 	"github.com/pgdns/pgdns/internal/dnspoll"
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // failoverReps is how many times each case runs (-failover-reps).
@@ -391,11 +392,11 @@ func (w *failoverWorld) switchover(ctx context.Context) (switchRep, []sample, er
 	}
 	p1 := time.Now()
 	wr := <-writable
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if last, ok := pl.Latest(); ok && slices.Contains(last.IPs, next.IP) {
-			break
-		}
-	}
+	// Not answered within 5 s is reported from the polls below.
+	testkit.Poll(5*time.Second, 20*time.Millisecond, func() bool {
+		last, ok := pl.Latest()
+		return ok && slices.Contains(last.IPs, next.IP)
+	})
 	time.Sleep(200 * time.Millisecond)
 	polls := pl.Finish()
 	w.check(polls, "switchover", old.IP, next.IP)
@@ -452,14 +453,12 @@ func (w *failoverWorld) settle(ctx context.Context, fault time.Time) error {
 // waitRoles waits (60s at most) until primary.db.local answers w.primary
 // and replica.db.local w.replica.
 func (w *failoverWorld) waitRoles(ctx context.Context) error {
-	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if slices.Equal(ask(w.dnsAddr, "primary.db.local."), []string{w.primary.IP}) &&
-			slices.Equal(ask(w.dnsAddr, "replica.db.local."), []string{w.replica.IP}) {
-			return nil
-		}
+	if testkit.Poll(60*time.Second, 20*time.Millisecond, func() bool {
+		return ctx.Err() != nil ||
+			slices.Equal(ask(w.dnsAddr, "primary.db.local."), []string{w.primary.IP}) &&
+				slices.Equal(ask(w.dnsAddr, "replica.db.local."), []string{w.replica.IP})
+	}) {
+		return ctx.Err()
 	}
 	return fmt.Errorf("pgdns never answered primary %s and replica %s", w.primary.IP, w.replica.IP)
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pgdns/pgdns/internal/dnspoll"
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // Repetitions of the -only ha steps.
@@ -145,10 +146,10 @@ func (w *haWorld) start(i int) error {
 // waitPrimary waits (30 s at most) until instance i answers ip as the
 // primary.
 func (w *haWorld) waitPrimary(i int, ip string) error {
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if slices.Equal(ask(w.addr[i], "primary.db.local."), []string{ip}) {
-			return nil
-		}
+	if testkit.Poll(30*time.Second, 20*time.Millisecond, func() bool {
+		return slices.Equal(ask(w.addr[i], "primary.db.local."), []string{ip})
+	}) {
+		return nil
 	}
 	return fmt.Errorf("pgdns at %s never answered the primary %s", w.addr[i], ip)
 }
@@ -156,11 +157,11 @@ func (w *haWorld) waitPrimary(i int, ip string) error {
 // waitRoles waits (60 s at most) until instance i answers the primary
 // and the replica as they now are.
 func (w *haWorld) waitRoles(i int) error {
-	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if slices.Equal(ask(w.addr[i], "primary.db.local."), []string{w.primary.IP}) &&
-			slices.Equal(ask(w.addr[i], "replica.db.local."), []string{w.replica.IP}) {
-			return nil
-		}
+	if testkit.Poll(60*time.Second, 20*time.Millisecond, func() bool {
+		return slices.Equal(ask(w.addr[i], "primary.db.local."), []string{w.primary.IP}) &&
+			slices.Equal(ask(w.addr[i], "replica.db.local."), []string{w.replica.IP})
+	}) {
+		return nil
 	}
 	return fmt.Errorf("pgdns at %s never answered primary %s and replica %s", w.addr[i], w.primary.IP, w.replica.IP)
 }
@@ -217,13 +218,12 @@ func (w *haWorld) converge(ctx context.Context, res *haResult) error {
 			return err
 		}
 		promoted := time.Now()
-		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		// Not answered within 30 s is reported from the polls below.
+		testkit.Poll(30*time.Second, 20*time.Millisecond, func() bool {
 			l0, ok0 := pls[0].Latest()
 			l1, ok1 := pls[1].Latest()
-			if ok0 && ok1 && slices.Contains(l0.IPs, next.IP) && slices.Contains(l1.IPs, next.IP) {
-				break
-			}
-		}
+			return ok0 && ok1 && slices.Contains(l0.IPs, next.IP) && slices.Contains(l1.IPs, next.IP)
+		})
 		polls := finish()
 		// The replica is never answered as primary before this switchover,
 		// and is often answered before pg_ctl promote returns.

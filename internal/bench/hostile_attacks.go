@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/ipv4"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // The attackers of the hostile-clients step. All of them stay on
@@ -283,14 +284,12 @@ func pauseReplay(ctx context.Context, nodes []*pgtest.Node) error {
 		}
 	}
 	for _, n := range nodes {
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
 			var state string
-			if err := n.QueryOnce(ctx, "SELECT pg_get_wal_replay_pause_state()", &state); err == nil && state == "paused" {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("replay on %s never paused", n.Addr())
-			}
+			err := n.QueryOnce(ctx, "SELECT pg_get_wal_replay_pause_state()", &state)
+			return err == nil && state == "paused"
+		}) {
+			return fmt.Errorf("replay on %s never paused", n.Addr())
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgdns/pgdns/internal/dnspoll"
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // patroniReps is how many Patroni switchovers the failover step makes
@@ -98,11 +99,11 @@ func (b *bench) patroniSwitchovers(ctx context.Context, block *pgtest.Block) (*p
 			return nil, err
 		}
 		t1 := time.Now()
-		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			if last, ok := pl.Latest(); ok && slices.Equal(last.IPs, []string{cand.IP}) && !api.first().IsZero() {
-				break
-			}
-		}
+		// Not answered within 30 s is reported from the polls below.
+		testkit.Poll(30*time.Second, 20*time.Millisecond, func() bool {
+			last, ok := pl.Latest()
+			return ok && slices.Equal(last.IPs, []string{cand.IP}) && !api.first().IsZero()
+		})
 		time.Sleep(200 * time.Millisecond)
 		polls := pl.Finish()
 		apiAt := api.finish()
@@ -147,13 +148,11 @@ func (b *bench) patroniSwitchovers(ctx context.Context, block *pgtest.Block) (*p
 // waitPatroniAnswers waits (60s at most) until primary.db.local answers
 // primaryIP and replica.db.local has replicas addresses.
 func waitPatroniAnswers(ctx context.Context, dnsAddr, primaryIP string, replicas int) error {
-	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if slices.Equal(ask(dnsAddr, "primary.db.local."), []string{primaryIP}) && len(ask(dnsAddr, "replica.db.local.")) == replicas {
-			return nil
-		}
+	if testkit.Poll(60*time.Second, 20*time.Millisecond, func() bool {
+		return ctx.Err() != nil ||
+			slices.Equal(ask(dnsAddr, "primary.db.local."), []string{primaryIP}) && len(ask(dnsAddr, "replica.db.local.")) == replicas
+	}) {
+		return ctx.Err()
 	}
 	return fmt.Errorf("pgdns never answered primary %s with %d replicas", primaryIP, replicas)
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // scaleResult: memory and CPU of pgdns with 3 and with 1,000 hosts.
@@ -83,14 +85,14 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 	if _, err := b.start(self, []string{"fakepg", "-n", strconv.Itoa(res.fakes), "-sysid", sysid, "-lsn", lsn}); err != nil {
 		return err
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if c, err := net.Dial("tcp", FakeAddr(res.fakes-1)); err == nil {
+	if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
+		c, err := net.Dial("tcp", FakeAddr(res.fakes-1))
+		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("fake replicas did not start")
-		}
+		return err == nil
+	}) {
+		return fmt.Errorf("fake replicas did not start")
 	}
 	var hosts []string
 	for _, n := range b.pg.Nodes {
@@ -174,15 +176,13 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 
 // waitDNSTCP is waitDNS over TCP, for answers too large for UDP.
 func waitDNSTCP(addr, name string, want int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	if testkit.Poll(timeout, 100*time.Millisecond, func() bool {
 		req := new(dns.Msg)
 		req.SetQuestion(name, dns.TypeA)
 		m, _, err := (&dns.Client{Net: "tcp", Timeout: time.Second}).Exchange(req, addr)
-		if err == nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) >= want {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) >= want
+	}) {
+		return nil
 	}
 	return fmt.Errorf("%s never answered %s with %d records", addr, name, want)
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // PatroniCluster is etcd and PostgreSQL nodes managed by Patroni, from
@@ -212,9 +214,8 @@ func (pc *PatroniCluster) node(name string) *PatroniNode {
 // WaitHealthy waits until there is a running leader and want-1 streaming
 // replicas.
 func (pc *PatroniCluster) WaitHealthy(ctx context.Context, want int) error {
-	deadline := time.Now().Add(90 * time.Second)
 	var ms []Member
-	for time.Now().Before(deadline) {
+	if testkit.Poll(90*time.Second, 250*time.Millisecond, func() bool {
 		ms, _ = pc.Members(ctx)
 		leaders, streaming := 0, 0
 		for _, m := range ms {
@@ -225,10 +226,9 @@ func (pc *PatroniCluster) WaitHealthy(ctx context.Context, want int) error {
 				streaming++
 			}
 		}
-		if leaders == 1 && streaming == want-1 {
-			return nil
-		}
-		time.Sleep(250 * time.Millisecond)
+		return leaders == 1 && streaming == want-1
+	}) {
+		return nil
 	}
 	return fmt.Errorf("patroni cluster not healthy: %+v\n%s", ms, pc.Logs())
 }
