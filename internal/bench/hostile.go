@@ -68,8 +68,9 @@ type hostileRow struct {
 
 // hostileRun is one binary's rows.
 type hostileRun struct {
-	label string
-	rows  []hostileRow
+	label      string
+	rows       []hostileRow
+	load, done string // the machine's load average at the start and at the end
 }
 
 // hostileResult is the step's figures.
@@ -140,7 +141,7 @@ func (b *bench) buildCommit(ctx context.Context, commit string) (string, error) 
 // hostileWith runs bin with the step's configuration, measures at rest
 // and under each attack, and stops it.
 func (b *bench) hostileWith(ctx context.Context, bin, label string) (hostileRun, error) {
-	run := hostileRun{label: label}
+	run := hostileRun{label: label, load: loadAverage()}
 	var hosts []string
 	for _, n := range b.pg.Nodes {
 		hosts = append(hosts, n.Addr())
@@ -176,6 +177,7 @@ clusters:
 		}
 		run.add(row)
 	}
+	run.done = loadAverage()
 	return run, nil
 }
 

@@ -18,7 +18,7 @@ func (h *hostileResult) markdown() string {
 	w("The attacks: **rate-limiter churn**, %d and (asked for) %d queries/s, each from a fresh source address (127.2.0.0–127.63.255.255, consecutive sources in different /24s, set per datagram with `IP_PKTINFO`: spoofed, as they never see the answers); the control beside it, **%s**, is the larger churn's volume from 4,096 sources used again and again, each in a /24 of its own and far under the limit: what the volume alone costs on these cores; **TCP slot hogging**, %d connections from one address, each asking a query every %v, then the same from %d addresses (fewer each than the per-source cap, together more than the cap of all); **HTTP idle flood**, %d connections each sending one request and then idling; **lsn- flood**, %d queries/s for `lsn-<LSN>.replica` from 4,096 sources in as many /24s, where the LSN is a fresh write's, replay is paused on both replicas so that none reaches it, and each probe backend of pgdns on the primary is stopped (SIGSTOP) as soon as it connects, so that refresh rounds hang until `probe.timeout` and each such lookup may wait up to its `lsn_wait` (until pgdns counts the primary down and its rounds skip it). \"attacker\" says what each achieved.\n\n",
 		churnRate, churnMax, controlName, hogConns, hogEvery, hogSources, httpIdle, lsnRate)
 	for _, run := range h.runs {
-		w("**%s**\n\n", run.label)
+		w("**%s** (load average %s at the start, %s at the end: other work on these cores moves the figures)\n\n", run.label, run.load, run.done)
 		w("| attack | UDP q/s [each run] (of rest) | TCP q/s (of rest) | /readyz answered | peak RSS | peak goroutines | attacker |\n|---|---:|---:|---:|---:|---:|---|\n")
 		var rest hostileRow
 		for i, r := range run.rows {
