@@ -89,16 +89,11 @@ func TestSdNotify(t *testing.T) {
 	client := &http.Client{Timeout: time.Second}
 	var lastNotReady time.Time
 	var ready notifyMsg
-	deadline := time.Now().Add(20 * time.Second)
-poll:
-	for {
+	if !testkit.Poll(20*time.Second, 10*time.Millisecond, func() bool {
 		select {
 		case ready = <-msgs:
-			break poll
+			return true
 		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no READY=1 within 20 s")
 		}
 		sent := time.Now()
 		if resp, err := client.Get("http://" + httpAddr + "/readyz"); err == nil {
@@ -107,7 +102,9 @@ poll:
 				lastNotReady = sent
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	}) {
+		t.Fatal("no READY=1 within 20 s")
 	}
 	if ready.state != "READY=1" {
 		t.Fatalf("first message %q, want READY=1", ready.state)

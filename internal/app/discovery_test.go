@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/patroni"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // TestEffectiveLocations: Patroni's members join the configured hosts,
@@ -62,9 +63,7 @@ func TestKickedDiscoveryBacksOff(t *testing.T) {
 	go a.discoveryLoop(ctx)
 	defer func() { cancel(); <-a.discoDone }()
 	kick := func(d time.Duration) {
-		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-			a.kickDiscovery("main")
-		}
+		testkit.Holds(d, 5*time.Millisecond, func() bool { a.kickDiscovery("main"); return true })
 	}
 	kick(3 * time.Second)
 	if n := reads.Load(); n < 3 || n > 12 {
