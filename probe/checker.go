@@ -59,6 +59,9 @@ type Sample struct {
 	// SyncNamesSet, read on every host, matters on a primary:
 	// synchronous_standby_names is set, so a standby may be synchronous.
 	SyncNamesSet bool
+	// WALBlockSize and WALSegmentSize are wal_block_size and
+	// wal_segment_size in bytes: where the server's WAL page headers are.
+	WALBlockSize, WALSegmentSize uint64
 
 	// Primary only: one row per WAL sender (pg_stat_replication).
 	Standbys []zone.Standby
@@ -85,14 +88,16 @@ type NewCheckerFunc func(addr string) (Checker, error)
 
 // probeSQL reads everything pgdns needs in one statement, so one probe is
 // one round trip. The primary's position is its insert position (see
-// Sample.InsertLSN), read back across a page header: at the start of a WAL
-// page the insert position is past the page's header (24 bytes, 40 on a
-// segment's first page), where no record ends, while a replica that has
-// every record replays to the page boundary; an idle primary whose last
-// record filled a page (after every segment switch: pg_basebackup,
-// pg_switch_wal, archive_timeout) would otherwise keep its replicas 24 or
-// 40 bytes behind forever, and their time lag growing. No record ends
-// inside a header, so the boundary is exact. pg_current_wal_insert_lsn() and pg_walfile_name()
+// Sample.InsertLSN), read back across a page header with the server's
+// wal_block_size and wal_segment_size, read beside it (parseProbeRow,
+// zone.LSN.PageBoundary): at the start of a WAL page the insert position
+// is past the page's header (24 bytes, 40 on a segment's first page),
+// where no record ends, while a replica that has every record replays to
+// the page boundary; an idle primary whose last record filled a page
+// (after every segment switch: pg_basebackup, pg_switch_wal,
+// archive_timeout) would otherwise keep its replicas 24 or 40 bytes behind
+// forever, and their time lag growing. No record ends inside a header, so
+// the boundary is exact. pg_current_wal_insert_lsn() and pg_walfile_name()
 // fail during recovery, hence the CASEs. The primary's timeline is the one its current
 // WAL segment is named after; a replica's is the one its WAL receiver last
 // received, 0 when it has no receiver (the last restartpoint's timeline,
@@ -111,10 +116,7 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // in one consistent pass.
 const probeSQL = `SELECT
   pg_is_in_recovery(),
-  CASE WHEN pg_is_in_recovery() THEN '' ELSE (SELECT (i - CASE
-      WHEN (i - '0/0') % current_setting('wal_block_size')::numeric = 24 THEN 24
-      WHEN (i - '0/0') % pg_size_bytes(current_setting('wal_segment_size')) = 40 THEN 40
-      ELSE 0 END)::text FROM pg_current_wal_insert_lsn() i) END,
+  CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_insert_lsn()::text END,
   coalesce(pg_last_wal_receive_lsn()::text, ''),
   coalesce(pg_last_wal_replay_lsn()::text, ''),
   CASE WHEN pg_is_in_recovery()
@@ -134,7 +136,9 @@ const probeSQL = `SELECT
   coalesce((SELECT conninfo FROM pg_stat_wal_receiver), ''),
   coalesce((SELECT coalesce(slot_name, current_setting('primary_slot_name')) FROM pg_stat_wal_receiver), ''),
   pg_has_role('pg_read_all_stats', 'USAGE'),
-  current_setting('synchronous_standby_names') <> ''`
+  current_setting('synchronous_standby_names') <> '',
+  current_setting('wal_block_size')::int,
+  pg_size_bytes(current_setting('wal_segment_size'))`
 
 // historySQL reads a timeline history file. pg_read_file needs superuser
 // or pg_read_server_files; without them the probe does without.

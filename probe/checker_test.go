@@ -39,6 +39,11 @@ func TestPostgresCheckerReadsPrimaryAndReplica(t *testing.T) {
 	if p.InRecovery || p.InsertLSN == 0 || p.ReplayLSN != p.InsertLSN || p.Timeline != 1 || p.SystemID == 0 || p.IP.String() != ips[0] {
 		t.Fatalf("primary sample %+v", p)
 	}
+	var block, segment uint64
+	cl.Nodes[0].Query(t, "SELECT current_setting('wal_block_size')::int8, pg_size_bytes(current_setting('wal_segment_size'))", &block, &segment)
+	if p.WALBlockSize != block || p.WALSegmentSize != segment || block == 0 {
+		t.Fatalf("primary sample: WAL block size %d, segment size %d; the server's are %d, %d", p.WALBlockSize, p.WALSegmentSize, block, segment)
+	}
 	// A replica reports its exact timeline once its WAL receiver streams,
 	// which on a loaded machine may be seconds after it accepts sessions.
 	r := testkit.Eventually(t, 30*time.Second, 100*time.Millisecond, "the replica's WAL receiver streaming",

@@ -17,7 +17,7 @@ import (
 // text format and parseProbeRow reads them directly.
 
 // probeColumns is the number of columns of probeSQL.
-const probeColumns = 13
+const probeColumns = 15
 
 // probeRow is one row of probeSQL in text format. Its buffers are reused
 // from probe to probe.
@@ -95,6 +95,14 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 	if err != nil {
 		return err
 	}
+	block, err1 := strconv.ParseUint(string(v[13]), 10, 64)
+	segment, err2 := strconv.ParseUint(string(v[14]), 10, 64)
+	if err1 != nil || err2 != nil || block == 0 || segment == 0 || segment%block != 0 {
+		return fmt.Errorf("bad wal_block_size %q or wal_segment_size %q", v[13], v[14])
+	}
+	s.WALBlockSize, s.WALSegmentSize = block, segment
+	// No record ends inside a page header (probeSQL).
+	s.InsertLSN = s.InsertLSN.PageBoundary(block, segment)
 	if !s.InRecovery {
 		s.ReplayLSN = s.InsertLSN
 	}

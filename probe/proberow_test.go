@@ -25,9 +25,9 @@ func textRow(cols ...string) *probeRow {
 
 var (
 	replicaCols = []string{"t", "", "0/3000060", "0/3000028", "1", "1", "7000000000000000001", "1700000000000000",
-		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 sslmode=prefer", "r1_slot", "t", "f"}
+		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 sslmode=prefer", "r1_slot", "t", "f", "8192", "16777216"}
 	primaryCols = []string{"f", "0/5000000", "", "", "3", "2", "7000000000000000001", "1700000000000123",
-		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t"}
+		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216"}
 )
 
 // TestParseProbeRow: what the probe's row says, read from its text format,
@@ -55,6 +55,24 @@ func TestParseProbeRow(t *testing.T) {
 		s.Standbys[0] != (zone.Standby{Addr: netip.MustParseAddr("10.0.0.2"), AppName: "r1", Sync: true, Slot: "r1_slot"}) ||
 		s.Standbys[1] != (zone.Standby{AppName: "r2"}) {
 		t.Errorf("primary: %+v", s)
+	}
+
+	if s.WALBlockSize != 8192 || s.WALSegmentSize != 16<<20 {
+		t.Errorf("primary: WAL block size %d, segment size %d", s.WALBlockSize, s.WALSegmentSize)
+	}
+	// The insert position just past a page header reads back to the
+	// page's start, where a replica with every record replays to; 40
+	// bytes into a page that does not start a segment is a record's end.
+	for in, want := range map[string]zone.LSN{"0/5000028": 0x5000000, "0/5002018": 0x5002000, "0/5002028": 0x5002028, "0/5000060": 0x5000060} {
+		cols := append([]string(nil), primaryCols...)
+		cols[1] = in
+		var p Sample
+		if err := parseProbeRow(textRow(cols...), &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.InsertLSN != want || p.ReplayLSN != want {
+			t.Errorf("primary at insert position %s: read back to %v (replay %v), want %v", in, p.InsertLSN, p.ReplayLSN, want)
+		}
 	}
 
 	if s.StatsHidden || !s.SyncNamesSet || s.TimelineHidden {
@@ -102,6 +120,9 @@ func TestParseProbeRow(t *testing.T) {
 		{4, "-1", "bad system identifier"}, // a primary has no WAL receiver
 		{11, "yes", "not a boolean"},
 		{12, "NULL", "column 13 is NULL"},
+		{13, "0", "bad wal_block_size"},
+		{14, "16MB", "wal_segment_size"},
+		{14, "10000", "wal_segment_size"}, // not whole pages
 	} {
 		cols := append([]string(nil), primaryCols...)
 		cols[tc.col] = tc.val

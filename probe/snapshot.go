@@ -55,6 +55,7 @@ func (p *Prober) record(r result) {
 		h.OwnHistory = s.History
 	}
 	h.StatsHidden, h.TimelineHidden, h.SyncNamesSet = s.StatsHidden, s.TimelineHidden, s.SyncNamesSet
+	h.WALBlockSize, h.WALSegmentSize = s.WALBlockSize, s.WALSegmentSize
 
 	// The WAL clock of a writable host. It starts over when the host
 	// changes timeline or goes back into recovery: positions on another

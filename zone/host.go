@@ -91,6 +91,10 @@ type Host struct {
 	SyncUnsure bool      // Sync is true because the primary's rows could not be told apart or hide sync_state (see markSyncStandbys)
 	AppName    string    // replica: the application name its WAL receiver uses
 	SlotName   string    // replica: the replication slot it streams from, if any
+	// WALBlockSize and WALSegmentSize are the server's wal_block_size and
+	// wal_segment_size in bytes (0: not known), which place its WAL page
+	// headers: lsn- tokens are compared read back across one (Host.token).
+	WALBlockSize, WALSegmentSize uint64
 
 	// TimelineExact is false on a replica whose WAL receiver is not
 	// running: Timeline is then only a lower bound of the timeline it
@@ -174,6 +178,14 @@ type TimelineEnd struct {
 	Timeline uint32
 	End      LSN
 }
+
+// token is the position an lsn- token l asks of h: every record before l
+// is all a client holding it needs, so l is read back across a page header
+// (LSN.PageBoundary) placed by h's WAL sizes. A token taken from
+// pg_current_wal_insert_lsn() after a segment switch, or after a record
+// that filled a page, is then satisfied by a replica that replayed up to
+// the boundary, as it is once the next record arrives.
+func (h *Host) token(l LSN) LSN { return l.PageBoundary(h.WALBlockSize, h.WALSegmentSize) }
 
 // hasHistory reports whether h's WAL contains position lsn as written on
 // timeline tli: h is on tli, or on a later timeline that branched off tli

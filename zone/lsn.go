@@ -100,3 +100,34 @@ func hexDigit(c byte) (byte, bool) {
 	}
 	return 0, false
 }
+
+// The sizes of a WAL page's header on the 64-bit builds PostgreSQL runs
+// on (SizeOfXLogShortPHD, SizeOfXLogLongPHD): a segment's first page has
+// the long one.
+const (
+	shortPageHeader = 24
+	longPageHeader  = 40
+)
+
+// PageBoundary reads l back across a WAL page header: when l is just past
+// the header of a page (24 bytes into it, or 40 into a segment's first
+// page), it returns the page's start, else l. No record ends inside a
+// header, so every record before l ends at or before the page's start,
+// and the two positions are exactly equivalent: a replica that has
+// replayed every record stops at the boundary, while
+// pg_current_wal_insert_lsn() points past the header. blockSize and
+// segmentSize are the server's wal_block_size and wal_segment_size, in
+// bytes; 0 (not known) leaves l as it is. Only a segment's first page has
+// a 40-byte header: elsewhere a record may end 40 bytes into a page, and
+// that position stays.
+func (l LSN) PageBoundary(blockSize, segmentSize uint64) LSN {
+	switch {
+	case blockSize == 0 || segmentSize == 0:
+		return l
+	case uint64(l)%blockSize == shortPageHeader:
+		return l - shortPageHeader
+	case uint64(l)%segmentSize == longPageHeader:
+		return l - longPageHeader
+	}
+	return l
+}

@@ -89,10 +89,11 @@ func (c *Cluster) passes(h *Host, q *Query, primary *Host, now time.Time, staleA
 		return BytesTooHigh
 	}
 	if q.HasLSN {
-		if q.Timeline != 0 && !h.hasHistory(q.Timeline, q.MinLSN) {
+		want := h.token(q.MinLSN)
+		if q.Timeline != 0 && !h.hasHistory(q.Timeline, want) {
 			return OtherTimeline
 		}
-		if h.ReplayLSN < q.MinLSN {
+		if h.ReplayLSN < want {
 			return NotReplayed
 		}
 	}

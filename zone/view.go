@@ -88,6 +88,9 @@ const maxWALRate = 16_000
 // primary started at most at the old one's position. Beyond that the token
 // is forged, another cluster's, or a write a failover lost.
 //
+// The token is compared read back across a page header (Host.token), as
+// replay is: a token just past a page's header is reached at its boundary.
+//
 // Without a live primary nothing bounds the position (false); nor is a
 // token on a timeline above the primary's judged, since a refresh may be
 // what finds the failover it comes from.
@@ -113,5 +116,5 @@ func (v View) LSNUnreachable(q *Query, asked time.Time) bool {
 			return false // past the end of the LSN space: nothing is beyond
 		}
 	}
-	return q.MinLSN > reach
+	return p.token(q.MinLSN) > reach
 }

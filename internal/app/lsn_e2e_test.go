@@ -7,6 +7,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,5 +134,54 @@ func TestUnreachableLSNCostsNoProbe(t *testing.T) {
 	}
 	if n := e.metricSum(t, roundsMetric) - rounds; n < 1 {
 		t.Errorf("a token 1 MiB ahead of the primary started no refresh round")
+	}
+}
+
+// Review R1: a token taken from pg_current_wal_insert_lsn() right after
+// pg_switch_wal() points just past the long header of the next segment's
+// first page (X+40), where no record ends; the replicas have every record
+// before it and replay to X. lsn-X+40.replica answers them while the
+// primary writes nothing more. Before, the token waited for the next WAL
+// record (up to 15 s on an idle primary: the bgwriter's running-xacts
+// record), and so did each answer. The proof needs no clock: an answer
+// given while the primary's insert position is still the token's came
+// without any record after it, which before was never so. A background
+// record slipping in first leaves the run inconclusive, and it is tried
+// again (at most 3 times).
+func TestTokenJustPastASegmentHeader(t *testing.T) {
+	t.Parallel()
+	ips := pgtest.Addrs(t).IPs(3)
+	pg := pgtest.New(t, pgtest.Options{IPs: ips})
+	e := attach(t, pg, envOptions{})
+	e.waitFor(t, "replica.db.local.", ips[1:])
+	conn := pg.Nodes[0].Conn(t)
+	ctx := context.Background()
+	insertLSN := func() string {
+		var lsn string
+		if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
+			t.Fatal(err)
+		}
+		return lsn
+	}
+	for try := 1; ; try++ {
+		if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS t (id serial PRIMARY KEY, v text); INSERT INTO t (v) VALUES ('switch')"); err != nil {
+			t.Fatal(err) // something to switch away from
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_switch_wal()"); err != nil {
+			t.Fatal(err)
+		}
+		token := insertLSN()
+		if !strings.HasSuffix(token, "000028") {
+			t.Fatalf("insert position after pg_switch_wal() = %s, want one 40 bytes into a segment", token)
+		}
+		took := e.waitFor(t, "lsn-"+lsnLabel(token)+".replica.db.local.", ips[1:])
+		now := insertLSN()
+		t.Logf("try %d: lsn-%s answered both replicas in %v; the primary's insert position is %s", try, lsnLabel(token), took.Round(time.Millisecond), now)
+		if now == token {
+			break // answered with no record past the token
+		}
+		if try == 3 {
+			t.Fatalf("lsn-%s answered the caught-up replicas only once the primary wrote past it (now at %s), in each of %d tries", lsnLabel(token), now, try)
+		}
 	}
 }

@@ -46,7 +46,8 @@ func TestFakeReplicaPassesTheProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !s.InRecovery || s.ReplayLSN != zone.LSN(0x3000060) || s.SystemID != 7000000000000000001 || s.Timeline != 1 || s.IP.String() != ip {
+		if !s.InRecovery || s.ReplayLSN != zone.LSN(0x3000060) || s.SystemID != 7000000000000000001 || s.Timeline != 1 || s.IP.String() != ip ||
+			s.WALBlockSize != 8192 || s.WALSegmentSize != 16<<20 {
 			t.Fatalf("sample %+v", s)
 		}
 	}
