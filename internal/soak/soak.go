@@ -314,13 +314,16 @@ func (h *harness) reconfigure(change func(*pgdnsSetup)) error {
 	if err := os.WriteFile(h.cfg, []byte(h.pgdnsConfig(next)), 0o600); err != nil {
 		return err
 	}
-	began := time.Now()
+	// Recorded before the reload: a client may check an answer from the
+	// new list before Reload returns.
+	done := h.w.reloading(h.hosts(next))
 	if err := h.reloadPGDNS(); err != nil {
+		done(false)
 		_ = os.WriteFile(h.cfg, []byte(h.pgdnsConfig(old)), 0o600)
 		return fmt.Errorf("reload refused, config kept: %w", err)
 	}
+	done(true)
 	h.setup = next
-	h.w.configured(began, time.Now(), h.hosts(next))
 	return nil
 }
 
@@ -335,7 +338,7 @@ func (h *harness) startPGDNS(dir string) error {
 		return err
 	}
 	if h.w.epochs == nil {
-		h.w.configured(time.Now(), time.Now(), hosts)
+		h.w.reloading(hosts)(true)
 	}
 	cfg, err := config.Load(h.cfg, nil)
 	if err != nil {

@@ -164,3 +164,28 @@ func TestLackedBefore(t *testing.T) {
 		t.Error("a heartbeat of an undecided timeline tail counted")
 	}
 }
+
+// TestReloadEpochs: a host of a new list counts as configured from when
+// its reload began, before Reload returns (a client checked an answer from
+// it first in the 60-minute run, and four answers were called wrong); the
+// old list ends when the reload returned, and a refused reload's list
+// never counts.
+func TestReloadEpochs(t *testing.T) {
+	w := &world{}
+	w.reloading([]string{"127.0.0.1:5432"})(true)
+	done := w.reloading([]string{"127.0.0.2:5432"})
+	now := time.Now()
+	if !w.configuredFor("127.0.0.2", now, now) || !w.configuredFor("127.0.0.1", now, now) {
+		t.Fatal("during a reload, a host of either list is not configured")
+	}
+	done(true)
+	time.Sleep(time.Millisecond)
+	later := time.Now()
+	if w.configuredFor("127.0.0.1", later, later) || !w.configuredFor("127.0.0.2", later, later) {
+		t.Fatal("after the reload, the old list still counts or the new one does not")
+	}
+	w.reloading([]string{"127.0.0.3:5432"})(false)
+	if w.configuredFor("127.0.0.3", time.Now(), time.Now()) {
+		t.Fatal("a refused reload's host counts as configured")
+	}
+}

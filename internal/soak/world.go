@@ -114,20 +114,31 @@ func newWorld(pg *pgtest.Cluster, foreign *pgtest.Cluster, sysid string) *world 
 	return w
 }
 
-// configured records that pgdns runs with hosts (host:port) from a
-// reload that began at began and returned at done.
-func (w *world) configured(began, done time.Time, hosts []string) {
+// reloading records that a reload to hosts (host:port) begins now: until
+// it returns, pgdns may answer from the old list or the new one. done
+// says whether it applied: then the old list ends when it returned,
+// otherwise the new one never was.
+func (w *world) reloading(hosts []string) (done func(applied bool)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if n := len(w.epochs); n > 0 {
-		w.epochs[n-1].to = done
-	}
-	e := epoch{from: began, hosts: map[string]bool{}}
+	prev := len(w.epochs) - 1
+	e := epoch{from: time.Now(), hosts: map[string]bool{}}
 	for _, hp := range hosts {
 		host, _, _ := strings.Cut(hp, ":")
 		e.hosts[host] = true
 	}
 	w.epochs = append(w.epochs, e)
+	next := len(w.epochs) - 1
+	return func(applied bool) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch {
+		case !applied:
+			w.epochs[next].hosts = map[string]bool{}
+		case prev >= 0:
+			w.epochs[prev].to = time.Now()
+		}
+	}
 }
 
 // configuredFor reports whether ip was a configured host at some moment
