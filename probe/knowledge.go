@@ -73,11 +73,17 @@ func (p *Prober) export() Knowledge {
 		}
 		k.clusters[c.Name] = ck
 	}
+	for name, o := range p.orphans {
+		k.clusters[name] = o // never modified in place
+	}
 	return k
 }
 
 // adopt folds a predecessor's knowledge into the aggregator's state, for
-// the clusters and hosts both probe. Only the aggregator calls it.
+// the clusters and hosts both probe. What the predecessor knew of clusters
+// no longer configured is kept aside (orphans.go) for a configured cluster
+// of the same identity: a cluster renamed in the config keeps what pgdns
+// learned of it. Only the aggregator calls it.
 func (p *Prober) adopt(k Knowledge) {
 	for ci, c := range p.state {
 		old, ok := k.clusters[c.Name]
@@ -99,32 +105,51 @@ func (p *Prober) adopt(k Knowledge) {
 			c.Identity, c.NewestTimeline = old.identity, 0
 			p.timelines[ci] = map[uint32]timelineHistory{}
 		}
-		c.NewestTimeline = max(c.NewestTimeline, old.newest)
-		for tl, h := range old.timelines {
-			if cur, ok := p.timelines[ci][tl]; !ok || !cur.fromFile {
-				p.timelines[ci][tl] = h
-			}
+		p.inherit(ci, old)
+	}
+	p.keepOrphans(k)
+	for ci := range p.state {
+		p.claim(ci)
+	}
+	p.dropOrphans()
+}
+
+// inherit folds old, knowledge of cluster ci's identity, into what p
+// knows of it: the newer of the two newest timelines, the histories p
+// lacks (a history file's replaces a watched one), the forks of its hosts
+// (applied to a host seen in the same server run, or restored at an unseen
+// host's first sample) and their WAL clocks.
+func (p *Prober) inherit(ci int, old clusterKnowledge) {
+	c := p.state[ci]
+	c.NewestTimeline = max(c.NewestTimeline, old.newest)
+	for tl, h := range old.timelines {
+		if cur, ok := p.timelines[ci][tl]; !ok || !cur.fromFile {
+			p.timelines[ci][tl] = h
 		}
-		for hi := range c.Hosts {
-			h := &c.Hosts[hi]
-			if f, ok := old.forks[h.Addr]; ok && h.Seen && h.InRecovery && h.StartedAt.Equal(f.run) && h.DivergedFrom == "" {
+	}
+	for hi := range c.Hosts {
+		h := &c.Hosts[hi]
+		if f, ok := old.forks[h.Addr]; ok && h.DivergedFrom == "" {
+			if !h.Seen {
+				p.restoring[h] = f
+			} else if h.InRecovery && h.StartedAt.Equal(f.run) {
 				h.DivergedFrom, h.DivergedNote = f.from, f.note
 			}
-			w := old.clocks[h.Addr]
-			if w == nil {
-				continue
+		}
+		w := old.clocks[h.Addr]
+		if w == nil {
+			continue
+		}
+		if mine := p.history[h]; mine != nil && mine.timeline == w.timeline {
+			for _, m := range mine.marks {
+				w.add(m.first, m.lsn)
+				w.add(m.last, m.lsn)
 			}
-			if mine := p.history[h]; mine != nil && mine.timeline == w.timeline {
-				for _, m := range mine.marks {
-					w.add(m.first, m.lsn)
-					w.add(m.last, m.lsn)
-				}
-			} else if mine != nil {
-				continue // the host moved on: the older clock is of no use
-			}
-			if !h.InRecovery && h.Seen {
-				p.history[h] = w
-			}
+		} else if mine != nil {
+			continue // the host moved on: the older clock is of no use
+		}
+		if !h.InRecovery && h.Seen {
+			p.history[h] = w
 		}
 	}
 }

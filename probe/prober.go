@@ -38,7 +38,8 @@ type Config struct {
 	// Remembered is what a previous run of pgdns learned, by cluster
 	// name (remember.go): the prober starts from it, before its first
 	// probe. An entry whose identity is not a cluster's pinned one is
-	// not applied.
+	// not applied; one under a name not configured waits for a cluster
+	// of its identity (orphans.go).
 	Remembered map[string]Remembered
 }
 
@@ -147,6 +148,11 @@ type Prober struct {
 
 	reported  map[string]Remembered // what Hooks.Learned last heard (remember.go); aggregator's
 	restoring map[*zone.Host]fork   // remembered forks awaiting the host's first sample (remember.go)
+	// Knowledge of clusters no longer configured, by their old name, for
+	// a configured one of the same identity (orphans.go); aggregator's.
+	orphans                         map[string]clusterKnowledge
+	orphansChanged, orphansReported uint64 // changes of orphans, and the last one Hooks.Learned heard of
+	seeded                          []bool // per cluster: its identity came from Config.Remembered (remember.go)
 }
 
 type result struct {
@@ -195,6 +201,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	p.answered, p.roundKicked = make([]time.Time, len(p.done)), make([]time.Time, len(p.done))
 	p.rounds = make([]*round, len(p.state))
 	p.flux = make([]flux, len(p.state))
+	p.seeded = make([]bool, len(p.state))
 	p.seed(cfg.Remembered)
 	return p
 }

@@ -45,7 +45,10 @@ type TimelineHistory struct {
 
 // seed folds what a previous run of pgdns learned into the state of a
 // prober not yet running, by the rules of adopt: an entry whose identity
-// differs from a pinned one is not applied.
+// differs from a pinned one is not applied (said at WARN), and one under
+// a name no longer configured waits for a cluster of its identity
+// (orphans.go). A fork is restored at the host's first sample, if the
+// same server run answers it (restoreFork).
 func (p *Prober) seed(remembered map[string]Remembered) {
 	if len(remembered) == 0 {
 		return
@@ -59,22 +62,34 @@ func (p *Prober) seed(remembered map[string]Remembered) {
 		for tl, h := range r.Timelines {
 			ck.timelines[tl] = timelineHistory{ends: slices.Clone(h.Ends), fromFile: h.FromFile}
 		}
+		for addr, f := range r.Forks {
+			if ck.forks == nil {
+				ck.forks = map[string]fork{}
+			}
+			ck.forks[addr] = fork{run: f.Run, from: f.From, note: f.Note}
+		}
 		k.clusters[name] = ck
 	}
-	p.adopt(k)
-	// A fork is restored at the host's first sample, if the same server
-	// run answers it (restoreFork); adopt applies forks to hosts seen.
 	for _, c := range p.state {
-		r, ok := remembered[c.Name]
-		if !ok || r.Identity == 0 || c.Identity != r.Identity {
-			continue
-		}
-		for hi := range c.Hosts {
-			if f, ok := r.Forks[c.Hosts[hi].Addr]; ok {
-				p.restoring[&c.Hosts[hi]] = fork{run: f.Run, from: f.From, note: f.Note}
-			}
+		if r, ok := k.clusters[c.Name]; ok && c.IdentityPinned && r.identity != c.Identity {
+			p.log.Warn("remembered knowledge not applied: its system identifier is not the one the config pins "+
+				"(another cluster's state file?); it is dropped",
+				"cluster", c.Name, "system_identifier_pinned", c.Identity, "system_identifier_remembered", r.identity,
+				"dropped_newest_timeline", r.newest, "dropped_timeline_histories", len(r.timelines))
 		}
 	}
+	p.adopt(k)
+	for ci, c := range p.state {
+		p.seeded[ci] = c.Identity != 0 && !c.IdentityPinned
+	}
+}
+
+// rememberedFrom says where cluster ci's identity came from, for the logs.
+func (p *Prober) rememberedFrom(ci int) string {
+	if p.seeded[ci] {
+		return "the state file"
+	}
+	return "this run of pgdns"
 }
 
 // restoreFork applies a remembered fork to replica h at its first sample
@@ -103,12 +118,13 @@ func (p *Prober) reportLearned() {
 	if p.reported != nil && p.remembersAsReported() {
 		return
 	}
-	p.reported = p.remembered()
+	p.reported, p.orphansReported = p.remembered(), p.orphansChanged
 	hook(p.reported)
 }
 
-// remembered copies what p would keep across a restart, by cluster name.
-// Clusters without an established identity are left out.
+// remembered copies what p would keep across a restart, by cluster name:
+// the configured clusters with an established identity, and the orphans
+// (orphans.go) under their old names.
 func (p *Prober) remembered() map[string]Remembered {
 	out := make(map[string]Remembered, len(p.state))
 	for ci, c := range p.state {
@@ -124,6 +140,19 @@ func (p *Prober) remembered() map[string]Remembered {
 		}
 		r.Forks = p.forksOf(c)
 		out[c.Name] = r
+	}
+	for name, o := range p.orphans {
+		r := Remembered{Identity: o.identity, NewestTimeline: o.newest, Timelines: make(map[uint32]TimelineHistory, len(o.timelines))}
+		for tl, h := range o.timelines {
+			r.Timelines[tl] = TimelineHistory{Ends: h.ends, FromFile: h.fromFile}
+		}
+		for addr, f := range o.forks {
+			if r.Forks == nil {
+				r.Forks = map[string]Fork{}
+			}
+			r.Forks[addr] = Fork{Run: f.run, From: f.from, Note: f.note}
+		}
+		out[name] = r
 	}
 	return out
 }
@@ -152,7 +181,10 @@ func (p *Prober) forksOf(c *zone.Cluster) map[string]Fork {
 // remembersAsReported reports whether p would remember exactly what it
 // last reported, without allocating: it runs after every publish.
 func (p *Prober) remembersAsReported() bool {
-	n := 0
+	if p.orphansReported != p.orphansChanged {
+		return false
+	}
+	n := len(p.orphans) // unchanged since reported: kept as they were
 	for ci, c := range p.state {
 		if c.Identity == 0 {
 			continue

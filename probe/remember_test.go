@@ -131,3 +131,46 @@ func TestProberRestoresRememberedForks(t *testing.T) {
 		return f, len(f) == 1 && f["r:1"].From == "p:1" && f["r:1"].Note == forked.Note && f["r:1"].Run.IsZero()
 	})
 }
+
+// What is remembered belongs to the identity, not to the name: a cluster
+// renamed since (main → prod) inherits it once its hosts establish the
+// same identity, before its first snapshot answers anything, and the old
+// name leaves the report. Until some cluster could claim it, it stays.
+func TestProberInheritsWhatARenamedClusterRemembers(t *testing.T) {
+	old := &fakeHost{ip: "10.0.0.1", lsn: 100}
+	hosts := map[string]*fakeHost{"a:1": old, "b:1": {ip: "10.0.0.2", inRecovery: true, lsn: 100},
+		"c:1": {ip: "10.0.0.3", fail: ErrNotServing}}
+	learned := &learnedLog{}
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: time.Second, MaxFails: 2,
+		Clusters:   []ClusterConfig{{Name: "prod", Hosts: []string{"a:1", "b:1", "c:1"}}},
+		Remembered: map[string]Remembered{"main": {Identity: 42, NewestTimeline: 2}, "other": {Identity: 7, NewestTimeline: 5}},
+		Hooks:      Hooks{Learned: learned.hook}}
+	table, _ := runFake(t, cfg, hosts)
+	s := waitSnapshot(t, table, "an identity", func(s *zone.Snapshot) bool { return len(s.Clusters) > 0 && s.Clusters[0].Identity != 0 })
+	if c := s.Clusters[0]; c.Primary >= 0 || c.NewestTimeline != 2 || c.Identity != 42 {
+		t.Fatalf("the first snapshot with an identity: primary %d, newest timeline %d, identity %d; want none, 2, 42",
+			c.Primary, c.NewestTimeline, c.Identity)
+	}
+	got := testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, "a report", func() (map[string]Remembered, bool) {
+		m, _ := learned.last()
+		return m, m != nil
+	})
+	if len(got) != 1 || got["prod"].Identity != 42 || got["prod"].NewestTimeline != 2 {
+		t.Errorf("reported %+v, want prod alone, of identity 42 on timeline 2", got)
+	}
+
+	// No host answers: nothing is claimed, nothing is dropped.
+	down := map[string]*fakeHost{"a:1": {ip: "10.0.0.1", fail: ErrNotServing}}
+	learned = &learnedLog{}
+	cfg.Clusters = []ClusterConfig{{Name: "prod", Hosts: []string{"a:1"}}}
+	cfg.Hooks = Hooks{Learned: learned.hook}
+	table, _ = runFake(t, cfg, down)
+	waitSnapshot(t, table, "ready", func(s *zone.Snapshot) bool { return s.Ready })
+	got = testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, "a report", func() (map[string]Remembered, bool) {
+		m, _ := learned.last()
+		return m, m != nil
+	})
+	if len(got) != 2 || got["main"].NewestTimeline != 2 || got["other"].NewestTimeline != 5 {
+		t.Errorf("reported %+v, want both unclaimed entries kept", got)
+	}
+}

@@ -94,18 +94,18 @@ func (p *Prober) publish() {
 		Networks:   p.cfg.Networks,
 	}
 	for ci, src := range p.state {
-		c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...),
-			Identity: src.Identity, IdentityPinned: src.IdentityPinned, NewestTimeline: src.NewestTimeline,
-			MinTimeline: p.cfg.Clusters[ci].MinTimeline, LeaderKey: src.LeaderKey, Leader: src.Leader}
-		c.Decide(now, stale, p.cfg.MaxFails)
-		if c.Identity != src.Identity {
-			p.timelines[ci] = map[uint32]timelineHistory{} // another cluster now: its history is not this one's
+		c := p.decide(ci, now, stale)
+		if p.claim(ci) {
+			// An identity just established is one remembered under
+			// another name: decide again with what was learned of it,
+			// before anything is published.
+			c = p.decide(ci, now, stale)
 		}
-		src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline
 		p.computeLag(src, c, now, stale)
 		p.attachHistories(ci, c)
 		snap.Clusters = append(snap.Clusters, c)
 	}
+	p.dropOrphans()
 	snap.StampSerials(p.serialBase())
 	p.logChanges(snap)
 	p.logHidden(snap)
@@ -118,6 +118,35 @@ func (p *Prober) publish() {
 	if p.active.Load() {
 		p.table.Store(snap)
 	}
+}
+
+// decide derives the roles of cluster ci's hosts from the observed state
+// and keeps the identity and newest timeline it settles. A new identity
+// forgets the old one's timeline histories: another cluster's history is
+// not this one's. Replacing an established identity (no live host has it,
+// a majority of the configured hosts have another: the cluster was
+// rebuilt, or the identity remembered was another cluster's) is said at
+// WARN, with what is dropped.
+func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluster {
+	src := p.state[ci]
+	c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...),
+		Identity: src.Identity, IdentityPinned: src.IdentityPinned, NewestTimeline: src.NewestTimeline,
+		MinTimeline: p.cfg.Clusters[ci].MinTimeline, LeaderKey: src.LeaderKey, Leader: src.Leader}
+	c.Decide(now, stale, p.cfg.MaxFails)
+	if c.Identity != src.Identity {
+		if src.Identity != 0 && p.active.Load() {
+			p.log.Warn("cluster identity replaced: no live host has the one pgdns knew and a majority of the configured hosts "+
+				"have another (the cluster was rebuilt, or what pgdns remembered was another cluster's); "+
+				"what it knew of the old one is dropped, and a primary it had superseded may be answered",
+				"cluster", src.Name, "system_identifier_before", src.Identity, "system_identifier_after", c.Identity,
+				"dropped_newest_timeline", src.NewestTimeline, "dropped_timeline_histories", len(p.timelines[ci]),
+				"remembered_from", p.rememberedFrom(ci))
+		}
+		p.timelines[ci] = map[uint32]timelineHistory{}
+		p.seeded[ci] = false
+	}
+	src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline
+	return c
 }
 
 // computeLag fills Lag, LagBytes, LagKnown and BytesKnown of every replica of c from

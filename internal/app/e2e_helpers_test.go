@@ -79,6 +79,7 @@ type envOptions struct {
 	NameServers []string
 	State       string // state.path, default "" (memory only)
 	Cluster     string // more keys of clusters.main, each line "    key: value\n"
+	Name        string // the cluster's name, default main
 	// AdminTokenFile is http.admin_token_file, default "" (admin endpoints off).
 	AdminTokenFile string
 }
@@ -110,6 +111,7 @@ func launch(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
 	o.Replicas = cmp.Or(o.Replicas, "all")
 	o.DSN = cmp.Or(o.DSN, "user=postgres dbname=postgres sslmode=disable")
 	o.Listen = cmp.Or(o.Listen, "127.0.0.1:0")
+	o.Name = cmp.Or(o.Name, "main")
 	var hosts []string
 	for _, n := range pg.Nodes {
 		hosts = append(hosts, n.Addr())
@@ -139,12 +141,12 @@ probe:
   max_fails: 3
   dsn: %q
 clusters:
-  main:
+  %s:
     hosts: [%s]
     replicas: %s
 %sstate:
   path: %q
-`, o.Listen, o.LSNWait, dnsExtra, o.AdminTokenFile, o.Interval, o.Timeout, o.DSN, strings.Join(hosts, ", "), o.Replicas, o.Cluster, o.State))
+`, o.Listen, o.LSNWait, dnsExtra, o.AdminTokenFile, o.Interval, o.Timeout, o.DSN, o.Name, strings.Join(hosts, ", "), o.Replicas, o.Cluster, o.State))
 	return &env{pg: pg, app: a, cfg: cfg, logs: logs}
 }
 

@@ -20,8 +20,9 @@ import (
 // anything is answered, and seeded into the first prober; written by a
 // state.Writer each time the publishing prober learns something, and
 // once more at Stop. A reload hands knowledge from prober to prober as
-// before; the new one's reports replace the file's contents, so a cluster
-// removed from the config leaves it at the next write.
+// before; the new one's reports replace the file's contents. Knowledge
+// under a name no longer configured stays in them until a configured
+// cluster of its identity inherits it, or none could (probe/orphans.go).
 
 // stateKeeper is the running state file: its writer and how to stop it.
 type stateKeeper struct {

@@ -1,0 +1,80 @@
+package probe
+
+// What pgdns knows belongs to a cluster's system identity, not to its
+// name in the config: a cluster renamed by a reload (clusters: main: →
+// prod:, same hosts) or in the config a restarted pgdns reads must not
+// forget its newest timeline, or a superseded primary is answered again.
+// Knowledge remembered under a name no longer configured is an orphan: it
+// is kept (in memory, handed on by a reload, and in the state file) until
+// a configured cluster establishes or pins the same identity, which then
+// inherits it, or until no configured cluster could: every one has an
+// identity and it is another.
+
+// keepOrphans sets aside what k knows of clusters p does not probe.
+func (p *Prober) keepOrphans(k Knowledge) {
+	for name, o := range k.clusters {
+		if o.identity == 0 || p.configured(name) {
+			continue // nothing learned, or the cluster's own (adopt)
+		}
+		o.clocks = nil // measured again; a clock is of one primary's run
+		if p.orphans == nil {
+			p.orphans = map[string]clusterKnowledge{}
+		}
+		p.orphans[name] = o
+		p.orphansChanged++
+	}
+}
+
+// configured reports whether p probes a cluster called name.
+func (p *Prober) configured(name string) bool {
+	for _, c := range p.state {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// claim folds into cluster ci every orphan of its identity, once it has
+// one, and reports whether there was any. The orphans stay until
+// claim folds into cluster ci every orphan of its identity, once it has
+// one, and reports whether there was any. The orphans stay until
+// dropOrphans, so that two clusters of one identity both inherit.
+func (p *Prober) claim(ci int) bool {
+	c := p.state[ci]
+	if c.Identity == 0 || len(p.orphans) == 0 {
+		return false
+	}
+	claimed := false
+	for name, o := range p.orphans {
+		if o.identity != c.Identity {
+			continue
+		}
+		p.inherit(ci, o)
+		claimed = true
+		p.log.Info("cluster inherits what pgdns knew of it under another name: the system identifier is the same",
+			"cluster", c.Name, "known_as", name, "system_identifier", o.identity,
+			"newest_timeline", o.newest, "timeline_histories", len(o.timelines))
+	}
+	return claimed
+}
+
+// dropOrphans forgets the orphans claimed, and those no configured cluster
+// could claim: every one has an identity, and another. An orphan stays
+// while some cluster has no identity yet and none has its own.
+func (p *Prober) dropOrphans() {
+	for name, o := range p.orphans {
+		keep := false
+		for _, c := range p.state {
+			if c.Identity == o.identity {
+				keep = false
+				break
+			}
+			keep = keep || c.Identity == 0
+		}
+		if !keep {
+			delete(p.orphans, name)
+			p.orphansChanged++
+		}
+	}
+}
