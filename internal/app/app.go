@@ -103,12 +103,12 @@ func (a *App) Start() error {
 	defer a.mu.Unlock()
 	cfg := a.cfg
 	// What pgdns learned before, read before anything can be answered.
-	remembered, err := a.loadState(cfg.State.Path)
+	lock, remembered, err := a.loadState(cfg.State.Path)
 	if err != nil {
 		return err
 	}
 	// The writer before the HTTP API, whose /readyz reads its status.
-	a.startState(cfg.State.Path, remembered)
+	a.startState(cfg.State.Path, lock, remembered)
 	var h dns.Handler = dnsserver.NewHandler(dnsserver.Config{
 		Zone:             cfg.DNS.Zone,
 		TTL:              cfg.DNS.TTL,

@@ -16,10 +16,11 @@ import (
 	"github.com/pgdns/pgdns/probe"
 )
 
-// What pgdns keeps on disk (state.path): read once at start-up, before
-// anything is answered, and seeded into the first prober; written by a
-// state.Writer each time the publishing prober learns something, and
-// once more at Stop. A reload hands knowledge from prober to prober as
+// What pgdns keeps on disk (state.path): locked for the process's life
+// (state.Lock: one pgdns per state file) and read once at start-up,
+// before anything is answered, and seeded into the first prober; written
+// by a state.Writer each time the publishing prober learns something,
+// and once more at Stop. A reload hands knowledge from prober to prober as
 // before; the new one's reports replace the file's contents. Knowledge
 // under a name no longer configured stays in them until a configured
 // cluster of its identity inherits it, or none could (probe/orphans.go).
@@ -27,38 +28,50 @@ import (
 // stateKeeper is the running state file: its writer and how to stop it.
 type stateKeeper struct {
 	w    *state.Writer
+	lock *state.Lock
 	stop context.CancelFunc
 	done chan struct{}
 }
 
-// loadState reads the state file of cfg, if one is configured. A file
-// that cannot be read or does not parse stops the start: answering as if
-// nothing had been learned could answer a superseded primary.
-func (a *App) loadState(path string) (map[string]probe.Remembered, error) {
+// loadState locks and reads the state file at path, if one is configured.
+// A file another process holds, or one that cannot be read or does not
+// parse, stops the start: answering as if nothing had been learned, or
+// sharing the file with a pgdns that knows less, could answer a
+// superseded primary. On success the caller owns the lock (startState).
+func (a *App) loadState(path string) (*state.Lock, map[string]probe.Remembered, error) {
 	if path == "" {
-		return nil, nil
+		return nil, nil, nil
+	}
+	lock, lerr := state.Acquire(path)
+	if lerr != nil && !errors.Is(lerr, fs.ErrNotExist) {
+		return nil, nil, lerr
 	}
 	m, found, err := state.Load(path)
+	if err == nil && lerr != nil {
+		err = lerr // the folder came back between the two: still unlocked
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%v: fix or remove it, or forget it deliberately with pgdns -reset-state", err)
+		lock.Release()
+		return nil, nil, fmt.Errorf("%v: fix or remove it, or forget it deliberately with pgdns -reset-state", err)
 	}
 	if !found {
 		a.log.Info("no state file yet: starting from what the hosts say", "file", path)
-		return nil, nil
+		return lock, nil, nil
 	}
 	a.log.Info("state file read: starting from what pgdns learned before", "file", path, "clusters", describe(m))
-	return m, nil
+	return lock, m, nil
 }
 
-// startState starts writing the state file at path, which held loaded.
-func (a *App) startState(path string, loaded map[string]probe.Remembered) {
+// startState starts writing the state file at path, which held loaded
+// and which lock keeps this process's own until stopState.
+func (a *App) startState(path string, lock *state.Lock, loaded map[string]probe.Remembered) {
 	if path == "" {
 		return
 	}
 	a.metrics.TrackState()
 	w := state.NewWriter(path, loaded, a.log, a.metrics.StateWritten)
 	ctx, cancel := context.WithCancel(context.Background())
-	sk := &stateKeeper{w: w, stop: cancel, done: make(chan struct{})}
+	sk := &stateKeeper{w: w, lock: lock, stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(sk.done)
 		w.Run(ctx)
@@ -67,13 +80,15 @@ func (a *App) startState(path string, loaded map[string]probe.Remembered) {
 }
 
 // stopState stops the writer after its last write, once no prober
-// reports to it any more. The caller holds a.mu.
+// reports to it any more, and then gives the lock up. The caller holds
+// a.mu.
 func (a *App) stopState() {
 	if a.state == nil {
 		return
 	}
 	a.state.stop()
 	<-a.state.done
+	a.state.lock.Release()
 }
 
 // learned is probe.Hooks.Learned: nil without a state file.
@@ -101,11 +116,21 @@ func (a *App) stateWarnings() []string {
 
 // ResetState is pgdns -reset-state: it removes the state file at path,
 // saying loudly what pgdns forgets. A file that does not parse is removed
-// all the same: forgetting it is the point.
+// all the same: forgetting it is the point. A pgdns running on the file
+// (holding its lock) refuses it: it would write its knowledge back.
 func ResetState(path string, log *slog.Logger) error {
 	if path == "" {
 		return fmt.Errorf("-reset-state: state.path is not set: pgdns keeps nothing on disk")
 	}
+	lock, err := state.Acquire(path)
+	var inUse *state.InUseError
+	switch {
+	case errors.As(err, &inUse):
+		return fmt.Errorf("-reset-state: state file %s is in use by pgdns pid %s: stop it first; nothing was removed", path, inUse.Holder)
+	case err != nil && !errors.Is(err, fs.ErrNotExist): // no folder: nothing to remove, said below
+		return fmt.Errorf("-reset-state: %v", err)
+	}
+	defer lock.Release()
 	m, found, err := state.Load(path)
 	if _, serr := os.Lstat(path); errors.Is(serr, fs.ErrNotExist) {
 		found, err = false, nil // its folder may be missing too: nothing to remove either way

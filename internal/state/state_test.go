@@ -3,7 +3,9 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -211,6 +213,48 @@ func TestWriterWritesWhatIsPendingWhenItStops(t *testing.T) {
 	w.Run(ctx) // returns at once, after its last write
 	got, _, err := Load(path)
 	if err != nil || !reflect.DeepEqual(got, sample()) {
+		t.Errorf("after Run: %+v, %v", got, err)
+	}
+}
+
+// The lock is exclusive per open file, so a second Acquire conflicts even
+// in the same process (as a second pgdns process would): it names the
+// holder's pid. Released, the file can be locked again.
+func TestLockIsExclusive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	l, err := Acquire(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("state file %s is in use by pgdns pid %d: give each instance its own state.path", path, os.Getpid())
+	var inUse *InUseError
+	if _, err := Acquire(path); !errors.As(err, &inUse) || err.Error() != want {
+		t.Errorf("a second Acquire: %v, want %q", err, want)
+	}
+	l.Release()
+	again, err := Acquire(path)
+	if err != nil {
+		t.Fatalf("after Release: %v", err)
+	}
+	again.Release()
+	if _, err := Acquire(filepath.Join(t.TempDir(), "missing", "state.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing folder: %v", err)
+	}
+}
+
+// A Writer that stops writes the newest knowledge even with nothing
+// pending (README: "once more when pgdns stops"): a file changed behind
+// its back is repaired.
+func TestWriterWritesWhenItStopsWithNothingPending(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	w := NewWriter(path, sample(), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err := WriteFile(path, Encode(map[string]probe.Remembered{})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w.Run(ctx)
+	if got, _, err := Load(path); err != nil || !reflect.DeepEqual(got, sample()) {
 		t.Errorf("after Run: %+v, %v", got, err)
 	}
 }

@@ -29,6 +29,7 @@ type Writer struct {
 	wake chan struct{}
 	mu   sync.Mutex
 	next []byte // encoded knowledge not yet in the file; nil: the file is current
+	last []byte // the newest knowledge, encoded: what the stop-time write writes
 	disk []byte // what the file holds, as far as this pgdns knows
 	fail Status
 }
@@ -47,8 +48,9 @@ type Status struct {
 // every attempt.
 func NewWriter(path string, loaded map[string]probe.Remembered, log *slog.Logger, onResult func(err error)) *Writer {
 	w := &Writer{path: path, log: log, onResult: onResult, wake: make(chan struct{}, 1), fail: Status{OK: true}}
+	w.last = Encode(loaded)
 	if loaded != nil {
-		w.disk = Encode(loaded)
+		w.disk = w.last
 	}
 	return w
 }
@@ -61,6 +63,7 @@ func (w *Writer) Path() string { return w.path }
 func (w *Writer) Offer(m map[string]probe.Remembered) {
 	data := Encode(m)
 	w.mu.Lock()
+	w.last = data
 	if bytes.Equal(data, w.disk) {
 		w.next = nil
 	} else {
@@ -80,14 +83,21 @@ func (w *Writer) Status() Status {
 	return w.fail
 }
 
-// Run writes what is offered until ctx ends, then writes once more what
-// is still pending: a stopping pgdns leaves its newest knowledge behind.
+// Run writes what is offered until ctx ends, then writes the newest
+// knowledge once more, pending or not: a stopping pgdns leaves it behind
+// even if the file was changed behind its back (by hand, or by a process
+// that ignored the lock).
 func (w *Writer) Run(ctx context.Context) {
 	retry := time.NewTicker(RetryEvery)
 	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			w.mu.Lock()
+			if w.next == nil {
+				w.next = w.last
+			}
+			w.mu.Unlock()
 			w.Flush()
 			return
 		case <-w.wake:
