@@ -44,7 +44,9 @@ import (
 //     timeline; two writable hosts there cannot be told apart (split
 //     brain), and neither is answered;
 //   - a replica on the primary's timeline number but another branch of it
-//     (see forkedFrom): set aside.
+//     (see forkedFrom): set aside; so is one on a timeline above 1 that
+//     neither history files nor one of the primary's WAL senders prove on
+//     the primary's branch (setAsideUnprovenBranch).
 func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) {
 	c.Primary = -1
 	live := make([]bool, len(c.Hosts))
@@ -155,6 +157,7 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		}
 	}
 	c.setAsideUnproven()
+	c.setAsideUnprovenBranch()
 	c.markSyncStandbys()
 }
 

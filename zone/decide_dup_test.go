@@ -110,6 +110,9 @@ func TestForkedReplica(t *testing.T) {
 	other.OwnHistory = []TimelineEnd{{Timeline: 1, End: 0x5000}}
 	ahead.DivergedFrom, ahead.DivergedNote = "10.0.0.1:5432", "another branch of timeline 2: replayed to ..."
 	elsewhere.DivergedFrom = "10.0.0.9:5432"
+	// elsewhere has no history file: the primary's WAL sender to it
+	// (its address) is what puts it on the primary's branch.
+	primary.Standbys = []Standby{{Addr: elsewhere.IP}}
 	c := &Cluster{Name: "main", Hosts: []Host{primary, same, other, ahead, elsewhere}}
 	c.Decide(t0, stale, 3)
 	want := []Aside{NotAside, NotAside, AsideForked, AsideForked, NotAside}

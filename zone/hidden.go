@@ -1,6 +1,9 @@
 package zone
 
-import "strconv"
+import (
+	"net/netip"
+	"strconv"
+)
 
 // Decisions on hosts whose replication statistics the probe role may not
 // read (Host.StatsHidden: no pg_read_all_stats, which pg_monitor grants).
@@ -64,12 +67,46 @@ func (c *Cluster) setAsideUnproven() {
 	}
 }
 
+// setAsideUnprovenBranch sets aside each replica of primary p on a
+// timeline above 1 whose branch no history file proves (its own and the
+// primary's, compared by forkedFrom) and that no WAL sender of p is
+// provably its own. Two servers promoted independently may both take
+// timeline N; a replica following the other one, behind p, shows nothing
+// else that tells the branches apart without history files, which
+// pg_monitor may not read. A replica streaming from another replica
+// (cascading) is in no row of p and is set aside too: the probe reads
+// pg_stat_replication on primaries only. Timeline 1 has no branches.
+func (c *Cluster) setAsideUnprovenBranch() {
+	p := c.PrimaryHost()
+	if p == nil || p.Timeline <= 1 {
+		return
+	}
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if h.Role != RoleReplica || branchProven(h, p) {
+			continue
+		}
+		if why := c.unprovenSender(p, h); why != "" {
+			c.setAside(h, AsideUnproven, "its WAL sender is not the primary: on timeline "+
+				strconv.FormatUint(uint64(p.Timeline), 10)+" its branch is unproven ("+why+")")
+		}
+	}
+}
+
+// branchProven reports whether history files prove that replica h is on
+// primary p's branch of its timeline: both files were read and agree.
+func branchProven(h, p *Host) bool {
+	return h.TimelineExact && h.Timeline == p.Timeline && h.OwnHistory != nil && p.OwnHistory != nil && forkedFrom(h, p) == ""
+}
+
 // unprovenSender says why replica h cannot be proven to stream from
 // primary p, or returns "" when exactly one of p's WAL senders is h's: by
 // its slot when it has one (its receiver streams from no other), else by
-// its application name when known; either only when no other host of the
-// cluster has the same name (two replicas sharing one cannot be told
-// apart, and one may be the orphan).
+// its application name when known, else by its address (the row's
+// client_addr); each only when no other host of the cluster has the same
+// name or address (two replicas sharing one cannot be told apart, and one
+// may be the orphan). This is the join markSyncStandbys makes, made
+// strict: a key that picks several rows proves nothing.
 func (c *Cluster) unprovenSender(p, h *Host) string {
 	if p == nil {
 		return "no primary"
@@ -79,10 +116,20 @@ func (c *Cluster) unprovenSender(p, h *Host) string {
 		of         func(*Host) string
 		row        func(Standby) string
 	}
+	ip := func(a netip.Addr) string {
+		if a.IsValid() {
+			return a.String()
+		}
+		return ""
+	}
 	keys := []key{
 		{"slot", h.SlotName, func(o *Host) string { return o.SlotName }, func(r Standby) string { return r.Slot }},
 		{"application name", h.AppName, func(o *Host) string { return o.AppName }, func(r Standby) string { return r.AppName }},
 	}
+	if !p.StatsHidden { // else every row's client_addr reads NULL
+		keys = append(keys, key{"address", ip(h.IP), func(o *Host) string { return ip(o.IP) }, func(r Standby) string { return ip(r.Addr) }})
+	}
+	first := ""
 	for _, k := range keys {
 		if k.name == "" {
 			continue
@@ -99,15 +146,29 @@ func (c *Cluster) unprovenSender(p, h *Host) string {
 				rows++
 			}
 		}
+		why := ""
 		switch {
 		case shared != "":
-			return "its " + k.what + " " + strconv.Quote(k.name) + " is also " + shared + "'s, so the primary's WAL sender on it may be either's"
+			why = "its " + k.what + " " + strconv.Quote(k.name) + " is also " + shared + "'s, so the primary's WAL sender on it may be either's"
 		case rows == 0:
-			return "the primary has no WAL sender with its " + k.what + " " + strconv.Quote(k.name)
+			why = "the primary has no WAL sender with its " + k.what + " " + strconv.Quote(k.name)
 		case rows > 1:
-			return "the primary has " + strconv.Itoa(rows) + " WAL senders with its " + k.what + " " + strconv.Quote(k.name)
+			why = "the primary has " + strconv.Itoa(rows) + " WAL senders with its " + k.what + " " + strconv.Quote(k.name)
+		default:
+			return ""
 		}
-		return ""
+		if k.what == "slot" {
+			return why // its receiver streams from this slot and no other
+		}
+		if first == "" {
+			first = why
+		}
 	}
-	return "it streams from no replication slot (primary_slot_name is empty) and its application name is hidden"
+	if first != "" {
+		return first
+	}
+	if h.StatsHidden {
+		return "it streams from no replication slot (primary_slot_name is empty) and its application name is hidden"
+	}
+	return "it streams from no replication slot and has no application name or address"
 }

@@ -108,3 +108,56 @@ func TestHiddenTimeline(t *testing.T) {
 		t.Errorf("no primary: the hidden-timeline replica is answered (%s)", h.Note)
 	}
 }
+
+// Review R7: two servers promoted independently may both take timeline 2.
+// A replica on a timeline above 1 is answered only when history files
+// prove its branch is the primary's, or exactly one of the primary's WAL
+// senders is its own (slot, else application name, else address, each
+// unique among the hosts); otherwise it is set aside as branch_unproven.
+// Timeline 1 has no branches.
+func TestUnprovenBranch(t *testing.T) {
+	primary := seen("10.0.0.1", false, 0x9000)
+	primary.Timeline = 2
+	r := seen("10.0.0.2", true, 0x8000)
+	r.Timeline, r.AppName = 2, "n2"
+	decide := func(p, r Host) Host { return cluster(p, r).Clusters[0].Hosts[1] }
+
+	if h := decide(primary, r); h.Aside != AsideUnproven ||
+		h.Note != `its WAL sender is not the primary: on timeline 2 its branch is unproven (the primary has no WAL sender with its application name "n2")` {
+		t.Errorf("no WAL sender of the primary: aside %v (%s)", h.Aside, h.Note)
+	}
+	for _, rows := range [][]Standby{{{AppName: "n2"}}, {{Addr: r.IP}}, {{Slot: "s2"}, {AppName: "n2"}}} {
+		p := primary
+		p.Standbys = rows
+		if h := decide(p, r); h.Aside != NotAside || h.Role != RoleReplica {
+			t.Errorf("the primary's rows %v: aside %v (%s)", rows, h.Aside, h.Note)
+		}
+	}
+	// Two rows with its name prove nothing; neither does a slot the
+	// primary has no sender on, whatever the name says.
+	p := primary
+	p.Standbys = []Standby{{AppName: "n2"}, {AppName: "n2"}}
+	if h := decide(p, r); h.Aside != AsideUnproven {
+		t.Errorf("two rows named n2: aside %v (%s)", h.Aside, h.Note)
+	}
+	slotted := r
+	slotted.SlotName = "s2"
+	p.Standbys = []Standby{{AppName: "n2"}}
+	if h := decide(p, slotted); h.Aside != AsideUnproven || !strings.Contains(h.Note, `slot "s2"`) {
+		t.Errorf("no sender on its slot: aside %v (%s)", h.Aside, h.Note)
+	}
+	// Histories that agree prove the branch without a WAL sender.
+	p = primary
+	p.OwnHistory = []TimelineEnd{{Timeline: 1, End: 0x4000}}
+	proven := r
+	proven.OwnHistory = p.OwnHistory
+	if h := decide(p, proven); h.Aside != NotAside {
+		t.Errorf("agreeing histories: aside %v (%s)", h.Aside, h.Note)
+	}
+	// Timeline 1: never set aside for this.
+	one, oneR := primary, r
+	one.Timeline, oneR.Timeline = 1, 1
+	if h := decide(one, oneR); h.Aside != NotAside {
+		t.Errorf("timeline 1: aside %v (%s)", h.Aside, h.Note)
+	}
+}

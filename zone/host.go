@@ -43,6 +43,7 @@ const (
 	AsideForked           // a replica on the primary's timeline number, but on another branch of it
 	AsideNotLeader        // writable, but Patroni's leader key is another member's
 	AsideAbandoned        // on a timeline above the cluster's newest proven one: a branch it left
+	AsideUnproven         // a replica on a timeline above 1 that no history file nor WAL sender of the primary proves on its branch
 )
 
 var asideNames = [...]string{
@@ -55,6 +56,7 @@ var asideNames = [...]string{
 	AsideForked:     "forked",
 	AsideNotLeader:  "not_leader",
 	AsideAbandoned:  "abandoned",
+	AsideUnproven:   "branch_unproven",
 }
 
 // String returns the reason's name as the HTTP API shows it; "" for NotAside.

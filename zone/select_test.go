@@ -199,6 +199,7 @@ func TestSelectTimelineNobodyHas(t *testing.T) {
 	p.Timeline = 2
 	r := seen("10.0.0.2", true, 0x9000)
 	r.Timeline = 2
+	p.Standbys = []Standby{{Addr: r.IP}}
 	s := cluster(p, r)
 	if tl := s.Clusters[0].NewestTimeline; tl != 2 {
 		t.Fatalf("newest timeline %d, want 2", tl)

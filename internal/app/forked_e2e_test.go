@@ -6,6 +6,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,4 +128,83 @@ func TestTwoBranchesOfOneTimeline(t *testing.T) {
 		e.holds(t, name, 500*time.Millisecond, without(n4.IP), "n4, restarted with n2's writes")
 	}
 	e.holds(t, "primary.db.local.", time.Second, exactly(n1.IP), "not n1")
+}
+
+// Review R7: with a pg_monitor probe role (no history files), n2 and n3
+// are both promoted to timeline 2 from different points of timeline 1;
+// n4 follows n2, which pgdns then loses (frozen). n3 is the primary; n4,
+// behind it on the other branch (rows n3 never had, lacking rows it has),
+// was answered by replica, bytes-1mb and prefer-replica: no position is
+// ahead and no history file was read. It is in none of n3's WAL senders'
+// rows, and is set aside as branch_unproven, which it was not before;
+// while n2 was the primary, its row there proved n4 and it was answered.
+func TestBranchUnprovenWithoutHistories(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(4)})
+	n1, n2, n3, n4 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2], pg.Nodes[3]
+	n1.Exec(t, "CREATE ROLE watcher LOGIN IN ROLE pg_monitor")
+	e := attach(t, pg, envOptions{DSN: "user=watcher dbname=postgres sslmode=disable"})
+	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP, n4.IP})
+	ctx := context.Background()
+
+	common := e.insertAndTakeLSN(t, n1)
+	for _, n := range []*pgtest.Node{n2, n3, n4} {
+		waitStreaming(t, n, 1, common)
+	}
+	for _, n := range []*pgtest.Node{n4, n2} {
+		if err := n.Stop(ctx, "fast"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late := writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE late AS SELECT repeat('x', 100) AS v FROM generate_series(1, 1000)")
+	waitStreaming(t, n3, 1, late)
+	if err := n1.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Branch a: n2 promoted, n4 following it.
+	if err := n2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n4.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n4.Follow(t, n2)
+	onA := writeAndTakeLSN(t, n2.Conn(t), "CREATE TABLE tl2a AS SELECT 1 AS v FROM generate_series(1, 5)")
+	waitStreaming(t, n4, 2, onA)
+	e.waitFor(t, "primary.db.local.", []string{n2.IP})
+	e.waitFor(t, "replica.db.local.", []string{n4.IP}) // n2's WAL sender row proves it
+
+	// pgdns loses n2; branch b: n3 promoted, never having seen n2's history.
+	if err := n2.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n2.Signal(syscall.SIGCONT) }()
+	e.waitFor(t, "primary.db.local.", nil)
+	if err := n3.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n3.Exec(t, "CREATE TABLE tl2b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 3000)")
+	n3.Exec(t, "CHECKPOINT")
+	var tl int
+	n3.Query(t, "SELECT timeline_id FROM pg_control_checkpoint()", &tl)
+	if tl != 2 {
+		t.Fatalf("n3 promoted to timeline %d, want 2 (the number n2 took)", tl)
+	}
+	e.waitFor(t, "primary.db.local.", []string{n3.IP})
+
+	h := e.waitHost(t, n4.Addr(), "was set aside, its branch unproven", func(h hostState) bool { return h.Aside == "branch_unproven" })
+	if !strings.Contains(h.Note, "its WAL sender is not the primary: on timeline 2 its branch is unproven") {
+		t.Errorf("n4: %+v", h)
+	}
+	for _, name := range []string{"replica.db.local.", "bytes-1mb.replica.db.local.", "prefer-replica.db.local.", "any.db.local."} {
+		e.holds(t, name, 500*time.Millisecond, without(n4.IP), "n4, on n2's branch of timeline 2")
+	}
+	_, body := e.get(t, http.DefaultClient, "/v1/resolve?name=replica.db.local.", "")
+	if !strings.Contains(body, "its branch is unproven") {
+		t.Errorf("/v1/resolve does not say why n4 is set aside: %s", body)
+	}
 }
