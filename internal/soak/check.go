@@ -536,9 +536,9 @@ func (h *harness) hostRules(q question, ip string, info hostInfo, primary bool) 
 		// the older timeline is superseded once pgdns has had Grace to
 		// see the newer one, which nothing hides from it then (see
 		// Compatible).
-		if newest := w.newestBefore(cutoff); info.tl < newest {
+		if newest := w.newestBefore(q.sent.Add(-SeeGrace)); info.tl < newest {
 			return h.violation(q, "primary is on the newest timeline",
-				fmt.Sprintf("%s is writable on timeline %d; timeline %d was promoted more than %s before the question (newest %d); host said: %s", ip, info.tl, newest, Grace, timeline, h.said(q, info)))
+				fmt.Sprintf("%s is writable on timeline %d; timeline %d was promoted, and its primary up, more than %s before the question (newest %d); host said: %s", ip, info.tl, newest, SeeGrace, timeline, h.said(q, info)))
 		}
 	case !info.recovery:
 		if !promoting && (!wasPrimary || promoted.Before(cutoff)) {

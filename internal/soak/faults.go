@@ -806,7 +806,13 @@ func (h *harness) unfenced(ctx context.Context, f Fault, old *pgtest.Node, repli
 	time.Sleep(f.Dur)
 	if f.Mode == "new-stops" {
 		w.mu.Lock()
-		w.primary, w.demotedAt[cand.Addr()] = nil, time.Now()
+		now := time.Now()
+		w.primary, w.demotedAt[cand.Addr()] = nil, now
+		if w.born[tl].Add(SeeGrace).After(now) {
+			// Stopped before pgdns surely saw it: no answer is held to
+			// its timeline until it is up again.
+			w.born[tl] = now.Add(24 * time.Hour)
+		}
 		w.mu.Unlock()
 		if err := cand.Stop(ctx, "fast"); err != nil {
 			return how, err
@@ -819,6 +825,9 @@ func (h *harness) unfenced(ctx context.Context, f Fault, old *pgtest.Node, repli
 		}
 		w.mu.Lock()
 		w.primary, w.promotedAt[cand.Addr()] = cand, time.Now()
+		if w.born[tl].After(time.Now()) {
+			w.born[tl] = time.Now() // up again: seen within SeeGrace
+		}
 		w.mu.Unlock()
 		how += ", started it again"
 	}

@@ -61,6 +61,11 @@ const (
 	// still be served: a sample may be Stale old, plus one interval for
 	// the probe that was in flight when the change happened.
 	Grace = Stale + probeInterval
+	// SeeGrace is how long after a promotion pgdns may not yet have seen
+	// the new primary at all: a host pgdns last saw down (re-cloned or
+	// restarted just before) is probed with a backoff of up to 2 s
+	// (probe.maxBackoff), then Grace.
+	SeeGrace = 2*time.Second + Grace
 	// heartbeatEvery is the period of the heartbeat the primary writes.
 	heartbeatEvery = 5 * time.Millisecond
 )

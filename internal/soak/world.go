@@ -249,6 +249,14 @@ func (w *world) settled(a ack) bool {
 	return w.surviving(a) && !(a.tl == w.timeline && w.primary == nil)
 }
 
+// seen reports whether pgdns must have seen heartbeat a's timeline by t:
+// its primary was promoted more than SeeGrace before (until then pgdns may
+// still judge replicas by the WAL clock of a primary it superseded, as in
+// an unfenced failover).
+func (w *world) seen(a ack, t time.Time) bool {
+	return w.born[a.tl].Add(SeeGrace).Before(t)
+}
+
 // lackedBefore returns the first settled heartbeat after seq m that was
 // acknowledged before t: a replica that has at most heartbeat m lacks it.
 func (w *world) lackedBefore(m int64, t time.Time) (ack, bool) {
@@ -256,7 +264,7 @@ func (w *world) lackedBefore(m int64, t time.Time) (ack, bool) {
 	defer w.mu.Unlock()
 	i := sort.Search(len(w.hb), func(i int) bool { return w.hb[i].id > m })
 	for ; i < len(w.hb) && w.hb[i].at.Before(t); i++ {
-		if w.settled(w.hb[i]) {
+		if w.settled(w.hb[i]) && w.seen(w.hb[i], t) {
 			return w.hb[i], true
 		}
 	}
@@ -272,7 +280,7 @@ func (w *world) pastBefore(r LSN, t time.Time) (ack, bool) {
 	defer w.mu.Unlock()
 	for i := 0; i+1 < len(w.hb) && w.hb[i+1].at.Before(t); i++ {
 		prev, next := w.hb[i], w.hb[i+1]
-		if prev.lsn != 0 && prev.lsn >= r && prev.node == next.node && prev.tl == next.tl && next.tl == w.timeline && w.settled(next) {
+		if prev.lsn != 0 && prev.lsn >= r && prev.node == next.node && prev.tl == next.tl && next.tl == w.timeline && w.settled(next) && w.seen(next, t) {
 			return next, true
 		}
 	}
@@ -294,7 +302,7 @@ func (w *world) positionBefore(t time.Time) (ack, bool) {
 	defer w.mu.Unlock()
 	i := sort.Search(len(w.hb), func(i int) bool { return !w.hb[i].posAt.Before(t) })
 	for i--; i >= 0; i-- {
-		if w.hb[i].lsn != 0 && w.settled(w.hb[i]) {
+		if w.hb[i].lsn != 0 && w.settled(w.hb[i]) && w.seen(w.hb[i], t) {
 			return w.hb[i], true
 		}
 	}
