@@ -191,21 +191,7 @@ func TestOneSidedProbeDelayIsNoLag(t *testing.T) {
 	}
 	// Dense writes: the delayed replica always lacks the last 1.5 s of
 	// commits.
-	writes := &commitLog{}
-	writesDone := make(chan struct{})
-	writesCtx, stopWrites := context.WithCancel(context.Background())
-	go func() {
-		defer close(writesDone)
-		for i := 0; i < 3000 && writesCtx.Err() == nil; i++ {
-			began := time.Now()
-			if _, err := conn.Exec(writesCtx, "INSERT INTO t (v) VALUES ('tick')"); err != nil {
-				return
-			}
-			writes.add(began, time.Now())
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() { stopWrites(); <-writesDone })
+	writes := writeTicks(t, conn, 3000, 10*time.Millisecond)
 	e.waitFor(t, "lag-30s.replica.db.local.", []string{prompt.IP, delayedIP})
 	// The writes must have flowed for longer than the apply delay before
 	// the replica surely lacks commits over a second old.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
@@ -109,21 +110,7 @@ func TestDelayedReplicaNeverPassesATighterLag(t *testing.T) {
 	// Dense writes (every 5ms): the delayed replica then always lacks
 	// about 200ms of commits. With sparse writes it would not: right after
 	// a write it lacks only that write, and its data is truly fresh.
-	writes := &commitLog{}
-	writesDone := make(chan struct{})
-	writesCtx, stopWrites := context.WithCancel(context.Background())
-	go func() {
-		defer close(writesDone)
-		for i := 0; i < 20000 && writesCtx.Err() == nil; i++ {
-			began := time.Now()
-			if _, err := conn.Exec(writesCtx, "INSERT INTO t (v) VALUES ('tick')"); err != nil {
-				return
-			}
-			writes.add(began, time.Now())
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() { stopWrites(); <-writesDone })
+	writes := writeTicks(t, conn, 20000, 5*time.Millisecond)
 	e.waitFor(t, "lag-10s.replica.db.local.", []string{prompt.IP, delayed.IP})
 	// Until the writes flow the delayed replica has everything there is.
 	e.waitFor(t, "lag-100ms.replica.db.local.", []string{prompt.IP})
@@ -212,4 +199,27 @@ func (l *commitLog) within(from, to time.Time) (began, ended time.Time, ok bool)
 		}
 	}
 	return time.Time{}, time.Time{}, false
+}
+
+// writeTicks inserts a row into t (id serial, v text) on conn every
+// pause, at most n times, until the test ends, and logs when each commit
+// began and was acknowledged.
+func writeTicks(t *testing.T, conn *pgx.Conn, n int, pause time.Duration) *commitLog {
+	t.Helper()
+	writes := &commitLog{}
+	writesDone := make(chan struct{})
+	writesCtx, stopWrites := context.WithCancel(context.Background())
+	go func() {
+		defer close(writesDone)
+		for i := 0; i < n && writesCtx.Err() == nil; i++ {
+			began := time.Now()
+			if _, err := conn.Exec(writesCtx, "INSERT INTO t (v) VALUES ('tick')"); err != nil {
+				return
+			}
+			writes.add(began, time.Now())
+			time.Sleep(pause)
+		}
+	}()
+	t.Cleanup(func() { stopWrites(); <-writesDone })
+	return writes
 }
