@@ -51,12 +51,12 @@ demo-switchover: ## from a second terminal: the running demo stops its primary, 
 bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md (BENCH_ONLY=dns, failover, scale, ha or hostile: that section alone, ha as root; PPROF=dir: profiles of the scale step)
 	./scripts/bench-deps.sh
 	$(if $(BENCH_ONLY),,$(GO) test -run '^$$' -bench . -benchmem -count 1 ./zone ./dnsserver | grep -E '^(Benchmark|goos|goarch|cpu)' > bin/gobench.txt)
-	$(GO) build -o bin/pgdns-bench ./internal/bench
+	$(GO) build -o bin/pgdns-bench ./cmd/pgdns-bench
 	PATH="$$PATH:$$(go env GOPATH)/bin" ./bin/pgdns-bench -pgdns bin/pgdns -gobench bin/gobench.txt -out BENCHMARKS.md $(if $(BENCH_ONLY),-only $(BENCH_ONLY)) $(if $(PPROF),-pprof $(PPROF))
 
 .PHONY: soak
 soak: ## hunt wrong answers under seeded random faults for DURATION (default 30m); SEED=n replays a schedule, SHORT=1 plays each fault once, FOREIGN=0 lists no foreign host, OVERLAP=n faults at once (default 2), PARTITIONS=0 no packet drops (they need root), PLAIN_PROBE=1 pgdns probes without pg_monitor
-	$(GO) build -o bin/pgdns-soak ./internal/soak/cmd
+	$(GO) build -o bin/pgdns-soak ./cmd/pgdns-soak
 	./bin/pgdns-soak -duration $(DURATION) -seed $(SEED) $(if $(SHORT),-short) $(if $(filter 0,$(FOREIGN)),-foreign=false) $(if $(OVERLAP),-overlap $(OVERLAP)) $(if $(filter 0,$(PARTITIONS)),-partitions=false) $(if $(PLAIN_PROBE),-plain-probe) -pgdns-log bin/soak-pgdns.log
 
 .PHONY: fuzz

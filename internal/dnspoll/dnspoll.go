@@ -1,7 +1,7 @@
 // Package dnspoll asks one name over and over and keeps every answer with
 // the time it came: how a switchover looks from a client's side. The
 // failover end-to-end tests (internal/app) assert on it; make bench
-// (internal/bench) measures with it.
+// (cmd/pgdns-bench) measures with it.
 package dnspoll
 
 import (

@@ -1,6 +1,6 @@
 package pgtest
 
-// Faults beyond Stop, Promote and Signal, for the soak (internal/soak):
+// Faults beyond Stop, Promote and Signal, for the soak (cmd/pgdns-soak):
 // a postmaster killed outright, a node re-cloned from a new primary, and
 // Follow for programs that are not tests.
 

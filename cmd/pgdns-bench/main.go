@@ -1,4 +1,4 @@
-// Command bench is `make bench`: it starts a real three-node cluster,
+// Command pgdns-bench is `make bench`: it starts a real three-node cluster,
 // measures pgdns beside CoreDNS (static zone file) and a minimal miekg/dns
 // server (the library's floor), failover visibility, read-your-writes,
 // scale, and the HTTP API, prints one markdown report and writes it to

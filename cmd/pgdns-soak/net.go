@@ -1,4 +1,4 @@
-package soak
+package main
 
 import (
 	"bytes"

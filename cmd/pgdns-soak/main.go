@@ -1,9 +1,3 @@
-// Command soak runs the soak (internal/soak) for as long as asked:
-//
-//	go run ./internal/soak/cmd -duration 30m -seed 42
-//
-// It prints the seed first; the same seed plays the same faults. It exits
-// 1 when any answer was wrong, 2 when the harness itself failed.
 package main
 
 import (
@@ -18,7 +12,6 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
-	"github.com/pgdns/pgdns/internal/soak"
 )
 
 func main() {
@@ -36,7 +29,7 @@ func main() {
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
-	if *partitions && !soak.InNetns() {
+	if *partitions && !InNetns() {
 		// The whole run, servers and pgdns included, happens in a
 		// network namespace of its own: run again there, with the seed
 		// now fixed.
@@ -45,7 +38,7 @@ func main() {
 			os.Exit(2)
 		}
 		args := append(os.Args[1:], fmt.Sprintf("-seed=%d", *seed))
-		code, err := soak.Reexec(args, os.Stdout)
+		code, err := Reexec(args, os.Stdout)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "soak:", err)
 		}
@@ -61,13 +54,13 @@ func main() {
 		os.Exit(2)
 	}
 	defer release()
-	opts := soak.Options{Seed: *seed, Duration: *duration, Short: *short, Workers: *workers,
+	opts := Options{Seed: *seed, Duration: *duration, Short: *short, Workers: *workers,
 		Addrs: block, Foreign: *foreign, Log: os.Stdout, MaxFaults: *overlap, Partitions: *partitions, PlainProbe: *plain}
 	if *kinds != "" {
 		opts.Kinds = strings.Split(*kinds, ",")
 		for _, k := range opts.Kinds {
-			if !slices.Contains(soak.Kinds, k) {
-				fmt.Fprintf(os.Stderr, "soak: -kinds: no fault kind %q (kinds: %s)\n", k, strings.Join(soak.Kinds, ", "))
+			if !slices.Contains(Kinds, k) {
+				fmt.Fprintf(os.Stderr, "soak: -kinds: no fault kind %q (kinds: %s)\n", k, strings.Join(Kinds, ", "))
 				os.Exit(2)
 			}
 		}
@@ -81,7 +74,7 @@ func main() {
 		defer f.Close()
 		opts.PGDNS = f
 	}
-	rep, err := soak.Run(ctx, opts)
+	rep, err := Run(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(2)
