@@ -12,30 +12,30 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The README's configuration table and configs/pgdns.yaml document the
-// declared keys (keys.go): every key is there, nothing is there that is
-// not declared, and a key with a default shows that default. Keys an
+// The configuration table (docs/configuration.md) and configs/pgdns.yaml
+// document the declared keys (keys.go): every key is there, nothing is
+// there that is not declared, and a key with a default shows that default. Keys an
 // example leaves commented out ("# patroni: [...]") count as documented.
 // deploy/kubernetes/pgdns.yaml sets values of its own on purpose; the
 // deploy tests load it with Load, which refuses an undeclared key.
 // configs/pgdns.yaml, the config the image and the systemd unit ship,
 // differs from the defaults only in shipped.
 func TestDocsMatchDeclarations(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, _ := strings.Cut(string(readme), "\n## Configuration\n")
+	_, after, _ := strings.Cut(string(page), "# Configuration\n")
 	_, table, _ := strings.Cut(after, "```yaml\n")
 	table, _, found := strings.Cut(table, "```")
 	if !found {
-		t.Fatal("README.md: no ```yaml block under ## Configuration")
+		t.Fatal("docs/configuration.md: no ```yaml block under # Configuration")
 	}
 	example, err := os.ReadFile("../../configs/pgdns.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for doc, text := range map[string]string{"README.md (Configuration)": table, "configs/pgdns.yaml": string(example)} {
+	for doc, text := range map[string]string{"docs/configuration.md": table, "configs/pgdns.yaml": string(example)} {
 		own := map[string]any{}
 		if doc == "configs/pgdns.yaml" {
 			own = shipped
@@ -53,7 +53,7 @@ func TestDocsMatchDeclarations(t *testing.T) {
 }
 
 // shipped are the values configs/pgdns.yaml sets instead of the defaults:
-// it probes as the role README's "The probe role" creates.
+// it probes as the role docs/operating.md's "The probe role" creates.
 var shipped = map[string]any{"probe.dsn": "user=pgdns dbname=postgres"}
 
 // checkDocumented checks doc's keys against the declarations; own holds
