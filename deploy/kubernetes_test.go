@@ -421,7 +421,7 @@ func TestKubernetesManifests(t *testing.T) {
 // TestCoreDNSStanza: the server block for the cluster's CoreDNS forwards
 // the zone pgdns serves to the Service's ClusterIP, and caps its cache at
 // 1 s with no minimum and no SERVFAIL caching. A real CoreDNS runs it in
-// internal/app (TestKubernetesCoreDNSStanza).
+// test/ (TestKubernetesCoreDNSStanza).
 func TestCoreDNSStanza(t *testing.T) {
 	m := readManifests(t)
 	cfg := m.loadConfig(t)

@@ -17,14 +17,15 @@ import (
 // and returns its DNS address.
 func startPgdns(t *testing.T, pg *pgtest.Cluster, dnsIP string) string {
 	t.Helper()
-	return apptest.Start(t, fmt.Sprintf(`
+	a, _, _ := apptest.Start(t, fmt.Sprintf(`
 dns: {listen: "%s:0"}
 http: {listen: ""}
 probe: {interval: 250ms, dsn: "user=postgres dbname=postgres sslmode=disable"}
 clusters:
   main:
     hosts: [%s, %s, %s]
-`, dnsIP, pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), pg.Nodes[2].Addr())).DNSAddr()
+`, dnsIP, pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), pg.Nodes[2].Addr()))
+	return a.DNSAddr()
 }
 
 // use is one query through a pool: when it started and ended, and the

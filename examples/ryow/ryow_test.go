@@ -16,7 +16,7 @@ import (
 func TestExampleAgainstRealCluster(t *testing.T) {
 	ips := pgtest.Addrs(t).IPs(3)
 	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	a := apptest.Start(t, fmt.Sprintf(`
+	a, _, _ := apptest.Start(t, fmt.Sprintf(`
 dns: {listen: "127.0.0.1:0", lsn_wait: 20ms}
 http: {listen: ""}
 probe: {interval: 250ms, dsn: "user=postgres dbname=postgres sslmode=disable"}

@@ -1,6 +1,6 @@
 // Package dnspoll asks one name over and over and keeps every answer with
 // the time it came: how a switchover looks from a client's side. The
-// failover end-to-end tests (internal/app) assert on it; make bench
+// failover end-to-end tests (test/) assert on it; make bench
 // (cmd/pgdns-bench) measures with it.
 package dnspoll
 

@@ -1,7 +1,7 @@
-// Package apptest starts the whole of pgdns in-process for the tests of
-// other packages (the examples), the way the command does: a config file
-// through the real loader, then app.New and Start. internal/app's own
-// tests cannot import it (it imports app) and keep their startApp.
+// Package apptest starts the whole of pgdns in-process, the way the command
+// does: a config file through the real loader, then app.New and Start. It is
+// the one starter of the end-to-end tests (test/) and of the examples' tests;
+// the cluster in front of which pgdns runs is test/'s env helper.
 package apptest
 
 import (
@@ -14,11 +14,13 @@ import (
 
 	"github.com/pgdns/pgdns/internal/app"
 	"github.com/pgdns/pgdns/internal/config"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// Start writes yaml to a config file, loads it with config.Load, starts
-// pgdns with its logs discarded, and stops it when the test ends.
-func Start(t testing.TB, yaml string) *app.App {
+// Start writes yaml to a config file, loads it with config.Load and starts
+// pgdns, which stops when the test ends. It returns the running App, the
+// config it was loaded with and its logs, which are also printed with -v.
+func Start(t testing.TB, yaml string) (*app.App, *config.Config, *testkit.Buffer) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "pgdns.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -28,7 +30,12 @@ func Start(t testing.TB, yaml string) *app.App {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	logs := &testkit.Buffer{}
+	var out io.Writer = logs
+	if testing.Verbose() {
+		out = io.MultiWriter(logs, os.Stderr)
+	}
+	a, err := app.New(cfg, slog.New(slog.NewTextHandler(out, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +45,9 @@ func Start(t testing.TB, yaml string) *app.App {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), app.ShutdownTimeout)
 		defer cancel()
-		_ = a.Stop(ctx)
+		if err := a.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
 	})
-	return a
+	return a, cfg, logs
 }

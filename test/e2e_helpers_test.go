@@ -1,0 +1,248 @@
+package test
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/internal/app"
+	"github.com/pgdns/pgdns/internal/app/apptest"
+	"github.com/pgdns/pgdns/internal/config"
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
+	"github.com/pgdns/pgdns/zone"
+)
+
+// env is a running cluster with pgdns in front of it.
+type env struct {
+	pg   *pgtest.Cluster
+	app  *app.App
+	cfg  *config.Config
+	logs *testkit.Buffer
+}
+
+// envOptions tune the pgdns in front of a test cluster.
+type envOptions struct {
+	Interval string   // probe.interval, default 100ms
+	Timeout  string   // probe.timeout, default 1s
+	LSNWait  string   // dns.lsn_wait, default 0s (answer at once)
+	Replicas string   // clusters.main.replicas, default all
+	DSN      string   // probe.dsn, default user=postgres
+	Extra    []string // more host:port entries after the cluster's nodes
+	Hosts    []string // the whole host list, in this order, instead of the nodes and Extra
+	Listen   string   // dns.listen, default 127.0.0.1:0
+	MinGap   string   // dns.lsn_refresh_min_gap, default the built-in one
+	// NameServers is dns.nameservers ("ns1=127.x.y.z", ...), default none.
+	NameServers []string
+	State       string // state.path, default "" (memory only)
+	Cluster     string // more keys of clusters.main, each line "    key: value\n"
+	Name        string // the cluster's name, default main
+	// AdminTokenFile is http.admin_token_file, default "" (admin endpoints off).
+	AdminTokenFile string
+}
+
+// newEnv starts a primary and replicas on ips and pgdns probing them every
+// interval.
+func newEnv(t *testing.T, ips []string, interval string) *env {
+	t.Helper()
+	pg := pgtest.New(t, pgtest.Options{IPs: ips})
+	return attach(t, pg, envOptions{Interval: interval})
+}
+
+// attach starts pgdns in front of a running cluster and waits until it
+// answers the primary.
+func attach(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
+	t.Helper()
+	e := launch(t, pg, o)
+	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[0].IP})
+	return e
+}
+
+// launch starts pgdns in front of a cluster and returns at once, for tests
+// in which pgdns must not (yet) answer a primary.
+func launch(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
+	t.Helper()
+	o.Interval = cmp.Or(o.Interval, "100ms")
+	o.Timeout = cmp.Or(o.Timeout, "1s")
+	o.LSNWait = cmp.Or(o.LSNWait, "0s")
+	o.Replicas = cmp.Or(o.Replicas, "all")
+	o.DSN = cmp.Or(o.DSN, "user=postgres dbname=postgres sslmode=disable")
+	o.Listen = cmp.Or(o.Listen, "127.0.0.1:0")
+	o.Name = cmp.Or(o.Name, "main")
+	var hosts []string
+	for _, n := range pg.Nodes {
+		hosts = append(hosts, n.Addr())
+	}
+	hosts = append(hosts, o.Extra...)
+	if o.Hosts != nil {
+		hosts = o.Hosts
+	}
+	dnsExtra := ""
+	if o.MinGap != "" {
+		dnsExtra = "  lsn_refresh_min_gap: " + o.MinGap + "\n"
+	}
+	if o.NameServers != nil {
+		dnsExtra += "  nameservers: [" + strings.Join(o.NameServers, ", ") + "]\n"
+	}
+	a, cfg, logs := apptest.Start(t, fmt.Sprintf(`
+dns:
+  listen: %s
+  ttl: 1
+  lsn_wait: %s
+%shttp:
+  listen: 127.0.0.1:0
+  admin_token_file: %q
+probe:
+  interval: %s
+  timeout: %s
+  max_fails: 3
+  dsn: %q
+clusters:
+  %s:
+    hosts: [%s]
+    replicas: %s
+%sstate:
+  path: %q
+`, o.Listen, o.LSNWait, dnsExtra, o.AdminTokenFile, o.Interval, o.Timeout, o.DSN, o.Name, strings.Join(hosts, ", "), o.Replicas, o.Cluster, o.State))
+	return &env{pg: pg, app: a, cfg: cfg, logs: logs}
+}
+
+// query asks pgdns over network ("udp" or "tcp").
+func (e *env) query(t *testing.T, network, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	return query(t, network, e.app.DNSAddr(), name, qtype)
+}
+
+func query(t *testing.T, network, addr, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	req := new(dns.Msg)
+	req.SetQuestion(name, qtype)
+	req.SetEdns0(1232, false)
+	c := &dns.Client{Net: network, Timeout: 2 * time.Second}
+	m, _, err := c.Exchange(req, addr)
+	if err != nil {
+		t.Fatalf("%s %s: %v", network, name, err)
+	}
+	return m
+}
+
+// ips returns the sorted A records of name, failing on anything but
+// NOERROR.
+func (e *env) ips(t *testing.T, name string) []string {
+	t.Helper()
+	return answerIPs(t, e.query(t, "udp", name, dns.TypeA))
+}
+
+func answerIPs(t *testing.T, m *dns.Msg) []string {
+	t.Helper()
+	if m.Rcode != dns.RcodeSuccess {
+		t.Fatalf("%s: rcode %s", m.Question[0].Name, dns.RcodeToString[m.Rcode])
+	}
+	ips := []string{}
+	for _, rr := range m.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			ips = append(ips, a.A.String())
+		}
+	}
+	slices.Sort(ips)
+	return ips
+}
+
+// waitFor polls until name answers exactly want (in any order) and returns
+// how long that took.
+func (e *env) waitFor(t *testing.T, name string, want []string) time.Duration {
+	t.Helper()
+	want = slices.Sorted(slices.Values(want))
+	start := time.Now()
+	var got []string
+	if !testkit.Poll(20*time.Second, 20*time.Millisecond, func() bool {
+		m := e.query(t, "udp", name, dns.TypeA)
+		if m.Rcode != dns.RcodeSuccess {
+			return false
+		}
+		got = answerIPs(t, m)
+		return slices.Equal(got, want)
+	}) {
+		t.Fatalf("%s answered %v, want %v (evidence: %q)", name, got, want, e.txt(t, "any.db.local."))
+	}
+	return time.Since(start)
+}
+
+// txt returns the TXT evidence for name.
+func (e *env) txt(t *testing.T, name string) []string {
+	t.Helper()
+	var out []string
+	for _, rr := range e.query(t, "tcp", name, dns.TypeTXT).Answer {
+		if txt, ok := rr.(*dns.TXT); ok {
+			out = append(out, strings.Join(txt.Txt, ""))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// insertAndTakeLSN writes a row on node and returns its WAL insert
+// position after the commit as a token for lsn- names: "hi-lo", lower-case.
+func (e *env) insertAndTakeLSN(t *testing.T, node *pgtest.Node) string {
+	t.Helper()
+	conn := node.Conn(t)
+	if _, err := conn.Exec(context.Background(), "CREATE TABLE IF NOT EXISTS t (id serial PRIMARY KEY, v text)"); err != nil {
+		t.Fatal(err)
+	}
+	return writeAndTakeLSN(t, conn, "INSERT INTO t (v) VALUES (now()::text)")
+}
+
+// writeAndTakeLSN runs a write on conn and returns, as a read-your-writes
+// client takes it after the commit, its WAL position as an lsn- label
+// token: "hi-lo", lower-case.
+func writeAndTakeLSN(t *testing.T, conn *pgx.Conn, sql string, args ...any) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+	var lsn string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	return lsnLabel(lsn)
+}
+
+// lsnLabel writes an LSN as PostgreSQL prints it ("0/3000060") the way
+// lsn- names carry it ("0-3000060"): zone.LSN.Label. Text that is no LSN
+// comes back as it is, so the name built from it is refused, not guessed.
+func lsnLabel(lsn string) string {
+	l, err := zone.ParseLSN(lsn)
+	if err != nil {
+		return lsn
+	}
+	return l.Label()
+}
+
+// steadyWrites inserts a row every 100ms on conn until the test ends (at
+// most 40 s), so that lag has something to measure.
+func steadyWrites(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 400 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := conn.Exec(context.Background(), "INSERT INTO t (v) VALUES ('tick')"); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+}

@@ -1,0 +1,234 @@
+package test
+
+// A probe role without pg_monitor: pg_stat_replication's and
+// pg_stat_wal_receiver's details read as NULL (issue 22, case 4).
+
+import (
+	"context"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+// leastPrivilege is the DSN of a probe role created without pg_monitor.
+const leastPrivilege = "user=pgdns dbname=postgres sslmode=disable"
+
+// With replicas: async, a probe role that cannot read sync_state cannot
+// prove any standby asynchronous while synchronous_standby_names is set:
+// no replica is answered (before, the synchronous standby was, since its
+// hidden sync_state read as not sync). With the setting empty no standby
+// can be synchronous, and both are answered. Once the role is granted
+// pg_monitor, the synchronous standby alone is left out. Each host says
+// that its statistics are hidden in /v1/hosts and the metrics, and the
+// log says it once per host.
+func TestAsyncWithoutPgMonitor(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
+	primary, syncStandby, asyncStandby := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	primary.Exec(t, "CREATE ROLE pgdns LOGIN")
+	syncRows := func(want int) {
+		t.Helper()
+		testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "synchronous standbys", func() (int, bool) {
+			var n int
+			primary.Query(t, "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'", &n)
+			return n, n == want
+		})
+	}
+	setSyncNames := func(names string) {
+		primary.Exec(t, "ALTER SYSTEM SET synchronous_standby_names = '"+names+"'")
+		primary.Exec(t, "SELECT pg_reload_conf()")
+	}
+	setSyncNames(`"` + syncStandby.Name + `"`)
+	syncRows(1)
+	e := attach(t, pg, envOptions{Replicas: "async", DSN: leastPrivilege})
+
+	e.waitFor(t, "replica.db.local.", nil)
+	if passed, ok := testkit.Holds(2*time.Second, 50*time.Millisecond, func() bool {
+		return len(e.ips(t, "replica.db.local.")) == 0
+	}); !ok {
+		t.Fatalf("after %d lookups replica.db.local answered a standby it cannot prove asynchronous: %v", passed, e.ips(t, "replica.db.local."))
+	}
+	_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
+	if n := strings.Count(hosts, `"stats_hidden":true`); n != 3 {
+		t.Errorf("/v1/hosts shows %d hosts with hidden statistics, want 3: %s", n, hosts)
+	}
+	if !strings.Contains(hosts, "synchronous_standby_names is set") {
+		t.Errorf("/v1/hosts does not say why the standbys are counted synchronous: %s", hosts)
+	}
+	_, metrics := e.get(t, http.DefaultClient, "/metrics", "")
+	hidden := 0
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "pgdns_host_stats_hidden{") && strings.HasSuffix(line, "} 1") {
+			hidden++
+		}
+	}
+	if hidden != 3 {
+		t.Errorf("the metrics do not show the 3 hosts' hidden statistics:\n%s", metrics)
+	}
+	if n := strings.Count(e.logs.String(), "cannot read the replication statistics"); n != 3 {
+		t.Errorf("the log says %d times that statistics are hidden, want once per host (3):\n%s", n, e.logs.String())
+	}
+
+	// No synchronous replication at all: every standby is provably async.
+	setSyncNames("")
+	syncRows(0)
+	e.waitFor(t, "replica.db.local.", []string{syncStandby.IP, asyncStandby.IP})
+
+	// With pg_monitor the rows are read, and the synchronous one is out.
+	primary.Exec(t, "GRANT pg_monitor TO pgdns")
+	setSyncNames(`"` + syncStandby.Name + `"`)
+	syncRows(1)
+	e.waitFor(t, "replica.db.local.", []string{asyncStandby.IP})
+	testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "/v1/hosts without hidden statistics", func() (string, bool) {
+		_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
+		return hosts, !strings.Contains(hosts, `"stats_hidden":true`)
+	})
+}
+
+// A replica whose WAL receiver's timeline the probe role cannot read has
+// only lower bounds of it (its last restartpoint's, its minimum recovery
+// point's), and a lower bound older than the newest timeline is no
+// evidence that it is superseded: re-pointed at a promoted replica (its
+// last restartpoint still on timeline 1) it is answered. Before, it was set
+// aside as "replica on timeline 1, superseded by timeline 2" until its
+// next restartpoint, minutes later. It is answered since it streams from
+// a slot the promoted primary shows a WAL sender on; the orphan, on no
+// slot, is not, whether the superseded primary runs again and streams to
+// it or is cut off (its receiver stays connected until
+// wal_receiver_timeout).
+func TestHiddenTimelineIsNoSupersession(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(4)})
+	old, promoted, follower, orphan := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2], pg.Nodes[3]
+	old.Exec(t, "CREATE ROLE pgdns LOGIN")
+	e := attach(t, pg, envOptions{DSN: leastPrivilege})
+	e.waitFor(t, "replica.db.local.", []string{promoted.IP, follower.IP, orphan.IP})
+	ctx := context.Background()
+
+	// A failover: the old primary stops, a replica is promoted and
+	// another re-pointed at it; the orphan is left pointing at the old.
+	if err := old.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	if err := promoted.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
+	// The follower streams from a slot: its primary_slot_name, readable
+	// by the probe role, names the primary's row that proves it follows
+	// the promoted primary. The orphan, on no slot, is proven nothing.
+	promoted.Exec(t, "SELECT pg_create_physical_replication_slot('"+follower.Name+"')")
+	follower.Exec(t, "ALTER SYSTEM SET primary_slot_name = '"+follower.Name+"'")
+	follower.Follow(t, promoted)
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the follower streaming timeline 2", func() (int, bool) {
+		var tl int
+		follower.Query(t, "SELECT coalesce((SELECT received_tli FROM pg_stat_wal_receiver WHERE status = 'streaming'), 0)", &tl)
+		return tl, tl == 2
+	})
+	var checkpointTL int
+	follower.Query(t, "SELECT timeline_id FROM pg_control_checkpoint()", &checkpointTL)
+	if checkpointTL != 1 {
+		t.Fatalf("the follower's last restartpoint is on timeline %d: the case needs it still on 1", checkpointTL)
+	}
+	e.waitFor(t, "replica.db.local.", []string{follower.IP})
+	_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
+	if !strings.Contains(hosts, `"stats_hidden":true`) {
+		t.Errorf("/v1/hosts does not show the hidden statistics: %s", hosts)
+	}
+
+	// The old primary comes back writable on timeline 1 and the orphan
+	// streams from it again.
+	if err := old.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	orphan.Follow(t, old)
+	testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, "the orphan streaming from the old primary", func() (int, bool) {
+		var n int
+		old.Query(t, "SELECT count(*) FROM pg_stat_replication WHERE application_name = '"+orphan.Name+"'", &n)
+		return n, n == 1
+	})
+	if passed, ok := testkit.Holds(2*time.Second, 50*time.Millisecond, func() bool {
+		return !slices.Contains(e.ips(t, "replica.db.local."), orphan.IP)
+	}); !ok {
+		t.Fatalf("after %d lookups replica.db.local answered the standby of the superseded primary", passed)
+	}
+
+	// The old primary is cut off (frozen): pgdns no longer sees it, while
+	// the orphan's receiver stays connected to it until
+	// wal_receiver_timeout. No WAL sender of the primary is proven the
+	// orphan's, and it is not answered; the follower's is, and it is.
+	if err := old.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = old.Signal(syscall.SIGCONT) }()
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the frozen old primary down", func() (string, bool) {
+		_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
+		return hosts, strings.Contains(hosts, `"addr":"`+old.Addr()+`","ip":"`+old.IP+`","role":"down"`)
+	})
+	if passed, ok := testkit.Holds(3*time.Second, 50*time.Millisecond, func() bool {
+		return !slices.Contains(e.ips(t, "replica.db.local."), orphan.IP)
+	}); !ok {
+		t.Fatalf("after %d lookups replica.db.local answered the orphan, still connected to the frozen superseded primary", passed)
+	}
+	e.waitFor(t, "replica.db.local.", []string{follower.IP})
+}
+
+// Issue R2: a replica still following a frozen superseded primary (its
+// receiver connected until wal_receiver_timeout), its timeline hidden
+// from the probe role, is set aside, and stays so once the new primary
+// has a WAL sender that is no listed replica's (pg_receivewal here; a
+// streaming backup or a logical walsender alike). Before, a count of
+// hidden receivers against the primary's WAL senders answered it as soon
+// as pg_receivewal connected, without the new timeline's writes.
+func TestHiddenTimelineOtherWALSender(t *testing.T) {
+	t.Parallel()
+	bin, err := pgtest.BinDir()
+	testkit.Require(t, err)
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
+	old, promoted, orphan := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	old.Exec(t, "CREATE ROLE pgdns LOGIN")
+	e := attach(t, pg, envOptions{DSN: leastPrivilege})
+	e.waitFor(t, "replica.db.local.", []string{promoted.IP, orphan.IP})
+	ctx := context.Background()
+
+	if err := old.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = old.Signal(syscall.SIGCONT) }()
+	if err := promoted.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
+	promoted.Exec(t, "CREATE TABLE tl2 AS SELECT 1 AS v")
+	e.waitFor(t, "replica.db.local.", nil)
+
+	recv := exec.CommandContext(ctx, filepath.Join(bin, "pg_receivewal"), "-h", promoted.IP, "-p", strconv.Itoa(promoted.Port),
+		"-U", "postgres", "-D", t.TempDir(), "-n")
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = recv.Process.Kill(); _ = recv.Wait() }()
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "pg_receivewal streaming from the new primary", func() (int, bool) {
+		var n int
+		promoted.Query(t, "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'pg_receivewal'", &n)
+		return n, n == 1
+	})
+	if passed, ok := testkit.Holds(3*time.Second, 50*time.Millisecond, func() bool {
+		return !slices.Contains(e.ips(t, "replica.db.local."), orphan.IP)
+	}); !ok {
+		t.Fatalf("after %d lookups replica.db.local answered the orphan of the frozen superseded primary", passed)
+	}
+	_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
+	if !strings.Contains(hosts, "streams from no replication slot (primary_slot_name is empty) and its application name is hidden: it may follow another host") {
+		t.Errorf("/v1/hosts does not say why the orphan is set aside: %s", hosts)
+	}
+}
