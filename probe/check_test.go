@@ -111,7 +111,7 @@ func TestPostgresCheckersRejectsBadDSN(t *testing.T) {
 	}
 }
 
-// The probe needs no more than pg_monitor, as the README says.
+// The probe needs no more than pg_monitor, as docs/operating.md ("The probe role") says.
 func TestPostgresCheckerAsMonitorRole(t *testing.T) {
 	t.Parallel()
 	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2)})

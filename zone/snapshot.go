@@ -23,7 +23,7 @@ type Cluster struct {
 
 	// What pgdns has learned of the cluster over time. Decide keeps them
 	// current; the probe carries them from one snapshot to the next, and
-	// across reloads. A restart of pgdns forgets them (README: "What pgdns
+	// across reloads. A restart of pgdns forgets them (docs/state.md: "What pgdns
 	// remembers").
 	Identity       uint64 // the cluster's system identifier, 0 until established
 	IdentityPinned bool   // Identity comes from the configuration

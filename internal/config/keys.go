@@ -15,7 +15,7 @@ import (
 // line of doc, whether a reload applies it, and how it is read and
 // validated. Defaults, the refusal of unknown keys, validation and the
 // reload rule are derived from these tables, and docs_test.go checks the
-// README and the example configs against them. A key whose check needs
+// configuration table (docs/configuration.md) and the example configs against them. A key whose check needs
 // another key reads it from the Config being filled: the tables are read
 // in order.
 
@@ -60,7 +60,7 @@ func mapField[T any](name string, when applies, doc string, at func(*Config) *T,
 // DefaultLSNRefreshMinGap is the default dns.lsn_refresh_min_gap: short
 // enough that a read-your-writes lookup waiting dns.lsn_wait (20ms) still
 // gets a fresh round, long enough to bound what lookups of an LSN no
-// replica has can cost (README, "Read your writes").
+// replica has can cost (docs/decisions.md, rule 8).
 const DefaultLSNRefreshMinGap = 5 * time.Millisecond
 
 // Floors of durations below which a value is a mistake, not a choice:

@@ -45,7 +45,7 @@ func TestDemo(t *testing.T) {
 	}) {
 		t.Fatalf("the demo never answered lag-50ms.replica with both replicas:\n%s", out.String())
 	}
-	// The probe runs as the role README's "The probe role" creates, on
+	// The probe runs as the role docs/operating.md's "The probe role" creates, on
 	// every host (the replicas copied it).
 	for _, ip := range o.ips {
 		var role string

@@ -196,7 +196,7 @@ Ctrl-C stops pgdns and PostgreSQL.
 	return a.Run(ctx)
 }
 
-// probeRole is README's "The probe role".
+// probeRole is docs/operating.md's "The probe role".
 const probeRole = "CREATE ROLE pgdns LOGIN; GRANT pg_monitor TO pgdns"
 
 // execOnce runs sql once on the server at dsn.

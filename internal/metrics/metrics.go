@@ -264,13 +264,13 @@ var (
 	hostRole = prometheus.NewDesc("pgdns_host_role",
 		"1 for the host's current role.", []string{"cluster", "host", "role"}, nil)
 	hostLag = prometheus.NewDesc("pgdns_host_lag_seconds",
-		"Time lag of a replica (see README); absent when it cannot be vouched for.", []string{"cluster", "host"}, nil)
+		"Time lag of a replica (docs/probe.md); absent when it cannot be vouched for.", []string{"cluster", "host"}, nil)
 	hostLagBytes = prometheus.NewDesc("pgdns_host_lag_bytes",
 		"WAL byte lag of a replica; absent when it cannot be vouched for.", []string{"cluster", "host"}, nil)
 	hostProbeAge = prometheus.NewDesc("pgdns_host_probe_age_seconds",
 		"Time since the host's last successful probe.", []string{"cluster", "host"}, nil)
 	hostStatsHidden = prometheus.NewDesc("pgdns_host_stats_hidden",
-		"1 when the probe role cannot read the host's replication statistics (it lacks pg_monitor): pgdns then fails closed on what they decide (README).",
+		"1 when the probe role cannot read the host's replication statistics (it lacks pg_monitor): pgdns then fails closed on what they decide (docs/operating.md).",
 		[]string{"cluster", "host"}, nil)
 	ready = prometheus.NewDesc("pgdns_ready",
 		"1 once every host has been probed at least once.", nil, nil)

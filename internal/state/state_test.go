@@ -243,7 +243,7 @@ func TestLockIsExclusive(t *testing.T) {
 }
 
 // A Writer that stops writes the newest knowledge even with nothing
-// pending (README: "once more when pgdns stops"): a file changed behind
+// pending (docs/state.md: "once more when pgdns stops"): a file changed behind
 // its back is repaired.
 func TestWriterWritesWhenItStopsWithNothingPending(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
