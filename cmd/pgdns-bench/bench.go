@@ -16,10 +16,10 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// Addresses of this run, all on loopback, in a block of pgtest.Reserve
-// (set by newBench): two runs side by side, or a run beside the tests,
-// never share one.
-var (
+// addrs are one run's addresses, all on loopback, in a block of
+// pgtest.Reserve (taken by newBench): two runs side by side, or a run
+// beside the tests, never share one.
+type addrs struct {
 	primaryIP, replica1IP, replica2IP string
 	pgdnsDNS, pgdnsHTTP               string
 	corednsDNS, floorDNS, echoDNS     string
@@ -27,22 +27,26 @@ var (
 	noWaitDNS                         string // the read-your-writes step's second pgdns, lsn_wait 0
 	hostileDNS, hostileHTTP           string // pgdns of the hostile-clients step
 	wellSrc, hogSrc, floodSrc         string // that step's client and attacker source addresses
-)
-
-// useBlock takes the run's addresses from block.
-func useBlock(block *pgtest.Block) {
-	primaryIP, replica1IP, replica2IP = block.IP(11), block.IP(12), block.IP(13)
-	pgdnsDNS, pgdnsHTTP = block.Addr(53, 5353), block.Addr(53, 8080)
-	corednsDNS, floorDNS, echoDNS = block.Addr(54, 5353), block.Addr(55, 5353), block.Addr(56, 5353)
-	bigDNS, bigHTTP = block.Addr(57, 5353), block.Addr(57, 8080)
-	noWaitDNS = block.Addr(58, 5353)
-	hostileDNS, hostileHTTP = block.Addr(59, 5353), block.Addr(59, 8080)
-	wellSrc, hogSrc, floodSrc = block.IP(60), block.IP(61), block.IP(62)
 }
 
-// bench holds what every step uses: the cluster, the servers, a scratch
-// directory.
+// addrsIn lays the run's addresses out in block.
+func addrsIn(block *pgtest.Block) addrs {
+	return addrs{
+		primaryIP: block.IP(11), replica1IP: block.IP(12), replica2IP: block.IP(13),
+		pgdnsDNS: block.Addr(53, 5353), pgdnsHTTP: block.Addr(53, 8080),
+		corednsDNS: block.Addr(54, 5353), floorDNS: block.Addr(55, 5353), echoDNS: block.Addr(56, 5353),
+		bigDNS: block.Addr(57, 5353), bigHTTP: block.Addr(57, 8080),
+		noWaitDNS:  block.Addr(58, 5353),
+		hostileDNS: block.Addr(59, 5353), hostileHTTP: block.Addr(59, 8080),
+		wellSrc: block.IP(60), hogSrc: block.IP(61), floodSrc: block.IP(62),
+	}
+}
+
+// bench holds what every step uses: the run's configuration and
+// addresses, the cluster, the servers, a scratch directory.
 type bench struct {
+	cfg      config
+	addr     addrs
 	dir      string
 	pgdns    string // binary
 	pg       *pgtest.Cluster
@@ -55,12 +59,14 @@ type bench struct {
 	release  func() // frees the address block
 }
 
-func newBench(pgdnsBin string, cluster bool) (*bench, error) {
+// newBench takes an address block and, when cluster, starts the
+// three-node cluster every step but ha uses.
+func newBench(cfg config, cluster bool) (*bench, error) {
 	dir, err := os.MkdirTemp("", "pgdns-bench-")
 	if err != nil {
 		return nil, err
 	}
-	abs, err := filepath.Abs(pgdnsBin)
+	abs, err := filepath.Abs(cfg.pgdns)
 	if err != nil {
 		return nil, err
 	}
@@ -68,14 +74,13 @@ func newBench(pgdnsBin string, cluster bool) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	useBlock(block)
-	b := &bench{dir: dir, pgdns: abs, release: release}
+	b := &bench{cfg: cfg, addr: addrsIn(block), dir: dir, pgdns: abs, release: release}
 	if !cluster {
 		return b, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if b.pg, err = pgtest.Start(ctx, pgtest.Options{IPs: []string{primaryIP, replica1IP, replica2IP}}); err != nil {
+	if b.pg, err = pgtest.Start(ctx, pgtest.Options{IPs: []string{b.addr.primaryIP, b.addr.replica1IP, b.addr.replica2IP}}); err != nil {
 		release()
 		return nil, err
 	}
@@ -125,7 +130,7 @@ probe: {interval: %s, timeout: 1s, max_fails: 3, dsn: "user=postgres dbname=post
 clusters:
   main:
     hosts: [%s]
-`, pgdnsDNS, pgdnsHTTP, interval, strings.Join(hosts, ", "))
+`, b.addr.pgdnsDNS, b.addr.pgdnsHTTP, interval, strings.Join(hosts, ", "))
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		return nil, err
 	}
@@ -134,7 +139,7 @@ clusters:
 		return nil, err
 	}
 	b.pgdnsPID = cmd.Process.Pid
-	return cmd, waitDNS(pgdnsDNS, "lag-50ms.replica.db.local.", 2, 30*time.Second)
+	return cmd, waitDNS(b.addr.pgdnsDNS, "lag-50ms.replica.db.local.", 2, 30*time.Second)
 }
 
 // stopProc stops one server started by start.
@@ -172,15 +177,15 @@ func (b *bench) startCoreDNS() error {
 	}
 	zone := filepath.Join(b.dir, "db.local.zone")
 	var z strings.Builder
-	z.WriteString("$ORIGIN db.local.\n$TTL 1\n@ IN SOA ns hostmaster 1 60 10 3600 1\n@ IN NS ns\nns IN A " + strings.Split(corednsDNS, ":")[0] + "\n")
-	z.WriteString("primary IN A " + primaryIP + "\n")
+	z.WriteString("$ORIGIN db.local.\n$TTL 1\n@ IN SOA ns hostmaster 1 60 10 3600 1\n@ IN NS ns\nns IN A " + strings.Split(b.addr.corednsDNS, ":")[0] + "\n")
+	z.WriteString("primary IN A " + b.addr.primaryIP + "\n")
 	for _, name := range []string{"replica", "lag-50ms.replica", "bytes-1mb.replica", b.lsnName()} {
-		z.WriteString(name + " IN A " + replica1IP + "\n" + name + " IN A " + replica2IP + "\n")
+		z.WriteString(name + " IN A " + b.addr.replica1IP + "\n" + name + " IN A " + b.addr.replica2IP + "\n")
 	}
 	if err := os.WriteFile(zone, []byte(z.String()), 0o644); err != nil {
 		return err
 	}
-	host, port, _ := net.SplitHostPort(corednsDNS)
+	host, port, _ := net.SplitHostPort(b.addr.corednsDNS)
 	corefile := filepath.Join(b.dir, "Corefile")
 	if err := os.WriteFile(corefile, []byte(fmt.Sprintf("db.local:%s {\n    bind %s\n    file %s\n}\n", port, host, zone)), 0o644); err != nil {
 		return err
@@ -188,7 +193,7 @@ func (b *bench) startCoreDNS() error {
 	if _, err := b.start(bin, []string{"-conf", corefile}); err != nil {
 		return err
 	}
-	return waitDNS(corednsDNS, "replica.db.local.", 2, 15*time.Second)
+	return waitDNS(b.addr.corednsDNS, "replica.db.local.", 2, 15*time.Second)
 }
 
 // startFloor runs this binary as the minimal miekg/dns server.
@@ -197,11 +202,11 @@ func (b *bench) startFloor() error {
 	if err != nil {
 		return err
 	}
-	args := []string{"floor", "-listen", floorDNS, "-primary", primaryIP, "-replicas", replica1IP + "," + replica2IP, "-lsn", b.lsnName()}
+	args := []string{"floor", "-listen", b.addr.floorDNS, "-primary", b.addr.primaryIP, "-replicas", b.addr.replica1IP + "," + b.addr.replica2IP, "-lsn", b.lsnName()}
 	if _, err := b.start(self, args); err != nil {
 		return err
 	}
-	return waitDNS(floorDNS, "replica.db.local.", 2, 15*time.Second)
+	return waitDNS(b.addr.floorDNS, "replica.db.local.", 2, 15*time.Second)
 }
 
 // startEcho runs this binary as the plain UDP echo, the ceiling.
@@ -210,10 +215,10 @@ func (b *bench) startEcho() error {
 	if err != nil {
 		return err
 	}
-	if _, err := b.start(self, []string{"echo", "-listen", echoDNS}); err != nil {
+	if _, err := b.start(self, []string{"echo", "-listen", b.addr.echoDNS}); err != nil {
 		return err
 	}
-	return waitEcho(echoDNS, 15*time.Second)
+	return waitEcho(b.addr.echoDNS, 15*time.Second)
 }
 
 // waitEcho polls addr until a query comes back as a response.

@@ -32,7 +32,9 @@ func median[T int64 | float64 | time.Duration](v []T) T {
 // dnsComparison runs the same query file against pgdns (live probing),
 // CoreDNS (static zone), the floor and the echo, interleaved round by
 // round so that drift of the machine hits all of them alike.
-func (b *bench) dnsComparison(ctx context.Context, r *report, rounds int, d time.Duration) error {
+func (b *bench) dnsComparison(ctx context.Context, r *report) error {
+	rounds, d := b.cfg.rounds, b.cfg.dnsTime
+	r.dnsStamp = b.stampNow()
 	primary := b.pg.Nodes[0]
 	conn, err := pgxConnect(ctx, primary.DSN())
 	if err != nil {
@@ -54,7 +56,7 @@ func (b *bench) dnsComparison(ctx context.Context, r *report, rounds int, d time
 	if _, err := b.startPGDNS(hosts, "250ms"); err != nil {
 		return err
 	}
-	if err := waitDNS(pgdnsDNS, b.lsnName()+".db.local.", 2, 10*time.Second); err != nil {
+	if err := waitDNS(b.addr.pgdnsDNS, b.lsnName()+".db.local.", 2, 10*time.Second); err != nil {
 		return err
 	}
 	time.Sleep(3 * time.Second) // settle, then the idle footprint
@@ -80,7 +82,7 @@ func (b *bench) dnsComparison(ctx context.Context, r *report, rounds int, d time
 		return err
 	}
 	targets := []*perf{{name: "pgdns"}, {name: "CoreDNS (static zone file)"}, {name: "floor (miekg/dns, constant map)"}, {name: "ceiling (plain UDP echo)"}}
-	addrs := []string{pgdnsDNS, corednsDNS, floorDNS, echoDNS}
+	addrs := []string{b.addr.pgdnsDNS, b.addr.corednsDNS, b.addr.floorDNS, b.addr.echoDNS}
 	for round := range rounds {
 		for i, t := range targets {
 			fmt.Fprintf(os.Stderr, "bench: round %d/%d %s\n", round+1, rounds, t.name)

@@ -1,6 +1,6 @@
 package main
 
-// Failover visibility at the default probe settings (issue 12): how long a
+// Failover visibility at the default probe settings: how long a
 // stopped primary is still answered as primary.db.local, and how long
 // after a promotion the new one is, seen from the client side by a poller
 // that asks every millisecond or so.
@@ -27,9 +27,6 @@ import (
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
-
-// failoverReps is how many times each case runs (-failover-reps).
-var failoverReps = 20
 
 // stopRep is one stop of the primary, without a promotion. Times are
 // relative to the postmaster's exit, negative when before it.
@@ -61,9 +58,7 @@ type failoverResult struct {
 	fluxProbes  float64       // pgdns_flux_probes_total at the end
 	episodes    int           // faults that put the cluster in flux
 	patroni     *patroniResult
-	took        time.Duration
-	when        time.Time
-	load        string   // the load average when the run began
+	stamp       stamp
 	plotCrash   []sample // the median crash, for the plot
 	plotSwitch  []sample // the median switchover
 }
@@ -184,7 +179,7 @@ func findEvent(evs []pgdnsEvent, host, from, to string, t time.Time) (pgdnsEvent
 
 // dumpReps writes every repetition's times (UTC, µs) and the cause pgdns
 // logged beside the kept logs, to look at one repetition closely.
-func dumpReps(evs []pgdnsEvent) {
+func dumpReps(evs []pgdnsEvent, marks failoverMarks) {
 	var b strings.Builder
 	ts := func(t time.Time) string { return t.UTC().Format("15:04:05.000000") }
 	b.WriteString("case rep host fault_started reference(exit|promote_returned) pgdns_logged cause\n")
@@ -213,13 +208,14 @@ type failoverWorld struct {
 	log      string
 	wrong    []string
 	gaps     []time.Duration
+	marks    failoverMarks // where to find each repetition in pgdns's log
 }
 
 // failover runs the cases interleaved, 20 times each, on one primary and
 // one replica that pgdns (bin/pgdns, default probe settings) watches
 // throughout; then Patroni switchovers when Patroni is installed.
 func (b *bench) failover(ctx context.Context, r *report) error {
-	began := time.Now()
+	began, startLoad := time.Now(), loadAverage()
 	block, release, err := pgtest.Reserve()
 	if err != nil {
 		return err
@@ -250,10 +246,11 @@ func (b *bench) failover(ctx context.Context, r *report) error {
 		return err
 	}
 
-	res := &failoverResult{when: time.Now().UTC(), load: loadAverage()}
+	res := &failoverResult{stamp: b.stampNow()}
+	res.stamp.began, res.stamp.load = began.UTC(), startLoad
 	var crashTL, switchTL [][]sample
-	for rep := range failoverReps {
-		fmt.Fprintf(os.Stderr, "bench: failover round %d/%d\n", rep+1, failoverReps)
+	for rep := range b.cfg.failoverReps {
+		fmt.Fprintf(os.Stderr, "bench: failover round %d/%d\n", rep+1, b.cfg.failoverReps)
 		for _, mode := range []string{"immediate", "fast"} {
 			sr, tl, err := w.stop(ctx, mode)
 			if err != nil {
@@ -271,17 +268,17 @@ func (b *bench) failover(ctx context.Context, r *report) error {
 		}
 		res.switchover, switchTL = append(res.switchover, sw), append(switchTL, tl)
 	}
-	res.episodes = 3 * failoverReps
+	res.episodes = 3 * b.cfg.failoverReps
 	// pgdns's log has each host state change with a millisecond timestamp.
 	evs := readEvents(w.log)
-	res.fillLogged(evs, w)
-	dumpReps(evs)
+	res.fillLogged(evs, w.marks)
+	dumpReps(evs, w.marks)
 	res.wrong = w.wrong
 	res.pollGap = median(w.gaps)
 	res.fluxProbes = metric(w.httpAddr, "pgdns_flux_probes_total")
 	res.plotCrash = crashTL[medianIndex(res.crash, func(s stopRep) time.Duration { return s.lastAnswered })]
 	res.plotSwitch = switchTL[medianIndex(res.switchover, func(s switchRep) time.Duration { return s.firstAnswered })]
-	res.took = time.Since(began)
+	res.stamp.took = time.Since(began)
 	b.stopProc(cmd)
 	keepLog(w.log)
 
@@ -308,10 +305,11 @@ type repMarks struct {
 	ref  time.Time // the reference: postmaster exit, or promote returned
 }
 
-var marks struct{ crash, fast, switchover []repMarks }
+// failoverMarks are each case's repetitions, in order.
+type failoverMarks struct{ crash, fast, switchover []repMarks }
 
 // fillLogged finds, for each repetition, when pgdns logged the change.
-func (res *failoverResult) fillLogged(evs []pgdnsEvent, w *failoverWorld) {
+func (res *failoverResult) fillLogged(evs []pgdnsEvent, marks failoverMarks) {
 	for i, m := range marks.crash {
 		if at, ok := firstEvent(evs, m.host, "primary", "", m.t0.Add(-time.Millisecond)); ok {
 			res.crash[i].logged, res.crash[i].loggedOK = at.Sub(m.ref), true
@@ -361,9 +359,9 @@ func (w *failoverWorld) stop(ctx context.Context, mode string) (stopRep, []sampl
 	sr := stopRep{stopStarted: t0.Sub(exit), stopReturned: t1.Sub(exit), lastAnswered: last.Sub(exit)}
 	m := repMarks{host: p.Addr(), t0: t0, ref: exit}
 	if mode == "immediate" {
-		marks.crash = append(marks.crash, m)
+		w.marks.crash = append(w.marks.crash, m)
 	} else {
-		marks.fast = append(marks.fast, m)
+		w.marks.fast = append(w.marks.fast, m)
 	}
 	tl := timeline(polls, exit, p.IP, "")
 	if err := p.Start(ctx); err != nil {
@@ -408,7 +406,7 @@ func (w *failoverWorld) switchover(ctx context.Context) (switchRep, []sample, er
 	if !wr.IsZero() {
 		sw.writable = wr.Sub(p1)
 	}
-	marks.switchover = append(marks.switchover, repMarks{host: next.Addr(), t0: t0, ref: p1})
+	w.marks.switchover = append(w.marks.switchover, repMarks{host: next.Addr(), t0: t0, ref: p1})
 	tl := timeline(polls, p1, old.IP, next.IP)
 	// The old primary is copied again from the new one and follows it.
 	if err := old.Reclone(ctx, next); err != nil {

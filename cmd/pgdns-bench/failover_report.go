@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"time"
 )
@@ -36,8 +35,9 @@ func (f *failoverResult) markdown(plot string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("%s\n\n", failoverHeading)
-	w("Measured %s on a machine with %d cores (load average %s when it began), in %v. pgdns (`bin/pgdns`) runs at the **default probe settings** — `probe.interval` 250 ms, `max_fails` 3, `timeout` 1 s, `flux_interval` 10 ms, `flux_duration` 3 s — on a primary and a streaming replica (PostgreSQL, on loopback addresses from `pgtest.Reserve`). A poller asks `primary.db.local` over UDP, one query at a time, a millisecond after each answer (median gap between answers %s). %d rounds, each of: a crash, a clean stop, a switchover; after each the cluster is made whole again (the stopped primary is restarted; after a switchover the old primary is re-cloned from the new one (`pg_basebackup`) and follows it) and pgdns is let settle before the next. With %d repetitions the p99 (nearest rank) is the largest value, like max.\n\n",
-		f.when.Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), f.load, f.took.Round(time.Second), ms(f.pollGap), len(f.crash), len(f.crash))
+	w("%s\n\n", f.stamp)
+	w("pgdns (`bin/pgdns`) runs at the **default probe settings** — `probe.interval` 250 ms, `max_fails` 3, `timeout` 1 s, `flux_interval` 10 ms, `flux_duration` 3 s — on a primary and a streaming replica (PostgreSQL, on loopback addresses from `pgtest.Reserve`). A poller asks `primary.db.local` over UDP, one query at a time, a millisecond after each answer (median gap between answers %s). %d rounds, each of: a crash, a clean stop, a switchover; after each the cluster is made whole again (the stopped primary is restarted; after a switchover the old primary is re-cloned from the new one (`pg_basebackup`) and follows it) and pgdns is let settle before the next. With %d repetitions the p99 (nearest rank) is the largest value, like max.\n\n",
+		ms(f.pollGap), len(f.crash), len(f.crash))
 
 	cl, cr, cs, clog := stopFigures(f.crash)
 	w("**Crash** (`pg_ctl stop -m immediate` of the primary, no promotion). The postmaster's exit is taken from `/proc`, polled every 250 µs; `pg_ctl stop` itself notices it up to 100 ms later. Time until the stopped primary's last answer as `primary.db.local` (negative: it had left the answers before its postmaster exited — its backends report the shutdown to pgdns's watched connection first):\n\n")
@@ -118,7 +118,9 @@ func (f *failoverResult) markdown(plot string) string {
 			if len(logd) > 0 {
 				w("| (pgdns logged the new leader primary; ms resolution) | %s | %s | %s |\n", ms(pct(logd, 0.5)), ms(pct(logd, 0.99)), ms(pct(logd, 1)))
 			}
-			w("\nMost of the time is Patroni's: it stops the old leader, waits for the candidate to catch up, promotes it and takes the leader key.")
+			if pct(api, 0.5) > 4*pct(diff, 0.5) {
+				w("\nMost of the time is Patroni's (%s of the median %s until pgdns answered): it stops the old leader, waits for the candidate to catch up, promotes it and takes the leader key.", ms(pct(api, 0.5)), ms(pct(dnsT, 0.5)))
+			}
 			if len(p.wrong) == 0 {
 				w(" No SERVFAIL, no second primary and no other host was ever answered.\n\n")
 			} else {

@@ -1,6 +1,6 @@
 package main
 
-// No single point of failure (issue 14): two pgdns instances serve the
+// No single point of failure: two pgdns instances serve the
 // zone, and the first one is frozen (SIGSTOP: no answer, no ICMP, only
 // timeouts) or killed (SIGKILL: queries refused). Measured with real
 // resolvers: libpq through glibc's resolv.conf, CoreDNS forwarding to
@@ -54,8 +54,7 @@ type haWorld struct {
 
 // haResult is what the ha steps measured.
 type haResult struct {
-	when     time.Time
-	took     time.Duration
+	stamp    stamp
 	gap      []time.Duration // between the two instances' first answers of a new primary
 	later    []time.Duration // the later of the two, from pg_ctl promote returning
 	glibc    []glibcRun
@@ -118,7 +117,8 @@ func (b *bench) ha(ctx context.Context) (*haResult, error) {
 			_ = c.Process.Signal(syscall.SIGCONT)
 		}
 	}()
-	res := &haResult{when: time.Now().UTC(), interval: 250 * time.Millisecond}
+	res := &haResult{stamp: b.stampNow(), interval: 250 * time.Millisecond}
+	res.stamp.began = began.UTC()
 	steps := []struct {
 		name string
 		run  func(context.Context, *haResult) error
@@ -129,7 +129,7 @@ func (b *bench) ha(ctx context.Context) (*haResult, error) {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
-	res.took = time.Since(began)
+	res.stamp.took = time.Since(began)
 	return res, nil
 }
 

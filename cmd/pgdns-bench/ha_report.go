@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"time"
 )
@@ -19,8 +18,8 @@ func (h *haResult) markdown() string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("%s\n\n", haHeading)
-	w("Written by `make bench BENCH_ONLY=ha` (as root) on %s, %d cores shared with other work, in %v. Two `bin/pgdns` with the same config (default probe settings, `dns.nameservers: [ns1=…, ns2=…]`) on a primary and a streaming replica; the first instance is frozen (`SIGSTOP`: its socket stays open and nothing answers, no ICMP — the worse case) or killed (`SIGKILL`: queries are refused at once).\n\n",
-		h.when.Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), h.took.Round(time.Second))
+	w("%s\n\n", h.stamp)
+	w("Two `bin/pgdns` with the same config (default probe settings, `dns.nameservers: [ns1=…, ns2=…]`) on a primary and a streaming replica; the first instance is frozen (`SIGSTOP`: its socket stays open and nothing answers, no ICMP — the worse case) or killed (`SIGKILL`: queries are refused at once).\n\n")
 
 	w("**The two instances during a switchover** (`pg_ctl stop -m fast`, `pg_ctl promote`; %d times, a poller on each instance every millisecond). Each instance probes on its own clock, so they see the new primary at different moments; the target is one probe round (`probe.interval`, %v):\n\n", len(h.gap), h.interval)
 	w("| | p50 | max | target |\n|---|---:|---:|---|\n")

@@ -12,25 +12,15 @@ import (
 	"time"
 )
 
-// The hostile-clients step (issue 29): what a well-behaved client is
-// served while an attacker does each thing issue 29 found, beside the same
-// figure at rest, and what pgdns holds meanwhile. It runs the binary under
-// test and, when hostileBefore names a commit, that commit's pgdns built
-// aside, on the same cluster one after the other, so that BENCHMARKS.md
-// holds the figures before and after the fixes from one run.
+// The hostile-clients step: what a well-behaved client is served while an
+// attacker does each thing below, beside the same figure at rest, and what
+// pgdns holds meanwhile. It runs the binary under test and, when
+// -hostile-before names a commit, that commit's pgdns built aside first,
+// on the same cluster one after the other, to compare two builds in one
+// run.
 
 // hostileHeading starts the section in BENCHMARKS.md.
 const hostileHeading = "## Hostile clients"
-
-// hostileBefore is the commit measured as "before": the last one before
-// issue 29's fixes. -hostile-before changes it; "" measures only the
-// binary under test.
-var hostileBefore = "8018b45"
-
-// hostileOnlyAttack, when set (-hostile-attack), runs only the attacks
-// whose names contain one of its comma-separated words, after the one at
-// rest: for working on one.
-var hostileOnlyAttack string
 
 // The well-behaved clients' paced rates, the attackers' sizes, and how
 // long each measurement lasts. Every loop below is bounded by a window.
@@ -75,7 +65,8 @@ type hostileRun struct {
 
 // hostileResult is the step's figures.
 type hostileResult struct {
-	runs []hostileRun // before (when measured), then the binary under test
+	stamp stamp
+	runs  []hostileRun // the -hostile-before build (when asked), then the binary under test
 }
 
 // hostileOnly is the step run alone (make bench BENCH_ONLY=hostile).
@@ -90,23 +81,19 @@ func hostileOnly(ctx context.Context, b *bench) (string, error) {
 // hostile measures the "before" commit (when set), then the binary under
 // test.
 func (b *bench) hostile(ctx context.Context) (*hostileResult, error) {
-	res := &hostileResult{}
-	if hostileBefore != "" {
-		bin, err := b.buildCommit(ctx, hostileBefore)
+	res := &hostileResult{stamp: b.stampNow()}
+	if b.cfg.hostileBefore != "" {
+		bin, err := b.buildCommit(ctx, b.cfg.hostileBefore)
 		if err != nil {
 			return nil, err
 		}
-		run, err := b.hostileWith(ctx, bin, "before ("+hostileBefore+")")
+		run, err := b.hostileWith(ctx, bin, "pgdns built from "+b.cfg.hostileBefore)
 		if err != nil {
 			return nil, err
 		}
 		res.runs = append(res.runs, run)
 	}
-	label := "this tree"
-	if hostileBefore != "" {
-		label = "after (this tree)"
-	}
-	run, err := b.hostileWith(ctx, b.pgdns, label)
+	run, err := b.hostileWith(ctx, b.pgdns, "pgdns at "+b.cfg.commit)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +140,7 @@ probe: {interval: 250ms, timeout: 1s, max_fails: 3, dsn: "user=postgres dbname=p
 clusters:
   main:
     hosts: [%s]
-`, hostileDNS, hostileWait, hostileRate, hostileHTTP, strings.Join(hosts, ", "))
+`, b.addr.hostileDNS, hostileWait, hostileRate, b.addr.hostileHTTP, strings.Join(hosts, ", "))
 	if err := writeFile(conf, text); err != nil {
 		return run, err
 	}
@@ -162,12 +149,12 @@ clusters:
 		return run, err
 	}
 	defer b.stopProc(cmd)
-	if err := waitDNS(hostileDNS, "replica.db.local.", 2, 30*time.Second); err != nil {
+	if err := waitDNS(b.addr.hostileDNS, "replica.db.local.", 2, 30*time.Second); err != nil {
 		return run, err
 	}
 	time.Sleep(2 * time.Second)
 	for i, a := range b.attacks() {
-		if i > 0 && !slices.ContainsFunc(strings.Split(hostileOnlyAttack, ","), func(w string) bool { return strings.Contains(a.name, w) }) {
+		if i > 0 && !slices.ContainsFunc(strings.Split(b.cfg.hostileAttack, ","), func(w string) bool { return strings.Contains(a.name, w) }) {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "bench: hostile clients, %s: %s ...\n", label, a.name)
@@ -227,16 +214,16 @@ type attack struct {
 func (b *bench) attacks() []attack {
 	return []attack{
 		{name: "none (at rest)", run: func(ctx context.Context) string { <-ctx.Done(); return "" }, settle: time.Second},
-		{name: fmt.Sprintf("rate-limiter churn, %dk/s", churnRate/1000), run: churnAttack(churnRate), settle: 3 * time.Second},
+		{name: fmt.Sprintf("rate-limiter churn, %dk/s", churnRate/1000), run: b.churnAttack(churnRate), settle: 3 * time.Second},
 		// Past what these cores serve, the machine's other load moves the
 		// figures: churn and its control alternate, twice each.
-		{name: churnMaxName, run: churnAttack(churnMax), settle: 3 * time.Second},
-		{name: controlName, run: knownFlood, settle: 3 * time.Second},
-		{name: churnMaxName, run: churnAttack(churnMax), settle: 3 * time.Second},
-		{name: controlName, run: knownFlood, settle: 3 * time.Second},
-		{name: "TCP slot hogging", run: hogAttack, settle: 3 * time.Second},
-		{name: "TCP slot hogging, 20 sources", run: hogManyAttack, settle: 3 * time.Second},
-		{name: "HTTP idle flood", run: httpIdleAttack, settle: 3 * time.Second},
+		{name: churnMaxName, run: b.churnAttack(churnMax), settle: 3 * time.Second},
+		{name: controlName, run: b.knownFlood, settle: 3 * time.Second},
+		{name: churnMaxName, run: b.churnAttack(churnMax), settle: 3 * time.Second},
+		{name: controlName, run: b.knownFlood, settle: 3 * time.Second},
+		{name: "TCP slot hogging", run: b.hogAttack, settle: 3 * time.Second},
+		{name: "TCP slot hogging, 20 sources", run: b.hogManyAttack, settle: 3 * time.Second},
+		{name: "HTTP idle flood", run: b.httpIdleAttack, settle: 3 * time.Second},
 		{name: "lsn- flood", setup: b.stallReplicas, run: b.lsnFlood, settle: 5 * time.Second},
 	}
 }
@@ -265,10 +252,10 @@ func (b *bench) underAttack(ctx context.Context, pid int, a attack) (hostileRow,
 
 	var cw sync.WaitGroup
 	cw.Add(4)
-	go func() { defer cw.Done(); row.udpQPS = wellUDP(hostileDNS, hostileWin) }()
-	go func() { defer cw.Done(); row.tcpQPS = wellTCP(hostileDNS, hostileWin) }()
-	go func() { defer cw.Done(); row.probesOK, row.probeTries = wellProbes(hostileHTTP, hostileWin) }()
-	go func() { defer cw.Done(); row.rssKiB, row.goroutines = footprint(pid, hostileHTTP, hostileWin) }()
+	go func() { defer cw.Done(); row.udpQPS = b.wellUDP(b.addr.hostileDNS, hostileWin) }()
+	go func() { defer cw.Done(); row.tcpQPS = b.wellTCP(b.addr.hostileDNS, hostileWin) }()
+	go func() { defer cw.Done(); row.probesOK, row.probeTries = b.wellProbes(b.addr.hostileHTTP, hostileWin) }()
+	go func() { defer cw.Done(); row.rssKiB, row.goroutines = b.footprint(pid, b.addr.hostileHTTP, hostileWin) }()
 	cw.Wait()
 	stop()
 	wg.Wait()

@@ -38,12 +38,12 @@ func spoofed(i int) net.IP {
 
 // spoofFlood sends q to server at rate a second until ctx is done, the
 // i-th datagram from source(i), and returns how many it sent.
-func spoofFlood(ctx context.Context, server string, q []byte, rate int, source func(int) net.IP) int {
+func (b *bench) spoofFlood(ctx context.Context, server string, q []byte, rate int, source func(int) net.IP) int {
 	raddr, err := net.ResolveUDPAddr("udp4", server)
 	if err != nil {
 		return 0
 	}
-	c, err := net.ListenPacket("udp4", floodSrc+":0")
+	c, err := net.ListenPacket("udp4", b.addr.floodSrc+":0")
 	if err != nil {
 		return 0
 	}
@@ -74,9 +74,9 @@ func spoofFlood(ctx context.Context, server string, q []byte, rate int, source f
 }
 
 // churnAttack: one query from every fresh source, rate a second.
-func churnAttack(rate int) func(ctx context.Context) string {
+func (b *bench) churnAttack(rate int) func(ctx context.Context) string {
 	return func(ctx context.Context) string {
-		n := spoofFlood(ctx, hostileDNS, packedQuery("replica.db.local."), rate, spoofed)
+		n := b.spoofFlood(ctx, b.addr.hostileDNS, packedQuery("replica.db.local."), rate, spoofed)
 		return fmt.Sprintf("%d queries, each from a fresh source", n)
 	}
 }
@@ -84,25 +84,25 @@ func churnAttack(rate int) func(ctx context.Context) string {
 // knownFlood is the larger churn's volume from 4,096 sources used again
 // and again (each in a /24 of its own, far under dns.rate_limit): what the
 // volume alone costs, beside which churn shows what fresh sources add.
-func knownFlood(ctx context.Context) string {
-	n := spoofFlood(ctx, hostileDNS, packedQuery("replica.db.local."), churnMax, func(i int) net.IP { return spoofed(i % 4096) })
+func (b *bench) knownFlood(ctx context.Context) string {
+	n := b.spoofFlood(ctx, b.addr.hostileDNS, packedQuery("replica.db.local."), churnMax, func(i int) net.IP { return spoofed(i % 4096) })
 	return fmt.Sprintf("%d queries from 4,096 sources", n)
 }
 
 // hogAttack: hogConns TCP connections from one source, each asking one
 // query every hogEvery, so that none is idle long enough to be closed.
-func hogAttack(ctx context.Context) string {
-	return hog(ctx, func(int) string { return hogSrc }, "one source")
+func (b *bench) hogAttack(ctx context.Context) string {
+	return b.hog(ctx, func(int) string { return b.addr.hogSrc }, "one source")
 }
 
 // hogManyAttack is hogAttack from hogSources addresses, each under the
 // per-source cap, together past the cap of all connections.
-func hogManyAttack(ctx context.Context) string {
-	return hog(ctx, func(i int) string { return spoofed(i % hogSources).String() }, fmt.Sprintf("%d sources", hogSources))
+func (b *bench) hogManyAttack(ctx context.Context) string {
+	return b.hog(ctx, func(i int) string { return spoofed(i % hogSources).String() }, fmt.Sprintf("%d sources", hogSources))
 }
 
 // hog holds hogConns connections, the i-th from source(i).
-func hog(ctx context.Context, source func(int) string, from string) string {
+func (b *bench) hog(ctx context.Context, source func(int) string, from string) string {
 	q := packedQuery("primary.db.local.")
 	var held atomic.Int64
 	var wg sync.WaitGroup
@@ -111,7 +111,7 @@ func hog(ctx context.Context, source func(int) string, from string) string {
 		go func() {
 			defer wg.Done()
 			d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(source(i))}}
-			c, err := d.DialContext(ctx, "tcp", hostileDNS)
+			c, err := d.DialContext(ctx, "tcp", b.addr.hostileDNS)
 			if err != nil {
 				return
 			}
@@ -136,7 +136,7 @@ func hog(ctx context.Context, source func(int) string, from string) string {
 
 // httpIdleAttack: httpIdle connections, one request each, then idle
 // (keep-alive) until the end.
-func httpIdleAttack(ctx context.Context) string {
+func (b *bench) httpIdleAttack(ctx context.Context) string {
 	var mu sync.Mutex
 	var conns []net.Conn
 	next := make(chan struct{})
@@ -146,7 +146,7 @@ func httpIdleAttack(ctx context.Context) string {
 		go func() {
 			defer wg.Done()
 			for range next {
-				if c := idleHTTPConn(ctx); c != nil {
+				if c := b.idleHTTPConn(ctx); c != nil {
 					mu.Lock()
 					conns = append(conns, c)
 					mu.Unlock()
@@ -179,17 +179,17 @@ func httpIdleAttack(ctx context.Context) string {
 
 // idleHTTPConn opens a connection, sends one GET /healthz and reads the
 // answer, leaving the connection idle; nil when any of it fails.
-func idleHTTPConn(ctx context.Context) net.Conn {
+func (b *bench) idleHTTPConn(ctx context.Context) net.Conn {
 	if ctx.Err() != nil {
 		return nil
 	}
-	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(floodSrc)}}
-	c, err := d.DialContext(ctx, "tcp", hostileHTTP)
+	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(b.addr.floodSrc)}}
+	c, err := d.DialContext(ctx, "tcp", b.addr.hostileHTTP)
 	if err != nil {
 		return nil
 	}
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", hostileHTTP); err != nil {
+	if _, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", b.addr.hostileHTTP); err != nil {
 		c.Close()
 		return nil
 	}
@@ -299,6 +299,6 @@ func pauseReplay(ctx context.Context, nodes []*pgtest.Node) error {
 // sources in as many /24 networks (each far under dns.rate_limit).
 func (b *bench) lsnFlood(ctx context.Context) string {
 	q := packedQuery("lsn-" + b.floodLSN + ".replica.db.local.")
-	n := spoofFlood(ctx, hostileDNS, q, lsnRate, func(i int) net.IP { return spoofed(i % 4096) })
+	n := b.spoofFlood(ctx, b.addr.hostileDNS, q, lsnRate, func(i int) net.IP { return spoofed(i % 4096) })
 	return fmt.Sprintf("%d queries for an LSN no replica has", n)
 }

@@ -38,12 +38,12 @@ func served(msg []byte) bool {
 
 // wellUDP sends replica.db.local A at wellUDPRate from wellSrc for win and
 // returns the answers per second it got.
-func wellUDP(server string, win time.Duration) float64 {
+func (b *bench) wellUDP(server string, win time.Duration) float64 {
 	raddr, err := net.ResolveUDPAddr("udp", server)
 	if err != nil {
 		return 0
 	}
-	conn, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP(wellSrc)}, raddr)
+	conn, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP(b.addr.wellSrc)}, raddr)
 	if err != nil {
 		return 0
 	}
@@ -83,7 +83,7 @@ func wellUDP(server string, win time.Duration) float64 {
 
 // wellTCP opens wellTCPRate connections a second from wellSrc for win,
 // one query each, and returns the answers per second it got.
-func wellTCP(server string, win time.Duration) float64 {
+func (b *bench) wellTCP(server string, win time.Duration) float64 {
 	q := packedQuery("replica.db.local.")
 	var answered atomic.Int64
 	var wg sync.WaitGroup
@@ -95,7 +95,7 @@ func wellTCP(server string, win time.Duration) float64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if tcpExchange(server, wellSrc, q) {
+			if tcpExchange(server, b.addr.wellSrc, q) {
 				answered.Add(1)
 			}
 		}()
@@ -136,8 +136,8 @@ func tcpAsk(c net.Conn, q []byte) bool {
 
 // wellProbes GETs /readyz every probeEvery for win on a new connection
 // each time, as the kubelet does, and returns how many were answered 200.
-func wellProbes(server string, win time.Duration) (ok, tried int) {
-	client := noKeepAlive(time.Second)
+func (b *bench) wellProbes(server string, win time.Duration) (ok, tried int) {
+	client := b.noKeepAlive(time.Second)
 	for start := time.Now(); time.Since(start) < win; time.Sleep(probeEvery) {
 		tried++
 		resp, err := client.Get("http://" + server + "/readyz")
@@ -155,15 +155,15 @@ func wellProbes(server string, win time.Duration) (ok, tried int) {
 
 // noKeepAlive is an HTTP client from wellSrc with one connection per
 // request.
-func noKeepAlive(timeout time.Duration) *http.Client {
-	d := &net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(wellSrc)}}
+func (b *bench) noKeepAlive(timeout time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(b.addr.wellSrc)}}
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, DialContext: d.DialContext}}
 }
 
 // footprint reads pgdns's resident set every 250 ms and its goroutines
 // (/metrics) every second for win, and returns the peaks; goroutines is
 // -1 when no scrape was answered.
-func footprint(pid int, httpAddr string, win time.Duration) (rss int64, goroutines float64) {
+func (b *bench) footprint(pid int, httpAddr string, win time.Duration) (rss int64, goroutines float64) {
 	goroutines = -1
 	ctx, cancel := context.WithTimeout(context.Background(), win)
 	defer cancel()
@@ -172,7 +172,7 @@ func footprint(pid int, httpAddr string, win time.Duration) (rss int64, goroutin
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			if n, err := scrapeWith(noKeepAlive(4*time.Second), httpAddr, "go_goroutines"); err == nil {
+			if n, err := scrapeWith(b.noKeepAlive(4*time.Second), httpAddr, "go_goroutines"); err == nil {
 				goroutines = max(goroutines, n)
 			} else {
 				fmt.Fprintln(os.Stderr, "bench: hostile clients: goroutines not scraped:", err)

@@ -5,20 +5,20 @@ import (
 	"strings"
 )
 
-// keptShare is issue 29's target: under each attack a well-behaved
-// client keeps at least this share of its rate at rest.
+// keptShare is pgdns's target under attack: a well-behaved client keeps
+// at least this share of its rate at rest.
 const keptShare = 0.90
 
 func (h *hostileResult) markdown() string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("%s\n\n", hostileHeading)
-	w("What a well-behaved client is served while an attacker on the same machine does each thing issue 29 found, next to the same figure at rest, and what pgdns holds meanwhile (`make bench BENCH_ONLY=hostile`). pgdns runs with `dns.rate_limit: %d`, `dns.lsn_wait: %s` and every other key at its default, on the real primary and two replicas. The well-behaved clients, each from an address of its own, for %v per attack after a %v ramp-up: UDP, `replica` A at a steady %d queries/s (answered = NOERROR with records, not TC); TCP, %d connections/s with one query each (a resolver retrying after TC); HTTP, `GET /readyz` on a new connection every %v (the kubelet's probe). Peak RSS from `/proc`, peak goroutines from `/metrics`.\n\n",
+	w("%s\n\n%s\n\n", hostileHeading, h.stamp)
+	w("What a well-behaved client is served while an attacker on the same machine does each thing below, next to the same figure at rest, and what pgdns holds meanwhile. pgdns runs with `dns.rate_limit: %d`, `dns.lsn_wait: %s` and every other key at its default, on the real primary and two replicas. The well-behaved clients, each from an address of its own, for %v per attack after a %v ramp-up: UDP, `replica` A at a steady %d queries/s (answered = NOERROR with records, not TC); TCP, %d connections/s with one query each (a resolver retrying after TC); HTTP, `GET /readyz` on a new connection every %v (the kubelet's probe). Peak RSS from `/proc`, peak goroutines from `/metrics`.\n\n",
 		hostileRate, hostileWait, hostileWin, attackRampUp, wellUDPRate, wellTCPRate, probeEvery)
 	w("The attacks: **rate-limiter churn**, %d and (asked for) %d queries/s, each from a fresh source address (127.2.0.0–127.63.255.255, consecutive sources in different /24s, set per datagram with `IP_PKTINFO`: spoofed, as they never see the answers); the control beside it, **%s**, is the larger churn's volume from 4,096 sources used again and again, each in a /24 of its own and far under the limit: what the volume alone costs on these cores; **TCP slot hogging**, %d connections from one address, each asking a query every %v, then the same from %d addresses (fewer each than the per-source cap, together more than the cap of all); **HTTP idle flood**, %d connections each sending one request and then idling; **lsn- flood**, %d queries/s for `lsn-<LSN>.replica` from 4,096 sources in as many /24s, where the LSN is a fresh write's, replay is paused on both replicas so that none reaches it, and each probe backend of pgdns on the primary is stopped (SIGSTOP) as soon as it connects, so that refresh rounds hang until `probe.timeout` and each such lookup may wait up to its `lsn_wait` (until pgdns counts the primary down and its rounds skip it). \"attacker\" says what each achieved.\n\n",
 		churnRate, churnMax, controlName, hogConns, hogEvery, hogSources, httpIdle, lsnRate)
 	for _, run := range h.runs {
-		w("**%s** (load average %s at the start, %s at the end: other work on these cores moves the figures)\n\n", run.label, run.load, run.done)
+		w("**%s** (load average %s at the start, %s at the end)\n\n", run.label, run.load, run.done)
 		w("| attack | UDP q/s [each run] (of rest) | TCP q/s (of rest) | /readyz answered | peak RSS | peak goroutines | attacker |\n|---|---:|---:|---:|---:|---:|---|\n")
 		var rest hostileRow
 		for i, r := range run.rows {

@@ -18,8 +18,9 @@ type httpResult struct {
 
 // httpBench runs wrk against the pg-status-compatible endpoints.
 func (b *bench) httpBench(ctx context.Context, r *report) error {
+	r.httpStamp = b.stampNow()
 	for _, path := range []string{"/master", "/replica"} {
-		out, err := exec.CommandContext(ctx, "wrk", "-t1", "-c16", "-d5s", "--latency", "http://"+pgdnsHTTP+path).CombinedOutput()
+		out, err := exec.CommandContext(ctx, "wrk", "-t1", "-c16", "-d5s", "--latency", "http://"+b.addr.pgdnsHTTP+path).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("wrk: %w\n%s", err, out)
 		}

@@ -30,35 +30,24 @@ func main() {
 		runFakePG(os.Args[2:])
 		return
 	}
-	out := flag.String("out", "BENCHMARKS.md", "where to write the report")
-	pgdnsBin := flag.String("pgdns", "bin/pgdns", "the pgdns binary to measure")
-	goBench := flag.String("gobench", "", "file with `go test -bench` output to include")
-	rounds := flag.Int("rounds", 3, "interleaved rounds of the DNS comparison")
-	duration := flag.Duration("duration", 8*time.Second, "length of one dnsperf throughput run")
-	only := flag.String("only", "", "run only this section (dns, failover, scale, ha, hostile) and rewrite only it in the report")
-	flag.StringVar(&hostileOnlyAttack, "hostile-attack", "", "hostile: run only the attacks whose names contain one of these comma-separated words")
-	flag.StringVar(&hostileBefore, "hostile-before", hostileBefore, "hostile: also measure pgdns built from this commit, as \"before\" (\"\": only the binary under test)")
-	flag.StringVar(&scaleProfiles, "pprof", "", "scale: save pgdns's CPU and heap profiles with 1,000 hosts in this directory and summarize them in the report")
-	flag.IntVar(&failoverReps, "failover-reps", failoverReps, "repetitions of each failover case")
-	flag.IntVar(&patroniReps, "patroni-reps", patroniReps, "Patroni switchovers in the failover step (0: none)")
-	flag.Parse()
+	cfg := parseFlags(flag.CommandLine, os.Args[1:])
 
 	var err error
-	switch *only {
+	switch cfg.only {
 	case "":
-		err = run(*pgdnsBin, *goBench, *out, *rounds, *duration)
+		err = run(cfg)
 	case "failover":
-		err = runOnly(*pgdnsBin, *out, failoverHeading, false, failoverOnly(*out))
+		err = runOnly(cfg, failoverHeading, false, failoverOnly)
 	case "scale":
-		err = runOnly(*pgdnsBin, *out, scaleHeading, true, scaleOnly)
+		err = runOnly(cfg, scaleHeading, true, scaleOnly)
 	case "dns":
-		err = runOnly(*pgdnsBin, *out, dnsHeading, true, dnsOnly(*rounds, *duration))
+		err = runOnly(cfg, dnsHeading, true, dnsOnly)
 	case "ha":
-		err = runOnly(*pgdnsBin, *out, haHeading, false, haOnly)
+		err = runOnly(cfg, haHeading, false, haOnly)
 	case "hostile":
-		err = runOnly(*pgdnsBin, *out, hostileHeading, true, hostileOnly)
+		err = runOnly(cfg, hostileHeading, true, hostileOnly)
 	default:
-		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover, scale, ha and hostile", *only)
+		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover, scale, ha and hostile", cfg.only)
 	}
 	if err != nil {
 		fatal(err)
@@ -67,20 +56,20 @@ func main() {
 
 // run is the bench; its deferred cleanup stops every server it started,
 // also when a step fails.
-func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) error {
+func run(cfg config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, err := newBench(pgdnsBin, true)
+	b, err := newBench(cfg, true)
 	if err != nil {
 		return err
 	}
 	defer b.close()
-	r := &report{machine: machine()}
+	r := &report{machine: machine(), stamp: b.stampNow()}
 	steps := []struct {
 		name string
 		run  func(context.Context, *report) error
 	}{
-		{"DNS throughput and latency", func(ctx context.Context, r *report) error { return b.dnsComparison(ctx, r, rounds, duration) }},
+		{"DNS throughput and latency", b.dnsComparison},
 		{"read-your-writes", b.readYourWrites},
 		{"HTTP", b.httpBench},
 		{"failover", b.failover},
@@ -93,8 +82,8 @@ func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) erro
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
-	if goBench != "" {
-		if gb, err := os.ReadFile(goBench); err == nil {
+	if cfg.goBench != "" {
+		if gb, err := os.ReadFile(cfg.goBench); err == nil {
 			r.goBench = string(gb)
 		}
 	}
@@ -102,14 +91,14 @@ func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) erro
 	fmt.Print(md)
 	// Sections the bench does not write (make soak's, the end-to-end
 	// tests' switchover figures) are not its to drop: keep them.
-	if prev, err := os.ReadFile(out); err == nil {
+	if prev, err := os.ReadFile(cfg.out); err == nil {
 		md += otherSections(string(prev), md)
 	}
-	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+	if err := os.WriteFile(cfg.out, []byte(md), 0o644); err != nil {
 		return err
 	}
 	if b.plotPath != "" {
-		return copyFile(b.plotPath, filepath.Join(filepath.Dir(out), filepath.Base(b.plotPath)))
+		return copyFile(b.plotPath, filepath.Join(filepath.Dir(cfg.out), filepath.Base(b.plotPath)))
 	}
 	return nil
 }
@@ -118,10 +107,10 @@ func run(pgdnsBin, goBench, out string, rounds int, duration time.Duration) erro
 // CoreDNS when withCoreDNS), lets measure fill the section, and replaces
 // out's section under heading with it, keeping every other section as it
 // was.
-func runOnly(pgdnsBin, out, heading string, withCoreDNS bool, measure func(ctx context.Context, b *bench) (string, error)) error {
+func runOnly(cfg config, heading string, withCoreDNS bool, measure func(ctx context.Context, b *bench) (string, error)) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b, err := newBench(pgdnsBin, withCoreDNS)
+	b, err := newBench(cfg, withCoreDNS)
 	if err != nil {
 		return err
 	}
@@ -130,40 +119,37 @@ func runOnly(pgdnsBin, out, heading string, withCoreDNS bool, measure func(ctx c
 	if err != nil {
 		return err
 	}
-	return writeSection(out, heading, section)
+	return writeSection(cfg.out, heading, section)
 }
 
-// failoverOnly measures failover and copies failover.png beside out.
-func failoverOnly(out string) func(ctx context.Context, b *bench) (string, error) {
-	return func(ctx context.Context, b *bench) (string, error) {
-		r := &report{machine: machine()}
-		fmt.Fprintln(os.Stderr, "bench: failover ...")
-		if err := b.failover(ctx, r); err != nil {
-			return "", fmt.Errorf("failover: %w", err)
-		}
-		if b.plotPath != "" {
-			if err := copyFile(b.plotPath, filepath.Join(filepath.Dir(out), filepath.Base(b.plotPath))); err != nil {
-				return "", err
-			}
-		}
-		return r.failover.markdown(filepath.Base(b.plotPath)), nil
+// failoverOnly measures failover and copies failover.png beside the
+// report.
+func failoverOnly(ctx context.Context, b *bench) (string, error) {
+	r := &report{machine: machine()}
+	fmt.Fprintln(os.Stderr, "bench: failover ...")
+	if err := b.failover(ctx, r); err != nil {
+		return "", fmt.Errorf("failover: %w", err)
 	}
+	if b.plotPath != "" {
+		if err := copyFile(b.plotPath, filepath.Join(filepath.Dir(b.cfg.out), filepath.Base(b.plotPath))); err != nil {
+			return "", err
+		}
+	}
+	return r.failover.markdown(filepath.Base(b.plotPath)), nil
 }
 
 // dnsOnly measures DNS throughput and latency: pgdns, CoreDNS, the
 // miekg/dns floor and the UDP echo, on a real cluster.
-func dnsOnly(rounds int, duration time.Duration) func(ctx context.Context, b *bench) (string, error) {
-	return func(ctx context.Context, b *bench) (string, error) {
-		r := &report{machine: machine()}
-		fmt.Fprintln(os.Stderr, "bench: DNS throughput and latency ...")
-		if err := b.dnsComparison(ctx, r, rounds, duration); err != nil {
-			return "", fmt.Errorf("DNS throughput and latency: %w", err)
-		}
-		return r.dnsMarkdown(), nil
+func dnsOnly(ctx context.Context, b *bench) (string, error) {
+	r := &report{machine: machine()}
+	fmt.Fprintln(os.Stderr, "bench: DNS throughput and latency ...")
+	if err := b.dnsComparison(ctx, r); err != nil {
+		return "", fmt.Errorf("DNS throughput and latency: %w", err)
 	}
+	return r.dnsMarkdown(), nil
 }
 
-// haOnly measures two instances with one frozen or killed (issue 14). The
+// haOnly measures two instances with one frozen or killed. The
 // full bench does not run it (it needs root) and keeps the section as it
 // was.
 func haOnly(ctx context.Context, b *bench) (string, error) {

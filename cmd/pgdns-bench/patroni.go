@@ -17,10 +17,6 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// patroniReps is how many Patroni switchovers the failover step makes
-// (-patroni-reps; 0 skips Patroni).
-var patroniReps = 10
-
 // patroniRep is one `patronictl switchover`; times are from its start.
 type patroniRep struct {
 	returned time.Duration // patronictl returned
@@ -40,9 +36,9 @@ type patroniResult struct {
 // patroniSwitchovers starts etcd and three Patroni nodes (ttl 10,
 // loop_wait 1) on addresses of block, a pgdns that reads the members from
 // Patroni's REST API at the default probe settings, and switches the
-// leader over patroniReps times.
+// leader over -patroni-reps times.
 func (b *bench) patroniSwitchovers(ctx context.Context, block *pgtest.Block) (*patroniResult, error) {
-	if patroniReps == 0 {
+	if b.cfg.patroniReps == 0 {
 		return nil, errors.New("skipped with -patroni-reps 0")
 	}
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -70,8 +66,8 @@ func (b *bench) patroniSwitchovers(ctx context.Context, block *pgtest.Block) (*p
 
 	res := &patroniResult{}
 	var marks []repMarks
-	for rep := range patroniReps {
-		fmt.Fprintf(os.Stderr, "bench: patroni switchover %d/%d\n", rep+1, patroniReps)
+	for rep := range b.cfg.patroniReps {
+		fmt.Fprintf(os.Stderr, "bench: patroni switchover %d/%d\n", rep+1, b.cfg.patroniReps)
 		leader := pc.Leader(ctx)
 		if leader == nil {
 			return nil, fmt.Errorf("no leader\n%s", pc.Logs())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +10,9 @@ import (
 // report collects every step's figures and renders them.
 type report struct {
 	machine     string
+	stamp       stamp // the whole run's (its Go benchmarks' too)
+	dnsStamp    stamp
+	httpStamp   stamp
 	dns         []*perf
 	dnsRounds   int
 	dnsDuration time.Duration
@@ -36,7 +38,7 @@ const dnsHeading = "## DNS throughput and latency"
 
 // dnsMarkdown is the DNS section: pgdns, CoreDNS, the miekg/dns floor
 // and the UDP echo ceiling, with each round's figures so that the spread
-// shows, and the ratios the targets of issue 17 are about.
+// shows, and the ratios pgdns's answering targets are stated in.
 func (r *report) dnsMarkdown() string {
 	if len(r.dns) != 4 {
 		return ""
@@ -44,7 +46,7 @@ func (r *report) dnsMarkdown() string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	pg, cd, fl, echo := r.dns[0], r.dns[1], r.dns[2], r.dns[3]
-	w("%s\n\n", dnsHeading)
+	w("%s\n\n%s\n\n", dnsHeading, r.dnsStamp)
 	w("dnsperf (1 thread, 4 clients, 200 queries outstanding, %v per run) with the query mix `primary`, `replica`, `lag-50ms.replica`, `bytes-1mb.replica`, `lsn-….replica` under `db.local`; %d rounds interleaved, medians shown, each round's queries/s in brackets. Latency is per query at a steady 5,000 queries/s (`dnsperf -v -Q 5000`). pgdns is probing a real primary and two streaming replicas every 250 ms while it answers. The ceiling is a plain UDP echo (one goroutine: read a datagram, set QR, write it back; no DNS work): what the socket and dnsperf allow on these cores.\n\n",
 		r.dnsDuration, r.dnsRounds)
 	w("| server | queries/s | rounds | p50 | p99 |\n|---|---:|---|---:|---:|\n")
@@ -75,17 +77,51 @@ func (r *report) dnsMarkdown() string {
 	return b.String()
 }
 
+// intro opens BENCHMARKS.md: what it holds and how it is written.
+const intro = "# pgdns benchmarks\n\n" +
+	"What pgdns's tools measured, section by section. Each section says what was measured and how, the command that measures it again, the commit and the date, the machine and its load average then. `make bench` ([cmd/pgdns-bench](cmd/pgdns-bench/README.md)) writes the sections it measures and keeps the others as they are: the soak's ([cmd/pgdns-soak](cmd/pgdns-soak/README.md)) and the end-to-end tests', each naming the test that measured it. Every server and load generator of a run shares the machine's cores, so ratios within one run say more than absolute figures.\n\n"
+
+// zeroAllocs names the Go benchmarks that allocated nothing in any of
+// their cases, as a sentence; "" when none did.
+func zeroAllocs(goBench string) string {
+	var names []string
+	zero := map[string]bool{}
+	for _, l := range strings.Split(goBench, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name, _, _ := strings.Cut(f[0], "/")
+		if i := strings.LastIndexByte(name, '-'); i > 0 && !strings.Contains(f[0], "/") {
+			name = name[:i] // BenchmarkX-2: the GOMAXPROCS suffix
+		}
+		if _, seen := zero[name]; !seen {
+			names = append(names, name)
+			zero[name] = true
+		}
+		zero[name] = zero[name] && strings.HasSuffix(strings.TrimSpace(l), " 0 allocs/op")
+	}
+	var none []string
+	for _, n := range names {
+		if zero[n] {
+			none = append(none, "`"+n+"`")
+		}
+	}
+	if len(none) == 0 {
+		return ""
+	}
+	return "0 allocations per operation in every case: " + strings.Join(none, ", ") + "."
+}
+
 func (r *report) markdown(plot string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("# pgdns benchmarks\n\n")
-	w("Written by `make bench` on %s: %d cores (%s), %s, %s. Every server and dnsperf share those cores, so ratios say more than absolute figures. Rerun with `make bench`.\n\n",
-		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), strings.TrimSpace(r.machine), runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
+	b.WriteString(intro)
 
 	b.WriteString(r.dnsMarkdown())
 
 	if r.goBench != "" {
-		w("## Go benchmarks\n\n`go test -bench . -benchmem ./zone ./dnsserver`: `zone.Parse` and selection allocate nothing; a whole query through `ServeDNS` (parse, select, build, pack: TCP, and UDP queries off the fast path) allocates the answer's records; the UDP server's fast path (`BenchmarkFastPath`, datagram in, datagram out) allocates nothing.\n\n```\n%s```\n\n", r.goBench)
+		w("## Go benchmarks\n\n%s\n\n`go test -run '^$' -bench . -benchmem -count 1 ./zone ./dnsserver`, run by `make bench` before the rest. %s\n\n```\n%s```\n\n", r.stamp, zeroAllocs(r.goBench), r.goBench)
 	}
 
 	if r.failover != nil {
@@ -93,7 +129,7 @@ func (r *report) markdown(plot string) string {
 	}
 
 	if y := r.ryow; y != nil {
-		w("## Read-your-writes\n\n%d rounds of: insert on the primary, take `pg_current_wal_insert_lsn()`, look up `lsn-….prefer-replica` at once. Two pgdns on the same cluster, probing every 250 ms:\n\n", y.rounds)
+		w("## Read-your-writes\n\n%s\n\n%d rounds of: insert on the primary, take `pg_current_wal_insert_lsn()`, look up `lsn-….prefer-replica` at once. Two pgdns on the same cluster, probing every 250 ms:\n\n", y.stamp, y.rounds)
 		w("| `dns.lsn_wait` | answered by a replica | lookup p50 | lookup p99 |\n|---|---:|---:|---:|\n")
 		w("| 0 (answer from the snapshot) | %d%% | %s | %s |\n", y.byReplicaNoWait*100/y.rounds, ms(y.noWaitP50), ms(y.noWaitP99))
 		w("| 20ms (re-probe the replicas) | %d%% | %s | %s |\n\n", y.byReplicaWait*100/y.rounds, ms(y.waitP50), ms(y.waitP99))
@@ -109,7 +145,7 @@ func (r *report) markdown(plot string) string {
 	}
 
 	if len(r.http) > 0 {
-		w("## HTTP (pg-status compatible endpoints)\n\n`wrk -t1 -c16 -d5s --latency`:\n\n| endpoint | requests/s | p99 |\n|---|---:|---:|\n")
+		w("## HTTP (pg-status compatible endpoints)\n\n%s\n\n`wrk -t1 -c16 -d5s --latency` against the pgdns of the DNS section:\n\n| endpoint | requests/s | p99 |\n|---|---:|---:|\n", r.httpStamp)
 		for _, h := range r.http {
 			w("| `%s` | %.0f | %s |\n", h.path, h.rps, h.p99)
 		}

@@ -19,6 +19,7 @@ func pgxConnect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 
 // ryowResult is the read-your-writes step's figures.
 type ryowResult struct {
+	stamp                stamp
 	rounds               int
 	byReplicaWait        int
 	byReplicaNoWait      int
@@ -35,7 +36,7 @@ func (b *bench) readYourWrites(ctx context.Context, r *report) error {
 		hosts = append(hosts, n.Addr())
 	}
 	conf := fmt.Sprintf("dns: {listen: %q, lsn_wait: 0s}\nhttp: {listen: \"\"}\nprobe: {interval: 250ms, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
-		noWaitDNS, strings.Join(hosts, ", "))
+		b.addr.noWaitDNS, strings.Join(hosts, ", "))
 	path := b.dir + "/pgdns-nowait.yaml"
 	if err := writeFile(path, conf); err != nil {
 		return err
@@ -45,7 +46,7 @@ func (b *bench) readYourWrites(ctx context.Context, r *report) error {
 		return err
 	}
 	defer b.stopProc(cmd)
-	if err := waitDNS(noWaitDNS, "replica.db.local.", 2, 15*time.Second); err != nil {
+	if err := waitDNS(b.addr.noWaitDNS, "replica.db.local.", 2, 15*time.Second); err != nil {
 		return err
 	}
 	conn, err := pgxConnect(ctx, b.pg.Nodes[0].DSN())
@@ -54,7 +55,7 @@ func (b *bench) readYourWrites(ctx context.Context, r *report) error {
 	}
 	defer conn.Close(ctx)
 
-	res := &ryowResult{rounds: 300}
+	res := &ryowResult{stamp: b.stampNow(), rounds: 300}
 	var wait, noWait []time.Duration
 	client := &dns.Client{Timeout: time.Second}
 	for i := range res.rounds {
@@ -66,9 +67,9 @@ func (b *bench) readYourWrites(ctx context.Context, r *report) error {
 			return err
 		}
 		name := "lsn-" + lsn + ".prefer-replica.db.local."
-		servers := []string{pgdnsDNS, noWaitDNS}
+		servers := []string{b.addr.pgdnsDNS, b.addr.noWaitDNS}
 		if i%2 == 1 {
-			servers = []string{noWaitDNS, pgdnsDNS}
+			servers = []string{b.addr.noWaitDNS, b.addr.pgdnsDNS}
 		}
 		for _, s := range servers {
 			req := new(dns.Msg)
@@ -79,8 +80,8 @@ func (b *bench) readYourWrites(ctx context.Context, r *report) error {
 			if err != nil {
 				return err
 			}
-			byReplica := len(m.Answer) > 0 && m.Answer[0].(*dns.A).A.String() != primaryIP
-			if s == pgdnsDNS {
+			byReplica := len(m.Answer) > 0 && m.Answer[0].(*dns.A).A.String() != b.addr.primaryIP
+			if s == b.addr.pgdnsDNS {
 				wait = append(wait, took)
 				if byReplica {
 					res.byReplicaWait++

@@ -22,6 +22,7 @@ import (
 
 // scaleResult: memory and CPU of pgdns with 3 and with 1,000 hosts.
 type scaleResult struct {
+	stamp            stamp
 	rss3Idle         int64           // KiB, before any load
 	rss3, rss1000    int64           // KiB, after the load steps (rss3: 0 when scale ran alone)
 	cpuTotal         float64         // percent of one core, 1,000 hosts, median window
@@ -37,10 +38,6 @@ type scaleResult struct {
 	window           time.Duration
 	cpuTop, heapTop  string // pprof -top summaries, when -pprof is given
 }
-
-// scaleProfiles, when set (-pprof), is where the scale step saves
-// pgdns's CPU and heap profiles with 1,000 hosts.
-var scaleProfiles string
 
 // rssKiB reads a process's resident set size.
 func rssKiB(pid int) (int64, error) {
@@ -69,7 +66,7 @@ func cpuTicks(pid int) (int64, error) {
 }
 
 func (b *bench) scale(ctx context.Context, r *report) error {
-	res := &scaleResult{realHosts: 3, interval: "250ms", rss3Idle: b.rssIdle}
+	res := &scaleResult{stamp: b.stampNow(), realHosts: 3, interval: "250ms", rss3Idle: b.rssIdle}
 	var err error
 	if res.rss3, err = rssKiB(b.pgdnsPID); err != nil {
 		return err
@@ -103,7 +100,7 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 	}
 	path := filepath.Join(b.dir, "pgdns-1000.yaml")
 	if err := writeFile(path, fmt.Sprintf("dns: {listen: %q}\nhttp: {listen: %q}\nprobe: {interval: %s, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
-		bigDNS, bigHTTP, res.interval, strings.Join(hosts, ", "))); err != nil {
+		b.addr.bigDNS, b.addr.bigHTTP, res.interval, strings.Join(hosts, ", "))); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -114,7 +111,7 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 	defer b.stopProc(cmd)
 	// Every replica answered; not lag-50ms: on a loaded machine a few
 	// fakes' lag bounds may stay above 50 ms for long.
-	if err := waitDNSTCP(bigDNS, "replica.db.local.", 999, 3*time.Minute); err != nil {
+	if err := waitDNSTCP(b.addr.bigDNS, "replica.db.local.", 999, 3*time.Minute); err != nil {
 		return err
 	}
 	res.readyIn = time.Since(start)
@@ -126,7 +123,7 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 	res.windows, res.window = 3, 10*time.Second
 	var shares []float64
 	for range res.windows {
-		n0, err0 := probesDone(bigHTTP)
+		n0, err0 := probesDone(b.addr.bigHTTP)
 		t0, err := cpuTicks(cmd.Process.Pid)
 		if err != nil {
 			return err
@@ -135,7 +132,7 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 		time.Sleep(res.window)
 		t1, _ := cpuTicks(cmd.Process.Pid)
 		took := time.Since(w0)
-		n1, err1 := probesDone(bigHTTP)
+		n1, err1 := probesDone(b.addr.bigHTTP)
 		if err := errors.Join(err0, err1); err != nil {
 			return err
 		}
@@ -152,14 +149,14 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 	if res.rss1000, err = rssKiB(cmd.Process.Pid); err != nil {
 		return err
 	}
-	if res.heapInuse, err = scrapeSum(bigHTTP, "go_memstats_heap_inuse_bytes"); err != nil {
+	if res.heapInuse, err = scrapeSum(b.addr.bigHTTP, "go_memstats_heap_inuse_bytes"); err != nil {
 		return err
 	}
-	if res.goroutines, err = scrapeSum(bigHTTP, "go_goroutines"); err != nil {
+	if res.goroutines, err = scrapeSum(b.addr.bigHTTP, "go_goroutines"); err != nil {
 		return err
 	}
-	if scaleProfiles != "" {
-		if res.cpuTop, res.heapTop, err = takeProfiles(bigHTTP, scaleProfiles, b.pgdns); err != nil {
+	if b.cfg.pprofDir != "" {
+		if res.cpuTop, res.heapTop, err = takeProfiles(b.addr.bigHTTP, b.cfg.pprofDir, b.pgdns); err != nil {
 			return err
 		}
 	}
@@ -167,7 +164,7 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 	if err := writeFile(queries, "primary.db.local A\nlag-50ms.replica.db.local A\n"); err != nil {
 		return err
 	}
-	if res.p50, res.p99, err = dnsperfLatency(ctx, bigDNS, queries); err != nil {
+	if res.p50, res.p99, err = dnsperfLatency(ctx, b.addr.bigDNS, queries); err != nil {
 		return err
 	}
 	r.scale = res
