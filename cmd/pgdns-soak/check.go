@@ -367,9 +367,6 @@ func (h *harness) triage(ctx context.Context, q question) bool {
 	return false
 }
 
-// nextWriteID numbers the clients' rows across the run.
-var nextWriteID atomic.Int64
-
 // checkPrimary resolves primary.db.local, checks the host, and writes a
 // row there (unless the primary is meant to be idle). It returns the
 // acknowledged write.
@@ -409,12 +406,12 @@ func (h *harness) checkPrimary(ctx context.Context, client int64) (ack, bool) {
 	// One write in four commits asynchronously, every one while the
 	// fault async-commits runs: its token is still the insert position
 	// after it, which a replica must have replayed to hold the row.
-	if h.async.Load() || nextWriteID.Load()%4 == 0 {
+	if h.async.Load() || h.writeIDs.Load()%4 == 0 {
 		if err := setAsync(ctx, conn, true); err != nil {
 			return ack{}, false
 		}
 	}
-	id := nextWriteID.Add(1)
+	id := h.writeIDs.Add(1)
 	a, err := commitAndPosition(ctx, conn, tokenSQL, "INSERT INTO soak_w (id) VALUES ($1)", id)
 	if a.at.IsZero() {
 		return ack{}, false // not acknowledged: neither kept nor checked

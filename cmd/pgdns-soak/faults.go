@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // Kinds of fault, in the order the short soak knows them.
@@ -735,12 +736,11 @@ func (h *harness) promote(ctx context.Context, cand *pgtest.Node, also func(now 
 		tl    int
 		forks map[int]LSN
 	)
-	for range 20 { // the new primary may be slow to take connections under load
-		if tl, forks, err = history(ctx, cand); err == nil {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	// The new primary may be slow to take connections under load.
+	testkit.Poll(5*time.Second, 250*time.Millisecond, func() bool {
+		tl, forks, err = history(ctx, cand)
+		return err == nil
+	})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -847,13 +847,14 @@ func (h *harness) caughtUp(ctx context.Context, old, replica *pgtest.Node) (bool
 		return false, err
 	}
 	var last string
-	for range 100 {
-		if err := replica.QueryOnce(ctx, "SELECT coalesce(pg_last_wal_receive_lsn(), '0/0')::text", &last); err == nil {
-			if got, err := ParseLSN(last); err == nil && got > want {
-				return true, nil
-			}
+	if testkit.Poll(5*time.Second, 50*time.Millisecond, func() bool {
+		if err := replica.QueryOnce(ctx, "SELECT coalesce(pg_last_wal_receive_lsn(), '0/0')::text", &last); err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
+		got, err := ParseLSN(last)
+		return err == nil && got > want
+	}) {
+		return true, nil
 	}
 	return false, fmt.Errorf("received %s, checkpoint at %s", last, want)
 }
@@ -887,23 +888,30 @@ func history(ctx context.Context, n *pgtest.Node) (int, map[int]LSN, error) {
 	return tl, forks, nil
 }
 
-// waitHealed waits until the primary streams to both replicas.
+// waitHealed waits until the primary streams to both replicas, for as
+// long as ctx lasts (every caller gives it a deadline; a minute without).
 func (h *harness) waitHealed(ctx context.Context) error {
+	within := time.Minute
+	if d, ok := ctx.Deadline(); ok {
+		within = time.Until(d)
+	}
 	var n int
 	var err error
-	for {
-		if p := h.w.currentPrimary(); p != nil {
-			err = p.QueryOnce(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'", &n)
-			if err == nil && n == len(h.w.pg.Nodes)-1 {
-				return nil
-			}
+	healed := testkit.Poll(within, 50*time.Millisecond, func() bool {
+		if ctx.Err() != nil {
+			return true // cancelled: stop waiting, reported below
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d replicas streaming (%v)", n, err)
-		case <-time.After(50 * time.Millisecond):
+		p := h.w.currentPrimary()
+		if p == nil {
+			return false
 		}
+		err = p.QueryOnce(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'", &n)
+		return err == nil && n == len(h.w.pg.Nodes)-1
+	})
+	if healed && ctx.Err() == nil {
+		return nil
 	}
+	return fmt.Errorf("%d replicas streaming (%v)", n, errors.Join(err, ctx.Err()))
 }
 
 // repair re-clones every replica that does not stream from the primary.

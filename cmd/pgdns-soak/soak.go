@@ -20,6 +20,7 @@ import (
 	"github.com/pgdns/pgdns/internal/app"
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // Options describe one soak run.
@@ -72,14 +73,15 @@ const (
 
 // harness is a running soak: the cluster, pgdns in front of it, the truth.
 type harness struct {
-	opts  Options
-	w     *world
-	logf  func(format string, args ...any)
-	idle  atomic.Bool // writes paused (fault "idle")
-	async atomic.Bool // every write with synchronous_commit = off (fault "async-commits")
-	pgdns *app.App
-	proxy *delayProxy
-	cuts  *partitions // nil outside the soak's network namespace
+	opts     Options
+	w        *world
+	logf     func(format string, args ...any)
+	idle     atomic.Bool  // writes paused (fault "idle")
+	async    atomic.Bool  // every write with synchronous_commit = off (fault "async-commits")
+	writeIDs atomic.Int64 // numbers the clients' rows across the run
+	pgdns    *app.App
+	proxy    *delayProxy
+	cuts     *partitions // nil outside the soak's network namespace
 
 	setupMu sync.Mutex
 	setup   pgdnsSetup
@@ -355,12 +357,10 @@ func (h *harness) startPGDNS(dir string) error {
 	}
 	// The port of a stopped instance may take a moment to be free.
 	var startErr error
-	for range 50 {
-		if startErr = a.Start(); startErr == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.Poll(5*time.Second, 100*time.Millisecond, func() bool {
+		startErr = a.Start()
+		return startErr == nil
+	})
 	if startErr != nil {
 		return startErr
 	}
