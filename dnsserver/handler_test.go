@@ -37,15 +37,13 @@ func host(ip string, inRecovery bool, replay zone.LSN) zone.Host {
 	return zonetest.Host(ip, inRecovery, replay, t0.Add(-120*time.Millisecond))
 }
 
+// testSnapshot: zonetest.Main probed 120 ms before t0, its replica behind
+// 900 ms and 0x60 bytes behind, and a cluster "orders" of a primary and an
+// IPv6 replica.
 func testSnapshot() *zone.Snapshot {
-	primary := host("127.0.0.11", false, 0x3000060)
-	fresh := host("127.0.0.12", true, 0x3000060)
-	fresh.Lag, fresh.LagBytes = 3*time.Millisecond, 0
-	behind := host("127.0.0.13", true, 0x3000000)
-	behind.Lag, behind.LagBytes = 900*time.Millisecond, 0x60
 	v6 := host("::1", true, 0x3000060)
 	return zonetest.Ready(t0, 2*time.Second,
-		zonetest.Cluster("main", primary, fresh, behind),
+		zonetest.Main(t0.Add(-120*time.Millisecond), 900*time.Millisecond, 0x60),
 		zonetest.Cluster("orders", host("127.0.0.21", false, 5), v6))
 }
 

@@ -16,27 +16,27 @@ import (
 
 var t0 = zonetest.T0
 
-// host is a host probed 100 ms before t0 whose system identifier does not
-// fit a JSON number, with its receive position and (a primary's too) its
-// lag known.
-func host(ip string, inRecovery bool, replay zone.LSN) zone.Host {
-	h := zonetest.Host(ip, inRecovery, replay, t0.Add(-100*time.Millisecond))
-	h.SystemID, h.ReceiveLSN = 7000000000000000001, replay
+// probed is t0 less 100 ms: when every host of testSnapshot was probed.
+var probed = t0.Add(-100 * time.Millisecond)
+
+// asAPISees gives h a system identifier that does not fit a JSON number,
+// its receive position and (a primary's too) its lag known.
+func asAPISees(h *zone.Host) {
+	h.SystemID, h.ReceiveLSN = 7000000000000000001, h.ReplayLSN
 	h.LagKnown, h.BytesKnown = true, true
-	return h
 }
 
-// testSnapshot: a primary, a fresh replica, a replica 1.2 s and 2 MB
-// behind, and a down replica.
+// testSnapshot: zonetest.Main probed 100 ms before t0, its replica behind
+// 1.2 s and 2 MB behind, and a down replica.
 func testSnapshot() *zone.Snapshot {
-	p := host("127.0.0.11", false, 0x3000060)
-	fresh := host("127.0.0.12", true, 0x3000060)
-	fresh.Lag = 3 * time.Millisecond
-	behind := host("127.0.0.13", true, 0x3000000)
-	behind.Lag, behind.LagBytes = 1200*time.Millisecond, 2_000_000
-	down := host("127.0.0.14", true, 0)
+	main := zonetest.Main(probed, 1200*time.Millisecond, 2_000_000)
+	down := zonetest.Host("127.0.0.14", true, 0, probed)
 	down.Fails, down.LastError = 3, "connect: connection refused"
-	return zonetest.Ready(t0, 2*time.Second, zonetest.Cluster("main", p, fresh, behind, down))
+	main.Hosts = append(main.Hosts, down)
+	for i := range main.Hosts {
+		asAPISees(&main.Hosts[i])
+	}
+	return zonetest.Ready(t0, 2*time.Second, main)
 }
 
 func newTestAPI(snap *zone.Snapshot) (*API, *zone.Table) {

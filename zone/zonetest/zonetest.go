@@ -1,6 +1,7 @@
 // Package zonetest builds zone fixtures for the tests of the packages
 // above zone (dnsserver, httpapi, metrics, probe): a probed host, a
-// cluster, a decided snapshot. zone's own tests cannot import it (it
+// cluster, the cluster the adapters' tests share (Main), a decided
+// snapshot. zone's own tests cannot import it (it
 // imports zone) and keep their own small builders.
 package zonetest
 
@@ -37,6 +38,22 @@ func Host(ip string, inRecovery bool, replay zone.LSN, probedAt time.Time) zone.
 // Cluster returns the cluster name holding hosts, not yet decided.
 func Cluster(name string, hosts ...zone.Host) *zone.Cluster {
 	return &zone.Cluster{Name: name, Hosts: hosts}
+}
+
+// Main returns the cluster "main" that the tests of both adapters
+// (dnsserver, httpapi) answer from, every host probed at probedAt: a
+// primary at 127.0.0.11 (0/3000060), a fresh replica at 127.0.0.12
+// (0/3000060, 3 ms and 0 bytes behind) and a replica behind at 127.0.0.13
+// (0/3000000, behindLag and behindBytes behind: DNS's tests keep it within
+// 1 kB, the pg-status ones beyond 1 MB). A test adds what it is about
+// (hosts, clusters, locations) to what Main returns.
+func Main(probedAt time.Time, behindLag time.Duration, behindBytes uint64) *zone.Cluster {
+	primary := Host("127.0.0.11", false, 0x3000060, probedAt)
+	fresh := Host("127.0.0.12", true, 0x3000060, probedAt)
+	fresh.Lag = 3 * time.Millisecond
+	behind := Host("127.0.0.13", true, 0x3000000, probedAt)
+	behind.Lag, behind.LagBytes = behindLag, behindBytes
+	return Cluster("main", primary, fresh, behind)
 }
 
 // Ready decides each cluster at now (hosts older than staleAfter are
