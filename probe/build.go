@@ -25,7 +25,7 @@ func (p *Prober) record(r result) {
 		if errors.Is(r.err, ErrNotServing) {
 			h.Fails = max(h.Fails, p.cfg.MaxFails) // down at once (failures.go)
 		}
-		h.LastError = r.err.Error()
+		h.LastError, h.FailClass = r.err.Error(), failureClass(r.err)
 		return
 	}
 	s := r.sample
@@ -45,7 +45,7 @@ func (p *Prober) record(r result) {
 	p.watchReplay(h, continuous, s, tl, exact)
 	p.restoreFork(h, s, c.Identity != 0 && s.SystemID == c.Identity)
 
-	h.Seen, h.ProbeStart, h.ProbedAt, h.Fails, h.LastError = true, s.Start, s.End, 0, ""
+	h.Seen, h.ProbeStart, h.ProbedAt, h.Fails, h.LastError, h.FailClass = true, s.Start, s.End, 0, "", ""
 	h.IP, h.InRecovery, h.SystemID, h.StartedAt = s.IP, s.InRecovery, s.SystemID, s.StartedAt
 	h.Timeline, h.TimelineExact = tl, exact
 	h.InsertLSN, h.ReceiveLSN, h.ReplayLSN = s.InsertLSN, s.ReceiveLSN, s.ReplayLSN
@@ -107,7 +107,6 @@ func (p *Prober) publish() {
 	}
 	p.dropOrphans()
 	snap.StampSerials(p.serialBase())
-	p.logChanges(snap)
 	p.logHidden(snap)
 	p.updateFlux(snap, now)
 	p.driveOnReady(snap)
@@ -116,7 +115,15 @@ func (p *Prober) publish() {
 		p.readyOnce.Do(func() { close(p.ready) })
 	}
 	if p.active.Load() {
-		p.table.Store(snap)
+		// Changes are those between two published snapshots, whichever
+		// prober published the one before: a prober that takes over at a
+		// reload compares with its predecessor's last, so hosts that did
+		// not change are not logged, counted or reported as changed.
+		prev := p.table.Store(snap)
+		p.logChanges(prev, snap)
+		if hook := p.cfg.Hooks.Published; hook != nil {
+			hook(prev, snap)
+		}
 	}
 }
 
@@ -191,15 +198,26 @@ func (p *Prober) attachHistories(ci int, c *zone.Cluster) {
 	}
 }
 
-// logChanges logs each host whose role or note changed since the last
-// snapshot, and each cluster entering or leaving split brain: once per
-// change, never on every probe.
-func (p *Prober) logChanges(snap *zone.Snapshot) {
+// logChanges logs each host whose role or note changed from prev, the
+// snapshot published before snap, and each cluster entering or leaving
+// split brain: once per change, never on every probe. Clusters and hosts
+// are matched by name and address: a reload may add, drop or reorder them.
+func (p *Prober) logChanges(prev, snap *zone.Snapshot) {
 	if !snap.Ready {
 		return
 	}
-	for ci, c := range snap.Clusters {
-		wasSplit := p.last != nil && p.last.Ready && p.last.Clusters[ci].SplitBrain
+	if prev != nil && !prev.Ready {
+		prev = nil
+	}
+	for _, c := range snap.Clusters {
+		var was *zone.Cluster
+		if prev != nil {
+			was = prev.Cluster(c.Name)
+			if was != nil && was.Name != c.Name {
+				was = nil // Cluster("") is the default one; names are never ""
+			}
+		}
+		wasSplit := was != nil && was.SplitBrain
 		switch {
 		case c.SplitBrain && !wasSplit:
 			var writable []string
@@ -218,27 +236,26 @@ func (p *Prober) logChanges(snap *zone.Snapshot) {
 		}
 		for hi := range c.Hosts {
 			h := &c.Hosts[hi]
-			was, wasNote := zone.RoleUnknown, ""
-			if p.last != nil && p.last.Ready {
-				old := &p.last.Clusters[ci].Hosts[hi]
-				was, wasNote = old.Role, old.Note
+			role, note := zone.RoleUnknown, ""
+			if old := was.Host(h.Addr); old != nil {
+				role, note = old.Role, old.Note
 			} else if h.Role == zone.RoleUnknown && h.Note == "" && h.LastError == "" {
 				continue
 			}
 			// Down stays down: a stale host's note counts the time since
 			// its last good probe and changes on every snapshot.
-			if h.Role == was && (h.Note == wasNote || h.Role == zone.RoleDown) {
+			if h.Role == role && (h.Note == note || h.Role == zone.RoleDown) {
 				continue
 			}
-			attrs := []any{"cluster", c.Name, "host", h.Addr, "from", was.String(), "to", h.Role.String()}
+			attrs := []any{"cluster", c.Name, "host", h.Addr, "from", role.String(), "to", h.Role.String()}
 			if h.Note != "" {
 				attrs = append(attrs, "why", h.Note)
 			}
 			if h.LastError != "" {
 				attrs = append(attrs, "error", h.LastError)
 			}
-			if hook := p.cfg.Hooks.RoleChanged; hook != nil && h.Role != was {
-				hook(c.Name, h.Addr, was, h.Role)
+			if hook := p.cfg.Hooks.RoleChanged; hook != nil && h.Role != role {
+				hook(c.Name, h.Addr, role, h.Role)
 			}
 			if h.Role == zone.RoleDown || h.Note != "" {
 				p.log.Warn("host state changed", attrs...)

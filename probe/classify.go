@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -59,6 +60,31 @@ func definitive(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, net.ErrClosed)
+}
+
+// failureClass names the class of a failed probe's err, for the host_down
+// event (zone.Host.FailClass): not_serving (a definitive failure: refused,
+// reset, the server's shutdown or startup), timeout (the probe's deadline),
+// auth (the server refused the probe role: SQLSTATE class 28), server_error
+// (another error the server answered with), dns (a host name that did not
+// resolve), other.
+func failureClass(err error) string {
+	var pgErr *pgconn.PgError
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, ErrNotServing):
+		return "not_serving"
+	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "28"):
+		return "auth"
+	case errors.As(err, &pgErr):
+		return "server_error"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	case errors.As(err, &dnsErr):
+		return "dns"
+	}
+	return "other"
 }
 
 // Watcher is a Checker that can also watch its connection between probes.

@@ -52,6 +52,11 @@ type Hooks struct {
 	RoleChanged func(cluster, addr string, from, to zone.Role)
 	// SplitBrain is called once each time a cluster enters split brain.
 	SplitBrain func(cluster string)
+	// Published is called after each snapshot this prober publishes,
+	// with the snapshot published before it (by this prober or the one it
+	// took over from; never nil): the caller derives events from the two
+	// (zone.Changes). A prober that is not active calls nothing.
+	Published func(prev, next *zone.Snapshot)
 	// RefreshRound is called when a Refresh round starts probing.
 	RefreshRound func(cluster string)
 	// RefreshCoalesced is called for each Refresh call that starts no

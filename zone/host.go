@@ -137,6 +137,10 @@ type Host struct {
 	// Probe failures since the last success.
 	Fails     int
 	LastError string
+	// FailClass is the class of LastError, as the probe classifies it
+	// (not_serving, timeout, auth, server_error, dns, other): what a
+	// host_down event says; "" without a failure.
+	FailClass string
 
 	// Derived when the snapshot is built.
 	Role       Role

@@ -85,6 +85,20 @@ func (s *Snapshot) Cluster(name string) *Cluster {
 	return nil
 }
 
+// Host returns the host of c at addr ("host:port" as configured), or nil;
+// a nil c has none.
+func (c *Cluster) Host(addr string) *Host {
+	if c == nil {
+		return nil
+	}
+	for i := range c.Hosts {
+		if c.Hosts[i].Addr == addr {
+			return &c.Hosts[i]
+		}
+	}
+	return nil
+}
+
 // LookupCluster returns the cluster a name of KindCluster asks for, by
 // its label. Before the first snapshot no cluster is known yet
 // (ErrNotReady); after, a label no cluster has is ErrUnknownCluster.
@@ -119,12 +133,15 @@ func NewTable() *Table {
 // Load returns the current Snapshot. It is never nil.
 func (t *Table) Load() *Snapshot { return t.snap.Load() }
 
-// Store publishes s. The caller must not modify s afterwards.
-func (t *Table) Store(s *Snapshot) {
-	t.snap.Store(s)
+// Store publishes s and returns the Snapshot it replaces (never nil): two
+// consecutive Stores' snapshots are what Changes compares. The caller must
+// not modify s afterwards.
+func (t *Table) Store(s *Snapshot) (prev *Snapshot) {
+	prev = t.snap.Swap(s)
 	if s.Ready {
 		t.readyOnce.Do(func() { close(t.ready) })
 	}
+	return prev
 }
 
 // Ready is closed once the Table first holds a ready Snapshot: the moment

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,7 +238,15 @@ func (a *App) Reload(cfg *config.Config) error {
 	if err := a.swap(a.effective(next)); err != nil {
 		return err
 	}
+	unchanged := reflect.DeepEqual(*a.cfg, *next)
 	a.cfg = next
+	if unchanged {
+		// The hosts are the same ones, so the prober that took over
+		// reports no host as changed (probe.logChanges): this one line
+		// is all such a reload logs.
+		a.log.Info("configuration reloaded; nothing changed", "clusters", len(next.Clusters))
+		return nil
+	}
 	a.log.Info("configuration reloaded", "clusters", len(next.Clusters), "interval", next.Probe.Interval.String())
 	return nil
 }

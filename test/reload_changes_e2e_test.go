@@ -1,0 +1,70 @@
+package test
+
+// A reload that changes no host changes no role: issue 27, item 5.
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// roleChangesTotal sums pgdns_role_changes_total over every label set, as
+// a real scrape of /metrics shows it.
+func roleChangesTotal(t *testing.T, httpAddr string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, m := range regexp.MustCompile(`(?m)^pgdns_role_changes_total\{[^}]*\} (\d+)$`).FindAllStringSubmatch(string(body), -1) {
+		n, _ := strconv.Atoi(m[1])
+		total += n
+	}
+	return total
+}
+
+// TestReloadChangingNothingChangesNoRole: two reloads of the same
+// configuration against a real primary and replica log no "host state
+// changed", count no role change, and each says in one line that nothing
+// changed. Before, every reload logged from=unknown to=primary (and
+// to=replica) for hosts that had not changed and counted it:
+// pgdns_role_changes_total went 2, 4, 6.
+func TestReloadChangingNothingChangesNoRole(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2)})
+	e := attach(t, pg, envOptions{})
+	e.waitFor(t, "replica.db.local.", []string{pg.Nodes[1].IP})
+	before := roleChangesTotal(t, e.app.HTTPAddr())
+	if before != 2 {
+		t.Fatalf("pgdns_role_changes_total = %d at start, want 2 (unknown to primary, unknown to replica)", before)
+	}
+	changesBefore := strings.Count(e.logs.String(), "host state changed")
+	for i := 0; i < 2; i++ {
+		next := *e.cfg
+		if err := e.app.Reload(&next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[0].IP})
+	if n := roleChangesTotal(t, e.app.HTTPAddr()); n != before {
+		t.Errorf("pgdns_role_changes_total = %d after two reloads that changed nothing, want %d", n, before)
+	}
+	logs := e.logs.String()
+	if n := strings.Count(logs, "host state changed") - changesBefore; n != 0 {
+		t.Errorf("%d host state changes logged by two reloads that changed nothing:\n%s", n, logs)
+	}
+	if n := strings.Count(logs, "configuration reloaded; nothing changed"); n != 2 {
+		t.Errorf("%d reloads said no host changed, want 2:\n%s", n, logs)
+	}
+}

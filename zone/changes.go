@@ -1,0 +1,178 @@
+package zone
+
+import "strconv"
+
+// ChangeReason says what a Change is. Its words are the `reason` of GET
+// /v1/events (internal/events): stable, for scripts.
+type ChangeReason string
+
+// The changes Changes finds between two published snapshots.
+const (
+	HostDown           ChangeReason = "host_down"           // a host left the answers: its probes failed (Class says how) or it has had no good probe for too long
+	HostUp             ChangeReason = "host_up"             // a host that was down answers its probes again
+	PrimaryAppeared    ChangeReason = "primary_appeared"    // a cluster without a primary has one
+	PrimaryMoved       ChangeReason = "primary_moved"       // another host is the primary (From, To)
+	PrimaryVanished    ChangeReason = "primary_vanished"    // a cluster has no primary any more (Detail says why)
+	SplitBrainBegan    ChangeReason = "split_brain_began"   // two writable hosts on the newest timeline: no primary answered
+	SplitBrainEnded    ChangeReason = "split_brain_ended"   // the split brain is resolved
+	TimelineSuperseded ChangeReason = "timeline_superseded" // the cluster's newest timeline grew (From, To): hosts on the old one are set aside
+	IdentitySettled    ChangeReason = "identity_settled"    // the cluster's system identifier is established, or replaced (From, To)
+)
+
+// ClassStale is the Class of a HostDown whose host failed no probe but has
+// had no successful one for longer than the snapshot's StaleAfter (a hung
+// or cut-off server).
+const ClassStale = "stale"
+
+// Change is one thing that changed between two published snapshots.
+type Change struct {
+	Reason  ChangeReason
+	Cluster string
+	Host    string // "host:port" as configured; "" for a cluster's change
+	Class   string // HostDown: the failure's class (Host.FailClass, or ClassStale)
+	From    string // the value before, when the change has one
+	To      string // the value after
+	Detail  string // for people: the host's note or error
+}
+
+// Changes returns what changed from prev to next, two snapshots published
+// one after the other, cluster by cluster in next's order: identity, hosts
+// going down, split brain beginning, the primary (vanished, moved or
+// appeared), the newest timeline, split brain ending, hosts coming back.
+// Clusters are matched by name and hosts by address, so a reload that
+// adds, drops or reorders them is compared as it should be; a cluster or
+// host that is new has no "before" (a new host that is down is reported).
+// A prev that is nil or not ready counts as empty: the first ready
+// snapshot reports the primaries that appeared, the hosts that are down
+// and the identities settled. A next that is not ready reports nothing.
+func Changes(prev, next *Snapshot) []Change {
+	if next == nil || !next.Ready {
+		return nil
+	}
+	if prev != nil && !prev.Ready {
+		prev = nil
+	}
+	var out []Change
+	for _, c := range next.Clusters {
+		var was *Cluster
+		if prev != nil {
+			was = prev.clusterNamed(c.Name)
+		}
+		out = append(out, clusterChanges(was, c)...)
+	}
+	return out
+}
+
+// clusterChanges compares one cluster; was is nil when it is new.
+func clusterChanges(was, c *Cluster) []Change {
+	var out []Change
+	add := func(ch Change) {
+		ch.Cluster = c.Name
+		out = append(out, ch)
+	}
+	var wasIdentity uint64
+	var wasSplit bool
+	var wasPrimary string
+	if was != nil {
+		wasIdentity, wasSplit = was.Identity, was.SplitBrain
+		if p := was.PrimaryHost(); p != nil {
+			wasPrimary = p.Addr
+		}
+	}
+	if c.Identity != 0 && c.Identity != wasIdentity {
+		ch := Change{Reason: IdentitySettled, To: strconv.FormatUint(c.Identity, 10)}
+		if wasIdentity != 0 {
+			ch.From = strconv.FormatUint(wasIdentity, 10)
+			ch.Detail = "the cluster's identity was replaced"
+		}
+		add(ch)
+	}
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		old := was.Host(h.Addr)
+		if h.Role == RoleDown && (old == nil || old.Role != RoleDown) {
+			add(Change{Reason: HostDown, Host: h.Addr, Class: downClass(h), Detail: downDetail(h)})
+		}
+	}
+	if c.SplitBrain && !wasSplit {
+		add(Change{Reason: SplitBrainBegan, Detail: splitHosts(c)})
+	}
+	primary := ""
+	if p := c.PrimaryHost(); p != nil {
+		primary = p.Addr
+	}
+	switch {
+	case primary == wasPrimary:
+	case primary == "":
+		add(Change{Reason: PrimaryVanished, Host: wasPrimary, From: wasPrimary, Detail: vanishedDetail(c, wasPrimary)})
+	}
+	if was != nil && was.NewestTimeline != 0 && c.NewestTimeline > was.NewestTimeline {
+		add(Change{Reason: TimelineSuperseded, Host: primary,
+			From: strconv.FormatUint(uint64(was.NewestTimeline), 10), To: strconv.FormatUint(uint64(c.NewestTimeline), 10)})
+	}
+	switch {
+	case primary == wasPrimary || primary == "":
+	case wasPrimary == "":
+		add(Change{Reason: PrimaryAppeared, Host: primary, To: primary})
+	default:
+		add(Change{Reason: PrimaryMoved, Host: primary, From: wasPrimary, To: primary})
+	}
+	if !c.SplitBrain && wasSplit {
+		add(Change{Reason: SplitBrainEnded})
+	}
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if old := was.Host(h.Addr); old != nil && old.Role == RoleDown && h.Role != RoleDown {
+			add(Change{Reason: HostUp, Host: h.Addr, To: h.Role.String(), Detail: h.Note})
+		}
+	}
+	return out
+}
+
+// downClass is the class of what took h down.
+func downClass(h *Host) string {
+	if h.Fails == 0 || h.FailClass == "" {
+		return ClassStale
+	}
+	return h.FailClass
+}
+
+func downDetail(h *Host) string {
+	if h.LastError != "" {
+		return h.LastError
+	}
+	return h.Note
+}
+
+// vanishedDetail says why c has no primary since the one at addr.
+func vanishedDetail(c *Cluster, addr string) string {
+	if c.SplitBrain {
+		return "split brain: " + splitHosts(c)
+	}
+	h := c.Host(addr)
+	switch {
+	case h == nil:
+		return "no longer configured"
+	case h.Role == RoleDown:
+		return "the primary is down"
+	case h.Note != "":
+		return h.Note
+	case h.Role == RoleReplica:
+		return "the primary is in recovery"
+	}
+	return "no host is the primary"
+}
+
+// splitHosts lists the writable hosts set aside by a split brain.
+func splitHosts(c *Cluster) string {
+	s := ""
+	for i := range c.Hosts {
+		if c.Hosts[i].Aside == AsideSplitBrain {
+			if s != "" {
+				s += ","
+			}
+			s += c.Hosts[i].Addr
+		}
+	}
+	return s
+}
