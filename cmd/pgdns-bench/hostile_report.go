@@ -42,7 +42,7 @@ func (h *hostileResult) markdown() string {
 
 // worstCase adds up the memory each kind of attack took beyond rest, at
 // its peak, as if all ran at once: what deploy/kubernetes's memory limit
-// is derived from (README, Kubernetes).
+// is derived from (docs/production.md, Kubernetes).
 func (run hostileRun) worstCase() string {
 	rest := run.rows[0].rssKiB
 	peak := map[string]int64{}

@@ -36,7 +36,7 @@ const (
 // Classes lists the name classes in report order.
 var Classes = []string{ClassPrimary, ClassReplica, ClassLag, ClassBytes, ClassLSN, ClassLSNTL}
 
-// Rules (README "Soak"), each judged on the connection to the answered host:
+// Rules (docs/soak.md), each judged on the connection to the answered host:
 //
 //   - every answered address is a configured host of the cluster
 //     (system identifier), and a primary name answers at most one;
@@ -59,7 +59,7 @@ var Classes = []string{ClassPrimary, ClassReplica, ClassLag, ClassBytes, ClassLS
 //     after a heartbeat before that end − 64 KiB;
 //   - lsn-X and lsn-X-tT: the replica has the row whose commit gave X. A
 //     token without a timeline for a write lost with a killed primary is
-//     counted apart (README: add -tT when a lost write must not be served).
+//     counted apart (docs/soak.md: add -tT when a lost write must not be served).
 //
 // Empty answers, SERVFAIL, timeouts and unreachable hosts are
 // unavailability, never violations.

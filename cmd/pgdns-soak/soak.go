@@ -52,7 +52,7 @@ type Options struct {
 
 // Probe settings of the pgdns under test. Stale is the longest a correct
 // pgdns may keep using a probe sample (max_fails × interval + timeout, see
-// README "How pgdns decides"); every tolerance below derives from it.
+// docs/decisions.md, "Stale knowledge"); every tolerance below derives from it.
 const (
 	probeInterval = 50 * time.Millisecond
 	probeTimeout  = 250 * time.Millisecond
@@ -217,7 +217,7 @@ var serverConf = []string{
 }
 
 // probeRole is a login role without pg_monitor (nor superuser): what an
-// operator who skipped the README's GRANT gives pgdns.
+// operator who skipped the GRANT of docs/operating.md gives pgdns.
 const probeRole = "soak_probe"
 
 // probeUsers are the role pgdns probes as for most of the run, and the one
@@ -532,7 +532,7 @@ func commitAndPosition(ctx context.Context, conn *pgx.Conn, posSQL, sql string, 
 }
 
 // tokenSQL reads the position after a commit: the insert position, as a
-// read-your-writes client takes its token (README). The heartbeat records
+// read-your-writes client takes its token (docs/decisions.md). The heartbeat records
 // it too: a commit is visible on the primary once inserted, flushed or
 // not (synchronous_commit = off), so what a replica lacks is measured
 // from there.
