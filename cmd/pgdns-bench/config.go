@@ -25,7 +25,14 @@ type config struct {
 	hostileBefore string // hostile: also measure pgdns built from this commit, or ""
 
 	commit string // the commit measured, as the report names it
+
+	// tuned are the flags set beyond what the Makefile passes
+	// ("-rounds 1", say): a run with them is not `make bench`'s.
+	tuned []string
 }
+
+// makeFlags are the flags `make bench` passes; the others tune a run.
+var makeFlags = map[string]bool{"out": true, "pgdns": true, "gobench": true, "only": true, "pprof": true, "commit": true}
 
 // parseFlags reads the bench's flags from args into a config.
 func parseFlags(fs *flag.FlagSet, args []string) config {
@@ -43,6 +50,11 @@ func parseFlags(fs *flag.FlagSet, args []string) config {
 	fs.IntVar(&c.patroniReps, "patroni-reps", 10, "Patroni switchovers in the failover step (0: none)")
 	fs.StringVar(&c.commit, "commit", "", "the commit measured, as the report names it (default: git describe --always --dirty here)")
 	_ = fs.Parse(args) // flag.ExitOnError: a bad flag exits
+	fs.Visit(func(f *flag.Flag) {
+		if !makeFlags[f.Name] {
+			c.tuned = append(c.tuned, "-"+f.Name+" "+f.Value.String())
+		}
+	})
 	if c.commit == "" {
 		c.commit = describe()
 	}

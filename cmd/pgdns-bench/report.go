@@ -24,6 +24,14 @@ type report struct {
 	goBench     string
 }
 
+// count is n with noun, plural when n is not 1: "3 rounds", "1 round".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
 
 func verdict(ok bool) string {
@@ -47,8 +55,8 @@ func (r *report) dnsMarkdown() string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	pg, cd, fl, echo := r.dns[0], r.dns[1], r.dns[2], r.dns[3]
 	w("%s\n\n%s\n\n", dnsHeading, r.dnsStamp)
-	w("dnsperf (1 thread, 4 clients, 200 queries outstanding, %v per run) with the query mix `primary`, `replica`, `lag-50ms.replica`, `bytes-1mb.replica`, `lsn-….replica` under `db.local`; %d rounds interleaved, medians shown, each round's queries/s in brackets. Latency is per query at a steady 5,000 queries/s (`dnsperf -v -Q 5000`). pgdns is probing a real primary and two streaming replicas every 250 ms while it answers. The ceiling is a plain UDP echo (one goroutine: read a datagram, set QR, write it back; no DNS work): what the socket and dnsperf allow on these cores.\n\n",
-		r.dnsDuration, r.dnsRounds)
+	w("dnsperf (1 thread, 4 clients, 200 queries outstanding, %v per run) with the query mix `primary`, `replica`, `lag-50ms.replica`, `bytes-1mb.replica`, `lsn-….replica` under `db.local`; %s interleaved, medians shown, each round's queries/s in brackets. Latency is per query at a steady 5,000 queries/s (`dnsperf -v -Q 5000`). pgdns is probing a real primary and two streaming replicas every 250 ms while it answers. The ceiling is a plain UDP echo (one goroutine: read a datagram, set QR, write it back; no DNS work): what the socket and dnsperf allow on these cores.\n\n",
+		r.dnsDuration, count(r.dnsRounds, "round"))
 	w("| server | queries/s | rounds | p50 | p99 |\n|---|---:|---|---:|---:|\n")
 	for _, p := range r.dns {
 		var rounds []string

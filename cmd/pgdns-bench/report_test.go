@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,10 @@ func TestStampCommand(t *testing.T) {
 		{config{only: "dns"}, "make bench BENCH_ONLY=dns"},
 		{config{only: "scale", pprofDir: "/tmp/p"}, "make bench BENCH_ONLY=scale PPROF=dir"},
 		{config{only: "ha", pprofDir: "/tmp/p"}, "make bench BENCH_ONLY=ha"},
+		{parseFlags(flag.NewFlagSet("bench", flag.ContinueOnError), []string{"-only", "dns", "-out", "/tmp/b.md", "-rounds", "1", "-duration", "3s", "-commit", "x"}),
+			"bin/pgdns-bench -only dns -duration 3s -rounds 1"},
+		{parseFlags(flag.NewFlagSet("bench", flag.ContinueOnError), []string{"-only", "scale", "-pprof", "/tmp/p", "-commit", "x"}),
+			"make bench BENCH_ONLY=scale PPROF=dir"},
 	} {
 		if got := tc.cfg.command(); got != tc.want {
 			t.Errorf("%+v: command %q, want %q", tc.cfg, got, tc.want)

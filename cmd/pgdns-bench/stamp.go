@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -25,7 +24,7 @@ type stamp struct {
 
 // stampNow stamps a section whose measuring begins now.
 func (b *bench) stampNow() stamp {
-	return stamp{command: b.cfg.command(), asRoot: os.Geteuid() == 0, commit: b.cfg.commit,
+	return stamp{command: b.cfg.command(), commit: b.cfg.commit,
 		began: time.Now().UTC(), load: loadAverage(), machine: machineLine()}
 }
 
@@ -42,8 +41,19 @@ func (s stamp) String() string {
 		s.command, root, s.commit, s.began.Format("2006-01-02 15:04 UTC"), took, s.machine, s.load)
 }
 
-// command is the make command that runs what c asks for.
+// command is the command that runs what c asks for: make's, or the
+// bench's own with its flags when some were tuned beyond make's.
 func (c config) command() string {
+	if len(c.tuned) > 0 {
+		s := "bin/pgdns-bench"
+		if c.only != "" {
+			s += " -only " + c.only
+		}
+		if c.pprofDir != "" {
+			s += " -pprof dir"
+		}
+		return s + " " + strings.Join(c.tuned, " ")
+	}
 	s := "make bench"
 	if c.only != "" {
 		s += " BENCH_ONLY=" + c.only
