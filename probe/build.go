@@ -1,85 +1,15 @@
 package probe
 
 import (
-	"errors"
 	"strings"
 	"time"
 
 	"github.com/pgdns/pgdns/zone"
 )
 
-// This file turns probe results into published snapshots: the observed
-// state, roles (zone.Decide), lags (lag.go) and the log of changes.
-
-// record folds one result into the observed state.
-func (p *Prober) record(r result) {
-	c := p.state[r.cluster]
-	h := &c.Hosts[r.host]
-	p.noteRefreshed(r)
-	if idx := p.flatIndex(r.cluster, r.host); !p.done[idx] {
-		p.done[idx] = true
-		p.probed++
-	}
-	if r.err != nil {
-		h.Fails++
-		if errors.Is(r.err, ErrNotServing) {
-			h.Fails = max(h.Fails, p.cfg.MaxFails) // down at once (failures.go)
-		}
-		h.LastError, h.FailClass = r.err.Error(), failureClass(r.err)
-		return
-	}
-	s := r.sample
-	// One run of one server, probed without a failure in between: what
-	// the last sample said still holds as far as it goes.
-	continuous := h.Seen && h.Fails == 0 && h.StartedAt.Equal(s.StartedAt)
-	tl, exact := s.Timeline, true
-	if s.InRecovery && s.Timeline == 0 {
-		// No WAL receiver: the timeline being replayed is at least the
-		// last restartpoint's, and at least what this run replayed before.
-		tl, exact = s.CheckpointTimeline, false
-		if continuous && h.InRecovery {
-			tl = max(tl, h.Timeline)
-		}
-	}
-	p.learnTimelines(r.cluster, h, continuous, s, tl, exact, c.Identity != 0 && s.SystemID == c.Identity)
-	p.watchReplay(h, continuous, s, tl, exact)
-	p.restoreFork(h, s, c.Identity != 0 && s.SystemID == c.Identity)
-
-	h.Seen, h.ProbeStart, h.ProbedAt, h.Fails, h.LastError, h.FailClass = true, s.Start, s.End, 0, "", ""
-	h.IP, h.InRecovery, h.SystemID, h.StartedAt = s.IP, s.InRecovery, s.SystemID, s.StartedAt
-	h.Timeline, h.TimelineExact = tl, exact
-	h.InsertLSN, h.ReceiveLSN, h.ReplayLSN = s.InsertLSN, s.ReceiveLSN, s.ReplayLSN
-	h.AppName, h.SlotName, h.Standbys = s.AppName, s.SlotName, s.Standbys
-	h.OwnHistory = nil
-	if exact {
-		h.OwnHistory = s.History
-	}
-	h.StatsHidden, h.TimelineHidden, h.SyncNamesSet = s.StatsHidden, s.TimelineHidden, s.SyncNamesSet
-	h.WALBlockSize, h.WALSegmentSize = s.WALBlockSize, s.WALSegmentSize
-
-	// The WAL clock of a writable host. It starts over when the host
-	// changes timeline or goes back into recovery: positions on another
-	// timeline are not comparable.
-	w := p.history[h]
-	if s.InRecovery {
-		delete(p.history, h)
-		return
-	}
-	if w == nil || w.timeline != s.Timeline {
-		w = &walHistory{timeline: s.Timeline}
-		p.history[h] = w
-	}
-	w.add(s.Start, s.InsertLSN) // the primary was at most there at Start (lag.go)
-	p.checkForks(r.cluster, h, r.started, s.InsertLSN)
-}
-
-func (p *Prober) flatIndex(ci, hi int) int {
-	n := 0
-	for _, c := range p.state[:ci] {
-		n += len(c.Hosts)
-	}
-	return n + hi
-}
+// Build and publish: the observed state (intake.go) becomes a snapshot,
+// with roles (zone.Decide), lags (lag.go), timeline histories and SOA
+// serials, and what changed is logged once.
 
 // publish builds a new snapshot from the observed state, derives roles and
 // lags, logs what changed, and stores it.
@@ -264,4 +194,36 @@ func (p *Prober) logChanges(prev, snap *zone.Snapshot) {
 			}
 		}
 	}
+}
+
+// logHidden logs each host whose replication statistics became hidden
+// from the probe role (zone.Host.StatsHidden), or readable again, since
+// the last snapshot: once per change, never on every probe.
+func (p *Prober) logHidden(snap *zone.Snapshot) {
+	for ci, c := range snap.Clusters {
+		for hi := range c.Hosts {
+			h := &c.Hosts[hi]
+			was := p.last != nil && p.last.Clusters[ci].Hosts[hi].StatsHidden
+			switch {
+			case !h.Seen || h.StatsHidden == was:
+			case h.StatsHidden:
+				p.log.Warn("the probe role cannot read the replication statistics of this host (pg_stat_replication, "+
+					"pg_stat_wal_receiver): grant it pg_monitor; meanwhile the decisions that need them fail closed",
+					"cluster", c.Name, "host", h.Addr)
+			default:
+				p.log.Info("the probe role can read the replication statistics of this host again", "cluster", c.Name, "host", h.Addr)
+			}
+		}
+	}
+}
+
+// serialBase is the snapshot the next one's SOA serials follow: this
+// prober's last one, or, before it has built any, the one being served
+// (a prober started by a reload or a membership change carries the
+// serials on instead of starting over from the clock).
+func (p *Prober) serialBase() *zone.Snapshot {
+	if p.last != nil {
+		return p.last
+	}
+	return p.table.Load()
 }

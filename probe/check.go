@@ -270,3 +270,69 @@ func (c *pgChecker) Close() {
 	_ = c.conn.Close(ctx)
 	c.conn = nil
 }
+
+// Watcher is a Checker that can also watch its connection between probes.
+type Watcher interface {
+	// Watch blocks until ctx is done (it then returns ctx's error) or the
+	// connection reports that the server went away (a definitive error).
+	Watch(ctx context.Context) error
+}
+
+// Watch implements Watcher: it keeps a read pending on the idle
+// connection, so that a shutdown message or a closed socket is seen the
+// moment it arrives rather than at the next probe.
+func (c *pgChecker) Watch(ctx context.Context) error {
+	if (c.conn == nil || c.conn.IsClosed()) && c.rewatch {
+		// The host may still be answered, yet its connection is gone
+		// (lost after a good probe, or closed by one that failed
+		// ambiguously, a timeout say): open another at once rather than
+		// stay blind until the next probe. Once per probe, so a failing
+		// host is tried at most twice as often; never after a definitive
+		// failure, which has ended the host already.
+		c.rewatch = false
+		conn, err := c.connect(ctx)
+		if err == nil {
+			c.conn = conn
+		} else if err := classify(connectError(err)); ctx.Err() == nil && errors.Is(err, ErrNotServing) {
+			return err
+		}
+	}
+	if c.conn == nil || c.conn.IsClosed() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	for {
+		err := c.conn.PgConn().WaitForNotification(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err() // our own wake-up: the connection stays open
+		}
+		if err == nil {
+			continue // a notification: nobody listens, so none comes; read on
+		}
+		err = c.failure(err)
+		c.Close()
+		if !terminated(err) {
+			return classify(err)
+		}
+		// pg_terminate_backend ends one session with the same 57P01 that
+		// a fast shutdown sends to all: only a new session tells them
+		// apart. A server shutting down refuses it (57P03), one that
+		// ended our session alone (a DBA, a job killing idle sessions)
+		// accepts it, and is still serving: watch the new one. Once per
+		// termination, so no faster than sessions are killed.
+		conn, cerr := c.connect(ctx)
+		if ctx.Err() != nil {
+			if cerr == nil {
+				c.conn = conn
+			}
+			return ctx.Err()
+		}
+		if cerr != nil {
+			if cerr := classify(connectError(cerr)); errors.Is(cerr, ErrNotServing) {
+				return cerr
+			}
+			return classify(err) // no session either way: as before, gone
+		}
+		c.conn = conn
+	}
+}

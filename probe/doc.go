@@ -7,4 +7,32 @@
 // The database sits behind the Checker interface so that the aggregation
 // logic is tested without PostgreSQL; the pgx implementation is tested
 // against real servers.
+//
+// Files, in the order one probe result meets them:
+//
+//	prober.go     the Prober: Config, Hooks, New
+//	intake.go     intake: a host's goroutine probes it and sends the result;
+//	              the aggregator (Run) takes it and folds it into the
+//	              observed state (record)
+//	check.go      check and watch: one probe of one host (Check, Sample) and
+//	              its connection watched between probes (Watch)
+//	proberow.go   check: the probe query's row, parsed from its text
+//	facts.go      check: timeline history, the receiver's name, standbys
+//	admission.go  check: whether a server stopping smartly admits sessions
+//	socket.go     check: the socket's own failure, which pgx may drop
+//	dsn.go        check: the probe DSN, one connection config per host
+//	classify.go   classify: whether a failure proves the server not serving
+//	timelines.go  record: what a sample teaches of timeline histories
+//	forks.go      record: two branches under one timeline number
+//	lag.go        record and build: the primary's WAL clock, the lag bounds
+//	rounds.go     after record: probe rounds, primary, replicas, primary
+//	refresh.go    Refresh: rounds asked for by lsn- lookups (dns.lsn_wait)
+//	hold.go       hold: steady results wait for the round under way
+//	build.go      build and publish: the snapshot, its serials, the log of
+//	              what changed
+//	flux.go       after publish: a cluster in flux is probed fast
+//	authority.go  from outside: Patroni's leader key, ForgetTimeline
+//	handover.go   hand-over at a reload: Activate, Knowledge, adopt
+//	orphans.go    hand-over: what is known of a renamed cluster
+//	remember.go   hand-over across a restart: Remembered, the state file's
 package probe

@@ -153,3 +153,21 @@ func (p *Prober) inherit(ci int, old clusterKnowledge) {
 		}
 	}
 }
+
+// Activate makes an inactive prober publish, at once, after it has
+// adopted what predecessor (the prober it replaces, or nil) has learned.
+// The predecessor must still be running.
+func (p *Prober) Activate(ctx context.Context, predecessor *Prober) {
+	var k Knowledge
+	if predecessor != nil {
+		k = predecessor.knowledge(ctx)
+	}
+	select {
+	case p.activate <- k:
+	case <-ctx.Done():
+	}
+}
+
+// Deactivate stops a prober from publishing; it keeps probing until its
+// Run ends.
+func (p *Prober) Deactivate() { p.active.Store(false) }

@@ -1,8 +1,6 @@
 package probe
 
 import (
-	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -106,10 +104,6 @@ func (c Config) StaleAfter() time.Duration {
 	return time.Duration(c.MaxFails)*c.Interval + c.Timeout
 }
 
-// maxBackoff caps the wait between probes of a host that is down, so a
-// restarted server is back in answers within seconds.
-const maxBackoff = 2 * time.Second
-
 // Prober probes every configured host and publishes snapshots to a Table.
 type Prober struct {
 	cfg        Config
@@ -160,14 +154,6 @@ type Prober struct {
 	seeded                          []bool // per cluster: its identity came from Config.Remembered (remember.go)
 }
 
-type result struct {
-	cluster, host int
-	started       time.Time
-	ticked        bool // probed on the host's own tick, not on a kick
-	sample        Sample
-	err           error
-}
-
 // New returns a Prober. Run starts it. defaultCluster names the cluster
 // answered for names without a cluster label.
 func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Logger, defaultCluster string) *Prober {
@@ -211,226 +197,13 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	return p
 }
 
-// Run probes until ctx is done. It returns after every host goroutine has
-// stopped and closed its connection.
-func (p *Prober) Run(ctx context.Context) {
-	defer close(p.stopped)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for ci, c := range p.state {
-		for hi := range c.Hosts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.watch(ctx, ci, hi, c.Hosts[hi].Addr)
-			}()
-		}
-	}
-
-	// Rebuild at least once an interval even when no result arrives, so
-	// that a host whose probes all hang ages out of the answers.
-	tick := time.NewTicker(p.cfg.Interval)
-	defer tick.Stop()
-	fluxInterval, _ := p.fluxSettings()
-	fluxTick := time.NewTicker(fluxInterval)
-	defer fluxTick.Stop()
-	var fluxC <-chan time.Time // nil while no cluster is in flux
-	hold := time.NewTimer(time.Hour)
-	hold.Stop()
-	defer hold.Stop()
-	var holdC <-chan time.Time // nil while no result is held
-	var lastPublish time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-fluxC:
-			if !p.fluxRound() {
-				fluxC = nil
-			}
-			continue
-		case r := <-p.results:
-			steady := p.take(r)
-			// Take whatever else is queued, then publish once.
-			for drained := false; !drained; {
-				select {
-				case r := <-p.results:
-					steady = p.take(r) && steady
-				default:
-					drained = true
-				}
-			}
-			if until, ok := p.holdUntil(lastPublish); steady && ok {
-				// Held for the round under way (publish.go).
-				if holdC == nil {
-					hold.Reset(time.Until(until))
-					holdC = hold.C
-				}
-				continue
-			}
-		case <-holdC:
-			if until, ok := p.closingUntil(); ok {
-				hold.Reset(time.Until(until)) // held on for the closing probe (publish.go)
-				continue
-			}
-		case <-tick.C:
-		case k := <-p.activate:
-			// Adopt before publishing anything: the first snapshot
-			// already knows what the predecessor knew.
-			p.adopt(k)
-			p.active.Store(true)
-		case reply := <-p.knowledgeReq:
-			reply <- p.export()
-			continue
-		case u := <-p.leaders:
-			p.setLeader(u)
-		case r := <-p.forgets:
-			ci, before, err := p.forget(r)
-			if err != nil {
-				r.reply <- forgetReply{err: err}
-				continue
-			}
-			p.publish() // decides the newest timeline again, from what is proven now
-			r.reply <- forgetReply{before: before, after: p.state[ci].NewestTimeline}
-		}
-		if holdC != nil {
-			hold.Stop()
-			holdC = nil
-		}
-		p.publish()
-		lastPublish = time.Now()
-		p.published.Store(p.last)
-		p.reportLearned()
-		p.leaderUnsure(p.last)
-		if fluxC == nil && p.fluxRound() {
-			fluxTick.Reset(fluxInterval)
-			fluxC = fluxTick.C
-		}
-		p.finishRefreshes()
-	}
-}
-
 // Ready is closed once every host has been probed at least once.
 func (p *Prober) Ready() <-chan struct{} { return p.ready }
 
-// Activate makes an inactive prober publish, at once, after it has
-// adopted what predecessor (the prober it replaces, or nil) has learned.
-// The predecessor must still be running.
-func (p *Prober) Activate(ctx context.Context, predecessor *Prober) {
-	var k Knowledge
-	if predecessor != nil {
-		k = predecessor.knowledge(ctx)
+func (p *Prober) flatIndex(ci, hi int) int {
+	n := 0
+	for _, c := range p.state[:ci] {
+		n += len(c.Hosts)
 	}
-	select {
-	case p.activate <- k:
-	case <-ctx.Done():
-	}
-}
-
-// Deactivate stops a prober from publishing; it keeps probing until its
-// Run ends.
-func (p *Prober) Deactivate() { p.active.Store(false) }
-
-// watch probes one host every interval, and at once when kicked, until
-// ctx is done. At most one probe of the host is in flight, and each has a
-// hard deadline, so a hung host delays nobody but itself.
-func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
-	checker, err := p.newChecker(addr)
-	if err != nil {
-		p.send(ctx, result{cluster: ci, host: hi, started: time.Now(), err: err})
-		return
-	}
-	defer checker.Close()
-
-	flat := p.flatIndex(ci, hi)
-	kick := p.kicks[flat]
-	tick := time.NewTicker(p.cfg.Interval)
-	defer tick.Stop()
-	fails := 0
-	var notBefore, lastStart time.Time
-	for kicked := false; ; {
-		if kicked || (!time.Now().Before(notBefore) && !p.skipTick(flat, lastStart)) {
-			start := time.Now()
-			lastStart = start
-			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-			s, err := checker.Check(pctx)
-			cancel()
-			if ctx.Err() != nil {
-				return
-			}
-			if hook := p.cfg.Hooks.ProbeDone; hook != nil {
-				hook(p.state[ci].Name, addr, time.Since(start), err)
-			}
-			p.send(ctx, result{cluster: ci, host: hi, started: start, ticked: !kicked, sample: s, err: err})
-			if err == nil {
-				fails = 0
-				notBefore = time.Time{}
-			} else if fails++; fails >= p.cfg.MaxFails {
-				// Down: back off, doubling up to maxBackoff.
-				wait := p.cfg.Interval << min(fails-p.cfg.MaxFails+1, 16)
-				notBefore = time.Now().Add(min(wait, max(maxBackoff, p.cfg.Interval)) - p.cfg.Interval/2)
-			}
-		}
-		var seen error
-		kicked, seen = p.idle(ctx, checker, tick.C, kick)
-		if ctx.Err() != nil {
-			return
-		}
-		if seen != nil {
-			// The server went away between probes: say so now, and let
-			// the next probe (on the tick, or sooner in flux) reconnect.
-			fails++
-			p.send(ctx, result{cluster: ci, host: hi, started: time.Now(), err: seen})
-		}
-	}
-}
-
-// idle waits for the host's next probe: its tick, a kick, or the end of
-// ctx. Meanwhile a checker that can watches its connection; should the
-// server go away, idle returns at once with the definitive error it saw.
-func (p *Prober) idle(ctx context.Context, checker Checker, tick <-chan time.Time, kick <-chan struct{}) (kicked bool, seen error) {
-	w, ok := checker.(Watcher)
-	if !ok {
-		select {
-		case <-ctx.Done():
-		case <-tick:
-		case <-kick:
-			return true, nil
-		}
-		return false, nil
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- w.Watch(wctx) }()
-	select {
-	case <-ctx.Done():
-	case <-tick:
-	case <-kick:
-		kicked = true
-	case err := <-done:
-		if errors.Is(err, ErrNotServing) {
-			return false, err
-		}
-		return false, nil // not definitive: the next probe will tell
-	}
-	stop()
-	<-done // the checker is ours again
-	return kicked, nil
-}
-
-// take records result r and moves its cluster's round along; it reports
-// whether r was steady (publish.go).
-func (p *Prober) take(r result) bool {
-	steady := p.steady(r)
-	p.record(r)
-	p.advanceRound(r)
-	return steady
-}
-
-func (p *Prober) send(ctx context.Context, r result) {
-	select {
-	case p.results <- r:
-	case <-ctx.Done():
-	}
+	return n + hi
 }

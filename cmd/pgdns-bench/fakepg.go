@@ -52,7 +52,7 @@ func FakeAddr(i int) string {
 	return fmt.Sprintf("127.1.%d.%d:5432", i/250, i%250+1)
 }
 
-// fakeFields are the columns of the probe's query (probe/checker.go).
+// fakeFields are the columns of the probe's query (probe/check.go).
 var fakeFields = []pgproto3.FieldDescription{
 	{Name: []byte("in_recovery"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
 	{Name: []byte("insert"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},

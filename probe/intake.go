@@ -1,0 +1,292 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Intake: how one probe result reaches the aggregator and is folded into
+// the observed state. Each host has a goroutine (watch) that probes it on
+// its tick, or at once when kicked, and sends the result; the aggregator
+// (Run) takes results, holds steady ones for the round under way (hold.go)
+// or publishes (build.go), and serves the hand-over (handover.go) and the
+// outside authorities (authority.go).
+
+type result struct {
+	cluster, host int
+	started       time.Time
+	ticked        bool // probed on the host's own tick, not on a kick
+	sample        Sample
+	err           error
+}
+
+// maxBackoff caps the wait between probes of a host that is down, so a
+// restarted server is back in answers within seconds.
+const maxBackoff = 2 * time.Second
+
+// watch probes one host every interval, and at once when kicked, until
+// ctx is done. At most one probe of the host is in flight, and each has a
+// hard deadline, so a hung host delays nobody but itself.
+func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
+	checker, err := p.newChecker(addr)
+	if err != nil {
+		p.send(ctx, result{cluster: ci, host: hi, started: time.Now(), err: err})
+		return
+	}
+	defer checker.Close()
+
+	flat := p.flatIndex(ci, hi)
+	kick := p.kicks[flat]
+	tick := time.NewTicker(p.cfg.Interval)
+	defer tick.Stop()
+	fails := 0
+	var notBefore, lastStart time.Time
+	for kicked := false; ; {
+		if kicked || (!time.Now().Before(notBefore) && !p.skipTick(flat, lastStart)) {
+			start := time.Now()
+			lastStart = start
+			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+			s, err := checker.Check(pctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if hook := p.cfg.Hooks.ProbeDone; hook != nil {
+				hook(p.state[ci].Name, addr, time.Since(start), err)
+			}
+			p.send(ctx, result{cluster: ci, host: hi, started: start, ticked: !kicked, sample: s, err: err})
+			if err == nil {
+				fails = 0
+				notBefore = time.Time{}
+			} else if fails++; fails >= p.cfg.MaxFails {
+				// Down: back off, doubling up to maxBackoff.
+				wait := p.cfg.Interval << min(fails-p.cfg.MaxFails+1, 16)
+				notBefore = time.Now().Add(min(wait, max(maxBackoff, p.cfg.Interval)) - p.cfg.Interval/2)
+			}
+		}
+		var seen error
+		kicked, seen = p.idle(ctx, checker, tick.C, kick)
+		if ctx.Err() != nil {
+			return
+		}
+		if seen != nil {
+			// The server went away between probes: say so now, and let
+			// the next probe (on the tick, or sooner in flux) reconnect.
+			fails++
+			p.send(ctx, result{cluster: ci, host: hi, started: time.Now(), err: seen})
+		}
+	}
+}
+
+// idle waits for the host's next probe: its tick, a kick, or the end of
+// ctx. Meanwhile a checker that can watches its connection; should the
+// server go away, idle returns at once with the definitive error it saw.
+func (p *Prober) idle(ctx context.Context, checker Checker, tick <-chan time.Time, kick <-chan struct{}) (kicked bool, seen error) {
+	w, ok := checker.(Watcher)
+	if !ok {
+		select {
+		case <-ctx.Done():
+		case <-tick:
+		case <-kick:
+			return true, nil
+		}
+		return false, nil
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- w.Watch(wctx) }()
+	select {
+	case <-ctx.Done():
+	case <-tick:
+	case <-kick:
+		kicked = true
+	case err := <-done:
+		if errors.Is(err, ErrNotServing) {
+			return false, err
+		}
+		return false, nil // not definitive: the next probe will tell
+	}
+	stop()
+	<-done // the checker is ours again
+	return kicked, nil
+}
+
+func (p *Prober) send(ctx context.Context, r result) {
+	select {
+	case p.results <- r:
+	case <-ctx.Done():
+	}
+}
+
+// Run probes until ctx is done. It returns after every host goroutine has
+// stopped and closed its connection.
+func (p *Prober) Run(ctx context.Context) {
+	defer close(p.stopped)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ci, c := range p.state {
+		for hi := range c.Hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.watch(ctx, ci, hi, c.Hosts[hi].Addr)
+			}()
+		}
+	}
+
+	// Rebuild at least once an interval even when no result arrives, so
+	// that a host whose probes all hang ages out of the answers.
+	tick := time.NewTicker(p.cfg.Interval)
+	defer tick.Stop()
+	fluxInterval, _ := p.fluxSettings()
+	fluxTick := time.NewTicker(fluxInterval)
+	defer fluxTick.Stop()
+	var fluxC <-chan time.Time // nil while no cluster is in flux
+	hold := time.NewTimer(time.Hour)
+	hold.Stop()
+	defer hold.Stop()
+	var holdC <-chan time.Time // nil while no result is held
+	var lastPublish time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-fluxC:
+			if !p.fluxRound() {
+				fluxC = nil
+			}
+			continue
+		case r := <-p.results:
+			steady := p.take(r)
+			// Take whatever else is queued, then publish once.
+			for drained := false; !drained; {
+				select {
+				case r := <-p.results:
+					steady = p.take(r) && steady
+				default:
+					drained = true
+				}
+			}
+			if until, ok := p.holdUntil(lastPublish); steady && ok {
+				// Held for the round under way (hold.go).
+				if holdC == nil {
+					hold.Reset(time.Until(until))
+					holdC = hold.C
+				}
+				continue
+			}
+		case <-holdC:
+			if until, ok := p.closingUntil(); ok {
+				hold.Reset(time.Until(until)) // held on for the closing probe (hold.go)
+				continue
+			}
+		case <-tick.C:
+		case k := <-p.activate:
+			// Adopt before publishing anything: the first snapshot
+			// already knows what the predecessor knew.
+			p.adopt(k)
+			p.active.Store(true)
+		case reply := <-p.knowledgeReq:
+			reply <- p.export()
+			continue
+		case u := <-p.leaders:
+			p.setLeader(u)
+		case r := <-p.forgets:
+			ci, before, err := p.forget(r)
+			if err != nil {
+				r.reply <- forgetReply{err: err}
+				continue
+			}
+			p.publish() // decides the newest timeline again, from what is proven now
+			r.reply <- forgetReply{before: before, after: p.state[ci].NewestTimeline}
+		}
+		if holdC != nil {
+			hold.Stop()
+			holdC = nil
+		}
+		p.publish()
+		lastPublish = time.Now()
+		p.published.Store(p.last)
+		p.reportLearned()
+		p.leaderUnsure(p.last)
+		if fluxC == nil && p.fluxRound() {
+			fluxTick.Reset(fluxInterval)
+			fluxC = fluxTick.C
+		}
+		p.finishRefreshes()
+	}
+}
+
+// take records result r and moves its cluster's round along; it reports
+// whether r was steady (hold.go).
+func (p *Prober) take(r result) bool {
+	steady := p.steady(r)
+	p.record(r)
+	p.advanceRound(r)
+	return steady
+}
+
+// record folds one result into the observed state.
+func (p *Prober) record(r result) {
+	c := p.state[r.cluster]
+	h := &c.Hosts[r.host]
+	p.noteRefreshed(r)
+	if idx := p.flatIndex(r.cluster, r.host); !p.done[idx] {
+		p.done[idx] = true
+		p.probed++
+	}
+	if r.err != nil {
+		h.Fails++
+		if errors.Is(r.err, ErrNotServing) {
+			h.Fails = max(h.Fails, p.cfg.MaxFails) // down at once (classify.go)
+		}
+		h.LastError, h.FailClass = r.err.Error(), failureClass(r.err)
+		return
+	}
+	s := r.sample
+	// One run of one server, probed without a failure in between: what
+	// the last sample said still holds as far as it goes.
+	continuous := h.Seen && h.Fails == 0 && h.StartedAt.Equal(s.StartedAt)
+	tl, exact := s.Timeline, true
+	if s.InRecovery && s.Timeline == 0 {
+		// No WAL receiver: the timeline being replayed is at least the
+		// last restartpoint's, and at least what this run replayed before.
+		tl, exact = s.CheckpointTimeline, false
+		if continuous && h.InRecovery {
+			tl = max(tl, h.Timeline)
+		}
+	}
+	p.learnTimelines(r.cluster, h, continuous, s, tl, exact, c.Identity != 0 && s.SystemID == c.Identity)
+	p.watchReplay(h, continuous, s, tl, exact)
+	p.restoreFork(h, s, c.Identity != 0 && s.SystemID == c.Identity)
+
+	h.Seen, h.ProbeStart, h.ProbedAt, h.Fails, h.LastError, h.FailClass = true, s.Start, s.End, 0, "", ""
+	h.IP, h.InRecovery, h.SystemID, h.StartedAt = s.IP, s.InRecovery, s.SystemID, s.StartedAt
+	h.Timeline, h.TimelineExact = tl, exact
+	h.InsertLSN, h.ReceiveLSN, h.ReplayLSN = s.InsertLSN, s.ReceiveLSN, s.ReplayLSN
+	h.AppName, h.SlotName, h.Standbys = s.AppName, s.SlotName, s.Standbys
+	h.OwnHistory = nil
+	if exact {
+		h.OwnHistory = s.History
+	}
+	h.StatsHidden, h.TimelineHidden, h.SyncNamesSet = s.StatsHidden, s.TimelineHidden, s.SyncNamesSet
+	h.WALBlockSize, h.WALSegmentSize = s.WALBlockSize, s.WALSegmentSize
+
+	// The WAL clock of a writable host. It starts over when the host
+	// changes timeline or goes back into recovery: positions on another
+	// timeline are not comparable.
+	w := p.history[h]
+	if s.InRecovery {
+		delete(p.history, h)
+		return
+	}
+	if w == nil || w.timeline != s.Timeline {
+		w = &walHistory{timeline: s.Timeline}
+		p.history[h] = w
+	}
+	w.add(s.Start, s.InsertLSN) // the primary was at most there at Start (lag.go)
+	p.checkForks(r.cluster, h, r.started, s.InsertLSN)
+}
