@@ -111,7 +111,7 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 	defer b.stopProc(cmd)
 	// Every replica answered; not lag-50ms: on a loaded machine a few
 	// fakes' lag bounds may stay above 50 ms for long.
-	if err := waitDNSTCP(b.addr.bigDNS, "replica.db.local.", 999, 3*time.Minute); err != nil {
+	if err := waitDNSTCP(b.addr.bigDNS, "replica.db.local.", res.realHosts-1+res.fakes, 3*time.Minute); err != nil {
 		return err
 	}
 	res.readyIn = time.Since(start)

@@ -32,8 +32,8 @@ func (s *scaleResult) markdown() string {
 	if s.rss3 > 0 {
 		w("After a burst of tens of thousands of queries a second the Go runtime keeps goroutine stacks and heap it grew for a while before returning them to the system; the resting footprint is the first line.\n\n")
 	}
-	w("The %d fakes are one process serving just enough of the PostgreSQL wire protocol (startup, then one row per simple query, via `pgproto3`) on 127.1.x.y:5432, each reporting itself as a replica of the real cluster. It was ready (every host probed, 999 replicas answered) %v after start. Answer latency at that size, at 5,000 queries/s over UDP (`primary` and `lag-50ms.replica`, the latter truncated with TC): p50 %s, p99 %s.\n\n",
-		s.fakes, s.readyIn.Round(time.Millisecond), ms(s.p50), ms(s.p99))
+	w("The %d fakes are one process serving just enough of the PostgreSQL wire protocol (startup, then one row per simple query, via `pgproto3`) on 127.1.x.y:5432, each reporting itself as a replica of the real cluster. It was ready (every host probed, %d replicas answered) %v after start. Answer latency at that size, at 5,000 queries/s over UDP (`primary` and `lag-50ms.replica`, the latter truncated with TC): p50 %s, p99 %s.\n\n",
+		s.fakes, s.realHosts-1+s.fakes, s.readyIn.Round(time.Millisecond), ms(s.p50), ms(s.p99))
 
 	per := slices.Clone(s.cpuPerProbe)
 	slices.Sort(per)
