@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgdns/pgdns/internal/events"
 	"github.com/pgdns/pgdns/zone"
 )
 
@@ -40,6 +41,10 @@ type Config struct {
 	// request so that the file can be rotated. Either nil: they answer 404.
 	Admin      Admin
 	AdminToken func() ([]byte, error)
+
+	// Events is the events log GET /v1/events reads (events.go); nil
+	// answers 404 there.
+	Events *events.Log
 }
 
 // API is the HTTP handler.
@@ -67,6 +72,7 @@ func New(cfg Config, table *zone.Table, log *slog.Logger) *API {
 		"/v1/hosts":   a.hosts,
 		"/v1/resolve": a.resolve,
 		"/metrics":    a.metrics,
+		"/v1/events":  a.eventsRoute,
 	}
 	for path, h := range a.pgStatusRoutes() {
 		a.routes[path] = h
@@ -127,6 +133,10 @@ func (s *statusRecorder) WriteHeader(code int) {
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.NewResponseController reach the connection (a
+// blocking /v1/events extends its deadlines).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusRecorder) Write(b []byte) (int, error) {
 	s.wrote = true

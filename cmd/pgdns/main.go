@@ -120,7 +120,9 @@ func reloadOnHangup(ctx context.Context, a *app.App, path string, environ []stri
 		}
 		cfg, err := config.Load(path, environ)
 		if err == nil {
-			err = a.Reload(cfg)
+			err = a.Reload(cfg) // records its own refusal as an event
+		} else {
+			a.RejectReload(err)
 		}
 		if err != nil {
 			log.Error("reload rejected; the running configuration stays", "error", strings.ReplaceAll(err.Error(), "\n", "; "))

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/pgdns/pgdns/dnsserver"
 	"github.com/pgdns/pgdns/httpapi"
 	"github.com/pgdns/pgdns/internal/config"
+	"github.com/pgdns/pgdns/internal/events"
 	"github.com/pgdns/pgdns/internal/metrics"
 	"github.com/pgdns/pgdns/internal/patroni"
 	"github.com/pgdns/pgdns/probe"
@@ -48,6 +50,7 @@ type App struct {
 	running     *runningProber
 	prober      atomic.Pointer[probe.Prober] // the one publishing, for Refresh
 	state       *stateKeeper                 // nil without state.path (state.go)
+	events      *events.Log                  // what changed, for /v1/events (events.go)
 	stopped     bool                         // Stop has run: a second one does nothing
 }
 
@@ -79,7 +82,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	table := zone.NewTable()
-	return &App{cfg: cfg, log: log, table: table, metrics: metrics.New(table),
+	return &App{cfg: cfg, log: log, table: table, metrics: metrics.New(table), events: newEventsLog(cfg),
 		discovered: map[string][]patroni.Member{}, discoFailed: map[string]bool{}, discoKick: make(chan struct{}, 1), refused: map[string]string{}}, nil
 }
 
@@ -139,6 +142,7 @@ func (a *App) Start() error {
 			Warnings:        a.stateWarnings,
 			Admin:           adminOps{a},
 			AdminToken:      adminToken(cfg.HTTP.AdminTokenFile),
+			Events:          a.events,
 		}, a.table, a.log)
 		hs, err := httpapi.Start(cfg.HTTP.Listen, withPprof(cfg.HTTP.Listen, api), a.log, httpapi.ServerConfig{
 			MaxConns: cfg.HTTP.MaxConns, AllowedHosts: cfg.HTTP.AllowedHosts, OnEvict: a.metrics.HTTPEvicted})
@@ -184,7 +188,7 @@ func (a *App) startProber(cfg *config.Config, active bool, remembered map[string
 	pcfg := probe.Config{
 		Interval: cfg.Probe.Interval, Timeout: cfg.Probe.Timeout, MaxFails: cfg.Probe.MaxFails,
 		Hooks: probe.Hooks{ProbeDone: a.metrics.ProbeDone, RoleChanged: a.metrics.RoleChanged, SplitBrain: a.metrics.SplitBrain,
-			LeaderUnsure: a.kickDiscovery},
+			LeaderUnsure: a.kickDiscovery, Published: a.published},
 		Inactive: !active,
 
 		Remembered: remembered,
@@ -223,6 +227,14 @@ func (rp *runningProber) halt() {
 // internal/config/keys.go) keep their running values; a change to them is
 // logged and otherwise ignored.
 func (a *App) Reload(cfg *config.Config) error {
+	err := a.reload(cfg)
+	if err != nil {
+		a.RejectReload(err)
+	}
+	return err
+}
+
+func (a *App) reload(cfg *config.Config) error {
 	if err := Check(cfg); err != nil {
 		return err
 	}
@@ -245,9 +257,15 @@ func (a *App) Reload(cfg *config.Config) error {
 		// reports no host as changed (probe.logChanges): this one line
 		// is all such a reload logs.
 		a.log.Info("configuration reloaded; nothing changed", "clusters", len(next.Clusters))
+		a.events.Append(events.Event{Reason: ReloadApplied, Detail: "nothing changed"})
 		return nil
 	}
 	a.log.Info("configuration reloaded", "clusters", len(next.Clusters), "interval", next.Probe.Interval.String())
+	detail := "applied"
+	if len(onRestart) > 0 {
+		detail += "; on restart only: " + strings.Join(onRestart, ", ")
+	}
+	a.events.Append(events.Event{Reason: ReloadApplied, Detail: detail})
 	return nil
 }
 
@@ -289,6 +307,9 @@ func (a *App) Stop(ctx context.Context) error {
 		return nil
 	}
 	a.stopped = true
+	// Blocked GET /v1/events requests end now, or the HTTP shutdown
+	// below would wait for them.
+	a.events.Close()
 	var err error
 	if a.dns != nil {
 		err = a.dns.Shutdown(ctx)
