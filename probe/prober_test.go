@@ -59,8 +59,28 @@ func (fakeChecker) Close() {}
 // runFake probes the fake hosts (one cluster "main") until the test ends.
 func runFake(t *testing.T, cfg Config, hosts map[string]*fakeHost) (*zone.Table, *testkit.Buffer) {
 	t.Helper()
-	table := zone.NewTable()
-	logs := &testkit.Buffer{}
+	table, logs := zone.NewTable(), &testkit.Buffer{}
+	startFakeLogging(t, cfg, table, hosts, logs)
+	return table, logs
+}
+
+// runPair probes a primary p:1 and its replica r:1, both at lsn, in
+// cluster "main" every 10ms (timeout 100ms, max_fails 3) until the test
+// ends.
+func runPair(t *testing.T, lsn zone.LSN) (primary, replica *fakeHost, table *zone.Table, logs *testkit.Buffer) {
+	t.Helper()
+	primary = &fakeHost{ip: "10.0.0.1", lsn: lsn}
+	replica = &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: lsn}
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond, MaxFails: 3,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}
+	table, logs = runFake(t, cfg, map[string]*fakeHost{"p:1": primary, "r:1": replica})
+	return primary, replica, table, logs
+}
+
+// startFakeLogging runs a prober of the fake hosts (one cluster "main",
+// addrs in order) on table, logging to logs, until the test ends.
+func startFakeLogging(t *testing.T, cfg Config, table *zone.Table, hosts map[string]*fakeHost, logs *testkit.Buffer) *Prober {
+	t.Helper()
 	newChecker := func(addr string) (Checker, error) {
 		h, ok := hosts[addr]
 		if !ok {
@@ -73,7 +93,7 @@ func runFake(t *testing.T, cfg Config, hosts map[string]*fakeHost) (*zone.Table,
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return table, logs
+	return p
 }
 
 func waitSnapshot(t *testing.T, table *zone.Table, what string, ok func(*zone.Snapshot) bool) *zone.Snapshot {
@@ -128,11 +148,7 @@ func TestProberHungHostDelaysNobody(t *testing.T) {
 }
 
 func TestProberLogsEachChangeOnce(t *testing.T) {
-	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
-	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
-	cfg := Config{Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond, MaxFails: 3,
-		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}
-	table, logs := runFake(t, cfg, map[string]*fakeHost{"p:1": primary, "r:1": replica})
+	primary, replica, table, logs := runPair(t, 100)
 	waitSnapshot(t, table, "pr", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" })
 	time.Sleep(200 * time.Millisecond) // 20 probe rounds with nothing new
 
@@ -162,11 +178,7 @@ func TestProberLogsEachChangeOnce(t *testing.T) {
 }
 
 func TestProberComputesLagFromThePrimarysClock(t *testing.T) {
-	primary := &fakeHost{ip: "10.0.0.1", lsn: 1000}
-	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 1000}
-	cfg := Config{Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond, MaxFails: 3,
-		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}
-	table, _ := runFake(t, cfg, map[string]*fakeHost{"p:1": primary, "r:1": replica})
+	primary, replica, table, _ := runPair(t, 1000)
 	waitSnapshot(t, table, "caught-up replica", func(s *zone.Snapshot) bool {
 		return s.Ready && s.Clusters[0].Hosts[1].LagKnown && s.Clusters[0].Hosts[1].LagBytes == 0
 	})
@@ -196,14 +208,7 @@ func TestProberRefresh(t *testing.T) {
 	cfg := Config{Interval: time.Minute, Timeout: time.Second, MaxFails: 3,
 		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}
 	table := zone.NewTable()
-	newChecker := func(addr string) (Checker, error) {
-		return fakeChecker{map[string]*fakeHost{"p:1": primary, "r:1": replica}[addr]}, nil
-	}
-	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&testkit.Buffer{}, nil)), "main")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	p := startFake(t, cfg, table, map[string]*fakeHost{"p:1": primary, "r:1": replica})
 	waitSnapshot(t, table, "ready", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" })
 
 	replica.set(func(h *fakeHost) { h.lsn = 200 })
@@ -235,11 +240,7 @@ func TestProberRefresh(t *testing.T) {
 // A host that hangs goes stale, then down by max_fails: one change, logged
 // once, not once per snapshot while its staleness grows.
 func TestProberLogsAHungHostOnce(t *testing.T) {
-	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
-	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
-	cfg := Config{Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond, MaxFails: 3,
-		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}
-	table, logs := runFake(t, cfg, map[string]*fakeHost{"p:1": primary, "r:1": replica})
+	_, replica, table, logs := runPair(t, 100)
 	waitSnapshot(t, table, "pr", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" })
 	replica.set(func(h *fakeHost) { h.hang = true })
 	waitSnapshot(t, table, "replica down by max_fails", func(s *zone.Snapshot) bool {

@@ -16,13 +16,7 @@ import (
 // order) on table until the test ends.
 func startFake(t *testing.T, cfg Config, table *zone.Table, hosts map[string]*fakeHost) *Prober {
 	t.Helper()
-	newChecker := func(addr string) (Checker, error) { return fakeChecker{hosts[addr]}, nil }
-	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&testkit.Buffer{}, nil)), "main")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return p
+	return startFakeLogging(t, cfg, table, hosts, &testkit.Buffer{})
 }
 
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {

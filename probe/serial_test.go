@@ -14,11 +14,7 @@ import (
 // The probe stamps serials as it publishes: they stay put while only lag
 // moves and grow when a role answer changes.
 func TestProberSerials(t *testing.T) {
-	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
-	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
-	cfg := Config{Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond, MaxFails: 3,
-		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}
-	table, _ := runFake(t, cfg, map[string]*fakeHost{"p:1": primary, "r:1": replica})
+	primary, replica, table, _ := runPair(t, 100)
 	s0 := waitSnapshot(t, table, "pr", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" }).Clusters[0].Serial
 
 	primary.set(func(h *fakeHost) { h.lsn = 5000 })
