@@ -26,19 +26,7 @@ func TestAdmissionStopsAtTheFirstReply(t *testing.T) {
 	node.Exec(t, "CREATE ROLE guarded LOGIN PASSWORD 'the-right-one'")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	checker := func(dsn string) *pgChecker {
-		newChecker, err := PostgresCheckers(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := newChecker(node.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c.(*pgChecker)
-	}
-	wrong := checker("user=guarded password=a-wrong-one dbname=postgres sslmode=disable")
+	wrong := pgCheckerOf(t, "user=guarded password=a-wrong-one dbname=postgres sslmode=disable", node.Addr())
 	connections := func() int { return strings.Count(node.Log(), "connection received") }
 	before := connections()
 	for range 3 {
@@ -50,7 +38,7 @@ func TestAdmissionStopsAtTheFirstReply(t *testing.T) {
 	if n := connections() - before; n != 3 {
 		t.Fatalf("3 admission attempts opened %d connections", n)
 	}
-	trusted := checker("user=postgres dbname=postgres sslmode=disable")
+	trusted := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
 	if err := tryAdmission(ctx, trusted.cfg); err != nil {
 		t.Fatalf("admission under trust: %v", err)
 	}

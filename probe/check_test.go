@@ -138,21 +138,7 @@ func TestPostgresCheckerAsMonitorRole(t *testing.T) {
 // crash right after is still seen when it happens, not at the next probe.
 func TestWatchReopensALostConnection(t *testing.T) {
 	t.Parallel()
-	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
-	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := newChecker(cl.Nodes[0].Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := c.Check(ctx); err != nil {
-		t.Fatal(err)
-	}
+	node, c, ctx := probedNode(t, 5*time.Second)
 	pc := c.(*pgChecker)
 	_ = pc.conn.Close(ctx) // lost, and nobody said so
 	done := make(chan error, 1)
@@ -162,10 +148,10 @@ func TestWatchReopensALostConnection(t *testing.T) {
 	// Watch's new session shows in pg_stat_activity under pgdns's name.
 	testkit.Eventually(t, 5*time.Second, 10*time.Millisecond, "Watch to open a connection after the last one was lost (pgdns sessions)", func() (int, bool) {
 		var n int
-		cl.Nodes[0].Query(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns'", &n)
+		node.Query(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns'", &n)
 		return n, n == 1
 	})
-	if err := cl.Nodes[0].Stop(context.Background(), "immediate"); err != nil {
+	if err := node.Stop(context.Background(), "immediate"); err != nil {
 		t.Fatal(err)
 	}
 	wantNotServing(t, done, 5*time.Second, "Watch returned %v, want a definitive failure", "a crash after a lost connection was not seen by Watch")

@@ -28,15 +28,7 @@ import (
 // hostCfg is the connection config the checker of addr would use.
 func hostCfg(t *testing.T, dsn, addr string) *pgx.ConnConfig {
 	t.Helper()
-	newChecker, err := PostgresCheckers(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := newChecker(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.(*pgChecker).cfg
+	return pgCheckerOf(t, dsn, addr).cfg
 }
 
 // Each host's config is the parsed DSN with the host's address and TLS

@@ -11,6 +11,21 @@ import (
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
+// pgCheckerOf is the checker of addr with dsn, closed when the test ends.
+func pgCheckerOf(t *testing.T, dsn, addr string) *pgChecker {
+	t.Helper()
+	newChecker, err := PostgresCheckers(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newChecker(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.(*pgChecker)
+}
+
 // probedNode starts one PostgreSQL server for t and a checker of it that
 // has probed it once, so the checker holds an open connection, as between
 // two probes. The checker is closed, and ctx (which ends after within)
@@ -20,15 +35,7 @@ func probedNode(t *testing.T, within time.Duration) (*pgtest.Node, Checker, cont
 	t.Helper()
 	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
 	node := cl.Nodes[0]
-	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := newChecker(node.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	t.Cleanup(cancel)
 	if _, err := c.Check(ctx); err != nil {
