@@ -3,7 +3,6 @@ package dnsserver
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"slices"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/pgdns/pgdns/zone"
 	"github.com/pgdns/pgdns/zone/zonetest"
 )
 
@@ -232,13 +230,7 @@ func TestUDPFastServerMatchesMiekgServer(t *testing.T) {
 // Where more replicas than fit in the datagram are selected, both servers
 // send as many, with TC, for every size a client may offer.
 func TestUDPFastServerTruncatesAsMiekgServer(t *testing.T) {
-	c := &zone.Cluster{Name: "main"}
-	for i := range 200 {
-		h := host(fmt.Sprintf("10.0.%d.%d", i/250, i%250+1), i > 0, 9)
-		c.Hosts = append(c.Hosts, h)
-	}
-	c.Decide(t0, 2*time.Second, 3)
-	h := newTestHandler(&zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{c}, Default: "main", StaleAfter: 2 * time.Second})
+	h := newTestHandler(tooManyForUDP())
 	fast, miekg := startBoth(t, h)
 	for _, name := range []string{"replica.db.local.", "ANY.db.local.", "lag-10s.replica.db.local.", "prefer-replica.db.local."} {
 		for _, size := range []int{-1, 0, 511, 512, 513, 600, 1000, 1231, 1232, 1233, 4096, 65535} {

@@ -57,6 +57,29 @@ func newTestHandler(snap *zone.Snapshot) *Handler {
 	return h
 }
 
+// caseQuery is tc's question as a client sends it: with EDNS (a 1232-byte
+// buffer, DO set) or without.
+func caseQuery(tc Case, edns bool) *dns.Msg {
+	req := new(dns.Msg)
+	req.SetQuestion(tc.Qname, tc.Qtype)
+	if edns {
+		req.SetEdns0(1232, true)
+	}
+	return req
+}
+
+// tooManyForUDP is a ready snapshot of one cluster, "main", with a primary
+// and 199 replicas: more than one datagram holds.
+func tooManyForUDP() *zone.Snapshot {
+	c := &zone.Cluster{Name: "main"}
+	for i := range 200 {
+		h := host(fmt.Sprintf("10.0.%d.%d", i/250, i%250+1), i > 0, 9)
+		c.Hosts = append(c.Hosts, h)
+	}
+	c.Decide(t0, 2*time.Second, 3)
+	return &zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{c}, Default: "main", StaleAfter: 2 * time.Second}
+}
+
 var cases = []Case{
 	{Qname: "primary.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"primary.db.local. 1 IN A 127.0.0.11"}},
 	{Qname: "PRIMARY.Db.Local.", Qtype: dns.TypeA, AA: true, Answer: []string{"PRIMARY.Db.Local. 1 IN A 127.0.0.11"}},

@@ -84,12 +84,7 @@ func TestFastPathTakesCommonQueries(t *testing.T) {
 	h := newTestHandler(testSnapshot())
 	for _, tc := range cases {
 		for _, edns := range []bool{false, true} {
-			req := new(dns.Msg)
-			req.SetQuestion(tc.Qname, tc.Qtype)
-			if edns {
-				req.SetEdns0(1232, true)
-			}
-			wire, _ := req.Pack()
+			wire, _ := caseQuery(tc, edns).Pack()
 			_, res := h.answerFast(wire, nil, testSrc.Addr(), &scratch{})
 			common := (tc.Qtype == dns.TypeA || tc.Qtype == dns.TypeAAAA) && tc.Rcode == dns.RcodeSuccess &&
 				!slices.Contains([]string{"db.local.", "ns.db.local.", "main.db.local.", "orders.db.local."}, tc.Qname)

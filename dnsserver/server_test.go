@@ -1,7 +1,6 @@
 package dnsserver
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -48,13 +47,7 @@ func TestServerUDPAndTCP(t *testing.T) {
 // An answer too large for UDP comes back truncated with TC set, and whole
 // over TCP.
 func TestServerTruncatesUDP(t *testing.T) {
-	c := &zone.Cluster{Name: "main"}
-	for i := range 200 {
-		h := host(fmt.Sprintf("10.0.%d.%d", i/250, i%250+1), i > 0, 9)
-		c.Hosts = append(c.Hosts, h)
-	}
-	c.Decide(t0, 2*time.Second, 3)
-	addr := startServer(t, newTestHandler(&zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{c}, Default: "main", StaleAfter: 2 * time.Second}))
+	addr := startServer(t, newTestHandler(tooManyForUDP()))
 
 	req := new(dns.Msg)
 	req.SetQuestion("replica.db.local.", dns.TypeA)
@@ -104,12 +97,7 @@ func TestStartReportsAddressInUse(t *testing.T) {
 func FuzzHandler(f *testing.F) {
 	for _, tc := range cases {
 		for _, edns := range []bool{false, true} {
-			req := new(dns.Msg)
-			req.SetQuestion(tc.Qname, tc.Qtype)
-			if edns {
-				req.SetEdns0(1232, true)
-			}
-			b, err := req.Pack()
+			b, err := caseQuery(tc, edns).Pack()
 			if err != nil {
 				f.Fatal(err)
 			}
