@@ -35,7 +35,7 @@ func startHAProxy(t *testing.T, ip string, dnsAddrs ...string) *hxProxy {
 	t.Helper()
 	bin := testkit.RequireTool(t, "haproxy")
 	dir := t.TempDir()
-	b, err := os.ReadFile(filepath.Join("..", "..", "configs", "haproxy.cfg"))
+	b, err := os.ReadFile(filepath.Join("..", "configs", "haproxy.cfg"))
 	if err != nil {
 		t.Fatal(err)
 	}

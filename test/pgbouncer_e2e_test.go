@@ -65,7 +65,7 @@ func postgresCredential(t *testing.T) *syscall.Credential {
 // in the file fails the test, so the test follows the file.
 func shippedConfig(t *testing.T, name string, set map[string]string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "configs", name))
+	b, err := os.ReadFile(filepath.Join("..", "configs", name))
 	if err != nil {
 		t.Fatal(err)
 	}
