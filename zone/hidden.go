@@ -1,7 +1,6 @@
 package zone
 
 import (
-	"net/netip"
 	"strconv"
 )
 
@@ -54,13 +53,13 @@ func hiddenTimelineNote(h, sender *Host) string {
 // receiver keeps following the old primary until wal_receiver_timeout
 // looks the same as a replica re-pointed at the new one.
 func (c *Cluster) setAsideUnproven() {
-	p := c.PrimaryHost()
+	senders := c.senderIndex(c.PrimaryHost())
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		if h.Role != RoleReplica || !h.TimelineHidden || h.Timeline >= c.NewestTimeline {
 			continue
 		}
-		if why := c.unprovenSender(p, h); why != "" {
+		if why := senders.why(h); why != "" {
 			c.setAside(h, AsideSuperseded, "timeline hidden from the probe role (grant pg_monitor), at least "+
 				strconv.FormatUint(uint64(h.Timeline), 10)+"; "+why+": it may follow another host")
 		}
@@ -81,12 +80,13 @@ func (c *Cluster) setAsideUnprovenBranch() {
 	if p == nil || p.Timeline <= 1 {
 		return
 	}
+	senders := c.senderIndex(p)
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		if h.Role != RoleReplica || branchProven(h, p) {
 			continue
 		}
-		if why := c.unprovenSender(p, h); why != "" {
+		if why := senders.why(h); why != "" {
 			c.setAside(h, AsideUnproven, "its WAL sender is not the primary: on timeline "+
 				strconv.FormatUint(uint64(p.Timeline), 10)+" its branch is unproven ("+why+")")
 		}
@@ -97,78 +97,4 @@ func (c *Cluster) setAsideUnprovenBranch() {
 // primary p's branch of its timeline: both files were read and agree.
 func branchProven(h, p *Host) bool {
 	return h.TimelineExact && h.Timeline == p.Timeline && h.OwnHistory != nil && p.OwnHistory != nil && forkedFrom(h, p) == ""
-}
-
-// unprovenSender says why replica h cannot be proven to stream from
-// primary p, or returns "" when exactly one of p's WAL senders is h's: by
-// its slot when it has one (its receiver streams from no other), else by
-// its application name when known, else by its address (the row's
-// client_addr); each only when no other host of the cluster has the same
-// name or address (two replicas sharing one cannot be told apart, and one
-// may be the orphan). This is the join markSyncStandbys makes, made
-// strict: a key that picks several rows proves nothing.
-func (c *Cluster) unprovenSender(p, h *Host) string {
-	if p == nil {
-		return "no primary"
-	}
-	type key struct {
-		what, name string
-		of         func(*Host) string
-		row        func(Standby) string
-	}
-	ip := func(a netip.Addr) string {
-		if a.IsValid() {
-			return a.String()
-		}
-		return ""
-	}
-	keys := []key{
-		{"slot", h.SlotName, func(o *Host) string { return o.SlotName }, func(r Standby) string { return r.Slot }},
-		{"application name", h.AppName, func(o *Host) string { return o.AppName }, func(r Standby) string { return r.AppName }},
-	}
-	if !p.StatsHidden { // else every row's client_addr reads NULL
-		keys = append(keys, key{"address", ip(h.IP), func(o *Host) string { return ip(o.IP) }, func(r Standby) string { return ip(r.Addr) }})
-	}
-	first := ""
-	for _, k := range keys {
-		if k.name == "" {
-			continue
-		}
-		shared := ""
-		for j := range c.Hosts {
-			if o := &c.Hosts[j]; o != h && o.Seen && k.of(o) == k.name {
-				shared = o.Addr
-			}
-		}
-		rows := 0
-		for _, r := range p.Standbys {
-			if k.row(r) == k.name {
-				rows++
-			}
-		}
-		why := ""
-		switch {
-		case shared != "":
-			why = "its " + k.what + " " + strconv.Quote(k.name) + " is also " + shared + "'s, so the primary's WAL sender on it may be either's"
-		case rows == 0:
-			why = "the primary has no WAL sender with its " + k.what + " " + strconv.Quote(k.name)
-		case rows > 1:
-			why = "the primary has " + strconv.Itoa(rows) + " WAL senders with its " + k.what + " " + strconv.Quote(k.name)
-		default:
-			return ""
-		}
-		if k.what == "slot" {
-			return why // its receiver streams from this slot and no other
-		}
-		if first == "" {
-			first = why
-		}
-	}
-	if first != "" {
-		return first
-	}
-	if h.StatsHidden {
-		return "it streams from no replication slot (primary_slot_name is empty) and its application name is hidden"
-	}
-	return "it streams from no replication slot and has no application name or address"
 }
