@@ -20,8 +20,9 @@ const (
 	AskedReplica
 	AskedPreferReplica
 	AskedAny
+	AskedOffline
 
-	NumAsked = int(AskedAny) + 1 // how many values Asked has, for tables indexed by it
+	NumAsked = int(AskedOffline) + 1 // how many values Asked has, for tables indexed by it
 )
 
 var askedNames = [NumAsked]string{
@@ -36,6 +37,7 @@ var askedNames = [NumAsked]string{
 	AskedReplica:       zone.TargetReplica.String(),
 	AskedPreferReplica: zone.TargetPreferReplica.String(),
 	AskedAny:           zone.TargetAny.String(),
+	AskedOffline:       zone.TargetOffline.String(),
 }
 
 // String returns the label answers to a's queries are counted under.

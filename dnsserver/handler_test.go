@@ -44,7 +44,29 @@ func testSnapshot() *zone.Snapshot {
 	v6 := host("::1", true, 0x3000060)
 	return zonetest.Ready(t0, 2*time.Second,
 		zonetest.Main(t0.Add(-120*time.Millisecond), 900*time.Millisecond, 0x60),
-		zonetest.Cluster("orders", host("127.0.0.21", false, 5), v6))
+		zonetest.Cluster("orders", host("127.0.0.21", false, 5), v6),
+		opsCluster())
+}
+
+// opsCluster is the cluster "ops": a primary drained by Patroni's tag
+// (still the primary), a replica drained by pgdns.drain (answered by no
+// replica name), an offline replica, a synchronous standby and a plain
+// replica.
+func opsCluster() *zone.Cluster {
+	p := host("127.0.0.31", false, 0x5000)
+	p.TagNoLoadBalance, p.SyncNamesSet = true, true
+	p.Standbys = []zone.Standby{{AppName: "ops2", Sync: true}, {AppName: "ops4", Sync: true}, {AppName: "ops5"}}
+	hosts := []zone.Host{p}
+	for i, set := range [][2]string{{"on", ""}, {"", "on"}, {"", ""}, {"bogus", ""}} {
+		r := host("127.0.0.3"+string(rune('2'+i)), true, 0x5000)
+		r.Lag, r.AppName = 4*time.Millisecond, "ops"+string(rune('2'+i))
+		r.DrainSetting, r.OfflineSetting = set[0], set[1]
+		hosts = append(hosts, r)
+	}
+	for i := range hosts {
+		hosts[i].Cluster = "ops"
+	}
+	return zonetest.Cluster("ops", hosts...)
 }
 
 func newTestHandler(snap *zone.Snapshot) *Handler {
@@ -123,6 +145,25 @@ var cases = []Case{
 	{Qname: "lag-1s.lag-2s.replica.db.local.", Qtype: dns.TypeTXT, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
 	{Qname: "example.com.", Qtype: dns.TypeA, Rcode: dns.RcodeRefused},
 	{Qname: ".", Qtype: dns.TypeNS, Rcode: dns.RcodeRefused},
+	// Drains, the offline role and the sync filter (the cluster "ops").
+	{Qname: "primary.ops.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"primary.ops.db.local. 1 IN A 127.0.0.31"}},
+	{Qname: "replica.ops.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"replica.ops.db.local. 1 IN A 127.0.0.34", "replica.ops.db.local. 1 IN A 127.0.0.35"}},
+	{Qname: "any.ops.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"any.ops.db.local. 1 IN A 127.0.0.31", "any.ops.db.local. 1 IN A 127.0.0.34", "any.ops.db.local. 1 IN A 127.0.0.35"}},
+	{Qname: "lsn-0-5000.dc-nowhere.offline.ops.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "offline.ops.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"offline.ops.db.local. 1 IN A 127.0.0.33"}},
+	{Qname: "lag-1ms.offline.ops.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
+	{Qname: "sync.replica.ops.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"sync.replica.ops.db.local. 1 IN A 127.0.0.34"}},
+	{Qname: "sync.offline.ops.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"sync.offline.ops.db.local. 1 IN A 127.0.0.34"}},
+	{Qname: "sync.lsn-0-5001.prefer-replica.ops.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"sync.lsn-0-5001.prefer-replica.ops.db.local. 1 IN A 127.0.0.31"}},
+	{Qname: "sync.replica.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}}, // main has no synchronous standby
+	{Qname: "offline.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"offline.db.local. 1 IN A 127.0.0.12", "offline.db.local. 1 IN A 127.0.0.13"}},
+	{Qname: "sync.sync.replica.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "primary.ops.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`primary.ops.db.local. 1 IN TXT "host=127.0.0.31:5432 role=primary lag_ms=unknown lag_bytes=unknown replay_lsn=0/5000 age_ms=120 drained=true drained_by=noloadbalance"`}},
+	{Qname: "offline.ops.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`offline.ops.db.local. 1 IN TXT "host=127.0.0.33:5432 role=replica lag_ms=4 lag_bytes=0 replay_lsn=0/5000 age_ms=120 offline=true"`}},
+	{Qname: "sync.replica.ops.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`sync.replica.ops.db.local. 1 IN TXT "host=127.0.0.34:5432 role=replica lag_ms=4 lag_bytes=0 replay_lsn=0/5000 age_ms=120 sync=true"`}},
 }
 
 func TestHandler(t *testing.T) {
@@ -213,7 +254,7 @@ func TestHandlerAsked(t *testing.T) {
 		h := newTestHandler(testSnapshot())
 		for name, want := range map[string]Asked{
 			"primary.db.local.": AskedPrimary, "lag-5ms.prefer-standby.db.local.": AskedPreferReplica,
-			"any.orders.db.local.": AskedAny, "replica.nope.db.local.": AskedReplica,
+			"any.orders.db.local.": AskedAny, "replica.nope.db.local.": AskedReplica, "sync.offline.ops.db.local.": AskedOffline,
 			"main.db.local.": AskedCluster, "nope.db.local.": AskedInvalid,
 			"lag-5.replica.db.local.": AskedInvalid, "db.local.": AskedApex, "ns.db.local.": AskedNameServer, "example.com.": AskedOutside,
 		} {

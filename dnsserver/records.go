@@ -47,7 +47,10 @@ func (h *Handler) nsRecord(target string) dns.RR {
 
 // txtRecord is the evidence behind one host of cluster c in an answer,
 // for dig, as of view v (a lag only when v vouches for it):
-// host=127.0.0.12:5432 role=replica lag_ms=3 lag_bytes=0 replay_lsn=0/3000060 age_ms=120
+// host=127.0.0.12:5432 role=replica lag_ms=3 lag_bytes=0 replay_lsn=0/3000060 age_ms=120,
+// then what marks the host, only when it holds: drained=true with
+// drained_by (pgdns.drain, noloadbalance, or both), offline=true,
+// sync=true (a synchronous standby, as the sync filter proves it).
 func txtRecord(name string, ttl uint32, v zone.View, c *zone.Cluster, host *zone.Host) dns.RR {
 	b := make([]byte, 0, 128)
 	b = append(b, "host="...)
@@ -70,6 +73,16 @@ func txtRecord(name string, ttl uint32, v zone.View, c *zone.Cluster, host *zone
 	b = host.ReplayLSN.AppendText(b)
 	b = append(b, " age_ms="...)
 	b = strconv.AppendInt(b, host.Age(v.Now).Milliseconds(), 10)
+	if host.Drained {
+		b = append(b, " drained=true drained_by="...)
+		b = append(b, host.DrainedBy.String()...)
+	}
+	if host.Offline {
+		b = append(b, " offline=true"...)
+	}
+	if host.SyncProven {
+		b = append(b, " sync=true"...)
+	}
 	if len(b) > 255 { // one character-string holds at most 255 bytes
 		b = b[:255]
 	}

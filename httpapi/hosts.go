@@ -24,7 +24,11 @@ type hostJSON struct {
 	SystemID    *string `json:"system_identifier"` // a string: it does not fit a JSON number
 	Sync        bool    `json:"sync_standby"`
 	SyncUnsure  bool    `json:"sync_standby_unsure,omitempty"` // sync_standby is a guess: the primary's rows could not be told apart
+	SyncProven  bool    `json:"sync_proven,omitempty"`         // the sync filter passes it: its own row of the primary's pg_stat_replication says sync or quorum
 	StatsHidden bool    `json:"stats_hidden,omitempty"`        // the probe role cannot read the host's replication statistics (no pg_monitor)
+	Drained     bool    `json:"drained"`                       // no replica name answers it (a primary stays the primary)
+	DrainedBy   string  `json:"drained_by,omitempty"`          // pgdns.drain, noloadbalance, or both joined by ","
+	Offline     bool    `json:"offline"`                       // a replica answered only by offline names (pgdns.offline)
 	LastProbe   *string `json:"last_probe"`                    // RFC 3339, the last successful probe
 	ProbeAgeMS  *int64  `json:"probe_age_ms"`
 	Fails       int     `json:"fails"`
@@ -38,7 +42,8 @@ type hostJSON struct {
 func newHostJSON(v zone.View, c *zone.Cluster, h *zone.Host) hostJSON {
 	j := hostJSON{
 		Cluster: h.Cluster, Addr: h.Addr, Location: h.Location, Role: h.Role.String(), Alive: v.Live(h),
-		Sync: h.Sync, SyncUnsure: h.SyncUnsure, StatsHidden: h.Seen && h.StatsHidden, Fails: h.Fails, LastError: h.LastError, Aside: h.Aside.String(), Note: h.Note,
+		Sync: h.Sync, SyncUnsure: h.SyncUnsure, SyncProven: h.SyncProven, StatsHidden: h.Seen && h.StatsHidden, Fails: h.Fails, LastError: h.LastError, Aside: h.Aside.String(), Note: h.Note,
+		Drained: h.Drained, DrainedBy: h.DrainedBy.String(), Offline: h.Offline,
 	}
 	if h.IP.IsValid() {
 		j.IP = h.IP.String()

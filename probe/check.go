@@ -62,6 +62,10 @@ type Sample struct {
 	// WALBlockSize and WALSegmentSize are wal_block_size and
 	// wal_segment_size in bytes: where the server's WAL page headers are.
 	WALBlockSize, WALSegmentSize uint64
+	// DrainSetting and OfflineSetting are the custom settings
+	// pgdns.drain and pgdns.offline as the server has them ("" when not
+	// set): zone decides what they mean (zone.ParseSwitch).
+	DrainSetting, OfflineSetting string
 
 	// Primary only: one row per WAL sender (pg_stat_replication).
 	Standbys []zone.Standby
@@ -113,7 +117,11 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // sets it on the new timeline), read only then: it costs a read of the
 // control file. Text casts keep scanning independent of pg_lsn
 // support; the standby rows come as one JSON array so that they are read
-// in one consistent pass.
+// in one consistent pass. The custom settings pgdns.drain and
+// pgdns.offline are read with missing_ok (NULL when no placeholder
+// exists): an operator drains a host in its own database, and a session
+// already open sees a new value after pg_reload_conf(), so the watched
+// connection needs no reconnect.
 const probeSQL = `SELECT
   pg_is_in_recovery(),
   CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_insert_lsn()::text END,
@@ -138,7 +146,9 @@ const probeSQL = `SELECT
   pg_has_role('pg_read_all_stats', 'USAGE'),
   current_setting('synchronous_standby_names') <> '',
   current_setting('wal_block_size')::int,
-  pg_size_bytes(current_setting('wal_segment_size'))`
+  pg_size_bytes(current_setting('wal_segment_size')),
+  coalesce(current_setting('pgdns.drain', true), ''),
+  coalesce(current_setting('pgdns.offline', true), '')`
 
 // historySQL reads a timeline history file. pg_read_file needs superuser
 // or pg_read_server_files; without them the probe does without.

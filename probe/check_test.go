@@ -54,6 +54,38 @@ func TestPostgresCheckerReadsPrimaryAndReplica(t *testing.T) {
 	if !r.InRecovery || r.InsertLSN != 0 || r.ReplayLSN == 0 || r.Timeline != 1 || r.SystemID != p.SystemID || r.IP.String() != ips[1] {
 		t.Fatalf("replica sample %+v (primary %+v)", r, p)
 	}
+	if r.DrainSetting != "" || r.OfflineSetting != "" {
+		t.Fatalf("replica sample: pgdns.drain %q, pgdns.offline %q before any is set", r.DrainSetting, r.OfflineSetting)
+	}
+	// The custom settings, read by the probe's one query on a session
+	// opened before they were set (the watched connection).
+	c, err := newChecker(cl.Nodes[1].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range [][2]string{{"pgdns.drain", "on"}, {"pgdns.offline", "Maybe"}} {
+		if err := cl.Nodes[1].SetCustom(ctx, set[0], set[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the open session seeing pgdns.drain and pgdns.offline",
+		func() (Sample, bool) {
+			s, err := c.Check(ctx)
+			return s, err == nil && s.DrainSetting == "on" && s.OfflineSetting == "Maybe"
+		})
+	if err := cl.Nodes[1].SetCustom(ctx, "pgdns.drain", ""); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "pgdns.drain reset", func() (Sample, bool) {
+		s, err := c.Check(ctx)
+		return s, err == nil && s.DrainSetting == "" && s.OfflineSetting == "Maybe"
+	})
 }
 
 func TestPostgresCheckerURLDSN(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 // text format and parseProbeRow reads them directly.
 
 // probeColumns is the number of columns of probeSQL.
-const probeColumns = 15
+const probeColumns = 17
 
 // probeRow is one row of probeSQL in text format. Its buffers are reused
 // from probe to probe.
@@ -31,6 +31,8 @@ type probeRow struct {
 	appName   string // walReceiverAppName(conninfo), when appNameOK
 	appNameOK bool
 	slot      string
+	drain     string
+	offline   string
 }
 
 // queryProbe runs probeSQL on c's connection (one Query message, one round
@@ -138,11 +140,23 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 	if s.TimelineHidden {
 		s.AppName = "" // not "walreceiver": the conninfo is hidden, not empty
 	}
+	row.drain = reuse(row.drain, v[15])
+	row.offline = reuse(row.offline, v[16])
+	s.DrainSetting, s.OfflineSetting = row.drain, row.offline
 	visible, err5 := parseBool(v[11])
 	s.StatsHidden = !visible
 	var err6 error
 	s.SyncNamesSet, err6 = parseBool(v[12])
 	return errors.Join(err5, err6)
+}
+
+// reuse returns last when it holds v, else v as a new string: a setting
+// that does not change costs no allocation per probe.
+func reuse(last string, v []byte) string {
+	if string(v) == last {
+		return last
+	}
+	return string(v)
 }
 
 // parseBool reads a boolean column in text format.

@@ -25,9 +25,9 @@ func textRow(cols ...string) *probeRow {
 
 var (
 	replicaCols = []string{"t", "", "0/3000060", "0/3000028", "1", "1", "7000000000000000001", "1700000000000000",
-		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 sslmode=prefer", "r1_slot", "t", "f", "8192", "16777216"}
+		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 sslmode=prefer", "r1_slot", "t", "f", "8192", "16777216", "on", ""}
 	primaryCols = []string{"f", "0/5000000", "", "", "3", "2", "7000000000000000001", "1700000000000123",
-		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216"}
+		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus"}
 )
 
 // TestParseProbeRow: what the probe's row says, read from its text format,
@@ -42,7 +42,8 @@ func TestParseProbeRow(t *testing.T) {
 		AppName: "r1", SlotName: "r1_slot"}
 	if s.InRecovery != want.InRecovery || s.InsertLSN != 0 || s.ReceiveLSN != want.ReceiveLSN || s.ReplayLSN != want.ReplayLSN ||
 		s.Timeline != 1 || s.CheckpointTimeline != 1 || s.SystemID != want.SystemID || !s.StartedAt.Equal(want.StartedAt) ||
-		s.Standbys == nil || len(s.Standbys) != 0 || s.AppName != "r1" || s.SlotName != "r1_slot" {
+		s.Standbys == nil || len(s.Standbys) != 0 || s.AppName != "r1" || s.SlotName != "r1_slot" ||
+		s.DrainSetting != "on" || s.OfflineSetting != "" {
 		t.Errorf("replica: %+v", s)
 	}
 
@@ -53,7 +54,7 @@ func TestParseProbeRow(t *testing.T) {
 	if s.InRecovery || s.InsertLSN != 0x5000000 || s.ReplayLSN != 0x5000000 || s.Timeline != 3 || s.CheckpointTimeline != 2 ||
 		s.AppName != "walreceiver" || s.SlotName != "" || len(s.Standbys) != 2 ||
 		s.Standbys[0] != (zone.Standby{Addr: netip.MustParseAddr("10.0.0.2"), AppName: "r1", Sync: true, Slot: "r1_slot"}) ||
-		s.Standbys[1] != (zone.Standby{AppName: "r2"}) {
+		s.Standbys[1] != (zone.Standby{AppName: "r2"}) || s.DrainSetting != "" || s.OfflineSetting != "bogus" {
 		t.Errorf("primary: %+v", s)
 	}
 

@@ -159,6 +159,7 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 	c.setAsideUnproven()
 	c.setAsideUnprovenBranch()
 	c.markSyncStandbys()
+	c.markDrains()
 }
 
 // forkedFrom says why replica h is not primary p's replica although it
@@ -269,10 +270,16 @@ func (c *Cluster) duplicateOf(i int, runs map[serverRun]int) int {
 // one.
 func (c *Cluster) markSyncStandbys() {
 	p := c.PrimaryHost()
+	senders := c.senderIndex(p)
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		h.Sync, h.SyncUnsure = false, false
-		if p == nil || h.Role != RoleReplica {
+		h.SyncProven, h.SyncWhy = false, ""
+		if h.Role != RoleReplica {
+			continue
+		}
+		h.SyncProven, h.SyncWhy = provenSync(p, h, senders)
+		if p == nil {
 			continue
 		}
 		if p.StatsHidden {
@@ -285,6 +292,30 @@ func (c *Cluster) markSyncStandbys() {
 			h.Note = "cannot tell which pg_stat_replication row is this replica's (no slot; address and application name shared); counted as synchronous"
 		}
 	}
+}
+
+// provenSync decides whether replica h is provably a synchronous standby
+// of primary p, for the sync filter, and says why not: the primary's
+// sync_state is readable, and exactly one of its WAL senders is provably
+// h's (senderIndex.own) and reports sync or quorum. Whatever cannot be
+// told is a no.
+func provenSync(p, h *Host, senders *senderIndex) (bool, string) {
+	switch {
+	case p == nil:
+		return false, "sync unknown: no primary"
+	case p.StatsHidden:
+		return false, "sync unknown: the probe role cannot read the primary's sync_state (grant pg_monitor)"
+	case !p.SyncNamesSet:
+		return false, "not a synchronous standby: synchronous_standby_names is empty on the primary"
+	}
+	row, why := senders.own(h)
+	if row < 0 {
+		return false, "sync unknown: " + why
+	}
+	if !p.Standbys[row].Sync {
+		return false, "not a synchronous standby: its WAL sender's sync_state is neither sync nor quorum"
+	}
+	return true, ""
 }
 
 // standbySync finds h's row among a primary's standbys. sure is false when

@@ -63,7 +63,7 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 			if q.DC != "" && h.Location != q.DC {
 				return "primary: " + locationWhy(h, q.DC)
 			}
-		case TargetReplica:
+		case TargetReplica, TargetOffline:
 			return "primary: not a replica"
 		case TargetPreferReplica:
 			return "primary: answered only when no replica fits"
@@ -74,6 +74,19 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 		return "replica: not the primary"
 	}
 	switch c.Check(h, q, primary, now, staleAfter) {
+	case Fits:
+		if q.Target == TargetOffline && !h.Offline {
+			return "not offline: offline replicas fit"
+		}
+	case Drained:
+		return "drained (" + h.DrainedBy.String() + ")"
+	case OfflineClass:
+		return "offline (" + OfflineSettingName + "): answered only by offline names"
+	case NotSync:
+		if primary == nil {
+			return "sync unknown: no live primary"
+		}
+		return h.SyncWhy
 	case SyncStandby:
 		return "synchronous standby (replicas: async)"
 	case OtherLocation:

@@ -120,6 +120,19 @@ type Host struct {
 	// Standbys, on a primary, are the rows of its pg_stat_replication.
 	Standbys []Standby
 
+	// DrainSetting and OfflineSetting are the server's custom settings
+	// pgdns.drain and pgdns.offline as the probe read them
+	// (current_setting(name, true)); "" when not set. Decide reads them
+	// (drain.go): the database itself carries a drain, so that every
+	// pgdns instance sees it at its next probe.
+	DrainSetting, OfflineSetting string
+	// TagNoLoadBalance: the Patroni member list tags this host
+	// noloadbalance (a true value, as Patroni reads it); TagNote says
+	// what was odd about the tag ("" when nothing). Set by whoever reads
+	// Patroni, not by the probe.
+	TagNoLoadBalance bool
+	TagNote          string
+
 	// History lists where earlier timelines ended, when known; it decides
 	// lsn- tokens that carry a timeline.
 	History []TimelineEnd
@@ -143,7 +156,21 @@ type Host struct {
 	FailClass string
 
 	// Derived when the snapshot is built.
-	Role       Role
+	Role Role
+	// Drained: no replica name answers this host (DrainedBy says why);
+	// a primary stays answered by primary and any. Offline: a replica
+	// kept for reports, answered only by the offline role. A drained
+	// host is answered by neither. See drain.go.
+	Drained   bool
+	DrainedBy DrainSource
+	Offline   bool
+	// SyncProven: the primary's pg_stat_replication proves this replica a
+	// synchronous standby, as the sync filter needs it (its one row is
+	// provably its own and reports sync or quorum); SyncWhy says why not
+	// when it is false. Unlike Sync, which leans to yes when unsure, it
+	// leans to no.
+	SyncProven bool
+	SyncWhy    string
 	Aside      Aside         // why a live host is set aside, NotAside when it is not
 	Note       string        // the same for people, e.g. "split brain: 2 writable hosts on timeline 1"
 	LagKnown   bool          // Lag is a proven upper bound

@@ -17,6 +17,7 @@ const (
 	TargetReplica                         // live replicas that pass the filters
 	TargetPreferReplica                   // as TargetReplica; the primary when none passes
 	TargetAny                             // the primary and the replicas that pass
+	TargetOffline                         // offline replicas that pass; when none does, the other replicas that pass
 )
 
 var targetNames = [...]string{
@@ -24,6 +25,7 @@ var targetNames = [...]string{
 	TargetReplica:       "replica",
 	TargetPreferReplica: "prefer-replica",
 	TargetAny:           "any",
+	TargetOffline:       "offline",
 }
 
 // String returns the canonical label of t.
@@ -45,6 +47,8 @@ func ParseTarget(label string) (Target, bool) {
 		return TargetPreferReplica, true
 	case "any":
 		return TargetAny, true
+	case "offline":
+		return TargetOffline, true
 	}
 	return 0, false
 }
@@ -79,6 +83,10 @@ type Query struct {
 	HasLSN   bool
 	MinLSN   LSN    // has replayed at least this position
 	Timeline uint32 // 0: any; else MinLSN was taken on this timeline
+
+	// Sync is the sync filter: only replicas the primary provably
+	// reports as synchronous standbys (Host.SyncProven).
+	Sync bool
 
 	// DC is the dc-NAME filter: only hosts in that location ("" = none).
 	DC string
@@ -182,6 +190,9 @@ func ValidClusterName(name string) bool {
 	return !q.parseFilter(name)
 }
 
+// SyncLabel is the sync filter's label: sync.replica.
+const SyncLabel = "sync"
+
 // DCPrefix starts the location filter label: dc-east.replica.
 const DCPrefix = "dc-"
 
@@ -196,6 +207,12 @@ func ValidLocationName(name string) bool {
 // and on a second filter of the same kind.
 func (q *Query) parseFilter(label string) bool {
 	switch {
+	case label == SyncLabel:
+		if q.Sync {
+			return false
+		}
+		q.Sync = true
+		return true
 	case strings.HasPrefix(label, DCPrefix):
 		name := label[len(DCPrefix):]
 		if q.DC != "" || !ValidLocationName(name) {
@@ -329,7 +346,7 @@ func parseDecimal(s string) (uint64, bool) {
 
 // String returns the canonical relative name of q (without the zone), such
 // that Parse(q.String()+"."+origin, origin) returns q again (From aside,
-// which no name carries): filters in the order dc, lag, bytes, lsn; lag in
+// which no name carries): filters in the order dc, sync, lag, bytes, lsn; lag in
 // ms; bytes in b; the canonical role word.
 func (q Query) String() string {
 	switch q.Kind {
@@ -345,6 +362,9 @@ func (q Query) String() string {
 		b = append(b, DCPrefix...)
 		b = append(b, q.DC...)
 		b = append(b, '.')
+	}
+	if q.Sync {
+		b = append(b, SyncLabel+"."...)
 	}
 	if q.HasLag {
 		b = append(b, "lag-"...)

@@ -51,6 +51,17 @@ func TestParse(t *testing.T) {
 		{"dc-ea\\st.replica.db.local.", Query{}, ErrNoSuchName},
 		{"dc-east.db.local.", Query{}, ErrNoSuchName}, // a filter alone, and no cluster name
 
+		{"offline.db.local.", Query{Kind: KindHosts, Target: TargetOffline}, nil},
+		{"lag-1s.dc-east.offline.orders.db.local.", Query{Kind: KindHosts, Target: TargetOffline, Cluster: "orders", DC: "east", HasLag: true, MaxLag: time.Second}, nil},
+		{"sync.replica.db.local.", Query{Kind: KindHosts, Target: TargetReplica, Sync: true}, nil},
+		{"lsn-0-1.sync.lag-50ms.prefer-replica.db.local.", Query{Kind: KindHosts, Target: TargetPreferReplica, Sync: true,
+			HasLag: true, MaxLag: 50 * time.Millisecond, HasLSN: true, MinLSN: 1}, nil},
+		{"sync.offline.db.local.", Query{Kind: KindHosts, Target: TargetOffline, Sync: true}, nil},
+		{"sync.sync.replica.db.local.", Query{}, ErrNoSuchName}, // at most one
+		{"sync.db.local.", Query{}, ErrNoSuchName},              // a filter alone is no cluster
+		{"offline.primary.db.local.", Query{}, ErrNoSuchName},
+		{"syncs.replica.db.local.", Query{}, ErrNoSuchName},
+
 		{"example.com.", Query{}, ErrOutsideZone},
 		{"xdb.local.", Query{}, ErrOutsideZone},
 		{"local.", Query{}, ErrOutsideZone},
@@ -116,10 +127,17 @@ func TestQueryStringIsCanonical(t *testing.T) {
 	if got, want := q.String(), "dc-east.lag-1000ms.replica"; got != want {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
+	q, err = Parse("lag-1s.sync.dc-east.offline.db.local.", origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := q.String(), "dc-east.sync.lag-1000ms.offline"; got != want {
+		t.Fatalf("String() = %q, want %q", got, want)
+	}
 }
 
 func TestParseDoesNotAllocate(t *testing.T) {
-	for _, name := range []string{"lsn-0-3000060.lag-50ms.bytes-1mb.dc-east.replica.orders.db.local.", "orders.db.local."} {
+	for _, name := range []string{"lsn-0-3000060.lag-50ms.bytes-1mb.dc-east.sync.replica.orders.db.local.", "sync.offline.db.local.", "orders.db.local."} {
 		allocs := testing.AllocsPerRun(100, func() {
 			if _, err := Parse(name, origin); err != nil {
 				t.Fatal(err)
@@ -135,7 +153,7 @@ func TestValidClusterName(t *testing.T) {
 	for name, want := range map[string]bool{
 		"main": true, "orders-eu_1": true,
 		"": false, "primary": false, "standby": false, "any": false, "ns": false,
-		"lag-5ms": false, "bytes-1kb": false, "lsn-0-1": false, "Main": false, "a.b": false, "dc-east": false,
+		"lag-5ms": false, "bytes-1kb": false, "offline": false, "sync": false, "lsn-0-1": false, "Main": false, "a.b": false, "dc-east": false,
 	} {
 		if got := ValidClusterName(name); got != want {
 			t.Errorf("ValidClusterName(%q) = %v, want %v", name, got, want)
@@ -172,7 +190,8 @@ func FuzzParse(f *testing.F) {
 		"lag-1s.bytes-2gb.lsn-ffffffff-ffffffff-t4294967295.any.x.db.local.",
 		"..db.local.", "lag-.replica.db.local.", "example.com.", "", "orders.db.local.",
 		"dc-east.lag-50ms.replica.db.local.", "dc-us-east-1.any.orders.db.local.", "dc-.replica.db.local.",
-		"dc-a.dc-b.replica.db.local.",
+		"dc-a.dc-b.replica.db.local.", "offline.db.local.", "sync.replica.db.local.",
+		"sync.lag-1s.dc-east.offline.orders.db.local.", "sync.sync.any.db.local.",
 	} {
 		f.Add(seed)
 	}
@@ -188,7 +207,7 @@ func FuzzParse(f *testing.F) {
 		case KindApex:
 			return
 		case KindHosts:
-			if q.Target < TargetPrimary || q.Target > TargetAny {
+			if q.Target < TargetPrimary || q.Target > TargetOffline {
 				t.Fatalf("Parse(%q) target %d", name, q.Target)
 			}
 			if q.DC != "" && !ValidLocationName(q.DC) {

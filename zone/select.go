@@ -26,6 +26,9 @@ const (
 	NotReplayed          // has not replayed the LSN yet
 	OtherTimeline        // the LSN is not part of this host's timeline history
 	OtherLocation        // a dc- filter was asked and the host is not in that location
+	Drained              // drained (pgdns.drain, or Patroni's noloadbalance): no replica name answers it
+	OfflineClass         // an offline replica (pgdns.offline), asked by a name other than offline
+	NotSync              // the sync filter was asked and the host is not provably a synchronous standby
 )
 
 // live reports whether h may be answered at all: a primary or replica whose
@@ -66,11 +69,20 @@ func (c *Cluster) Check(h *Host, q *Query, primary *Host, now time.Time, staleAf
 	if h.Role != RoleReplica {
 		return NotReplica
 	}
+	if h.Drained {
+		return Drained
+	}
+	if h.Offline && q.Target != TargetOffline {
+		return OfflineClass
+	}
 	if c.AsyncOnly && h.Sync {
 		return SyncStandby
 	}
 	if q.DC != "" && h.Location != q.DC {
 		return OtherLocation
+	}
+	if q.Sync && !(h.SyncProven && primary != nil) {
+		return NotSync
 	}
 	return c.passes(h, q, primary, now, staleAfter)
 }
@@ -126,6 +138,15 @@ func (c *Cluster) aboveTimelines(q *Query) bool {
 // replica of the location fits. A dc- filter naming a location pgdns does
 // not know is ErrUnknownLocation.
 //
+// A drained host is answered by no replica name (Check); a drained
+// primary is still the primary, answered by primary, any and
+// prefer-replica's fallback: a drain is about reads and never takes writes
+// away. An offline replica is answered only by the offline role, which
+// answers the offline replicas that fit and, when none does, the other
+// replicas that fit (never the primary). The sync filter passes only
+// replicas the primary provably reports as synchronous standbys
+// (Host.SyncProven), and the primary.
+//
 // An empty result with a nil error is a valid name with no fitting host.
 func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 	s, now, turn := v.Snap, v.Now, v.Turn
@@ -161,11 +182,33 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 			dst = append(dst, h)
 		}
 	}
+	if q.Target == TargetOffline {
+		dst = offlineFirst(dst, start)
+	}
 	arrange(dst[start:], q.From, turn)
 	if q.Target == TargetPreferReplica && len(dst) == start && primary != nil {
 		dst = append(dst, primary)
 	}
 	return dst, nil
+}
+
+// offlineFirst keeps, of the replicas selected from dst[start:], the
+// offline ones when there are any, in place, and returns the shortened
+// slice: the offline role answers the other replicas only when no offline
+// one fits.
+func offlineFirst(dst []*Host, start int) []*Host {
+	n := start
+	for _, h := range dst[start:] {
+		if h.Offline {
+			dst[n] = h
+			n++
+		}
+	}
+	if n == start {
+		return dst // none offline: every replica that fits
+	}
+	clear(dst[n:])
+	return dst[:n]
 }
 
 // arrange orders selected hosts in place: those in location from first

@@ -77,7 +77,8 @@ func SerialLess(a, b uint32) bool {
 
 // SameRoleAnswer reports whether a and b, the same cluster at two moments,
 // give the same role answers: the same primary, the same replicas that
-// replica names may answer, the same hosts down, each at the same address.
+// replica names may answer (drained, offline and synchronous ones told
+// apart), the same hosts down, each at the same address.
 // Lag, replay positions and notes do not count.
 func SameRoleAnswer(a, b *Cluster) bool {
 	if len(a.Hosts) != len(b.Hosts) {
@@ -113,11 +114,16 @@ func SameRoleAnswer(a, b *Cluster) bool {
 
 // answerState is what a host contributes to its cluster's role answers.
 type answerState struct {
-	role   Role
-	hidden bool // a synchronous standby left out of replica answers
-	ip     netip.Addr
+	role    Role
+	hidden  bool // a synchronous standby left out of replica answers
+	drained bool // a replica that no replica name answers
+	offline bool // a replica that only offline answers
+	sync    bool // a replica the sync filter passes
+	ip      netip.Addr
 }
 
 func (c *Cluster) answerState(h *Host) answerState {
-	return answerState{role: h.Role, hidden: h.Role == RoleReplica && c.AsyncOnly && h.Sync, ip: h.IP}
+	r := h.Role == RoleReplica
+	return answerState{role: h.Role, hidden: r && c.AsyncOnly && h.Sync,
+		drained: r && h.Drained, offline: r && h.Offline, sync: r && h.SyncProven, ip: h.IP}
 }

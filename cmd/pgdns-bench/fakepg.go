@@ -69,6 +69,8 @@ var fakeFields = []pgproto3.FieldDescription{
 	{Name: []byte("sync_names_set"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
 	{Name: []byte("wal_block_size"), DataTypeOID: 23, DataTypeSize: 4, TypeModifier: -1},
 	{Name: []byte("wal_segment_size"), DataTypeOID: 20, DataTypeSize: 8, TypeModifier: -1},
+	{Name: []byte("drain"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+	{Name: []byte("offline"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
 }
 
 // fakeRow is fake replica i's answer to the probe: streaming on timeline 1
@@ -77,7 +79,7 @@ func fakeRow(sysid, lsn string, i int) [][]byte {
 	started := fmt.Sprint(1_700_000_000_000_000 + i) // µs since the epoch, one per fake
 	return [][]byte{[]byte("t"), []byte(""), []byte(lsn), []byte(lsn), []byte("1"), []byte("1"), []byte(sysid),
 		[]byte(started), []byte("[]"), []byte("application_name=fake" + fmt.Sprint(i)), []byte(""),
-		[]byte("t"), []byte("f"), []byte("8192"), []byte("16777216")}
+		[]byte("t"), []byte("f"), []byte("8192"), []byte("16777216"), []byte(""), []byte("")}
 }
 
 func serveFake(c net.Conn, row [][]byte) {

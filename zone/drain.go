@@ -1,0 +1,100 @@
+package zone
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Drains and the offline class are read from the database itself (the
+// custom settings pgdns.drain and pgdns.offline) or from Patroni's
+// noloadbalance tag: every pgdns instance probes the same servers, so all
+// of them see a drain by their next probe, across restarts, with no state
+// of pgdns's own and no peer protocol.
+
+// The custom settings pgdns reads on every host.
+const (
+	DrainSettingName   = "pgdns.drain"
+	OfflineSettingName = "pgdns.offline"
+)
+
+// DrainSource says where a host's drain comes from: a set of sources.
+type DrainSource uint8
+
+// Sources of a drain.
+const (
+	DrainBySetting DrainSource = 1 << iota // the server's pgdns.drain is on
+	DrainByTag                             // Patroni tags the member noloadbalance
+)
+
+// String returns the sources for people and the APIs: "pgdns.drain",
+// "noloadbalance", both joined by "," or "" for none.
+func (d DrainSource) String() string {
+	switch d {
+	case 0:
+		return ""
+	case DrainBySetting:
+		return DrainSettingName
+	case DrainByTag:
+		return "noloadbalance"
+	}
+	return DrainSettingName + ",noloadbalance"
+}
+
+// ParseSwitch reads the value of a pgdns custom setting: on, off, true,
+// false, 1 or 0, in any case, around spaces. set is false for "" (not
+// set); ok is false for anything else, which counts as off.
+func ParseSwitch(v string) (on, set, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "":
+		return false, false, true
+	case "on", "true", "1":
+		return true, true, true
+	case "off", "false", "0":
+		return false, true, true
+	}
+	return false, true, false
+}
+
+// markDrains sets Drained, DrainedBy and Offline on every host that has
+// been probed, from the settings and the tag it last showed, and notes a
+// setting whose value is none of ParseSwitch's. A down host keeps what it
+// last showed, so that a host coming back does not seem to drain anew.
+func (c *Cluster) markDrains() {
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		h.Drained, h.DrainedBy, h.Offline = false, 0, false
+		if h.TagNoLoadBalance {
+			h.DrainedBy |= DrainByTag
+		}
+		if h.TagNote != "" {
+			h.addNote(h.TagNote)
+		}
+		if !h.Seen {
+			h.Drained = h.DrainedBy != 0
+			continue
+		}
+		if h.switchOn(DrainSettingName, h.DrainSetting) {
+			h.DrainedBy |= DrainBySetting
+		}
+		h.Drained = h.DrainedBy != 0
+		h.Offline = h.switchOn(OfflineSettingName, h.OfflineSetting) && !h.Drained
+	}
+}
+
+// switchOn reads setting name's value v, noting a garbage value.
+func (h *Host) switchOn(name, v string) bool {
+	on, _, ok := ParseSwitch(v)
+	if !ok {
+		h.addNote(name + " is " + strconv.Quote(v) + ", not on or off: counted as off")
+	}
+	return on
+}
+
+// addNote adds note to h's Note, after what is there.
+func (h *Host) addNote(note string) {
+	if h.Note == "" {
+		h.Note = note
+	} else {
+		h.Note += "; " + note
+	}
+}
