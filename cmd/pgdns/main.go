@@ -5,6 +5,7 @@
 //	pgdns -config FILE          serve DNS and HTTP until SIGINT/SIGTERM
 //	pgdns -config FILE -check   validate the config, print what is wrong
 //	pgdns -config FILE -reset-state   forget what pgdns learned (state.path)
+//	pgdns events -http ADDR [-follow] print the events of a running pgdns
 //	pgdns -version
 package main
 
@@ -36,6 +37,9 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "events" {
+		return runEvents(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("pgdns", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "configs/pgdns.yaml", "path of the YAML configuration file")

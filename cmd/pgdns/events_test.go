@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/app/apptest"
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+// TestEventsCommand: `pgdns events` prints a running pgdns's events one
+// line each, and with -follow goes on printing them as a replica of a real
+// cluster stops, until interrupted.
+func TestEventsCommand(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Addrs(t)
+	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(2)})
+	primary, replica := pg.Nodes[0], pg.Nodes[1]
+	a, _, _ := apptest.Start(t, fmt.Sprintf(`
+dns: {listen: "127.0.0.1:0"}
+http: {listen: "127.0.0.1:0"}
+probe: {interval: 100ms, dsn: "user=postgres sslmode=disable"}
+clusters:
+  main:
+    hosts: [%s, %s]
+`, primary.Addr(), replica.Addr()))
+	<-a.Table().Ready()
+
+	code, out, errOut := runMain(t, context.Background(), "events", "-http", a.HTTPAddr())
+	if code != 0 || !strings.Contains(out, " primary_appeared cluster=main host="+primary.Addr()+" to="+primary.Addr()+"\n") ||
+		!strings.Contains(out, " identity_settled cluster=main to=") {
+		t.Fatalf("pgdns events: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) < 3 || !strings.HasPrefix(f[1], "#") {
+			t.Errorf("not one event per line (time #index reason ...): %q", line)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr testkit.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"events", "-follow", "-http", "http://" + a.HTTPAddr() + "/"}, nil, &stdout, &stderr)
+	}()
+	testkit.Eventually(t, 10*time.Second, 5*time.Millisecond, "the follower waiting", func() (int, bool) {
+		return a.Events().Waiters(), a.Events().Waiters() == 1
+	})
+	if err := replica.Stop(context.Background(), "fast"); err != nil {
+		t.Fatal(err)
+	}
+	want := " host_down cluster=main host=" + replica.Addr() + " class=not_serving"
+	testkit.Eventually(t, 30*time.Second, 10*time.Millisecond, "the replica's host_down followed", func() (string, bool) {
+		return stdout.String(), strings.Contains(stdout.String(), want)
+	})
+	cancel()
+	t.Logf("pgdns events:\n%s\npgdns events -follow:\n%s", out, stdout.String())
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("interrupted follow: exit %d, %s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an interrupted follow did not return")
+	}
+}
+
+func TestEventsCommandBadUse(t *testing.T) {
+	b := pgtest.Addrs(t)
+	for _, c := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"events", "-nope"}, 2, "flag provided but not defined"},
+		{[]string{"events", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"events", "-http", b.Addr(1, 1)}, 1, "connection refused"},
+	} {
+		code, _, errOut := runMain(t, context.Background(), c.args...)
+		if code != c.code || !strings.Contains(errOut, c.err) {
+			t.Errorf("pgdns %s: exit %d, %q; want %d and %q", strings.Join(c.args, " "), code, errOut, c.code, c.err)
+		}
+	}
+}
