@@ -13,7 +13,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
@@ -116,14 +115,13 @@ func ask(t *testing.T, addr, name string, qtype uint16) answer {
 // with the README's settings it does not.
 func TestCoreDNSForwarding(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Addrs(t)
-	p, r1, r2 := b.IP(11), b.IP(12), b.IP(13)
 	corefile, err := os.ReadFile("../configs/Corefile")
 	if err != nil {
 		t.Fatal(err)
 	}
 	findCoreDNS(t)
-	e := newEnv(t, []string{p, r1, r2}, "100ms")
+	e := newEnv(t, envOptions{})
+	b, r1, r2 := e.block, e.ip(1), e.ip(2)
 	e.waitFor(t, "replica.db.local.", []string{r1, r2})
 	plain := startCoreDNS(t, string(corefile), b.IP(53), e.app.DNSAddr())
 	cached := startCoreDNS(t, withCache(string(corefile), "    cache {\n        success 9984 1 0\n        denial 9984 1 0\n    }"),

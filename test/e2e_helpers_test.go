@@ -26,6 +26,10 @@ type env struct {
 	app  *app.App
 	cfg  *config.Config
 	logs *testkit.Buffer
+	// block is the address block the cluster stands on, for any more
+	// addresses the test needs (a proxy's, a resolver's); newEnv's nodes
+	// take its first ones. Nil when the test brought its own cluster.
+	block *pgtest.Block
 }
 
 // envOptions tune the pgdns in front of a test cluster.
@@ -46,15 +50,36 @@ type envOptions struct {
 	Name        string // the cluster's name, default main
 	// AdminTokenFile is http.admin_token_file, default "" (admin endpoints off).
 	AdminTokenFile string
+	// Nodes is the size of newEnv's cluster: a primary and Nodes-1
+	// streaming replicas, default 3.
+	Nodes int
 }
 
-// newEnv starts a primary and replicas on ips and pgdns probing them every
-// interval.
-func newEnv(t *testing.T, ips []string, interval string) *env {
+// newEnv is the ground most end-to-end tests stand on: a primary and two
+// streaming replicas (o.Nodes in all) on the first addresses of a block of
+// the test's own, pgdns in front of them as o says, and pgdns answering the
+// primary. A test that needs a cluster of another make (its own postgresql.conf
+// lines, a stray, two pgdns on one cluster) starts it with pgtest.New and
+// puts pgdns in front with attach or launch.
+func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	return attach(t, pg, envOptions{Interval: interval})
+	return newEnvIn(t, pgtest.Addrs(t), o)
 }
+
+// newEnvIn is newEnv on a block the test has taken already, for a test
+// that must place something on it before pgdns starts (pgdns's listener at
+// b.IP(53) with a resolver pointing there).
+func newEnvIn(t *testing.T, b *pgtest.Block, o envOptions) *env {
+	t.Helper()
+	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(cmp.Or(o.Nodes, 3))})
+	e := attach(t, pg, o)
+	e.block = b
+	return e
+}
+
+// ip is the address of the cluster's i-th node as started: 0 the first
+// primary, 1 and 2 its replicas.
+func (e *env) ip(i int) string { return e.pg.Nodes[i].IP }
 
 // attach starts pgdns in front of a running cluster and waits until it
 // answers the primary.

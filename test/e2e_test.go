@@ -23,9 +23,8 @@ import (
 // streaming replicas and checks every role, alias and filter.
 func TestRolesFiltersAndLSN(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	p, r1, r2 := ips[0], ips[1], ips[2]
-	e := newEnv(t, []string{p, r1, r2}, "100ms")
+	e := newEnv(t, envOptions{})
+	p, r1, r2 := e.ip(0), e.ip(1), e.ip(2)
 	primary, paused := e.pg.Nodes[0], e.pg.Nodes[2]
 	primary.Exec(t, "CREATE TABLE t (id serial PRIMARY KEY, v text)")
 	e.waitFor(t, "replica.db.local.", []string{r1, r2})
@@ -216,9 +215,8 @@ func lagOf(t *testing.T, txts []string, ip string) int {
 // promotes the remaining replica.
 func TestStoppedReplicaAndPromotion(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	p, r1, r2 := ips[0], ips[1], ips[2]
-	e := newEnv(t, []string{p, r1, r2}, "100ms")
+	e := newEnv(t, envOptions{})
+	r1, r2 := e.ip(1), e.ip(2)
 	e.waitFor(t, "replica.db.local.", []string{r1, r2})
 	ctx := context.Background()
 

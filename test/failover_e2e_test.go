@@ -15,7 +15,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/dnspoll"
-	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // failoverBound is what the tests allow for a 50ms target.
@@ -41,8 +40,7 @@ func checkRoles(t *testing.T, polls []dnspoll.Answer, allowed ...string) {
 // probe settings.
 func defaultEnv(t *testing.T) *env {
 	t.Helper()
-	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
-	return attach(t, pg, envOptions{Interval: "250ms", Timeout: "1s"})
+	return newEnv(t, envOptions{Interval: "250ms", Timeout: "1s"})
 }
 
 // A primary that stops, crashing or cleanly, leaves primary.db.local at

@@ -39,10 +39,8 @@ func waitStreaming(t *testing.T, n *pgtest.Node, tl int, lsn string) {
 // number, and n4 must stay out.
 func TestTwoBranchesOfOneTimeline(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(4)
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	n3, n2, n1, n4 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2], pg.Nodes[3]
-	e := attach(t, pg, envOptions{})
+	e := newEnv(t, envOptions{Nodes: 4})
+	n3, n2, n1, n4 := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2], e.pg.Nodes[3]
 	e.waitFor(t, "replica.db.local.", []string{n1.IP, n2.IP, n4.IP})
 	ctx := context.Background()
 

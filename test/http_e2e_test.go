@@ -13,7 +13,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
@@ -49,9 +48,8 @@ func (e *env) eventually(t *testing.T, path, accept string, check func(code int,
 // against a real primary with two replicas, one of which stops replaying.
 func TestHTTPAgainstRealCluster(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	p, r1, r2 := ips[0], ips[1], ips[2]
-	e := newEnv(t, []string{p, r1, r2}, "100ms")
+	e := newEnv(t, envOptions{})
+	p, r1, r2 := e.ip(0), e.ip(1), e.ip(2)
 	primary, paused := e.pg.Nodes[0], e.pg.Nodes[2]
 	primary.Exec(t, "CREATE TABLE t (id serial PRIMARY KEY, v text)")
 	e.waitFor(t, "lag-500ms.replica.db.local.", []string{r1, r2})

@@ -71,7 +71,7 @@ func parseJDBCEvent(line string) jdbcEvent {
 func TestJDBCSwitchover(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Addrs(t)
-	p, r1, r2, dnsIP := b.IP(11), b.IP(12), b.IP(13), b.IP(53)
+	dnsIP := b.IP(53)
 	ns := newResolverNS(t, dnsIP)
 	javac, java := testkit.RequireTool(t, "javac"), testkit.RequireTool(t, "java")
 	jar := requireJar(t, pgjdbcJar, "libpostgresql-jdbc-java")
@@ -94,8 +94,8 @@ func TestJDBCSwitchover(t *testing.T) {
 		compiled <- err
 	}()
 
-	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
-	e := attach(t, pg, envOptions{Interval: "250ms", Listen: dnsIP + ":53"})
+	e := newEnvIn(t, b, envOptions{Interval: "250ms", Listen: dnsIP + ":53"})
+	p, r1, r2 := e.ip(0), e.ip(1), e.ip(2)
 	e.waitFor(t, "replica.db.local.", []string{r1, r2})
 	if err := <-compiled; err != nil {
 		t.Fatal(err)
@@ -185,11 +185,11 @@ func TestJDBCSwitchover(t *testing.T) {
 	waitWrites(p, 5, 30*time.Second)
 
 	bg := context.Background()
-	if err := pg.Nodes[0].Stop(bg, "fast"); err != nil {
+	if err := e.pg.Nodes[0].Stop(bg, "fast"); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	if err := pg.Nodes[1].Promote(bg); err != nil {
+	if err := e.pg.Nodes[1].Promote(bg); err != nil {
 		t.Fatal(err)
 	}
 	promoted := time.Now()
@@ -228,7 +228,7 @@ func TestJDBCSwitchover(t *testing.T) {
 	// Every write the program saw committed is on the new primary: a fast
 	// shutdown sends all WAL to the replicas before it completes.
 	var onNew []int32
-	pg.Nodes[1].Query(t, "SELECT coalesce(array_agg(seq ORDER BY seq), '{}') FROM jdbc_writes", &onNew)
+	e.pg.Nodes[1].Query(t, "SELECT coalesce(array_agg(seq ORDER BY seq), '{}') FROM jdbc_writes", &onNew)
 	for _, s := range acked {
 		if !slices.Contains(onNew, int32(s)) {
 			t.Errorf("acknowledged write %d is not on the new primary", s)

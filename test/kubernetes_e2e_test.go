@@ -10,7 +10,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
@@ -45,9 +44,8 @@ func kubernetesStanza(t *testing.T) string {
 func TestKubernetesCoreDNSStanza(t *testing.T) {
 	t.Parallel()
 	findCoreDNS(t)
-	b := pgtest.Addrs(t)
-	e := newEnv(t, []string{b.IP(11)}, "100ms")
-	via := startCoreDNS(t, kubernetesStanza(t), b.IP(53), e.app.DNSAddr())
+	e := newEnv(t, envOptions{Nodes: 1})
+	via := startCoreDNS(t, kubernetesStanza(t), e.block.IP(53), e.app.DNSAddr())
 
 	for _, n := range []struct {
 		name  string

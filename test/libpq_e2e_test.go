@@ -62,11 +62,11 @@ func (r *resolverNS) psql(dsn, sql string) (string, error) {
 func TestLibpqThroughTheSystemResolver(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Addrs(t)
-	p, r1, r2, dnsIP := b.IP(11), b.IP(12), b.IP(13), b.IP(53)
+	dnsIP := b.IP(53)
 	ns := newResolverNS(t, dnsIP)
-	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
-	pg.Nodes[0].Exec(t, "CREATE TABLE ryw (id bigint PRIMARY KEY)")
-	e := attach(t, pg, envOptions{Interval: "250ms", LSNWait: "20ms", Listen: dnsIP + ":53"})
+	e := newEnvIn(t, b, envOptions{Interval: "250ms", LSNWait: "20ms", Listen: dnsIP + ":53"})
+	p, r1, r2 := e.ip(0), e.ip(1), e.ip(2)
+	e.pg.Nodes[0].Exec(t, "CREATE TABLE ryw (id bigint PRIMARY KEY)")
 	e.waitFor(t, "lag-1s.replica.db.local.", []string{r1, r2})
 
 	t.Run("writes land on the primary", func(t *testing.T) {
@@ -85,7 +85,7 @@ func TestLibpqThroughTheSystemResolver(t *testing.T) {
 	})
 
 	t.Run("read-your-writes, 200 rounds", func(t *testing.T) {
-		writer := pg.Nodes[0].Conn(t)
+		writer := e.pg.Nodes[0].Conn(t)
 		byReplica := 0
 		const rounds = 200
 		for i := range rounds {
@@ -107,7 +107,7 @@ func TestLibpqThroughTheSystemResolver(t *testing.T) {
 	})
 
 	t.Run("falls through to the primary when every replica is stopped", func(t *testing.T) {
-		for _, n := range pg.Nodes[1:] {
+		for _, n := range e.pg.Nodes[1:] {
 			if err := n.Stop(context.Background(), "immediate"); err != nil {
 				t.Fatal(err)
 			}
@@ -126,17 +126,17 @@ func TestLibpqThroughTheSystemResolver(t *testing.T) {
 func TestFailoverThroughDNS(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Addrs(t)
-	p, r1, r2, dnsIP := b.IP(11), b.IP(12), b.IP(13), b.IP(53)
+	dnsIP := b.IP(53)
 	ns := newResolverNS(t, dnsIP)
-	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
-	e := attach(t, pg, envOptions{Interval: "250ms", Listen: dnsIP + ":53"})
+	e := newEnvIn(t, b, envOptions{Interval: "250ms", Listen: dnsIP + ":53"})
+	r1, r2 := e.ip(1), e.ip(2)
 	e.waitFor(t, "replica.db.local.", []string{r1, r2})
 	ctx := context.Background()
 
-	if err := pg.Nodes[0].Stop(ctx, "immediate"); err != nil {
+	if err := e.pg.Nodes[0].Stop(ctx, "immediate"); err != nil {
 		t.Fatal(err)
 	}
-	if err := pg.Nodes[1].Promote(ctx); err != nil {
+	if err := e.pg.Nodes[1].Promote(ctx); err != nil {
 		t.Fatal(err)
 	}
 	promoted := time.Now()

@@ -23,18 +23,16 @@ import (
 // any answered the primary.
 func TestTokenFromATimelineNobodyHas(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	r1, r2 := ips[1], ips[2]
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	e := attach(t, pg, envOptions{})
+	e := newEnv(t, envOptions{})
+	r1, r2 := e.ip(1), e.ip(2)
 	// Timeline 2: r1 promoted, r2 following it, the old primary gone.
-	if err := pg.Nodes[0].Stop(context.Background(), "fast"); err != nil {
+	if err := e.pg.Nodes[0].Stop(context.Background(), "fast"); err != nil {
 		t.Fatal(err)
 	}
-	if err := pg.Nodes[1].Promote(context.Background()); err != nil {
+	if err := e.pg.Nodes[1].Promote(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	pg.Nodes[2].Follow(t, pg.Nodes[1])
+	e.pg.Nodes[2].Follow(t, e.pg.Nodes[1])
 	e.waitFor(t, "primary.db.local.", []string{r1})
 	e.waitFor(t, "lsn-0-10-t2.replica.db.local.", []string{r2})
 	e.waitFor(t, "lsn-0-10-t1.replica.db.local.", []string{r2}) // timeline 1 ended after 0/10
@@ -69,14 +67,12 @@ func aheadOfPrimary(t *testing.T, primary *pgtest.Node, n uint64) string {
 // last probe may hold, still asks for one.
 func TestUnreachableLSNCostsNoProbe(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	e := attach(t, pg, envOptions{Interval: "250ms", LSNWait: "20ms", MinGap: "5ms"})
-	e.waitFor(t, "replica.db.local.", ips[1:])
+	e := newEnv(t, envOptions{Interval: "250ms", LSNWait: "20ms", MinGap: "5ms"})
+	e.waitFor(t, "replica.db.local.", []string{e.ip(1), e.ip(2)})
 	const roundsMetric, unreachableMetric = `pgdns_lsn_refresh_rounds_total{cluster="main"}`, `pgdns_lsn_unreachable_total{cluster="main"}`
 
 	// The probes of 2 s at rest, then of 2 s of the flood.
-	addrs := []string{pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), pg.Nodes[2].Addr()}
+	addrs := []string{e.pg.Nodes[0].Addr(), e.pg.Nodes[1].Addr(), e.pg.Nodes[2].Addr()}
 	before, atRest := map[string]float64{}, map[string]float64{}
 	for _, a := range addrs {
 		before[a] = e.probes(t, a)
@@ -97,7 +93,7 @@ func TestUnreachableLSNCostsNoProbe(t *testing.T) {
 			t.Fatalf("%s TXT: rcode %s", name, dns.RcodeToString[m.Rcode])
 		}
 	}
-	if got := e.ips(t, "lsn-ffffffff-ffffffff.prefer-replica.db.local."); !slices.Equal(got, ips[:1]) {
+	if got := e.ips(t, "lsn-ffffffff-ffffffff.prefer-replica.db.local."); !slices.Equal(got, []string{e.ip(0)}) {
 		t.Errorf("prefer-replica with an unreachable LSN = %v, want the primary", got)
 	}
 	if got := e.ips(t, "lsn-ffffffff-ffffffff.replica.db.local."); len(got) != 0 {
@@ -127,7 +123,7 @@ func TestUnreachableLSNCostsNoProbe(t *testing.T) {
 
 	// A token just ahead of the primary is reachable: a refresh may find
 	// the write on a replica, so it asks for one.
-	ahead := aheadOfPrimary(t, pg.Nodes[0], 1<<20)
+	ahead := aheadOfPrimary(t, e.pg.Nodes[0], 1<<20)
 	rounds = e.metricSum(t, roundsMetric)
 	if got := e.ips(t, "lsn-"+ahead+".replica.db.local."); len(got) != 0 {
 		t.Fatalf("a position no replica has replayed answered %v", got)
@@ -150,11 +146,9 @@ func TestUnreachableLSNCostsNoProbe(t *testing.T) {
 // again (at most 3 times).
 func TestTokenJustPastASegmentHeader(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	e := attach(t, pg, envOptions{})
-	e.waitFor(t, "replica.db.local.", ips[1:])
-	conn := pg.Nodes[0].Conn(t)
+	e := newEnv(t, envOptions{})
+	e.waitFor(t, "replica.db.local.", []string{e.ip(1), e.ip(2)})
+	conn := e.pg.Nodes[0].Conn(t)
 	ctx := context.Background()
 	insertLSN := func() string {
 		var lsn string
@@ -174,7 +168,7 @@ func TestTokenJustPastASegmentHeader(t *testing.T) {
 		if !strings.HasSuffix(token, "000028") {
 			t.Fatalf("insert position after pg_switch_wal() = %s, want one 40 bytes into a segment", token)
 		}
-		took := e.waitFor(t, "lsn-"+lsnLabel(token)+".replica.db.local.", ips[1:])
+		took := e.waitFor(t, "lsn-"+lsnLabel(token)+".replica.db.local.", []string{e.ip(1), e.ip(2)})
 		now := insertLSN()
 		t.Logf("try %d: lsn-%s answered both replicas in %v; the primary's insert position is %s", try, lsnLabel(token), took.Round(time.Millisecond), now)
 		if now == token {

@@ -28,9 +28,8 @@ import (
 // host in a role it did not have.
 func TestFaultsUnderLoad(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	p, r1, r2 := ips[0], ips[1], ips[2]
-	e := newEnv(t, []string{p, r1, r2}, "100ms")
+	e := newEnv(t, envOptions{})
+	p, r1, r2 := e.ip(0), e.ip(1), e.ip(2)
 	e.waitFor(t, "replica.db.local.", []string{r1, r2})
 	ctx := context.Background()
 

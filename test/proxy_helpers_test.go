@@ -20,13 +20,9 @@ import (
 func newProxiedEnv(t *testing.T, replicas, dnsPort int, setup string) (*env, *pgtest.Block, []string) {
 	t.Helper()
 	b := pgtest.Addrs(t)
-	ips := make([]string, 1+replicas)
-	for i := range ips {
-		ips[i] = b.IP(11 + i)
-	}
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	pg.Nodes[0].Exec(t, setup)
-	e := attach(t, pg, envOptions{Listen: b.IP(53) + ":" + strconv.Itoa(dnsPort)})
+	e := newEnvIn(t, b, envOptions{Nodes: 1 + replicas, Listen: b.IP(53) + ":" + strconv.Itoa(dnsPort)})
+	e.pg.Nodes[0].Exec(t, setup)
+	ips := b.IPs(1 + replicas)
 	if replicas > 0 {
 		e.waitFor(t, "replica.db.local.", ips[1:])
 	}

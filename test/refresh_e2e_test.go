@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-
-	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // metricSum scrapes /metrics and adds up every sample whose series starts
@@ -100,13 +98,11 @@ func (e *env) hammerUntil(t *testing.T, name string, clients int, stop <-chan st
 // answered NOERROR.
 func TestLSNRefreshLoadIsBounded(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
 	const interval, gap = 250 * time.Millisecond, 50 * time.Millisecond
-	e := attach(t, pg, envOptions{Interval: interval.String(), LSNWait: "20ms", MinGap: gap.String()})
-	e.waitFor(t, "replica.db.local.", ips[1:])
+	e := newEnv(t, envOptions{Interval: interval.String(), LSNWait: "20ms", MinGap: gap.String()})
+	e.waitFor(t, "replica.db.local.", []string{e.ip(1), e.ip(2)})
 
-	addrs := []string{pg.Nodes[0].Addr(), pg.Nodes[1].Addr(), pg.Nodes[2].Addr()}
+	addrs := []string{e.pg.Nodes[0].Addr(), e.pg.Nodes[1].Addr(), e.pg.Nodes[2].Addr()}
 	rounds := e.metricSum(t, `pgdns_lsn_refresh_rounds_total{cluster="main"}`)
 	coalesced := e.metricSum(t, `pgdns_lsn_refresh_coalesced_total{cluster="main"`)
 	before := map[string]float64{}
@@ -117,7 +113,7 @@ func TestLSNRefreshLoadIsBounded(t *testing.T) {
 	// A token no replica has replayed (nothing is written meanwhile), yet
 	// reachable: one beyond the primary's reach asks for no refresh at
 	// all (TestUnreachableLSNCostsNoProbe).
-	rcodes := e.hammer(t, "lsn-"+aheadOfPrimary(t, pg.Nodes[0], 1<<20)+".replica.db.local.", 8, 2*time.Second)
+	rcodes := e.hammer(t, "lsn-"+aheadOfPrimary(t, e.pg.Nodes[0], 1<<20)+".replica.db.local.", 8, 2*time.Second)
 	took := time.Since(start)
 	if len(rcodes) != 1 || rcodes[dns.RcodeSuccess] == 0 {
 		t.Errorf("answers by rcode (-1: no answer): %v, want only NOERROR", rcodes)
@@ -150,15 +146,13 @@ func TestLSNRefreshLoadIsBounded(t *testing.T) {
 // hosts, so none of them panics into a SERVFAIL.
 func TestReloadDuringLSNLookups(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	e := attach(t, pg, envOptions{LSNWait: "1ms", MinGap: "1ms"})
-	e.waitFor(t, "replica.db.local.", ips[1:])
+	e := newEnv(t, envOptions{LSNWait: "1ms", MinGap: "1ms"})
+	e.waitFor(t, "replica.db.local.", []string{e.ip(1), e.ip(2)})
 
 	all := e.cfg.Clusters[0].Hosts
 	stop := make(chan struct{})
 	answered := make(chan map[int]int)
-	name := "lsn-" + aheadOfPrimary(t, pg.Nodes[0], 1<<20) + ".replica.db.local." // reachable: asks for refreshes
+	name := "lsn-" + aheadOfPrimary(t, e.pg.Nodes[0], 1<<20) + ".replica.db.local." // reachable: asks for refreshes
 	go func() { answered <- e.hammerUntil(t, name, 16, stop) }()
 	for i := range 20 {
 		next := *e.cfg

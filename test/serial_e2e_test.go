@@ -10,7 +10,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/app/apptest"
-	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 	"github.com/pgdns/pgdns/zone"
 )
@@ -39,9 +38,8 @@ func soaSerial(t *testing.T, addr, name string) uint32 {
 // watching the same cluster answers a close serial.
 func TestSerialFollowsFailover(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(2)
-	r := ips[1]
-	e := newEnv(t, ips, "100ms")
+	e := newEnv(t, envOptions{Nodes: 2})
+	r := e.ip(1)
 	e.waitFor(t, "replica.db.local.", []string{r})
 	addr := e.app.DNSAddr()
 	// serial reads the cluster's serial and checks that the apex carries

@@ -26,7 +26,7 @@ import (
 // and pg_ctl gave up ("server does not shut down") after 60 s.
 func TestSmartShutdownLeavesTheAnswers(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, pgtest.Addrs(t).IPs(3), "100ms")
+	e := newEnv(t, envOptions{})
 	primary, r1, r2 := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2]
 	e.waitFor(t, "replica.db.local.", []string{r1.IP, r2.IP})
 	smartStop := func(n *pgtest.Node) <-chan error {
@@ -57,7 +57,7 @@ func TestSmartShutdownLeavesTheAnswers(t *testing.T) {
 // into the limit (the server logs each).
 func TestTooManyClientsIsNotAShutdown(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, pgtest.Addrs(t).IPs(2), "100ms")
+	e := newEnv(t, envOptions{Nodes: 2})
 	primary, replica := e.pg.Nodes[0], e.pg.Nodes[1]
 	e.waitFor(t, "replica.db.local.", []string{replica.IP})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

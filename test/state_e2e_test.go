@@ -192,9 +192,7 @@ func TestStateWriteFailuresKeepPgdnsAnswering(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	mountTmpfs(t, dir, 64<<10)
 	path := filepath.Join(dir, "state.json")
-	ips := pgtest.Addrs(t).IPs(3)
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	e := attach(t, pg, envOptions{State: path})
+	e := newEnv(t, envOptions{State: path})
 	waitState(t, path, "timeline 1", func(tl uint32) bool { return tl == 1 })
 	if got := e.metricSum(t, "pgdns_state_write_ok"); got != 1 {
 		t.Errorf("pgdns_state_write_ok %v after a good write, want 1", got)
@@ -204,10 +202,10 @@ func TestStateWriteFailuresKeepPgdnsAnswering(t *testing.T) {
 	// faults), and read-only at write time.
 	filler := fill(t, dir)
 	remount(t, dir, true)
-	if err := pg.Nodes[1].Promote(context.Background()); err != nil {
+	if err := e.pg.Nodes[1].Promote(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[1].IP})
+	e.waitFor(t, "primary.db.local.", []string{e.pg.Nodes[1].IP})
 	wantFailing := func(why string) {
 		t.Helper()
 		e.eventually(t, "/readyz", "", func(code int, body string) bool {
@@ -242,7 +240,7 @@ func TestStateWriteFailuresKeepPgdnsAnswering(t *testing.T) {
 	if n := strings.Count(e.logs.String(), "no space left on device"); n != 1 {
 		t.Errorf("the full folder was logged %d times, want once:\n%s", n, e.logs)
 	}
-	e.holds(t, "primary.db.local.", 300*time.Millisecond, exactly(pg.Nodes[1].IP), "the new primary while the state file fails")
+	e.holds(t, "primary.db.local.", 300*time.Millisecond, exactly(e.pg.Nodes[1].IP), "the new primary while the state file fails")
 
 	// Room again: the next retry writes what was learned meanwhile.
 	if err := os.Remove(filler); err != nil {
@@ -262,9 +260,9 @@ func TestStateWriteFailuresKeepPgdnsAnswering(t *testing.T) {
 		t.Fatal(err)
 	}
 	remount(t, dir, true)
-	again := launch(t, pg, envOptions{State: path})
-	if got := again.firstAnswer(t, "primary.db.local."); len(got) != 1 || got[0] != pg.Nodes[1].IP {
-		t.Fatalf("restarted on a read-only state folder: primary %v, want %s", got, pg.Nodes[1].IP)
+	again := launch(t, e.pg, envOptions{State: path})
+	if got := again.firstAnswer(t, "primary.db.local."); len(got) != 1 || got[0] != e.pg.Nodes[1].IP {
+		t.Fatalf("restarted on a read-only state folder: primary %v, want %s", got, e.pg.Nodes[1].IP)
 	}
 	again.eventually(t, "/readyz", "", func(code int, body string) bool { return code == http.StatusOK && !strings.Contains(body, "warnings") })
 }

@@ -42,11 +42,9 @@ func waitStateOf(t *testing.T, path, name, what string, ok func(newest uint32) b
 // identifier), and so does a restart from that file under a third name.
 func TestRenamedClusterKeepsItsNewestTimeline(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	promoted := pg.Nodes[1]
 	path := filepath.Join(t.TempDir(), "state.json")
-	e := attach(t, pg, envOptions{State: path})
+	e := newEnv(t, envOptions{State: path})
+	promoted := e.pg.Nodes[1]
 	ctx := context.Background()
 	if err := promoted.Promote(ctx); err != nil {
 		t.Fatal(err)
@@ -75,7 +73,7 @@ func TestRenamedClusterKeepsItsNewestTimeline(t *testing.T) {
 	if err := e.app.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	again := launch(t, pg, envOptions{State: path, Name: "stage"})
+	again := launch(t, e.pg, envOptions{State: path, Name: "stage"})
 	if got := again.firstAnswer(t, "primary.stage.db.local."); len(got) != 0 {
 		t.Fatalf("restarted under another name, the first answer of primary was %v: the superseded primary", got)
 	}

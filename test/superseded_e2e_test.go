@@ -23,10 +23,8 @@ import (
 // answered by any replica name, whatever its position.
 func TestSupersededPrimaryNeverReturns(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	pg := pgtest.New(t, pgtest.Options{IPs: ips})
-	old, promoted, stale := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
-	e := attach(t, pg, envOptions{})
+	e := newEnv(t, envOptions{})
+	old, promoted, stale := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2]
 	ctx := context.Background()
 
 	// A split brain as a late fence leaves it: the old primary keeps

@@ -24,9 +24,8 @@ import (
 // primary; on equal timelines there is no primary at all.
 func TestSplitBrain(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	p, r1, r2 := ips[0], ips[1], ips[2]
-	e := newEnv(t, []string{p, r1, r2}, "100ms")
+	e := newEnv(t, envOptions{})
+	p, r1, r2 := e.ip(0), e.ip(1), e.ip(2)
 	ctx := context.Background()
 
 	// The old primary keeps running while a replica is promoted.
@@ -154,10 +153,8 @@ func TestBadHostsDelayNobody(t *testing.T) {
 // lag-100ms.replica, probed at the default interval.
 func TestIdlePrimaryTenSeconds(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	p, r1, r2 := ips[0], ips[1], ips[2]
-	pg := pgtest.New(t, pgtest.Options{IPs: []string{p, r1, r2}})
-	e := attach(t, pg, envOptions{Interval: "250ms"})
+	e := newEnv(t, envOptions{Interval: "250ms"})
+	r1, r2 := e.ip(1), e.ip(2)
 	e.waitFor(t, "lag-100ms.replica.db.local.", []string{r1, r2})
 	var got []string
 	if n, ok := testkit.Holds(10*time.Second, 100*time.Millisecond, func() bool {
@@ -172,9 +169,8 @@ func TestIdlePrimaryTenSeconds(t *testing.T) {
 // without a primary no lag can be, but LSNs still can.
 func TestStaleKnowledge(t *testing.T) {
 	t.Parallel()
-	ips := pgtest.Addrs(t).IPs(3)
-	p, r1, r2 := ips[0], ips[1], ips[2]
-	e := newEnv(t, []string{p, r1, r2}, "100ms")
+	e := newEnv(t, envOptions{})
+	r1, r2 := e.ip(1), e.ip(2)
 	e.waitFor(t, "lag-10s.replica.db.local.", []string{r1, r2})
 
 	// A frozen replica accepts connections and answers nothing: its
