@@ -87,7 +87,8 @@ func find(evs []events.Event, reason, host string) *events.Event {
 
 // TestEventsAcrossAFailover: a watcher sees the start (identity, primary),
 // a reload during its wait (reload_applied, nothing changed, no host
-// event), a rejected reload (reload_rejected, why), the primary stopped (host_down not_serving, primary_vanished),
+// event), a rejected reload (reload_rejected, why), a drain of the
+// replica begin and end (drain_began, drain_ended), the primary stopped (host_down not_serving, primary_vanished),
 // the promotion (timeline_superseded, primary_appeared), and a shutdown
 // during its wait ends it at once with 503.
 func TestEventsAcrossAFailover(t *testing.T) {
@@ -138,8 +139,21 @@ func TestEventsAcrossAFailover(t *testing.T) {
 		t.Errorf("reload_rejected says %q, want why (probe.dsn)", ev.Detail)
 	}
 
-	// The failover.
+	// A drain of the replica, through the database, and its end.
 	ctx := context.Background()
+	if err := n2.SetCustom(ctx, "pgdns.drain", "on"); err != nil {
+		t.Fatal(err)
+	}
+	seen, index = e.follow(t, index, "drain_began", n2.Addr())
+	if ev := find(seen, "drain_began", n2.Addr()); ev.To != "pgdns.drain" {
+		t.Errorf("drain_began says it comes from %q, want pgdns.drain", ev.To)
+	}
+	if err := n2.SetCustom(ctx, "pgdns.drain", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, index = e.follow(t, index, "drain_ended", n2.Addr())
+
+	// The failover.
 	if err := n1.Stop(ctx, "fast"); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ const (
 	SplitBrainEnded    ChangeReason = "split_brain_ended"   // the split brain is resolved
 	TimelineSuperseded ChangeReason = "timeline_superseded" // the cluster's newest timeline grew (From, To): hosts on the old one are set aside
 	IdentitySettled    ChangeReason = "identity_settled"    // the cluster's system identifier is established, or replaced (From, To)
+	DrainBegan         ChangeReason = "drain_began"         // a host is drained (To: where from, DrainSource)
+	DrainEnded         ChangeReason = "drain_ended"         // a drained host is not any more (From: where it came from)
 )
 
 // ClassStale is the Class of a HostDown whose host failed no probe but has
@@ -38,13 +40,14 @@ type Change struct {
 // Changes returns what changed from prev to next, two snapshots published
 // one after the other, cluster by cluster in next's order: identity, hosts
 // going down, split brain beginning, the primary (vanished, moved or
-// appeared), the newest timeline, split brain ending, hosts coming back.
+// appeared), the newest timeline, split brain ending, drains beginning or
+// ending, hosts coming back.
 // Clusters are matched by name and hosts by address, so a reload that
 // adds, drops or reorders them is compared as it should be; a cluster or
 // host that is new has no "before" (a new host that is down is reported).
 // A prev that is nil or not ready counts as empty: the first ready
-// snapshot reports the primaries that appeared, the hosts that are down
-// and the identities settled. A next that is not ready reports nothing.
+// snapshot reports the primaries that appeared, the hosts that are down or
+// drained and the identities settled. A next that is not ready reports nothing.
 func Changes(prev, next *Snapshot) []Change {
 	if next == nil || !next.Ready {
 		return nil
@@ -119,6 +122,16 @@ func clusterChanges(was, c *Cluster) []Change {
 	}
 	if !c.SplitBrain && wasSplit {
 		add(Change{Reason: SplitBrainEnded})
+	}
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		old := was.Host(h.Addr)
+		switch {
+		case h.Drained && (old == nil || !old.Drained):
+			add(Change{Reason: DrainBegan, Host: h.Addr, To: h.DrainedBy.String()})
+		case !h.Drained && old != nil && old.Drained:
+			add(Change{Reason: DrainEnded, Host: h.Addr, From: old.DrainedBy.String()})
+		}
 	}
 	for i := range c.Hosts {
 		h := &c.Hosts[i]

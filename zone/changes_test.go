@@ -100,6 +100,27 @@ func TestChanges(t *testing.T) {
 			}
 		})
 	}
+	drained := changeHost(2, true, 1)
+	drained.DrainSetting = "on"
+	drainedDown := downHost(drained, 3, "not_serving")
+	drainedDown.DrainSetting = "on" // a down host keeps what it last showed
+	for _, c := range []struct {
+		name       string
+		prev, next *Snapshot
+		want       string
+	}{
+		{"a drain begins", start, changeSnap(start, p, drained), "drain_began main " + r2 + " ->pgdns.drain"},
+		{"a drained host goes down and stays drained", changeSnap(start, p, drained), changeSnap(start, p, drainedDown), "host_down main " + r2 + " class=not_serving"},
+		{"a drain ends", changeSnap(start, p, drained), start, "drain_ended main " + r2 + " pgdns.drain->"},
+		{"drained at the start", notReady, changeSnap(nil, p, drained),
+			"identity_settled main  ->7; primary_appeared main " + p1 + " ->" + p1 + "; drain_began main " + r2 + " ->pgdns.drain"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := show(Changes(c.prev, c.next)); got != c.want {
+				t.Errorf("Changes =\n  %s\nwant\n  %s", got, c.want)
+			}
+		})
+	}
 	// The split brain's vanished primary says why.
 	for _, ch := range Changes(start, split) {
 		if ch.Reason == PrimaryVanished && ch.Detail != "split brain: "+p1+","+r2 {
