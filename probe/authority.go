@@ -9,12 +9,25 @@ import (
 )
 
 // What an authority outside the probe tells a prober: which member holds
-// Patroni's leader key (SetLeader), and that a timeline is to be forgotten
+// Patroni's leader key (SetLeader), how Patroni tags its members
+// (SetTags), and that a timeline is to be forgotten
 // (ForgetTimeline, an operator's deliberate act).
 
 // leaderUpdate is a SetLeader call for the aggregator.
 type leaderUpdate struct {
 	cluster, addr string
+}
+
+// MemberTags is what Patroni's tags say about one member for the answers.
+type MemberTags struct {
+	NoLoadBalance bool   // tagged noloadbalance: drained (zone.DrainByTag)
+	Note          string // what was odd about the tag, for the host's note; "" when nothing
+}
+
+// tagsUpdate is a SetTags call for the aggregator.
+type tagsUpdate struct {
+	cluster string
+	tags    map[string]MemberTags
 }
 
 // forgetRequest is a ForgetTimeline call for the aggregator.
@@ -42,6 +55,17 @@ var ErrTimelineNotKnown = errors.New("timeline is not among the cluster's proven
 func (p *Prober) SetLeader(cluster, addr string) {
 	select {
 	case p.leaders <- leaderUpdate{cluster, addr}:
+	case <-p.stopped:
+	}
+}
+
+// SetTags tells the prober the Patroni tags of cluster's members, by
+// "host:port" as Patroni reports it; a host not in tags has none. It
+// applies at the next publish, which it causes; it does not block on a
+// stopped prober. The caller must not modify tags afterwards.
+func (p *Prober) SetTags(cluster string, tags map[string]MemberTags) {
+	select {
+	case p.tags <- tagsUpdate{cluster, tags}:
 	case <-p.stopped:
 	}
 }
@@ -74,6 +98,19 @@ func (p *Prober) setLeader(u leaderUpdate) {
 	for _, c := range p.state {
 		if c.Name == u.cluster {
 			c.Leader = u.addr
+		}
+	}
+}
+
+// setTags applies u. Only the aggregator calls it.
+func (p *Prober) setTags(u tagsUpdate) {
+	for _, c := range p.state {
+		if c.Name == u.cluster {
+			for i := range c.Hosts {
+				h := &c.Hosts[i]
+				t := u.tags[h.Addr]
+				h.TagNoLoadBalance, h.TagNote = t.NoLoadBalance, t.Note
+			}
 		}
 	}
 }

@@ -194,6 +194,8 @@ func (p *Prober) Run(ctx context.Context) {
 			continue
 		case u := <-p.leaders:
 			p.setLeader(u)
+		case u := <-p.tags:
+			p.setTags(u)
 		case r := <-p.forgets:
 			ci, before, err := p.forget(r)
 			if err != nil {

@@ -94,6 +94,9 @@ type ClusterConfig struct {
 	// caller keeps it current with SetLeader.
 	Patroni bool
 	Leader  string
+	// Tags are the Patroni tags of the members, by address, as last
+	// reported; the caller keeps them current with SetTags.
+	Tags map[string]MemberTags
 }
 
 // StaleAfter is how old a host's last good probe may be before pgdns no
@@ -122,6 +125,7 @@ type Prober struct {
 	stopped      chan struct{}  // closed when Run returns
 	knowledgeReq chan chan Knowledge
 	leaders      chan leaderUpdate  // SetLeader (authority.go)
+	tags         chan tagsUpdate    // SetTags (authority.go)
 	forgets      chan forgetRequest // ForgetTimeline (authority.go)
 	ready        chan struct{}      // closed when every host has had a result
 	readyOnce    sync.Once
@@ -169,6 +173,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		stopped:      make(chan struct{}),
 		knowledgeReq: make(chan chan Knowledge),
 		leaders:      make(chan leaderUpdate, 8),
+		tags:         make(chan tagsUpdate, 8),
 		forgets:      make(chan forgetRequest),
 		ready:        make(chan struct{}),
 	}
@@ -177,7 +182,9 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		c := &zone.Cluster{Name: cc.Name, Primary: -1, AsyncOnly: cc.AsyncOnly,
 			Identity: cc.SystemID, IdentityPinned: cc.SystemID != 0, LeaderKey: cc.Patroni, Leader: cc.Leader}
 		for _, addr := range cc.Hosts {
-			c.Hosts = append(c.Hosts, zone.Host{Cluster: cc.Name, Addr: addr, Location: cc.Locations[addr]})
+			t := cc.Tags[addr]
+			c.Hosts = append(c.Hosts, zone.Host{Cluster: cc.Name, Addr: addr, Location: cc.Locations[addr],
+				TagNoLoadBalance: t.NoLoadBalance, TagNote: t.Note})
 		}
 		p.state = append(p.state, c)
 		p.timelines = append(p.timelines, map[uint32]timelineHistory{})

@@ -84,6 +84,8 @@ clusters:
 		})
 	}
 
+	t.Run("noloadbalance drains a member", func(t *testing.T) { testNoLoadBalance(t, pc, e, leader) })
+
 	t.Run("switchover", func(t *testing.T) {
 		candidate := pc.Nodes[1]
 		if candidate == leader {

@@ -200,7 +200,8 @@ func (a *App) startProber(cfg *config.Config, active bool, remembered map[string
 	pcfg.Hooks.RefreshRound, pcfg.Hooks.RefreshCoalesced = a.metrics.RefreshRound, a.metrics.RefreshCoalesced
 	for _, c := range cfg.Clusters {
 		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly, SystemID: c.SystemID, MinTimeline: c.MinTimeline,
-			Locations: c.Locations, Patroni: len(c.Patroni) > 0, Leader: patroni.Leader(a.discovered[c.Name])})
+			Locations: c.Locations, Patroni: len(c.Patroni) > 0, Leader: patroni.Leader(a.discovered[c.Name]),
+			Tags: memberTags(a.discovered[c.Name])})
 	}
 	if len(cfg.DNS.Networks) > 0 {
 		pcfg.Networks = zone.NewNetworks(cfg.DNS.Networks)

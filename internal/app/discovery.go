@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/patroni"
+	"github.com/pgdns/pgdns/probe"
 )
 
 // effective is cfg with each cluster's hosts extended by the members
@@ -138,7 +139,17 @@ func (a *App) discover(ctx context.Context) bool {
 			changed = true
 		}
 		was := patroni.Leader(a.discovered[c.Name])
+		tagsWere := memberTags(a.discovered[c.Name])
 		a.discovered[c.Name] = members
+		// Tags change without a new member list too (a noloadbalance
+		// tag set and Patroni reloaded): the running prober hears of
+		// them directly, a new one from its config.
+		if tags := memberTags(members); !maps.Equal(tags, tagsWere) {
+			a.log.Info("Patroni member tags", "cluster", c.Name, "noloadbalance", tagList(tags))
+			if a.running != nil {
+				a.running.p.SetTags(c.Name, tags)
+			}
+		}
 		// The leader key moves without a new member list: the running
 		// prober hears of it directly, a new one from its config.
 		if leader := patroni.Leader(members); leader != was {
@@ -159,6 +170,30 @@ func (a *App) leaders() map[string]string {
 		out[name] = patroni.Leader(members)
 	}
 	return out
+}
+
+// memberTags is what the members' Patroni tags say for the answers, by
+// address; members with nothing to say are left out.
+func memberTags(members []patroni.Member) map[string]probe.MemberTags {
+	out := map[string]probe.MemberTags{}
+	for _, m := range members {
+		if m.NoLoadBalance || m.TagNote != "" {
+			out[m.Addr] = probe.MemberTags{NoLoadBalance: m.NoLoadBalance, Note: m.TagNote}
+		}
+	}
+	return out
+}
+
+// tagList is the members tagged noloadbalance, for the log.
+func tagList(tags map[string]probe.MemberTags) string {
+	var out []string
+	for addr, t := range tags {
+		if t.NoLoadBalance {
+			out = append(out, addr)
+		}
+	}
+	slices.Sort(out)
+	return cmp.Or(strings.Join(out, ","), "none")
 }
 
 // memberList is members for the log: host:port, with @location when the

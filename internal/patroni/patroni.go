@@ -35,10 +35,20 @@ type member struct {
 // member's tags in /cluster.
 const LocationTag = "dc"
 
+// NoLoadBalanceTag is the Patroni member tag that takes a member out of
+// read load balancing: Patroni's own /replica check fails on it, and
+// pgdns drains the member (zone.DrainByTag).
+const NoLoadBalanceTag = "noloadbalance"
+
 // Member is one member Patroni reports.
 type Member struct {
 	Addr     string // "host:port"
 	Location string // the dc tag, lower-cased; "" when absent, not a string, or not a valid location name
+	// NoLoadBalance: the member is tagged noloadbalance with a value
+	// Patroni takes as true (noLoadBalance); TagNote says so when the
+	// value is not a JSON boolean.
+	NoLoadBalance bool
+	TagNote       string
 	// Leader says the member holds Patroni's leader key: /cluster gives it
 	// role "leader" ("standby_leader" in a standby cluster), whatever its
 	// PostgreSQL does. No other member may be the primary.
@@ -108,10 +118,51 @@ func members(ctx context.Context, client *http.Client, url string) ([]Member, []
 		if loc = strings.ToLower(loc); !zone.ValidLocationName(loc) {
 			loc = "" // not a name a dc- label can carry: no location
 		}
-		hosts = append(hosts, Member{Addr: addr, Location: loc, Leader: m.Role == "leader" || m.Role == "standby_leader"})
+		nlb, note := noLoadBalance(m.Tags)
+		hosts = append(hosts, Member{Addr: addr, Location: loc, NoLoadBalance: nlb, TagNote: note,
+			Leader: m.Role == "leader" || m.Role == "standby_leader"})
 	}
 	slices.SortFunc(hosts, func(a, b Member) int { return strings.Compare(a.Addr, b.Addr) })
 	return slices.CompactFunc(hosts, func(a, b Member) bool { return a.Addr == b.Addr }), refused, nil
+}
+
+// noLoadBalance reads a member's noloadbalance tag as Patroni does
+// (bool(tags.get('noloadbalance', False)) in its Python: a JSON true, a
+// non-empty string, a non-zero number, a non-empty list or object), so
+// that pgdns drains exactly the members Patroni's /replica leaves out. A
+// value that is not a boolean (its config schema wants one; YAML's
+// noloadbalance: "false" is the string) is said in note, with what it
+// counts as.
+func noLoadBalance(tags map[string]any) (on bool, note string) {
+	v, ok := tags[NoLoadBalanceTag]
+	if !ok || v == nil {
+		return false, ""
+	}
+	var kind string
+	switch x := v.(type) {
+	case bool:
+		return x, ""
+	case string:
+		on, kind = x != "", "a string"
+	case float64:
+		on, kind = x != 0, "a number"
+	case []any:
+		on, kind = len(x) > 0, "a list"
+	case map[string]any:
+		on, kind = len(x) > 0, "an object"
+	default:
+		on, kind = true, fmt.Sprintf("a %T", v)
+	}
+	text, _ := json.Marshal(v)
+	if len(text) > 64 {
+		text = append(text[:61], "..."...)
+	}
+	counted := "not drained"
+	if on {
+		counted = "drained"
+	}
+	return on, "Patroni tag " + NoLoadBalanceTag + " is " + string(text) + ", " + kind + " where Patroni wants a boolean: " +
+		counted + ", as Patroni's /replica takes it"
 }
 
 // memberAddr is m's host:port, checked as a configured host is

@@ -72,3 +72,44 @@ func TestMembers(t *testing.T) {
 		t.Fatal("no URL answered, yet no error")
 	}
 }
+
+// The noloadbalance tag is read as Patroni reads it (Python truthiness),
+// so that pgdns drains exactly the members Patroni's /replica leaves out;
+// a value of the wrong type is said in the note, never an error.
+func TestNoLoadBalanceTag(t *testing.T) {
+	cases := []struct {
+		tag  string // the tag's JSON value, "" for no tag
+		on   bool
+		note string // a part of the note, "" for none
+	}{
+		{"", false, ""},
+		{"true", true, ""},
+		{"false", false, ""},
+		{"null", false, ""},
+		{`"false"`, true, `Patroni tag noloadbalance is "false", a string where Patroni wants a boolean: drained`},
+		{`""`, false, "a string where Patroni wants a boolean: not drained"},
+		{"0", false, "a number where Patroni wants a boolean: not drained"},
+		{"1", true, "is 1, a number"},
+		{"[]", false, "a list"},
+		{`{"a":1}`, true, "an object"},
+		{`"` + strings.Repeat("x", 100) + `"`, true, `..., a string`},
+	}
+	for _, tc := range cases {
+		tags := `{"dc":"east"}`
+		if tc.tag != "" {
+			tags = `{"dc":"east","noloadbalance":` + tc.tag + `}`
+		}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"members":[{"name":"n1","host":"10.0.0.1","port":5432,"role":"replica","tags":` + tags + `}]}`))
+		}))
+		got, refused, err := Members(context.Background(), http.DefaultClient, []string{srv.URL})
+		srv.Close()
+		if err != nil || len(refused) != 0 || len(got) != 1 {
+			t.Fatalf("tag %s: members %v, refused %v, error %v", tc.tag, got, refused, err)
+		}
+		m := got[0]
+		if m.NoLoadBalance != tc.on || m.Location != "east" || (tc.note == "") != (m.TagNote == "") || !strings.Contains(m.TagNote, tc.note) {
+			t.Errorf("tag %s: noloadbalance %v note %q location %q, want %v and a note with %q", tc.tag, m.NoLoadBalance, m.TagNote, m.Location, tc.on, tc.note)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -321,4 +322,42 @@ func (pc *PatroniCluster) Reinit(ctx context.Context, n *PatroniNode) error {
 func (pc *PatroniCluster) PromoteBehindPatroni(ctx context.Context, n *PatroniNode) error {
 	_, err := pc.c.run(ctx, "pg_ctl", "-D", n.Dir, "-w", "-t", "60", "promote")
 	return err
+}
+
+// SetTags gives node n the member tags extra besides its dc tag (YAML
+// flow-map entries such as `noloadbalance: true`; "" for none) in its
+// patroni.yml, and has its Patroni reload it (POST /reload re-reads the
+// local configuration); /cluster shows them from Patroni's next loop.
+func (pc *PatroniCluster) SetTags(ctx context.Context, n *PatroniNode, extra string) error {
+	i := slices.Index(pc.Nodes, n)
+	if i < 0 {
+		return errors.New("pgtest: not a node of this cluster")
+	}
+	text, err := os.ReadFile(pc.config[i])
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(text), "\n")
+	for j, l := range lines {
+		if strings.HasPrefix(l, "tags: ") {
+			lines[j] = "tags: {dc: " + n.Name
+			if extra != "" {
+				lines[j] += ", " + extra
+			}
+			lines[j] += "}"
+		}
+	}
+	if err := os.WriteFile(pc.config[i], []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		return err
+	}
+	req, _ := http.NewRequestWithContext(ctx, "POST", n.APIURL+"/reload", nil)
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("pgtest: POST %s/reload: %s", n.APIURL, resp.Status)
+	}
+	return nil
 }
