@@ -21,8 +21,9 @@ const (
 	AskedPreferReplica
 	AskedAny
 	AskedOffline
+	AskedHost // a host's own name, <label>.host.<cluster>.<zone>
 
-	NumAsked = int(AskedOffline) + 1 // how many values Asked has, for tables indexed by it
+	NumAsked = int(AskedHost) + 1 // how many values Asked has, for tables indexed by it
 )
 
 var askedNames = [NumAsked]string{
@@ -38,6 +39,7 @@ var askedNames = [NumAsked]string{
 	AskedPreferReplica: zone.TargetPreferReplica.String(),
 	AskedAny:           zone.TargetAny.String(),
 	AskedOffline:       zone.TargetOffline.String(),
+	AskedHost:          zone.HostLabel,
 }
 
 // String returns the label answers to a's queries are counted under.

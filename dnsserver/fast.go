@@ -26,10 +26,6 @@ type scratch struct {
 	// atOnce: answer an lsn- query that may wait as lsn_wait 0 would
 	// (every waiting slot is taken: udpServer.answerAtOnce).
 	atOnce bool
-
-	// fast counts the datagrams of the current batch answered on the
-	// fast path, for their latency (udpServer.read).
-	fast int
 }
 
 // answerFast answers the query that makes up nearly all of the traffic —
@@ -52,18 +48,31 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 		return out, fastNo
 	}
 	parsed, err := zone.Parse(q.name, h.origin)
-	if err != nil || parsed.Kind != zone.KindHosts {
-		return out, fastNo
+	if err != nil || (parsed.Kind != zone.KindHosts && parsed.Kind != zone.KindHostName) || parsed.SRV {
+		return out, fastNo // an SRV name's A is NODATA: the slow path says so
 	}
 	v := h.table.View(h.now()) // the one read of the zone this answer makes
-	parsed.From = v.Snap.Locate(src)
-	hosts, err := v.Select(&parsed, sc.hosts[:0])
-	sc.hosts = hosts[:0] // keep what it grew to for the next query
-	if err != nil {
-		return out, fastNo // not ready or no such cluster: rare, the slow path says which
-	}
-	if !sc.atOnce && h.shouldWaitForReplay(&parsed, hosts) && h.replayReachable(&parsed, v, v.Now, true) {
-		return out, fastWait
+	var hosts []*zone.Host
+	asked := AskedHost
+	if parsed.Kind == zone.KindHostName {
+		// A host's own name (an SRV target, looked up by the client):
+		// its address, as answerHostName.
+		host, err := v.Snap.HostNamed(&parsed)
+		if err != nil {
+			return out, fastNo
+		}
+		hosts = append(sc.hosts[:0], host)
+	} else {
+		asked = askedRole(parsed.Target)
+		parsed.From = v.Snap.Locate(src)
+		hosts, err = v.Select(&parsed, sc.hosts[:0])
+		sc.hosts = hosts[:0] // keep what it grew to for the next query
+		if err != nil {
+			return out, fastNo // not ready or no such cluster: rare, the slow path says which
+		}
+		if !sc.atOnce && h.shouldWaitForReplay(&parsed, hosts) && h.replayReachable(&parsed, v, v.Now, true) {
+			return out, fastWait
+		}
 	}
 
 	start := len(out)
@@ -75,6 +84,9 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 	an, ns, tc := 0, 0, false
 	for _, host := range hosts {
 		ip := host.IP
+		if parsed.Kind == zone.KindHostName {
+			ip = host.Address()
+		}
 		switch {
 		case q.qtype == dns.TypeA && ip.Is4():
 			if len(out)+12+4 > budget {
@@ -117,12 +129,12 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 	}
 	// Counted before it is sent: whoever has the answer can see it counted.
 	if h.onAns != nil {
-		h.onAns(askedRole(parsed.Target), dns.RcodeSuccess)
+		h.onAns(asked, dns.RcodeSuccess)
 	}
-	if h.onLoc != nil && parsed.Target != zone.TargetPrimary && len(hosts) > 0 {
+	if h.onLoc != nil && parsed.Kind == zone.KindHosts && parsed.Target != zone.TargetPrimary && len(hosts) > 0 {
 		h.onLoc(zone.LocalityOf(parsed.From, hosts)) // as answerHosts
 	}
-	return out, fastDone // timed by the reader, with the rest of its batch (udpServer.read)
+	return out, fastDone
 }
 
 // packedSOA is the zone's SOA packed for one serial.

@@ -53,15 +53,6 @@ type Config struct {
 	// the cluster's primary can have reached (zone.View.LSNUnreachable).
 	OnLSNUnreachable func(cluster string)
 
-	// OnLatency, when set, is called once per answer with the path that
-	// built it, its rcode, and how long it took, before it is sent. On
-	// the fast path that is from the batch of datagrams read to every
-	// reply of the batch built (the replies leave together); on the slow
-	// path from the message miekg/dns unpacked to its reply built, an lsn-
-	// lookup's wait for a re-probe included. It runs in the UDP readers,
-	// which allocate nothing on the fast path: neither may it.
-	OnLatency func(path Path, rcode int, took time.Duration)
-
 	// OnLocality, when set, is called once per answer to a replica name
 	// (replica, prefer-replica, any) that holds a host, with where it
 	// sends the client, for metrics.
@@ -85,7 +76,6 @@ type Handler struct {
 	log     *slog.Logger
 	now     func() time.Time
 	onAns   func(asked Asked, rcode int)
-	onLat   func(path Path, rcode int, took time.Duration)
 	onLoc   func(zone.Locality)
 	onUnrch func(cluster string)
 
@@ -115,7 +105,6 @@ func NewHandler(cfg Config, table *zone.Table, log *slog.Logger) *Handler {
 		log:    log,
 		now:    time.Now,
 		onAns:  cfg.OnAnswer,
-		onLat:  cfg.OnLatency,
 		onLoc:  cfg.OnLocality,
 
 		onUnrch: cfg.OnLSNUnreachable,
@@ -149,10 +138,6 @@ func (i immediate) ServeDNS(w dns.ResponseWriter, req *dns.Msg) { i.h.serve(w, r
 
 // serve is ServeDNS; mayWait false answers lsn- lookups without waiting.
 func (h *Handler) serve(w dns.ResponseWriter, req *dns.Msg, mayWait bool) {
-	var start time.Time
-	if h.onLat != nil {
-		start = time.Now()
-	}
 	defer func() {
 		if v := recover(); v != nil {
 			h.log.Error("panic while answering a query", "panic", v, "question", questionString(req))
@@ -163,14 +148,13 @@ func (h *Handler) serve(w dns.ResponseWriter, req *dns.Msg, mayWait bool) {
 	}()
 	m, asked := h.reply(req, sourceAddr(w.RemoteAddr()), mayWait)
 	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
-		m.Truncate(udpSize(req))
+		size := udpSize(req)
+		fitAdditional(m, size)
+		m.Truncate(size)
 	}
 	// Counted before it is sent: whoever has the answer can see it counted.
 	if h.onAns != nil {
 		h.onAns(asked, m.Rcode)
-	}
-	if h.onLat != nil {
-		h.onLat(PathSlow, m.Rcode, time.Since(start))
 	}
 	_ = w.WriteMsg(m)
 }
@@ -301,8 +285,21 @@ func (h *Handler) lookup(m *dns.Msg, q dns.Question, from string, v zone.View, m
 	case zone.KindNameServer:
 		return AskedInvalid, zone.NoSuchName, v // not one of the configured name servers
 	case zone.KindCluster:
+		if parsed.SRV {
+			// _postgresql._tcp.<cluster>: the cluster in the SRV
+			// proposals' shape (zone.Query.ClusterService).
+			if _, err := v.Snap.LookupCluster(parsed.Cluster); err != nil {
+				return AskedInvalid, zone.OutcomeOf(err), v
+			}
+			parsed.From = from
+			parsed = parsed.ClusterService()
+			o, v := h.answerHosts(m, q, &parsed, v, mayWait)
+			return AskedCluster, o, v
+		}
 		asked, o := h.answerCluster(m, q, parsed.Cluster, v.Snap)
 		return asked, o, v
+	case zone.KindHostName:
+		return AskedHost, h.answerHostName(m, q, &parsed, v), v
 	}
 	parsed.From = from
 	o, v := h.answerHosts(m, q, &parsed, v, mayWait)
@@ -455,11 +452,19 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, v 
 		m.Answer = []dns.RR{&dns.HINFO{Hdr: header(owner, dns.TypeHINFO, h.ttl), Cpu: "RFC8482"}}
 		return zone.Answered, v
 	}
+	switch {
+	case q.Qtype == dns.TypeTXT:
+		h.evidence(m, owner, parsed, hosts, v)
+		return zone.Answered, v
+	case parsed.SRV && q.Qtype == dns.TypeSRV:
+		h.services(m, owner, parsed, hosts)
+		return zone.Answered, v
+	case parsed.SRV:
+		return zone.Answered, v // an SRV name has no address: NODATA
+	}
 	for _, host := range hosts {
 		ip := host.IP
 		switch {
-		case q.Qtype == dns.TypeTXT:
-			m.Answer = append(m.Answer, txtRecord(owner, h.ttl, v, v.Snap.Cluster(parsed.Cluster), host))
 		case q.Qtype == dns.TypeA && ip.Is4():
 			m.Answer = append(m.Answer, aRecord(owner, h.ttl, ip))
 		case q.Qtype == dns.TypeAAAA && ip.Is6() && !ip.Is4In6():

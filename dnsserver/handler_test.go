@@ -45,7 +45,8 @@ func testSnapshot() *zone.Snapshot {
 	return zonetest.Ready(t0, 2*time.Second,
 		zonetest.Main(t0.Add(-120*time.Millisecond), 900*time.Millisecond, 0x60),
 		zonetest.Cluster("orders", host("127.0.0.21", false, 5), v6),
-		opsCluster())
+		opsCluster(),
+		twoPortCluster())
 }
 
 // opsCluster is the cluster "ops": a primary drained by Patroni's tag
@@ -67,6 +68,22 @@ func opsCluster() *zone.Cluster {
 		hosts[i].Cluster = "ops"
 	}
 	return zonetest.Cluster("ops", hosts...)
+}
+
+// twoPortCluster is cluster "ports": its primary on 127.0.0.41:5432, a
+// replica beside it on 127.0.0.41:5433, one on 127.0.0.42:5433 and one on
+// 127.0.0.43:5432; its client port 5432.
+func twoPortCluster() *zone.Cluster {
+	onPort := func(h zone.Host, port uint16) zone.Host {
+		h.Port, h.Addr = port, zone.JoinHostPort(h.IP.String(), port)
+		h.Name = zone.DerivedLabel(h.Addr)
+		h.StartedAt = t0.Add(time.Duration(port) + time.Duration(h.IP.As4()[3])<<16) // one server each
+		return h
+	}
+	c := zonetest.Cluster("ports", onPort(host("127.0.0.41", false, 9), 5432), onPort(host("127.0.0.41", true, 9), 5433),
+		onPort(host("127.0.0.42", true, 9), 5433), onPort(host("127.0.0.43", true, 9), 5432))
+	c.Port = 5432
+	return c
 }
 
 func newTestHandler(snap *zone.Snapshot) *Handler {
@@ -119,7 +136,7 @@ var cases = []Case{
 	{Qname: "replica.orders.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}}, // only IPv6 replicas: NODATA
 	{Qname: "primary.db.local.", Qtype: dns.TypeMX, AA: true, Ns: []string{soa}},       // a type with no data
 	{Qname: "lag-50ms.replica.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
-		`lag-50ms.replica.db.local. 1 IN TXT "host=127.0.0.12:5432 role=replica lag_ms=3 lag_bytes=0 replay_lsn=0/3000060 age_ms=120"`}},
+		`lag-50ms.replica.db.local. 1 IN TXT "host=127.0.0.12:5432 role=replica lag_ms=3 lag_bytes=0 replay_lsn=0/3000060 age_ms=120 name=127-0-0-12-5432.host.main.db.local."`}},
 	{Qname: "db.local.", Qtype: dns.TypeSOA, AA: true, Answer: []string{soa}},
 	{Qname: "db.local.", Qtype: dns.TypeNS, AA: true, Answer: []string{"db.local. 1 IN NS ns.db.local."}, Extra: []string{"ns.db.local. 1 IN A 127.0.0.1"}},
 	{Qname: "db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
@@ -159,11 +176,102 @@ var cases = []Case{
 	{Qname: "offline.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"offline.db.local. 1 IN A 127.0.0.12", "offline.db.local. 1 IN A 127.0.0.13"}},
 	{Qname: "sync.sync.replica.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
 	{Qname: "primary.ops.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
-		`primary.ops.db.local. 1 IN TXT "host=127.0.0.31:5432 role=primary lag_ms=unknown lag_bytes=unknown replay_lsn=0/5000 age_ms=120 drained=true drained_by=noloadbalance"`}},
+		`primary.ops.db.local. 1 IN TXT "host=127.0.0.31:5432 role=primary lag_ms=unknown lag_bytes=unknown replay_lsn=0/5000 age_ms=120 drained=true drained_by=noloadbalance name=127-0-0-31-5432.host.ops.db.local."`}},
 	{Qname: "offline.ops.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
-		`offline.ops.db.local. 1 IN TXT "host=127.0.0.33:5432 role=replica lag_ms=4 lag_bytes=0 replay_lsn=0/5000 age_ms=120 offline=true"`}},
+		`offline.ops.db.local. 1 IN TXT "host=127.0.0.33:5432 role=replica lag_ms=4 lag_bytes=0 replay_lsn=0/5000 age_ms=120 offline=true name=127-0-0-33-5432.host.ops.db.local."`}},
 	{Qname: "sync.replica.ops.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
-		`sync.replica.ops.db.local. 1 IN TXT "host=127.0.0.34:5432 role=replica lag_ms=4 lag_bytes=0 replay_lsn=0/5000 age_ms=120 sync=true"`}},
+		`sync.replica.ops.db.local. 1 IN TXT "host=127.0.0.34:5432 role=replica lag_ms=4 lag_bytes=0 replay_lsn=0/5000 age_ms=120 sync=true name=127-0-0-34-5432.host.ops.db.local."`}},
+
+	// Host names: a host's address whatever its role.
+	{Qname: "127-0-0-13-5432.host.main.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"127-0-0-13-5432.host.main.db.local. 1 IN A 127.0.0.13"}},
+	{Qname: "127-0-0-13-5432.host.main.db.local.", Qtype: dns.TypeAAAA, AA: true, Ns: []string{soa}},
+	{Qname: "0-0-0-0-0-0-0-1-5432.host.orders.db.local.", Qtype: dns.TypeAAAA, AA: true, Answer: []string{"0-0-0-0-0-0-0-1-5432.host.orders.db.local. 1 IN AAAA ::1"}},
+	{Qname: "127-0-0-11-5432.host.main.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`127-0-0-11-5432.host.main.db.local. 1 IN TXT "host=127.0.0.11:5432 role=primary lag_ms=unknown lag_bytes=unknown replay_lsn=0/3000060 age_ms=120 name=127-0-0-11-5432.host.main.db.local."`}},
+	{Qname: "_postgresql._tcp.127-0-0-11-5432.host.main.db.local.", Qtype: dns.TypeSRV, AA: true,
+		Answer: []string{"_postgresql._tcp.127-0-0-11-5432.host.main.db.local. 1 IN SRV 10 0 5432 127-0-0-11-5432.host.main.db.local."},
+		Extra:  []string{"127-0-0-11-5432.host.main.db.local. 1 IN A 127.0.0.11"}},
+	{Qname: "127-0-0-99-5432.host.main.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},   // no such host
+	{Qname: "127-0-0-11-5432.host.orders.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}}, // another cluster's host
+	{Qname: "127-0-0-11-5432.host.nope.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "127-0-0-11-5432.host.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+
+	// SRV: the A answer's hosts, with their ports and names.
+	{Qname: "_postgresql._tcp.primary.db.local.", Qtype: dns.TypeSRV, AA: true,
+		Answer: []string{"_postgresql._tcp.primary.db.local. 1 IN SRV 10 0 5432 127-0-0-11-5432.host.main.db.local."},
+		Extra:  []string{"127-0-0-11-5432.host.main.db.local. 1 IN A 127.0.0.11"}},
+	{Qname: "_postgresql._tcp.lag-50ms.replica.db.local.", Qtype: dns.TypeSRV, AA: true,
+		Answer: []string{"_postgresql._tcp.lag-50ms.replica.db.local. 1 IN SRV 10 0 5432 127-0-0-12-5432.host.main.db.local."},
+		Extra:  []string{"127-0-0-12-5432.host.main.db.local. 1 IN A 127.0.0.12"}},
+	{Qname: "_postgresql._tcp.any.db.local.", Qtype: dns.TypeSRV, AA: true,
+		Answer: []string{
+			"_postgresql._tcp.any.db.local. 1 IN SRV 10 0 5432 127-0-0-11-5432.host.main.db.local.",
+			"_postgresql._tcp.any.db.local. 1 IN SRV 20 0 5432 127-0-0-12-5432.host.main.db.local.",
+			"_postgresql._tcp.any.db.local. 1 IN SRV 20 0 5432 127-0-0-13-5432.host.main.db.local."},
+		Extra: []string{"127-0-0-11-5432.host.main.db.local. 1 IN A 127.0.0.11", "127-0-0-12-5432.host.main.db.local. 1 IN A 127.0.0.12",
+			"127-0-0-13-5432.host.main.db.local. 1 IN A 127.0.0.13"}},
+	{Qname: "_postgresql._tcp.main.db.local.", Qtype: dns.TypeSRV, AA: true,
+		Answer: []string{
+			"_postgresql._tcp.main.db.local. 1 IN SRV 10 0 5432 127-0-0-11-5432.host.main.db.local.",
+			"_postgresql._tcp.main.db.local. 1 IN SRV 20 0 5432 127-0-0-12-5432.host.main.db.local.",
+			"_postgresql._tcp.main.db.local. 1 IN SRV 20 0 5432 127-0-0-13-5432.host.main.db.local."},
+		Extra: []string{"127-0-0-11-5432.host.main.db.local. 1 IN A 127.0.0.11", "127-0-0-12-5432.host.main.db.local. 1 IN A 127.0.0.12",
+			"127-0-0-13-5432.host.main.db.local. 1 IN A 127.0.0.13"}},
+	{Qname: "_postgresql._tcp.replica.orders.db.local.", Qtype: dns.TypeSRV, AA: true,
+		Answer: []string{"_postgresql._tcp.replica.orders.db.local. 1 IN SRV 10 0 5432 0-0-0-0-0-0-0-1-5432.host.orders.db.local."},
+		Extra:  []string{"0-0-0-0-0-0-0-1-5432.host.orders.db.local. 1 IN AAAA ::1"}},
+	{Qname: "_postgresql._tcp.lsn-0-3000061.replica.db.local.", Qtype: dns.TypeSRV, AA: true, Ns: []string{soa}}, // no host fits
+	{Qname: "_postgresql._tcp.primary.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},                 // an SRV name has no address
+	{Qname: "_postgresql._tcp.primary.db.local.", Qtype: dns.TypeAAAA, AA: true, Ns: []string{soa}},
+	{Qname: "_postgresql._tcp.primary.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`_postgresql._tcp.primary.db.local. 1 IN TXT "host=127.0.0.11:5432 role=primary lag_ms=unknown lag_bytes=unknown replay_lsn=0/3000060 age_ms=120 name=127-0-0-11-5432.host.main.db.local."`}},
+	{Qname: "primary.db.local.", Qtype: dns.TypeSRV, AA: true, Ns: []string{soa}}, // SRV lives under _postgresql._tcp.
+	{Qname: "_postgresql._udp.primary.db.local.", Qtype: dns.TypeSRV, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_mysql._tcp.primary.db.local.", Qtype: dns.TypeSRV, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_postgresql._tcp.nonsense.db.local.", Qtype: dns.TypeSRV, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_postgresql._tcp.lag-5.replica.db.local.", Qtype: dns.TypeSRV, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_postgresql._tcp.primary.nope.db.local.", Qtype: dns.TypeSRV, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_postgresql._tcp.db.local.", Qtype: dns.TypeSRV, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_postgresql._tcp.ns.db.local.", Qtype: dns.TypeSRV, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_postgresql._tcp.primary.example.com.", Qtype: dns.TypeSRV, Rcode: dns.RcodeRefused},
+
+	// The cluster's SRV: never a drained replica (nor an offline one,
+	// which replica names never answer); the drained primary stays.
+	{Qname: "_postgresql._tcp.ops.db.local.", Qtype: dns.TypeSRV, AA: true,
+		Answer: []string{
+			"_postgresql._tcp.ops.db.local. 1 IN SRV 10 0 5432 127-0-0-31-5432.host.ops.db.local.",
+			"_postgresql._tcp.ops.db.local. 1 IN SRV 20 0 5432 127-0-0-34-5432.host.ops.db.local.",
+			"_postgresql._tcp.ops.db.local. 1 IN SRV 20 0 5432 127-0-0-35-5432.host.ops.db.local."},
+		Extra: []string{"127-0-0-31-5432.host.ops.db.local. 1 IN A 127.0.0.31", "127-0-0-34-5432.host.ops.db.local. 1 IN A 127.0.0.34",
+			"127-0-0-35-5432.host.ops.db.local. 1 IN A 127.0.0.35"}},
+	// A drained replica keeps its own name.
+	{Qname: "127-0-0-32-5432.host.ops.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"127-0-0-32-5432.host.ops.db.local. 1 IN A 127.0.0.32"}},
+
+	// Hosts on two ports: A names answer those on the client port, each
+	// address once; SRV answers them all with their ports.
+	{Qname: "replica.ports.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"replica.ports.db.local. 1 IN A 127.0.0.43"}},
+	{Qname: "any.ports.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"any.ports.db.local. 1 IN A 127.0.0.41", "any.ports.db.local. 1 IN A 127.0.0.43"}},
+	{Qname: "lsn-0-9.replica.ports.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"lsn-0-9.replica.ports.db.local. 1 IN A 127.0.0.43"}},
+	{Qname: "_postgresql._tcp.replica.ports.db.local.", Qtype: dns.TypeSRV, AA: true,
+		Answer: []string{
+			"_postgresql._tcp.replica.ports.db.local. 1 IN SRV 10 0 5433 127-0-0-41-5433.host.ports.db.local.",
+			"_postgresql._tcp.replica.ports.db.local. 1 IN SRV 10 0 5433 127-0-0-42-5433.host.ports.db.local.",
+			"_postgresql._tcp.replica.ports.db.local. 1 IN SRV 10 0 5432 127-0-0-43-5432.host.ports.db.local."},
+		Extra: []string{"127-0-0-41-5433.host.ports.db.local. 1 IN A 127.0.0.41", "127-0-0-42-5433.host.ports.db.local. 1 IN A 127.0.0.42",
+			"127-0-0-43-5432.host.ports.db.local. 1 IN A 127.0.0.43"}},
+	{Qname: "_postgresql._tcp.ports.db.local.", Qtype: dns.TypeSRV, AA: true,
+		Answer: []string{
+			"_postgresql._tcp.ports.db.local. 1 IN SRV 10 0 5432 127-0-0-41-5432.host.ports.db.local.",
+			"_postgresql._tcp.ports.db.local. 1 IN SRV 20 0 5433 127-0-0-41-5433.host.ports.db.local.",
+			"_postgresql._tcp.ports.db.local. 1 IN SRV 20 0 5433 127-0-0-42-5433.host.ports.db.local.",
+			"_postgresql._tcp.ports.db.local. 1 IN SRV 20 0 5432 127-0-0-43-5432.host.ports.db.local."},
+		Extra: []string{"127-0-0-41-5432.host.ports.db.local. 1 IN A 127.0.0.41", "127-0-0-41-5433.host.ports.db.local. 1 IN A 127.0.0.41",
+			"127-0-0-42-5433.host.ports.db.local. 1 IN A 127.0.0.42", "127-0-0-43-5432.host.ports.db.local. 1 IN A 127.0.0.43"}},
+	{Qname: "127-0-0-41-5433.host.ports.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"127-0-0-41-5433.host.ports.db.local. 1 IN A 127.0.0.41"}},
+	{Qname: "lsn-0-9.replica.ports.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`lsn-0-9.replica.ports.db.local. 1 IN TXT "host=127.0.0.41:5433 role=replica lag_ms=0 lag_bytes=0 replay_lsn=0/9 age_ms=120 name=127-0-0-41-5433.host.ports.db.local. srv_only=port"`,
+		`lsn-0-9.replica.ports.db.local. 1 IN TXT "host=127.0.0.42:5433 role=replica lag_ms=0 lag_bytes=0 replay_lsn=0/9 age_ms=120 name=127-0-0-42-5433.host.ports.db.local. srv_only=port"`,
+		`lsn-0-9.replica.ports.db.local. 1 IN TXT "host=127.0.0.43:5432 role=replica lag_ms=0 lag_bytes=0 replay_lsn=0/9 age_ms=120 name=127-0-0-43-5432.host.ports.db.local."`}},
 }
 
 func TestHandler(t *testing.T) {

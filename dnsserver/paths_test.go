@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -87,7 +88,8 @@ func TestFastPathTakesCommonQueries(t *testing.T) {
 			wire, _ := caseQuery(tc, edns).Pack()
 			_, res := h.answerFast(wire, nil, testSrc.Addr(), &scratch{})
 			common := (tc.Qtype == dns.TypeA || tc.Qtype == dns.TypeAAAA) && tc.Rcode == dns.RcodeSuccess &&
-				!slices.Contains([]string{"db.local.", "ns.db.local.", "main.db.local.", "orders.db.local."}, tc.Qname)
+				!slices.Contains([]string{"db.local.", "ns.db.local.", "main.db.local.", "orders.db.local."}, tc.Qname) &&
+				!strings.HasPrefix(tc.Qname, "_postgresql._tcp.") // an SRV name's address is NODATA, from the slow path
 			if want := map[bool]fastResult{true: fastDone, false: fastNo}[common]; res != want {
 				t.Errorf("%s %s (EDNS %v): fast path result %d, want %d", tc.Qname, dns.TypeToString[tc.Qtype], edns, res, want)
 			}

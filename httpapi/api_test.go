@@ -95,7 +95,7 @@ func TestEndpoints(t *testing.T) {
 		{"/v1/hosts?x=1", "", 400, "application/json", `takes no parameters`},
 
 		{"/master", "", 200, "text/plain", "127.0.0.11"},
-		{"/master", "application/json", 200, "application/json", `"host":"127.0.0.11","port":5432`},
+		{"/master", "application/json", 200, "application/json", `"host":"127.0.0.11","name":"127-0-0-11-5432.host.main.db.local","port":5432`},
 		{"/replica?lag_ms=50", "", 200, "text/plain", "127.0.0.12"},
 		{"/replica?lag_bytes=100", "", 200, "text/plain", "127.0.0.12"},
 		{"/replica?min_lsn=0/3000060", "", 200, "text/plain", "127.0.0.12"},
@@ -106,7 +106,7 @@ func TestEndpoints(t *testing.T) {
 		{"/sync_by_time_and_bytes?lag_ms=0", "", 200, "text/plain", "127.0.0.11"},
 		{"/most_sync_by_bytes", "", 200, "text/plain", "127.0.0.12"},
 		{"/most_sync_by_bytes?lag_bytes=0&min_lsn=0/3000061", "", 200, "text/plain", "127.0.0.11"},
-		{"/hosts", "", 200, "application/json", `{"host":"127.0.0.13","port":5432,"cluster":"main","dc":null,"geo":null,"master":false,"alive":true,"lag_ms":1200,"sync_by_time":false,"lag_bytes":2000000,"sync_by_bytes":false,"lsn":"0/3000000"}`},
+		{"/hosts", "", 200, "application/json", `{"host":"127.0.0.13","port":5432,"cluster":"main","dc":null,"geo":null,"master":false,"alive":true,"lag_ms":1200,"sync_by_time":false,"lag_bytes":2000000,"sync_by_bytes":false,"lsn":"0/3000000","name":"127-0-0-13-5432.host.main.db.local"}`},
 		{"/replica?lag_ms=-1", "", 400, "application/json", `{"error_text":"Invalid lag_ms"}`},
 		{"/replica?lag_ms=abc", "application/json", 400, "application/json", `{"error_text":"Invalid lag_ms"}`},
 		{"/sync_by_bytes?lag_bytes=1e6", "", 400, "application/json", `{"error_text":"Invalid lag_bytes"}`},

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pgdns/pgdns/zone"
@@ -35,13 +36,20 @@ type hostJSON struct {
 	LastError   string  `json:"last_error,omitempty"`
 	Aside       string  `json:"aside,omitempty"` // why a live host is not answered: foreign, unsettled, duplicate, superseded, split_brain, forked
 	Note        string  `json:"note,omitempty"`  // the same and more, for people
+	Port        uint16  `json:"port"`            // where clients connect: SRV answers carry it
+	Name        string  `json:"name"`            // the host's own name, <label>.host.<cluster>.<zone> (SRV targets, certificates)
+}
+
+// hostName is h's own name in the zone, without the trailing dot.
+func (a *API) hostName(h *zone.Host) string {
+	return zone.HostName(h.Name, h.Cluster) + "." + strings.TrimSuffix(a.origin, ".")
 }
 
 // newHostJSON shows host h of cluster c as of view v: alive and lags by
 // the view's rules, the ones DNS answers by.
-func newHostJSON(v zone.View, c *zone.Cluster, h *zone.Host) hostJSON {
+func (a *API) newHostJSON(v zone.View, c *zone.Cluster, h *zone.Host) hostJSON {
 	j := hostJSON{
-		Cluster: h.Cluster, Addr: h.Addr, Location: h.Location, Role: h.Role.String(), Alive: v.Live(h),
+		Cluster: h.Cluster, Addr: h.Addr, Port: h.Port, Name: a.hostName(h), Location: h.Location, Role: h.Role.String(), Alive: v.Live(h),
 		Sync: h.Sync, SyncUnsure: h.SyncUnsure, SyncProven: h.SyncProven, StatsHidden: h.Seen && h.StatsHidden, Fails: h.Fails, LastError: h.LastError, Aside: h.Aside.String(), Note: h.Note,
 		Drained: h.Drained, DrainedBy: h.DrainedBy.String(), Offline: h.Offline,
 	}
@@ -82,7 +90,7 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request) {
 	body := hostsBody{Ready: v.Snap.Ready, Hosts: []hostJSON{}}
 	for _, c := range v.Snap.Clusters {
 		for i := range c.Hosts {
-			body.Hosts = append(body.Hosts, newHostJSON(v, c, &c.Hosts[i]))
+			body.Hosts = append(body.Hosts, a.newHostJSON(v, c, &c.Hosts[i]))
 		}
 	}
 	writeJSON(w, http.StatusOK, body)

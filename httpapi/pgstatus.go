@@ -42,6 +42,7 @@ type lagLimits struct {
 	hasBytes bool
 	lsn      zone.LSN
 	hasLSN   bool
+	allPorts bool // hosts on every port, as SRV answers them (the answer carries the port)
 }
 
 // pick chooses the host for a pg-status endpoint from cluster c as of
@@ -96,7 +97,14 @@ func (a *API) pgStatusPick(choose pick) http.HandlerFunc {
 			return
 		}
 
+		// The plain-text answer is an address only, as an A record: a
+		// host on another port than the cluster's client port is never
+		// it. The JSON answer carries the port, and may name any host.
+		lim.allPorts = asJSON
 		h := choose(a, view, c, lim)
+		if h != nil && !asJSON && !c.Addressable(h) {
+			h = nil
+		}
 		switch {
 		case h == nil && asJSON:
 			writeJSON(w, http.StatusNotFound, map[string]any{"host": nil})
@@ -104,7 +112,8 @@ func (a *API) pgStatusPick(choose pick) http.HandlerFunc {
 			writeText(w, http.StatusNotFound, "")
 		case asJSON:
 			host, port := hostPort(h.Addr)
-			writeJSON(w, http.StatusOK, map[string]any{"host": host, "port": port, "addr": h.Addr, "cluster": c.Name, "role": h.Role.String()})
+			writeJSON(w, http.StatusOK, map[string]any{"host": host, "port": port, "addr": h.Addr, "cluster": c.Name, "role": h.Role.String(),
+				"name": a.hostName(h)})
 		default:
 			host, _ := hostPort(h.Addr)
 			writeText(w, http.StatusOK, host)
@@ -143,7 +152,7 @@ func pickMaster(_ *API, v zone.View, c *zone.Cluster, _ lagLimits) *zone.Host {
 // query turns limits into a zone query; time and bytes say which of the
 // thresholds the endpoint considers.
 func (lim lagLimits) query(time, bytes bool) zone.Query {
-	q := zone.Query{HasLSN: lim.hasLSN, MinLSN: lim.lsn}
+	q := zone.Query{HasLSN: lim.hasLSN, MinLSN: lim.lsn, SRV: lim.allPorts}
 	if time {
 		q.HasLag, q.MaxLag = true, lim.lag
 	}
@@ -236,6 +245,7 @@ type pgStatusHostJSON struct {
 	LagBytes    *uint64 `json:"lag_bytes"`
 	SyncByBytes bool    `json:"sync_by_bytes"`
 	LSN         *string `json:"lsn"`
+	Name        string  `json:"name"` // the host's own name in the zone (not in pg-status)
 }
 
 // pgStatusHosts serves pg-status's GET /hosts. Lags and the sync_by_*
@@ -259,7 +269,7 @@ func (a *API) pgStatusHosts(w http.ResponseWriter, r *http.Request) {
 		for i := range c.Hosts {
 			h := &c.Hosts[i]
 			host, port := hostPort(h.Addr)
-			e := pgStatusHostJSON{Host: host, Port: port, Cluster: c.Name, Master: h == primary, Alive: v.Live(h)}
+			e := pgStatusHostJSON{Host: host, Port: port, Name: a.hostName(h), Cluster: c.Name, Master: h == primary, Alive: v.Live(h)}
 			if e.Alive {
 				lsn := h.ReplayLSN.String()
 				e.LSN = &lsn

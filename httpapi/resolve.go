@@ -18,11 +18,23 @@ type resolveBody struct {
 	Error    string         `json:"error,omitempty"`
 	Answer   []hostJSON     `json:"answer"`
 	Excluded []excludedJSON `json:"excluded"`
+	// SRV, for a name under _postgresql._tcp., is its SRV answer in order:
+	// the hosts of answer with their priorities, ports and targets.
+	SRV []srvJSON `json:"srv,omitempty"`
 }
 
 type excludedJSON struct {
-	Addr   string `json:"addr"`
-	Reason string `json:"reason"`
+	Addr    string `json:"addr"`
+	Reason  string `json:"reason"`
+	SRVOnly bool   `json:"srv_only,omitempty"` // left out of the address answer, answered by SRV (its port, or its address already in it)
+}
+
+// srvJSON is one SRV record of /v1/resolve, as DNS answers it.
+type srvJSON struct {
+	Priority uint16 `json:"priority"`
+	Weight   uint16 `json:"weight"`
+	Port     uint16 `json:"port"`
+	Target   string `json:"target"`
 }
 
 // status maps the zone's outcome of a name to the rcode DNS answers it
@@ -71,13 +83,31 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	q, err := zone.Parse(name, a.origin)
 	view := a.view()
-	if err == nil && q.Kind == zone.KindCluster {
+	if err == nil && q.Kind == zone.KindCluster && q.SRV {
+		// _postgresql._tcp.<cluster>: the cluster's SRV answer.
+		body.Query = q.String()
+		if _, err = view.Snap.LookupCluster(q.Cluster); err == nil {
+			q = q.ClusterService()
+		}
+	} else if err == nil && q.Kind == zone.KindCluster {
 		// <cluster>.<zone>: an empty non-terminal when the cluster exists.
 		body.Query = q.String()
 		_, err = view.Snap.LookupCluster(q.Cluster)
 	}
-	if err == nil && q.Kind == zone.KindHosts {
+	if err == nil && q.Kind == zone.KindHostName {
 		body.Query = q.String()
+		var h *zone.Host
+		if h, err = view.Snap.HostNamed(&q); err == nil {
+			body.Answer = append(body.Answer, a.newHostJSON(view, view.Snap.Cluster(q.Cluster), h))
+			if q.SRV {
+				body.SRV = append(body.SRV, a.srvRecord(&q, h))
+			}
+		}
+	}
+	if err == nil && q.Kind == zone.KindHosts {
+		if body.Query == "" {
+			body.Query = q.String()
+		}
 		q.From = view.Snap.Locate(client)
 		body.Location = q.From
 		var verdicts []zone.Verdict
@@ -89,11 +119,18 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 					body.Answer = append(body.Answer, hostJSON{})
 				}
 			}
+			if q.SRV {
+				body.SRV = make([]srvJSON, len(body.Answer))
+			}
 			for _, vd := range verdicts {
-				if vd.Selected {
-					body.Answer[vd.Rank-1] = newHostJSON(view, c, vd.Host) // in the answer's order
-				} else {
-					body.Excluded = append(body.Excluded, excludedJSON{Addr: vd.Host.Addr, Reason: vd.Why})
+				switch {
+				case vd.Selected && q.SRV:
+					body.SRV[vd.Rank-1] = a.srvRecord(&q, vd.Host)
+					fallthrough
+				case vd.Selected:
+					body.Answer[vd.Rank-1] = a.newHostJSON(view, c, vd.Host) // in the answer's order
+				default:
+					body.Excluded = append(body.Excluded, excludedJSON{Addr: vd.Host.Addr, Reason: vd.Why, SRVOnly: vd.SRVOnly})
 				}
 			}
 		}
@@ -104,6 +141,11 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 		body.Error = err.Error()
 	}
 	writeJSON(w, code, body)
+}
+
+// srvRecord is host h's SRV record in the answer to q, as DNS writes it.
+func (a *API) srvRecord(q *zone.Query, h *zone.Host) srvJSON {
+	return srvJSON{Priority: q.Priority(h), Weight: zone.SRVWeight, Port: h.Port, Target: a.hostName(h) + "."}
 }
 
 // qualify lower-cases name and makes it fully qualified: a name with a

@@ -67,7 +67,7 @@ func (p *Prober) publish() {
 func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluster {
 	src := p.state[ci]
 	c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...),
-		Identity: src.Identity, IdentityPinned: src.IdentityPinned, NewestTimeline: src.NewestTimeline,
+		Port: src.Port, Identity: src.Identity, IdentityPinned: src.IdentityPinned, NewestTimeline: src.NewestTimeline,
 		MinTimeline: p.cfg.Clusters[ci].MinTimeline, LeaderKey: src.LeaderKey, Leader: src.Leader}
 	c.Decide(now, stale, p.cfg.MaxFails)
 	if c.Identity != src.Identity {

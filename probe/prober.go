@@ -88,6 +88,15 @@ type ClusterConfig struct {
 	// not in it has none.
 	Locations map[string]string
 
+	// Names gives hosts their label in the zone: "host:port" → label
+	// (zone.AssignLabels: a host not in it, or whose label another host
+	// has, is labelled by its address and port).
+	Names map[string]string
+
+	// Port is the port of the cluster's A and AAAA answers; 0: the port
+	// most hosts share (zone.ClientPort).
+	Port uint16
+
 	// Patroni says the cluster is read from Patroni: only the member
 	// holding its leader key may be the primary. Leader is that member's
 	// address as Patroni last reported it ("" when none holds it); the
@@ -181,11 +190,18 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	for _, cc := range cfg.Clusters {
 		c := &zone.Cluster{Name: cc.Name, Primary: -1, AsyncOnly: cc.AsyncOnly,
 			Identity: cc.SystemID, IdentityPinned: cc.SystemID != 0, LeaderKey: cc.Patroni, Leader: cc.Leader}
-		for _, addr := range cc.Hosts {
+		labels, renamed := zone.AssignLabels(cc.Hosts, cc.Names)
+		if len(renamed) > 0 {
+			log.Warn("hosts given one name; the later ones are named by their address", "cluster", cc.Name, "hosts", renamed)
+		}
+		ports := make([]uint16, len(cc.Hosts))
+		for i, addr := range cc.Hosts {
+			_, ports[i], _ = zone.ParseHostPort(addr) // read by the config, or by discovery, already
 			t := cc.Tags[addr]
-			c.Hosts = append(c.Hosts, zone.Host{Cluster: cc.Name, Addr: addr, Location: cc.Locations[addr],
+			c.Hosts = append(c.Hosts, zone.Host{Cluster: cc.Name, Addr: addr, Port: ports[i], Name: labels[i], Location: cc.Locations[addr],
 				TagNoLoadBalance: t.NoLoadBalance, TagNote: t.Note})
 		}
+		c.Port = zone.ClientPort(ports, cc.Port)
 		p.state = append(p.state, c)
 		p.timelines = append(p.timelines, map[uint32]timelineHistory{})
 	}

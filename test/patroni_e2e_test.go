@@ -121,6 +121,22 @@ clusters:
 		e.waitFor(t, "replica.db.local.", others(pc.Nodes, leader))
 	})
 
+	t.Run("host names from member names; SRV follows the switchover", func(t *testing.T) {
+		for _, n := range pc.Nodes {
+			e.waitFor(t, n.Name+".host.main.db.local.", []string{n.IP})
+		}
+		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the cluster's SRV to put the new leader at 10", func() (string, bool) {
+			recs, _ := e.srvRecords(t, "_postgresql._tcp.main.db.local.")
+			first := 0
+			for _, r := range recs {
+				if r.Priority == 10 && r.Target == leader.Name+".host.main.db.local." && r.Port == 5432 {
+					first++
+				}
+			}
+			return fmt.Sprint(recs), len(recs) == len(pc.Nodes) && first == 1
+		})
+	})
+
 	var dead *pgtest.PatroniNode
 	t.Run("failover after the leader dies", func(t *testing.T) {
 		dead = leader

@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"net/netip"
 	"strconv"
 	"time"
 )
@@ -49,6 +50,7 @@ import (
 //     the primary's branch (setAsideUnprovenBranch).
 func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) {
 	c.Primary = -1
+	c.ipsDistinct = distinctIPs(c.Hosts)
 	live := make([]bool, len(c.Hosts))
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
@@ -414,4 +416,22 @@ func (c *Cluster) settleIdentity(live []bool) {
 			return
 		}
 	}
+}
+
+// distinctIPs reports whether no two hosts share a known address (several
+// servers on one machine, on different ports), in which case address
+// answers need not look for a repeat (forAddresses).
+func distinctIPs(hosts []Host) bool {
+	seen := make(map[netip.Addr]bool, len(hosts))
+	for i := range hosts {
+		ip := hosts[i].IP
+		if !ip.IsValid() {
+			continue
+		}
+		if seen[ip] {
+			return false
+		}
+		seen[ip] = true
+	}
+	return true
 }

@@ -12,6 +12,9 @@ type Verdict struct {
 	Selected bool
 	Rank     int    // a selected host's place in the answer, from 1; 0 when left out
 	Why      string // for a host left out: the reason, e.g. "lag 1200ms > 50ms"
+	// SRVOnly: left out of an address answer for its port (or its
+	// address, already in it), but in the name's SRV answer.
+	SRVOnly bool
 }
 
 // Explain returns a verdict for every host of the query's cluster, in
@@ -25,6 +28,12 @@ func (v View) Explain(q *Query) ([]Verdict, error) {
 	if err != nil {
 		return nil, err
 	}
+	var service []*Host // what SRV answers: the hosts an address answer leaves out for their port
+	if !q.SRV {
+		withSRV := *q
+		withSRV.SRV = true
+		service, _ = v.Select(&withSRV, nil)
+	}
 	c := s.Cluster(q.Cluster)
 	primary := c.livePrimary(now, s.StaleAfter)
 	out := make([]Verdict, len(c.Hosts))
@@ -32,7 +41,16 @@ func (v View) Explain(q *Query) ([]Verdict, error) {
 		h := &c.Hosts[i]
 		v := Verdict{Host: h, Rank: slices.Index(chosen, h) + 1}
 		v.Selected = v.Rank > 0
-		if !v.Selected {
+		switch {
+		case v.Selected:
+		case slices.Contains(service, h) && !c.Addressable(h):
+			v.SRVOnly = true
+			v.Why = "port " + strconv.Itoa(int(h.Port)) + ": answered by SRV only (_postgresql._tcp.), A and AAAA answer port " +
+				strconv.Itoa(int(c.Port))
+		case slices.Contains(service, h):
+			v.SRVOnly = true
+			v.Why = "address " + h.IP.String() + " is already in the answer: answered by SRV only (_postgresql._tcp.)"
+		default:
 			v.Why = c.why(h, q, primary, now, s.StaleAfter)
 		}
 		out[i] = v

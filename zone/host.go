@@ -73,6 +73,11 @@ type Host struct {
 	Cluster string // name of the cluster it belongs to
 	Addr    string // "host:port" as configured
 	IP      netip.Addr
+	Port    uint16 // Addr's port: where clients connect (SRV answers carry it)
+
+	// Name is the host's label in the zone: it answers as
+	// HostName(Name, Cluster), whatever its role (names.go).
+	Name string
 
 	// Location is where the host is (its data centre, zone...), from the
 	// configuration or Patroni's dc tag; "" when not labelled.

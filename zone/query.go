@@ -62,7 +62,13 @@ const (
 	KindApex                       // the zone apex: SOA and NS
 	KindNameServer                 // "ns.<zone>", the name the NS record points at
 	KindCluster                    // "<cluster>.<zone>": an empty non-terminal with the cluster's SOA
+	KindHostName                   // "<label>.host.<cluster>.<zone>": one host's own name (names.go)
 )
+
+// ServicePrefix starts every SRV name: RFC 2782's service and protocol
+// labels, as the pgx, pgjdbc, npgsql and libpq proposals and psycopg's
+// resolve_srv read them. No other service or protocol is in the grammar.
+const ServicePrefix = "_postgresql._tcp."
 
 // NameServerLabel is the label of the name server's own name under the zone.
 const NameServerLabel = "ns"
@@ -73,6 +79,14 @@ type Query struct {
 	Kind    Kind
 	Target  Target
 	Cluster string // "" is the default cluster; KindCluster: the label asked
+
+	// Host is the host label of a KindHostName name.
+	Host string
+
+	// SRV: the name was asked under ServicePrefix, for SRV records: the
+	// hosts on every port. Without it, selection answers addresses and
+	// leaves out hosts not on the cluster's client port (Cluster.Port).
+	SRV bool
 
 	HasLag bool
 	MaxLag time.Duration // time lag at most this
@@ -117,6 +131,20 @@ func Parse(name, origin string) (Query, error) {
 		return Query{}, ErrOutsideZone
 	}
 	rest := name[:len(name)-len(origin)-1]
+	srv := false
+	if after, ok := strings.CutPrefix(rest, ServicePrefix); ok {
+		rest, srv = after, true
+	}
+	q, err := parseRelative(rest)
+	q.SRV = srv && err == nil
+	if srv && err == nil && q.Kind != KindHosts && q.Kind != KindCluster && q.Kind != KindHostName {
+		return Query{}, ErrNoSuchName // the name server's name answers no SRV
+	}
+	return q, err
+}
+
+// parseRelative is Parse of a name without its zone and service labels.
+func parseRelative(rest string) (Query, error) {
 	if rest == "" || rest[0] == '.' || rest[len(rest)-1] == '.' || strings.Contains(rest, "..") {
 		return Query{}, ErrNoSuchName // an empty label
 	}
@@ -136,6 +164,13 @@ func Parse(name, origin string) (Query, error) {
 		}
 		q.Cluster = label
 		label, rest = lastLabel(rest)
+		if label == HostLabel {
+			// <label>.host.<cluster>: a host's own name.
+			if rest == "" || strings.IndexByte(rest, '.') >= 0 || !ValidHostLabel(rest) {
+				return Query{}, ErrNoSuchName
+			}
+			return Query{Kind: KindHostName, Cluster: q.Cluster, Host: rest}, nil
+		}
 		if t, ok = ParseTarget(label); !ok {
 			return Query{}, ErrNoSuchName
 		}
@@ -349,6 +384,11 @@ func parseDecimal(s string) (uint64, bool) {
 // which no name carries): filters in the order dc, sync, lag, bytes, lsn; lag in
 // ms; bytes in b; the canonical role word.
 func (q Query) String() string {
+	if q.SRV {
+		r := q
+		r.SRV = false
+		return ServicePrefix + r.String()
+	}
 	switch q.Kind {
 	case KindApex:
 		return ""
@@ -356,6 +396,8 @@ func (q Query) String() string {
 		return NameServerLabel
 	case KindCluster:
 		return q.Cluster
+	case KindHostName:
+		return HostName(q.Host, q.Cluster)
 	}
 	b := make([]byte, 0, 64)
 	if q.DC != "" {

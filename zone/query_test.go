@@ -192,6 +192,8 @@ func FuzzParse(f *testing.F) {
 		"dc-east.lag-50ms.replica.db.local.", "dc-us-east-1.any.orders.db.local.", "dc-.replica.db.local.",
 		"dc-a.dc-b.replica.db.local.", "offline.db.local.", "sync.replica.db.local.",
 		"sync.lag-1s.dc-east.offline.orders.db.local.", "sync.sync.any.db.local.",
+		"pg-1.host.main.db.local.", "_postgresql._tcp.lag-1s.replica.db.local.", "_postgresql._tcp.main.db.local.",
+		"_postgresql._tcp.pg-1.host.main.db.local.", "_postgresql._udp.primary.db.local.",
 	} {
 		f.Add(seed)
 	}
@@ -219,6 +221,10 @@ func FuzzParse(f *testing.F) {
 		case KindCluster:
 			if !ValidClusterName(q.Cluster) {
 				t.Fatalf("Parse(%q) cluster %q", name, q.Cluster)
+			}
+		case KindHostName:
+			if !ValidHostLabel(q.Host) || q.Cluster == "" {
+				t.Fatalf("Parse(%q) host %q of cluster %q", name, q.Host, q.Cluster)
 			}
 		}
 		canon := q.String() + "." + origin

@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"net/netip"
 	"time"
 )
 
@@ -9,6 +10,7 @@ var (
 	ErrNotReady        error = &Error{NotReady, "the first probe round has not finished"}
 	ErrUnknownCluster  error = &Error{NoSuchName, "no such cluster"}
 	ErrUnknownLocation error = &Error{NoSuchName, "no such location"} // a dc- filter that no host or network names
+	ErrUnknownHost     error = &Error{NoSuchName, "no such host"}     // a host name whose label no host of the cluster has
 )
 
 // Reason says why a replica is or is not fit for a query.
@@ -165,14 +167,14 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 	}
 	primary := c.livePrimary(now, s.StaleAfter)
 	primaryFits := primary != nil && (q.DC == "" || primary.Location == q.DC)
+	start := len(dst)
 	if q.Target == TargetPrimary {
 		if primaryFits {
 			dst = append(dst, primary)
 		}
-		return dst, nil
+		return c.forAddresses(q, dst, start), nil
 	}
 
-	start := len(dst)
 	if q.Target == TargetAny && primaryFits {
 		dst = append(dst, primary)
 	}
@@ -186,8 +188,9 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 		dst = offlineFirst(dst, start)
 	}
 	arrange(dst[start:], q.From, turn)
+	dst = c.forAddresses(q, dst, start)
 	if q.Target == TargetPreferReplica && len(dst) == start && primary != nil {
-		dst = append(dst, primary)
+		dst = c.forAddresses(q, append(dst, primary), start)
 	}
 	return dst, nil
 }
@@ -209,6 +212,60 @@ func offlineFirst(dst []*Host, start int) []*Host {
 	}
 	clear(dst[n:])
 	return dst[:n]
+}
+
+// forAddresses keeps, in place and in order, the hosts of dst[start:] an
+// address answer to q may hold, and returns dst so cut; an SRV query
+// (q.SRV) keeps them all, since each SRV record carries its host's port.
+// An A or AAAA record carries none: the client connects to the cluster's
+// client port (Cluster.Port), so a host on another port is left out (a
+// client would reach another server at that address, or none), and an
+// address already in the answer is not repeated. The same cut serves the
+// replica names and prefer-replica's fallback: a replica only SRV can
+// reach does not keep an address client from the primary.
+func (c *Cluster) forAddresses(q *Query, dst []*Host, start int) []*Host {
+	if q.SRV || (c.Port == 0 && c.ipsDistinct) {
+		return dst
+	}
+	n := start
+	for _, h := range dst[start:] {
+		if !c.Addressable(h) || (!c.ipsDistinct && repeats(dst[start:n], h.IP)) {
+			continue
+		}
+		dst[n] = h
+		n++
+	}
+	return dst[:n]
+}
+
+// Addressable reports whether a client of c's address names reaches h on
+// its address: h listens on the cluster's client port.
+func (c *Cluster) Addressable(h *Host) bool { return c.Port == 0 || h.Port == c.Port }
+
+func repeats(hosts []*Host, ip netip.Addr) bool {
+	for _, h := range hosts {
+		if h.IP == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// HostNamed returns the host q (KindHostName) names: the host labelled
+// q.Host in cluster q.Cluster, whatever its role. An unknown cluster or
+// label is ErrUnknownCluster (NXDOMAIN); before the first snapshot,
+// ErrNotReady.
+func (s *Snapshot) HostNamed(q *Query) (*Host, error) {
+	c, err := s.LookupCluster(q.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	for i := range c.Hosts {
+		if c.Hosts[i].Name == q.Host {
+			return &c.Hosts[i], nil
+		}
+	}
+	return nil, ErrUnknownHost
 }
 
 // arrange orders selected hosts in place: those in location from first

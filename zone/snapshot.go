@@ -40,6 +40,15 @@ type Cluster struct {
 	// NewestTimeline it is not learned: lowering it takes effect at once.
 	MinTimeline uint32
 
+	// Port is the port clients use with the cluster's A and AAAA names
+	// (ClientPort): address answers leave out hosts on other ports, which
+	// only SRV answers carry. 0: every host is taken to be on it.
+	Port uint16
+
+	// ipsDistinct is set by Decide when no two hosts share an address,
+	// so that address answers need not look for repeats.
+	ipsDistinct bool
+
 	// Serial is the SOA serial of <cluster>.<zone>: it changes when a role
 	// answer of the cluster does (see StampSerials).
 	Serial uint32

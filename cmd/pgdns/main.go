@@ -69,6 +69,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return 1
 	}
 	if *check {
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintln(stdout, "pgdns: warning:", w)
+		}
 		clusters := "clusters"
 		if len(cfg.Clusters) == 1 {
 			clusters = "cluster"
@@ -92,7 +95,6 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "pgdns:", err)
 		return 1
 	}
-	a.SetVersion(version)
 	serve, release := stopping(ctx, log)
 	defer release()
 	go notifyReady(serve, a, log)

@@ -47,7 +47,6 @@ type App struct {
 	discoDone   chan struct{}
 	dns         *dnsserver.Server
 	http        *httpapi.Server // nil when http.listen is ""
-	status      *statusFeed     // feeds the status page; nil when http.listen is ""
 	running     *runningProber
 	prober      atomic.Pointer[probe.Prober] // the one publishing, for Refresh
 	state       *stateKeeper                 // nil without state.path (state.go)
@@ -120,16 +119,13 @@ func (a *App) Start() error {
 		NameServers:      nameServers(cfg.DNS.NameServers),
 		NameServerIPs:    listenIPs(cfg.DNS.Listen),
 		OnAnswer:         a.metrics.DNSAnswer,
-		OnLatency:        a.metrics.DNSLatency,
 		OnLocality:       a.metrics.DNSLocality,
 		OnLSNUnreachable: a.metrics.LSNUnreachable,
 		ClientSubnetFrom: cfg.DNS.ClientSubnetFrom,
 		LSNWait:          cfg.DNS.LSNWait,
 		Refresh:          a.refresh,
 	}, a.table, a.log)
-	limiter := dnsserver.NewRateLimiter(dnsserver.RateLimits{PerSecond: cfg.DNS.RateLimit})
-	a.metrics.TrackRateLimiter(limiter)
-	h = limiter.Wrap(h)
+	h = dnsserver.RateLimit(h, cfg.DNS.RateLimit)
 	srv, err := dnsserver.Start(cfg.DNS.Listen, h, dnsserver.Limits{OnLSNWaitFull: a.metrics.LSNWaitFull})
 	if err != nil {
 		a.stopState()
@@ -137,7 +133,6 @@ func (a *App) Start() error {
 	}
 	a.dns = srv
 	if cfg.HTTP.Listen != "" {
-		a.status = startStatusFeed(a.table)
 		api := httpapi.New(httpapi.Config{
 			Zone:            cfg.DNS.Zone,
 			SyncMaxLag:      cfg.HTTP.SyncMaxLag,
@@ -148,13 +143,11 @@ func (a *App) Start() error {
 			Admin:           adminOps{a},
 			AdminToken:      adminToken(cfg.HTTP.AdminTokenFile),
 			Events:          a.events,
-			Lags:            a.status.lags,
 		}, a.table, a.log)
 		hs, err := httpapi.Start(cfg.HTTP.Listen, withPprof(cfg.HTTP.Listen, api), a.log, httpapi.ServerConfig{
 			MaxConns: cfg.HTTP.MaxConns, AllowedHosts: cfg.HTTP.AllowedHosts, OnEvict: a.metrics.HTTPEvicted})
 		if err != nil {
 			_ = srv.Shutdown(context.Background())
-			a.status.halt()
 			a.stopState()
 			return fmt.Errorf("http.listen %q: %w", cfg.HTTP.Listen, err)
 		}
@@ -164,10 +157,9 @@ func (a *App) Start() error {
 	// answers already include them; discovery keeps them current after.
 	a.discover(context.Background())
 	a.probing = a.effective(cfg)
-	a.metrics.SetClusters(clusterNames(cfg))
+	a.warnConfig(a.probing)
 	a.running, err = a.startProber(a.probing, true, remembered)
 	if err != nil {
-		a.status.halt()
 		a.stopState()
 		return err
 	}
@@ -209,7 +201,7 @@ func (a *App) startProber(cfg *config.Config, active bool, remembered map[string
 	pcfg.Hooks.RefreshRound, pcfg.Hooks.RefreshCoalesced = a.metrics.RefreshRound, a.metrics.RefreshCoalesced
 	for _, c := range cfg.Clusters {
 		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly, SystemID: c.SystemID, MinTimeline: c.MinTimeline,
-			Locations: c.Locations, Patroni: len(c.Patroni) > 0, Leader: patroni.Leader(a.discovered[c.Name]),
+			Locations: c.Locations, Names: c.Names, Port: c.Port, Patroni: len(c.Patroni) > 0, Leader: patroni.Leader(a.discovered[c.Name]),
 			Tags: memberTags(a.discovered[c.Name])})
 	}
 	if len(cfg.DNS.Networks) > 0 {
@@ -240,8 +232,6 @@ func (a *App) Reload(cfg *config.Config) error {
 	err := a.reload(cfg)
 	if err != nil {
 		a.RejectReload(err)
-	} else {
-		a.metrics.Reloaded(nil)
 	}
 	return err
 }
@@ -259,12 +249,13 @@ func (a *App) reload(cfg *config.Config) error {
 	if len(onRestart) > 0 {
 		a.log.Warn("reload: these settings take effect only on restart; applying the others", "keys", onRestart)
 	}
-	if err := a.swap(a.effective(next)); err != nil {
+	probing := a.effective(next)
+	a.warnConfig(probing)
+	if err := a.swap(probing); err != nil {
 		return err
 	}
 	unchanged := reflect.DeepEqual(*a.cfg, *next)
 	a.cfg = next
-	a.metrics.SetClusters(clusterNames(next))
 	if unchanged {
 		// The hosts are the same ones, so the prober that took over
 		// reports no host as changed (probe.logChanges): this one line
@@ -342,7 +333,6 @@ func (a *App) Stop(ctx context.Context) error {
 		a.running = nil
 	}
 	a.stopState() // after the prober: its last report is written
-	a.status.halt()
 	return err
 }
 
@@ -370,18 +360,6 @@ func (a *App) Run(ctx context.Context) error {
 	return errors.Join(serveErr, a.Stop(sctx))
 }
 
-// SetVersion is the version pgdns_build_info reports (cmd/pgdns's).
-func (a *App) SetVersion(version string) { a.metrics.SetVersion(version) }
-
-// clusterNames are the names of cfg's clusters.
-func clusterNames(cfg *config.Config) []string {
-	names := make([]string, 0, len(cfg.Clusters))
-	for _, c := range cfg.Clusters {
-		names = append(names, c.Name)
-	}
-	return names
-}
-
 // nameServers converts dns.nameservers for the handler.
 func nameServers(list []config.NameServer) []dnsserver.NameServer {
 	var out []dnsserver.NameServer
@@ -398,4 +376,12 @@ func listenIPs(listen string) []netip.Addr {
 		return []netip.Addr{ip}
 	}
 	return nil
+}
+
+// warnConfig logs what is valid but likely wrong in cfg (the hosts Patroni
+// reported included), one line each, as pgdns -check prints it.
+func (a *App) warnConfig(cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		a.log.Warn(w)
+	}
 }

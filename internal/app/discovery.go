@@ -13,6 +13,7 @@ import (
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/patroni"
 	"github.com/pgdns/pgdns/probe"
+	"github.com/pgdns/pgdns/zone"
 )
 
 // effective is cfg with each cluster's hosts extended by the members
@@ -24,9 +25,16 @@ func (a *App) effective(cfg *config.Config) *config.Config {
 	for i, c := range cfg.Clusters {
 		c.Hosts = slices.Clone(c.Hosts)
 		c.Locations = maps.Clone(c.Locations)
+		c.Names = maps.Clone(c.Names)
 		for _, m := range a.discovered[c.Name] {
 			if !slices.Contains(c.Hosts, m.Addr) {
 				c.Hosts = append(c.Hosts, m.Addr)
+			}
+			if label := memberLabel(m); label != "" {
+				if c.Names == nil {
+					c.Names = map[string]string{}
+				}
+				c.Names[m.Addr] = label // the member's name comes first (docs/names.md)
 			}
 			if _, set := c.Locations[m.Addr]; !set && m.Location != "" {
 				if c.Locations == nil {
@@ -99,6 +107,7 @@ func (a *App) discoveryLoop(ctx context.Context) {
 		}
 		if changed && a.running != nil {
 			probing := a.effective(a.cfg)
+			a.warnConfig(probing)
 			if err := a.swap(probing); err != nil {
 				a.log.Warn("Patroni members changed but the new list could not be applied", "error", err)
 			} else {
@@ -133,9 +142,18 @@ func (a *App) discover(ctx context.Context) bool {
 			continue
 		}
 		a.discoFailed[c.Name] = false
-		sameMember := func(x, y patroni.Member) bool { return x.Addr == y.Addr && x.Location == y.Location }
+		sameMember := func(x, y patroni.Member) bool {
+			return x.Addr == y.Addr && x.Location == y.Location && x.Name == y.Name
+		}
 		if !slices.EqualFunc(members, a.discovered[c.Name], sameMember) {
 			a.log.Info("members from Patroni", "cluster", c.Name, "members", memberList(members))
+			for _, m := range members {
+				if label := memberLabel(m); label != m.Name {
+					a.log.Warn("Patroni member name is not a valid host label; its host name uses another",
+						"cluster", c.Name, "member", m.Name, "addr", m.Addr, "label", cmp.Or(label, zone.DerivedLabel(m.Addr)),
+						"host_name", zone.HostName(cmp.Or(label, zone.DerivedLabel(m.Addr)), c.Name))
+				}
+			}
 			changed = true
 		}
 		was := patroni.Leader(a.discovered[c.Name])
@@ -214,3 +232,11 @@ func memberList(members []patroni.Member) string {
 
 // httpClient reads Patroni's REST API.
 var httpClient = &http.Client{Timeout: 3 * time.Second}
+
+// memberLabel is the host label of Patroni member m: its name, sanitised
+// to a valid label (zone.SanitizeLabel: "pg_node.1" → "pg-node-1"); ""
+// when nothing of it is left, and the host is labelled by its address.
+// A name that is no label is never a reason to refuse the member.
+func memberLabel(m patroni.Member) string {
+	return zone.SanitizeLabel(m.Name)
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,5 +77,38 @@ func TestKickedDiscoveryBacksOff(t *testing.T) {
 	a.mu.Unlock()
 	if got != "10.0.0.2:5432" {
 		t.Errorf("leader %q after the key moved, want 10.0.0.2:5432", got)
+	}
+}
+
+// TestMemberNamesLabelHosts: a Patroni member's name labels its host,
+// sanitised when it is not a valid label (with a WARN line naming the
+// member and the name used), never refused; it wins over the
+// configuration's names; a member whose name leaves nothing is named by
+// its address.
+func TestMemberNamesLabelHosts(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"members":[{"name":"pg1","host":"10.0.0.1","port":5432,"role":"leader"},`+
+			`{"name":"PG_Node.2","host":"10.0.0.2","port":5432,"role":"replica"},{"name":"__","host":"10.0.0.3","port":5433,"role":"replica"}]}`)
+	}))
+	defer srv.Close()
+	logs := &testkit.Buffer{}
+	a := &App{log: slog.New(slog.NewTextHandler(logs, nil)), discovered: map[string][]patroni.Member{}, discoFailed: map[string]bool{},
+		refused: map[string]string{},
+		cfg: &config.Config{Clusters: []config.Cluster{{Name: "main", Patroni: []string{srv.URL},
+			Names: map[string]string{"10.0.0.1:5432": "configured"}}}}}
+	if !a.discover(context.Background()) {
+		t.Fatal("no members read")
+	}
+	got := a.effective(a.cfg).Clusters[0].Names
+	if want := map[string]string{"10.0.0.1:5432": "pg1", "10.0.0.2:5432": "pg-node-2"}; !maps.Equal(got, want) {
+		t.Errorf("names %v, want %v", got, want)
+	}
+	for _, line := range []string{
+		`level=WARN msg="Patroni member name is not a valid host label; its host name uses another" cluster=main member=PG_Node.2 addr=10.0.0.2:5432 label=pg-node-2 host_name=pg-node-2.host.main`,
+		`member=__ addr=10.0.0.3:5433 label=10-0-0-3-5433 host_name=10-0-0-3-5433.host.main`,
+	} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("log lacks %q:\n%s", line, logs)
+		}
 	}
 }

@@ -124,6 +124,14 @@ type Cluster struct {
 	// it from the hosts' majority.
 	SystemID uint64
 
+	// Names labels hosts (names: label → host): host "host:port" →
+	// label; a host not in it is labelled by its address and port.
+	Names map[string]string
+
+	// Port is the port of the cluster's A and AAAA answers (port); 0:
+	// the port most hosts share (zone.ClientPort).
+	Port uint16
+
 	// MinTimeline (min_timeline, only with SystemID) is a floor of the
 	// cluster's newest timeline: a writable host on a lower one is never
 	// the primary, as if pgdns had seen the promotion itself. 0: none.

@@ -147,6 +147,9 @@ var clusterKeys = []clusterKey{
 	{name: "min_timeline", doc: "optional, with system_identifier: a writable host on a lower timeline is never the primary", read: readMinTimeline},
 	{name: clusterLocationsField, doc: "hosts by location name", isMap: true,
 		read: func(r *reader, key string, c *Cluster) { c.Locations = r.hostLocations(key, c) }},
+	{name: namesField, doc: "optional host labels: label → host:port; the host answers as <label>.host.<cluster>.<zone>", isMap: true,
+		read: func(r *reader, key string, c *Cluster) { c.Names = r.hostLabels(key, c) }},
+	{name: "port", doc: "optional: the port of the cluster's A and AAAA answers; default the port most hosts share", read: readPort},
 }
 
 // hostNames reads a list of host names: no port, no scheme.

@@ -43,6 +43,7 @@ const NoLoadBalanceTag = "noloadbalance"
 // Member is one member Patroni reports.
 type Member struct {
 	Addr     string // "host:port"
+	Name     string // the member's name, as Patroni reports it (its patroni.yml name); may be "" or any text
 	Location string // the dc tag, lower-cased; "" when absent, not a string, or not a valid location name
 	// NoLoadBalance: the member is tagged noloadbalance with a value
 	// Patroni takes as true (noLoadBalance); TagNote says so when the
@@ -119,7 +120,7 @@ func members(ctx context.Context, client *http.Client, url string) ([]Member, []
 			loc = "" // not a name a dc- label can carry: no location
 		}
 		nlb, note := noLoadBalance(m.Tags)
-		hosts = append(hosts, Member{Addr: addr, Location: loc, NoLoadBalance: nlb, TagNote: note,
+		hosts = append(hosts, Member{Addr: addr, Name: m.Name, Location: loc, NoLoadBalance: nlb, TagNote: note,
 			Leader: m.Role == "leader" || m.Role == "standby_leader"})
 	}
 	slices.SortFunc(hosts, func(a, b Member) int { return strings.Compare(a.Addr, b.Addr) })

@@ -43,7 +43,8 @@ func TestMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Member{{Addr: "10.0.0.1:5432", Leader: true}, {Addr: "10.0.0.2:5433", Location: "west"}, {Addr: "10.0.0.4:5432"}, {Addr: "10.0.0.5:5432"}}
+	want := []Member{{Addr: "10.0.0.1:5432", Name: "n1", Leader: true}, {Addr: "10.0.0.2:5433", Name: "n2", Location: "west"},
+		{Addr: "10.0.0.4:5432", Name: "n4"}, {Addr: "10.0.0.5:5432", Name: "n5"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("members %v, want %v", got, want)
 	}

@@ -28,6 +28,9 @@ type Options struct {
 	// IPs of the nodes: the first is the primary, the others replicas.
 	IPs  []string
 	Port int // default 5432
+	// Ports, when set, gives node i the port Ports[i] (0: Port), so that
+	// two nodes may share an IP or a cluster span several ports.
+	Ports []int
 
 	// Conf lines appended to every node's postgresql.conf.
 	Conf []string
@@ -111,9 +114,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	c.opts = opts
 	for i, ip := range opts.IPs {
+		port := opts.Port
+		if i < len(opts.Ports) && opts.Ports[i] != 0 {
+			port = opts.Ports[i]
+		}
 		c.Nodes = append(c.Nodes, &Node{
 			Name: "node" + strconv.Itoa(i+1) + "_" + strings.ReplaceAll(ip, ".", "_"),
-			IP:   ip, Port: opts.Port, Dir: filepath.Join(c.root, "node"+strconv.Itoa(i+1)), c: c,
+			IP:   ip, Port: port, Dir: filepath.Join(c.root, "node"+strconv.Itoa(i+1)), c: c,
 		})
 	}
 	if err := c.startAll(ctx, opts); err != nil {

@@ -22,21 +22,27 @@ var T0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 const SystemID = 7
 
 // Host returns a host of cluster "main" at ip, port 5432 (ip may be IPv6),
+// named by its address (zone.DerivedLabel),
 // probed successfully at probedAt: timeline 1 known exactly, system
 // identifier SystemID, replayed up to replay. A replica (inRecovery) has
 // its lag in time and in bytes known, zero until the test sets them; a
 // primary has no lag to know.
 func Host(ip string, inRecovery bool, replay zone.LSN, probedAt time.Time) zone.Host {
+	addr := net.JoinHostPort(ip, "5432")
 	return zone.Host{
-		Cluster: "main", Addr: net.JoinHostPort(ip, "5432"), IP: netip.MustParseAddr(ip),
+		Cluster: "main", Addr: addr, IP: netip.MustParseAddr(ip), Port: 5432, Name: zone.DerivedLabel(addr),
 		Seen: true, ProbedAt: probedAt, InRecovery: inRecovery,
 		Timeline: 1, TimelineExact: true, SystemID: SystemID, ReplayLSN: replay,
 		LagKnown: inRecovery, BytesKnown: inRecovery,
 	}
 }
 
-// Cluster returns the cluster name holding hosts, not yet decided.
+// Cluster returns the cluster name holding hosts (each now of that
+// cluster), not yet decided.
 func Cluster(name string, hosts ...zone.Host) *zone.Cluster {
+	for i := range hosts {
+		hosts[i].Cluster = name
+	}
 	return &zone.Cluster{Name: name, Hosts: hosts}
 }
 

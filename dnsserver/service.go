@@ -1,0 +1,119 @@
+package dnsserver
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// Host names and SRV answers (zone/names.go, zone/srv.go).
+
+// hostFQDN is host's own name in the zone, fully qualified.
+func (h *Handler) hostFQDN(host *zone.Host) string {
+	return zone.HostName(host.Name, host.Cluster) + "." + h.origin
+}
+
+// answerHostName answers <label>.host.<cluster>.<zone>: the host's
+// address whatever its role or health (a name for the machine, which SRV
+// targets and certificates name), its evidence for TXT, and one SRV
+// record, priority 10, under _postgresql._tcp.
+func (h *Handler) answerHostName(m *dns.Msg, q dns.Question, parsed *zone.Query, v zone.View) zone.Outcome {
+	host, err := v.Snap.HostNamed(parsed)
+	if err != nil {
+		return zone.OutcomeOf(err)
+	}
+	hosts := []*zone.Host{host}
+	switch {
+	case q.Qtype == dns.TypeTXT:
+		h.evidence(m, q.Name, parsed, hosts, v)
+	case q.Qtype == dns.TypeANY:
+		m.Answer = []dns.RR{&dns.HINFO{Hdr: header(q.Name, dns.TypeHINFO, h.ttl), Cpu: "RFC8482"}}
+	case parsed.SRV && q.Qtype == dns.TypeSRV:
+		h.services(m, q.Name, parsed, hosts)
+	case !parsed.SRV:
+		m.Answer = h.addresses(q.Name, q.Qtype, []netip.Addr{host.Address()})
+	}
+	return zone.Answered
+}
+
+// services fills an SRV answer to parsed: one record per host, in the
+// selection's order, with its priority (zone.Query.Priority), the equal
+// weight, its own port and its host name; the targets' addresses in the
+// additional section, which fitAdditional trims to the UDP size.
+func (h *Handler) services(m *dns.Msg, owner string, parsed *zone.Query, hosts []*zone.Host) {
+	for _, host := range hosts {
+		target := h.hostFQDN(host)
+		m.Answer = append(m.Answer, &dns.SRV{Hdr: header(owner, dns.TypeSRV, h.ttl),
+			Priority: parsed.Priority(host), Weight: zone.SRVWeight, Port: host.Port, Target: target})
+		ip := host.Address()
+		m.Extra = append(m.Extra, h.addresses(target, dns.TypeA, []netip.Addr{ip})...)
+		if !ip.Is4In6() {
+			m.Extra = append(m.Extra, h.addresses(target, dns.TypeAAAA, []netip.Addr{ip})...)
+		}
+	}
+}
+
+// evidence fills a TXT answer: one string per host of the name's SRV
+// answer, so that the hosts an address answer leaves out are said too
+// (srv_only=port, or srv_only=address when their address is already in
+// it), then any host only the address answer has (prefer-replica's
+// primary, when every fitting replica is on another port). parsed is the
+// name asked, hosts its answer.
+func (h *Handler) evidence(m *dns.Msg, owner string, parsed *zone.Query, hosts []*zone.Host, v zone.View) {
+	c := v.Snap.Cluster(parsed.Cluster)
+	all := hosts
+	if !parsed.SRV && parsed.Kind == zone.KindHosts {
+		withSRV := *parsed
+		withSRV.SRV = true
+		all, _ = v.Select(&withSRV, nil) // the same view and turn: the same order
+		for _, host := range hosts {
+			if !slices.Contains(all, host) {
+				all = append(all, host)
+			}
+		}
+	}
+	for _, host := range all {
+		note := ""
+		if !slices.Contains(hosts, host) {
+			note = "srv_only=address"
+			if c != nil && c.Port != 0 && host.Port != c.Port {
+				note = "srv_only=port"
+			}
+		}
+		m.Answer = append(m.Answer, txtRecord(owner, h.ttl, v, c, host, h.hostFQDN(host), note))
+	}
+}
+
+// fitAdditional drops, from the end, the additional records of an SRV
+// answer that would not fit a UDP reply of size: they are optional
+// (RFC 2782: a client looks the targets up itself), so dropping them sets
+// no TC, while an answer record that does not fit still does (Truncate).
+func fitAdditional(m *dns.Msg, size int) {
+	if len(m.Question) != 1 || m.Question[0].Qtype != dns.TypeSRV || len(m.Extra) == 0 {
+		return
+	}
+	opt := m.IsEdns0()
+	extra := m.Extra[:0:0]
+	for _, rr := range m.Extra {
+		if rr.Header().Rrtype != dns.TypeOPT {
+			extra = append(extra, rr)
+		}
+	}
+	for len(extra) > 0 {
+		m.Extra = extra
+		if opt != nil {
+			m.Extra = append(extra[:len(extra):len(extra)], opt)
+		}
+		if m.Len() <= size {
+			return
+		}
+		extra = extra[:len(extra)-1]
+	}
+	m.Extra = nil
+	if opt != nil {
+		m.Extra = []dns.RR{opt}
+	}
+}

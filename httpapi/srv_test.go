@@ -1,0 +1,107 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/zone"
+	"github.com/pgdns/pgdns/zone/zonetest"
+)
+
+// twoPorts: the primary on 127.0.0.11:5432, a replica beside it on
+// 127.0.0.11:5433 and one on 127.0.0.12:5432; the client port 5432.
+func twoPorts() *zone.Snapshot {
+	onPort := func(h zone.Host, port uint16, started int) zone.Host {
+		asAPISees(&h)
+		h.Port, h.Addr = port, zone.JoinHostPort(h.IP.String(), port)
+		h.Name, h.StartedAt = zone.DerivedLabel(h.Addr), t0.Add(time.Duration(started))
+		return h
+	}
+	c := zonetest.Cluster("main", onPort(zonetest.Host("127.0.0.11", false, 9, probed), 5432, 1), onPort(zonetest.Host("127.0.0.11", true, 9, probed), 5433, 2),
+		onPort(zonetest.Host("127.0.0.12", true, 9, probed), 5432, 3))
+	c.Port = 5432
+	return zonetest.Ready(t0, 2*time.Second, c)
+}
+
+func TestResolveSRVAndHostNames(t *testing.T) {
+	a, _ := newTestAPI(twoPorts())
+	var body resolveBody
+	get := func(target string, code int) {
+		t.Helper()
+		w := do(t, a, "GET", target)
+		if w.Code != code {
+			t.Fatalf("%s: %d %s", target, w.Code, w.Body)
+		}
+		body = resolveBody{}
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get("/v1/resolve?name=replica", 200)
+	if len(body.Answer) != 1 || body.Answer[0].Addr != "127.0.0.12:5432" || body.Answer[0].Name != "127-0-0-12-5432.host.main.db.local" || body.SRV != nil {
+		t.Errorf("replica: %+v", body)
+	}
+	found := false
+	for _, e := range body.Excluded {
+		if e.Addr == "127.0.0.11:5433" {
+			found = e.SRVOnly && e.Reason == "port 5433: answered by SRV only (_postgresql._tcp.), A and AAAA answer port 5432"
+		}
+	}
+	if !found {
+		t.Errorf("replica: the host on 5433 is not said to be SRV only: %+v", body.Excluded)
+	}
+
+	get("/v1/resolve?name=_postgresql._tcp.main", 200)
+	want := []srvJSON{{10, 0, 5432, "127-0-0-11-5432.host.main.db.local."}, {20, 0, 5433, "127-0-0-11-5433.host.main.db.local."},
+		{20, 0, 5432, "127-0-0-12-5432.host.main.db.local."}}
+	if body.Query != "_postgresql._tcp.main" || len(body.SRV) != 3 || len(body.Answer) != 3 {
+		t.Fatalf("cluster SRV: %+v", body)
+	}
+	for i := range want {
+		if body.SRV[i] != want[i] || body.Answer[i].Port != want[i].Port || body.Answer[i].Name+"." != want[i].Target {
+			t.Errorf("cluster SRV %d: %+v / %+v, want %+v", i, body.SRV[i], body.Answer[i], want[i])
+		}
+	}
+
+	get("/v1/resolve?name=127-0-0-11-5433.host.main", 200)
+	if len(body.Answer) != 1 || body.Answer[0].Addr != "127.0.0.11:5433" || body.Answer[0].Role != "replica" {
+		t.Errorf("host name: %+v", body)
+	}
+	get("/v1/resolve?name=_postgresql._tcp.127-0-0-11-5433.host.main", 200)
+	if len(body.SRV) != 1 || body.SRV[0] != (srvJSON{10, 0, 5433, "127-0-0-11-5433.host.main.db.local."}) {
+		t.Errorf("host name SRV: %+v", body)
+	}
+	get("/v1/resolve?name=nobody.host.main", 404)
+	get("/v1/resolve?name=_postgresql._udp.primary", 404)
+	get("/v1/resolve?name=_postgresql._tcp.nope", 404)
+}
+
+// pg-status's plain-text answers are an address only: never a host on
+// another port than the cluster's; JSON answers carry the port.
+func TestPgStatusPorts(t *testing.T) {
+	a, _ := newTestAPI(twoPorts())
+	for range 4 {
+		if w := do(t, a, "GET", "/replica"); w.Code != 200 || strings.TrimSpace(w.Body.String()) != "127.0.0.12" {
+			t.Fatalf("/replica: %d %q", w.Code, w.Body)
+		}
+	}
+	seen := map[string]bool{}
+	for range 4 {
+		w := do(t, a, "GET", "/replica", "Accept", "application/json")
+		var got struct {
+			Port int    `json:"port"`
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(w.Body.Bytes(), &got)
+		seen[got.Name] = got.Port == 5433 == strings.HasSuffix(got.Name, "5433.host.main.db.local")
+	}
+	if len(seen) != 2 || !seen["127-0-0-11-5433.host.main.db.local"] || !seen["127-0-0-12-5432.host.main.db.local"] {
+		t.Errorf("/replica JSON answered %v", seen)
+	}
+	w := do(t, a, "GET", "/v1/hosts")
+	if !strings.Contains(w.Body.String(), `"port":5433,"name":"127-0-0-11-5433.host.main.db.local"`) {
+		t.Errorf("/v1/hosts: %s", w.Body)
+	}
+}

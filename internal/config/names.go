@@ -1,0 +1,134 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+
+	"strings"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// Host names (zone/names.go): every host answers as
+// <label>.host.<cluster>.<zone>. clusters.<name>.names gives hosts their
+// label, keyed by label as locations are keyed by location name (koanf
+// splits keys at dots, so a host:port cannot be a key): names: {pg-1:
+// 127.0.0.11:5432}, or PGDNS_CLUSTERS__MAIN__NAMES__PG1=127.0.0.11:5432.
+// A host given none is labelled by its address and port
+// (zone.DerivedLabel); with Patroni, a member's name comes first.
+
+// namesField is the cluster key of host labels.
+const namesField = "names"
+
+// hostLabels reads clusters.<name>.names: label → one host of the cluster
+// (as listed in hosts, or with Patroni as Patroni reports it), at most one
+// label per host. It returns host → label. Two hosts that would answer
+// one name (a label given to one that is another's derived label) are
+// refused, naming the key.
+func (r *reader) hostLabels(key string, c *Cluster) map[string]string {
+	if !r.k.Exists(key) {
+		r.uniqueLabels(key, c, nil)
+		return nil
+	}
+	if _, isMap := r.k.Get(key).(map[string]any); !isMap {
+		r.fail(key, "must map host labels to host:port, got %q", r.k.Get(key))
+		return nil
+	}
+	out := map[string]string{}
+	labels := r.k.MapKeys(key)
+	slices.Sort(labels)
+	for _, label := range labels {
+		lkey := key + "." + label
+		if !zone.ValidHostLabel(label) {
+			r.fail(lkey, "is not a valid host label (1 to 63 lower-case letters, digits and '-', not first or last): %q", label)
+			continue
+		}
+		host := r.str(lkey)
+		switch other, dup := out[host]; {
+		case host == "":
+			r.fail(lkey, "must be one host:port of clusters.%s.hosts, got %q", c.Name, r.k.Get(lkey))
+		case dup:
+			r.fail(lkey, "gives host %q a second name; it is already %q", host, other)
+		case !slices.Contains(c.Hosts, host) && len(c.Patroni) == 0:
+			r.fail(lkey, "names host %q, which is not in clusters.%s.hosts", host, c.Name)
+		default:
+			out[host] = label
+		}
+	}
+	r.uniqueLabels(key, c, out)
+	return out
+}
+
+// uniqueLabels refuses two configured hosts of c that would get one label:
+// a label given to one host that another host derives from its address.
+func (r *reader) uniqueLabels(key string, c *Cluster, given map[string]string) {
+	owner := map[string]string{}
+	for _, h := range c.Hosts {
+		label, set := given[h]
+		if !set {
+			label = zone.DerivedLabel(h)
+		}
+		// The key to change: the label given (to this host or the other).
+		lkey := key + "." + label
+		if _, otherSet := given[owner[label]]; !set && !otherSet {
+			lkey = "clusters." + c.Name + ".hosts"
+		}
+		if other, dup := owner[label]; dup && other != h { // a repeated host is said by readHosts
+			r.fail(lkey, "would give hosts %q and %q one name, %s.host.%s: give one of them another in %s",
+				other, h, label, c.Name, key)
+			continue
+		}
+		owner[label] = h
+	}
+}
+
+// readPort reads clusters.<name>.port: the port clients use with the
+// cluster's A and AAAA names; 0 (absent) = the port most hosts share.
+func readPort(r *reader, key string, c *Cluster) {
+	if r.k.Exists(key) {
+		c.Port = uint16(r.integer(key, 1, 65535))
+	}
+}
+
+// Warnings are what is valid but likely wrong in cfg, one line each, for
+// pgdns -check and the start-up log: today, the clusters whose hosts are
+// not all on one port, whose other hosts only SRV answers carry.
+func (cfg *Config) Warnings() []string {
+	var out []string
+	for _, c := range cfg.Clusters {
+		if w := c.PortWarning(); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// PortWarning says, in one line naming the cluster and the hosts, that
+// c's hosts do not share one port; "" when they do.
+func (c *Cluster) PortWarning() string {
+	ports := make([]uint16, 0, len(c.Hosts))
+	for _, h := range c.Hosts {
+		if _, p, err := zone.ParseHostPort(h); err == nil {
+			ports = append(ports, p)
+		}
+	}
+	port := zone.ClientPort(ports, c.Port)
+	var off []string
+	for i, h := range c.Hosts {
+		if i < len(ports) && ports[i] != port {
+			off = append(off, h)
+		}
+	}
+	if len(off) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("clusters.%s: hosts are not all on port %d (the port of its A and AAAA answers, %s): %s answered by SRV only (_postgresql._tcp.<name>)",
+		c.Name, port, portWhy(c.Port), strings.Join(off, ", "))
+}
+
+func portWhy(configured uint16) string {
+	if configured != 0 {
+		return "clusters.<name>.port"
+	}
+	return "the one most hosts share; set clusters.<name>.port to choose"
+}

@@ -1,0 +1,88 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestHostNames(t *testing.T) {
+	cfg, err := Load(write(t, `
+clusters:
+  main:
+    hosts: [127.0.0.11:5432, 127.0.0.12:5432, "[::1]:5433"]
+    names:
+      pg-1: 127.0.0.11:5432
+`), []string{"PGDNS_CLUSTERS__MAIN__NAMES__PG2=127.0.0.12:5432"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := cfg.Clusters[0].Names
+	if len(names) != 2 || names["127.0.0.11:5432"] != "pg-1" || names["127.0.0.12:5432"] != "pg2" {
+		t.Fatalf("names %v", names)
+	}
+	// Backward compatible: a plain host list takes no names.
+	cfg, err = Load(write(t, minimal), nil)
+	if err != nil || cfg.Clusters[0].Names != nil {
+		t.Fatalf("%v, %v", cfg.Clusters[0].Names, err)
+	}
+}
+
+func TestHostNamesBadInput(t *testing.T) {
+	for _, tc := range []struct{ names, want string }{
+		{"pg_1: 127.0.0.11:5432", `clusters.main.names.pg_1 is not a valid host label`},
+		{"-pg: 127.0.0.11:5432", `clusters.main.names.-pg is not a valid host label`},
+		{"pg1: 127.0.0.99:5432", `clusters.main.names.pg1 names host "127.0.0.99:5432", which is not in clusters.main.hosts`},
+		{"pg1: 127.0.0.11:5432\n      pg2: 127.0.0.11:5432", `clusters.main.names.pg2 gives host "127.0.0.11:5432" a second name; it is already "pg1"`},
+		{"127-0-0-12-5432: 127.0.0.11:5432", `clusters.main.names.127-0-0-12-5432 would give hosts "127.0.0.11:5432" and "127.0.0.12:5432" one name, 127-0-0-12-5432.host.main: give one of them another in clusters.main.names`},
+		{"pg1: [127.0.0.11:5432]", `clusters.main.names.pg1 must be a string`},
+	} {
+		_, err := Load(write(t, "clusters:\n  main:\n    hosts: [127.0.0.11:5432, 127.0.0.12:5432]\n    names:\n      "+tc.names+"\n"), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("names %q: %v; want %q", tc.names, err, tc.want)
+		}
+	}
+	_, err := Load(write(t, "clusters:\n  main:\n    hosts: [127.0.0.11:5432]\n    names: pg1\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), `clusters.main.names must map host labels to host:port, got "pg1"`) {
+		t.Errorf("names not a map: %v", err)
+	}
+}
+
+func TestPortWarning(t *testing.T) {
+	cfg, err := Load(write(t, `
+clusters:
+  main:
+    hosts: [127.0.0.11:5432, 127.0.0.11:5433, 127.0.0.12:5432]
+  other:
+    hosts: [127.0.0.21:5432, 127.0.0.22:5433]
+    port: 5433
+  fine:
+    hosts: [127.0.0.31:6432, 127.0.0.32:6432]
+dns:
+  default_cluster: main
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(cfg.Warnings(), "\n")
+	want := "clusters.fine" // sorted: fine, main, other; fine has none
+	if strings.Contains(got, want) {
+		t.Errorf("warned of a cluster on one port: %s", got)
+	}
+	for _, w := range []string{
+		"clusters.main: hosts are not all on port 5432 (the port of its A and AAAA answers, the one most hosts share; set clusters.<name>.port to choose): 127.0.0.11:5433 answered by SRV only (_postgresql._tcp.<name>)",
+		"clusters.other: hosts are not all on port 5433 (the port of its A and AAAA answers, clusters.<name>.port): 127.0.0.21:5432 answered by SRV only (_postgresql._tcp.<name>)",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("warnings:\n%s\nwant the line\n%s", got, w)
+		}
+	}
+	if len(cfg.Warnings()) != 2 {
+		t.Errorf("%d warnings, want one line per cluster", len(cfg.Warnings()))
+	}
+	for _, bad := range []string{"0", "65536", "x"} {
+		_, err := Load(write(t, "clusters:\n  main:\n    hosts: [127.0.0.11:5432]\n    port: "+bad+"\n"), nil)
+		if err == nil || !strings.Contains(err.Error(), "clusters.main.port must be an integer from 1 to 65535") {
+			t.Errorf("port %s: %v", bad, err)
+		}
+	}
+}
