@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgdns/pgdns/zone"
 )
@@ -178,6 +179,11 @@ type pgChecker struct {
 	noHistories bool // reading history files is not permitted: stop trying
 
 	row probeRow // the last probe's columns, kept to reuse their buffers
+
+	// The probe's prepared statement and the session it was prepared on
+	// (proberow.go): another session prepares it again.
+	stmt     *pgconn.StatementDescription
+	stmtConn *pgconn.PgConn
 }
 
 // Check implements Checker.
@@ -201,9 +207,19 @@ func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
 		c.Close() // a server stopping smartly waits for every open session to end
 		return Sample{}, err
 	}
-	start := time.Now()
-	err = c.queryProbe(ctx)
-	end := time.Now()
+	var start, end time.Time
+	if err = c.prepare(ctx); err == nil {
+		start = time.Now()
+		err = c.queryProbe(ctx)
+		if statementLost(err) {
+			c.stmtConn = nil
+			if err = c.prepare(ctx); err == nil {
+				start = time.Now()
+				err = c.queryProbe(ctx)
+			}
+		}
+		end = time.Now()
+	}
 	if err != nil {
 		err = c.failure(err)
 		c.Close()
@@ -278,7 +294,7 @@ func (c *pgChecker) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_ = c.conn.Close(ctx)
-	c.conn = nil
+	c.conn, c.stmt, c.stmtConn = nil, nil, nil
 }
 
 // Watcher is a Checker that can also watch its connection between probes.

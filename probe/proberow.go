@@ -7,14 +7,32 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The probe query runs on the connection's pgconn, below pgx's query
-// layer: probeSQL has no arguments, so pgx's simple-protocol path would
-// only re-sanitize its 1.2 kB of text and scan through its type map on
-// every probe, which at a thousand hosts every 250 ms cost more CPU than
-// the round trip itself (issue 17). The columns come back in PostgreSQL's
+// layer: probeSQL has no arguments, so pgx's query path would only
+// re-sanitize its 1.2 kB of text and scan through its type map on every
+// probe, which at a thousand hosts every 250 ms cost more CPU than the
+// round trip itself (issue 17). The columns come back in PostgreSQL's
 // text format and parseProbeRow reads them directly.
+//
+// It is a prepared statement, planned once per connection: sent as a
+// simple Query, PostgreSQL parsed and planned it on every probe, and
+// planning the pg_stat_replication join alone took most of the 1.7 ms of
+// server time a probe cost (issue 28), on every host, every interval. A
+// probe is then one Bind, Execute, Sync: one round trip, as before. The
+// statement lives as long as its session: a new connection (after a
+// restart, say) prepares it again, before its first probe's frame starts.
+
+// ProbeStatement is the name of the probe's prepared statement in its
+// session (pg_prepared_statements.name).
+const ProbeStatement = "pgdns_probe"
+
+// ProbeSQL is the text of the probe's statement, for tools that must
+// answer or measure it as PostgreSQL does (the bench's fake servers).
+const ProbeSQL = probeSQL
 
 // probeColumns is the number of columns of probeSQL.
 const probeColumns = 17
@@ -35,34 +53,48 @@ type probeRow struct {
 	offline   string
 }
 
-// queryProbe runs probeSQL on c's connection (one Query message, one round
-// trip) and copies its one row into c.row.
+// prepare makes sure probeSQL is prepared on c's connection: once per
+// session, in one round trip of its own.
+func (c *pgChecker) prepare(ctx context.Context) error {
+	pc := c.conn.PgConn()
+	if c.stmtConn == pc {
+		return nil
+	}
+	sd, err := pc.Prepare(ctx, ProbeStatement, probeSQL, nil)
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	if len(sd.Fields) != probeColumns {
+		return fmt.Errorf("prepare: %d columns, want %d", len(sd.Fields), probeColumns)
+	}
+	c.stmt, c.stmtConn = sd, pc
+	return nil
+}
+
+// queryProbe runs the prepared probeSQL on c's connection (Bind, Execute,
+// Sync: one round trip) and copies its one row into c.row. The row
+// description is the one the statement was prepared with, so the server
+// is not asked for it again.
 func (c *pgChecker) queryProbe(ctx context.Context) error {
-	mrr := c.conn.PgConn().Exec(ctx, probeSQL)
+	rr := c.conn.PgConn().ExecStatement(ctx, c.stmt, nil, nil, nil)
 	rows := 0
 	var err error
-	for mrr.NextResult() {
-		rr := mrr.ResultReader()
-		for rr.NextRow() {
-			rows++
-			vals := rr.Values()
-			if rows > 1 {
-				continue
-			}
-			if len(vals) != probeColumns {
-				err = fmt.Errorf("%d columns, want %d", len(vals), probeColumns)
-				continue
-			}
-			for i, v := range vals {
-				c.row.null[i] = v == nil
-				c.row.values[i] = append(c.row.values[i][:0], v...)
-			}
+	for rr.NextRow() {
+		rows++
+		vals := rr.Values()
+		if rows > 1 {
+			continue
 		}
-		if _, rerr := rr.Close(); rerr != nil && err == nil {
-			err = rerr
+		if len(vals) != probeColumns {
+			err = fmt.Errorf("%d columns, want %d", len(vals), probeColumns)
+			continue
+		}
+		for i, v := range vals {
+			c.row.null[i] = v == nil
+			c.row.values[i] = append(c.row.values[i][:0], v...)
 		}
 	}
-	if cerr := mrr.Close(); cerr != nil {
+	if _, cerr := rr.Close(); cerr != nil {
 		return cerr // the server's or the connection's error comes first
 	}
 	if err != nil {
@@ -72,6 +104,15 @@ func (c *pgChecker) queryProbe(ctx context.Context) error {
 		return fmt.Errorf("%d rows, want 1", rows)
 	}
 	return nil
+}
+
+// statementLost: the session no longer knows the probe's statement
+// (26000 invalid_sql_statement_name): someone deallocated it, or a
+// pooler between pgdns and the server moved the session to another
+// backend. It is prepared again and the probe retried, once.
+func statementLost(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "26000"
 }
 
 // parseProbeRow fills s from one row of probeSQL, as the checks of the

@@ -1,0 +1,63 @@
+package probe
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+// The probe statement is planned once per session: every probe runs the
+// one generic plan of a prepared statement (pg_prepared_statements counts
+// them), none is planned anew. Sent as a simple query, it was planned on
+// every probe.
+func TestProbeStatementPlannedOnce(t *testing.T) {
+	t.Parallel()
+	_, c, ctx := probedNode(t, 20*time.Second)
+	for range 5 {
+		if _, err := c.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var generic, custom int64
+	err := c.(*pgChecker).conn.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1", ProbeStatement).Scan(&generic, &custom)
+	if err != nil {
+		t.Fatalf("the probe's statement in its session: %v", err)
+	}
+	if generic < 6 || custom != 0 {
+		t.Fatalf("6 probes ran %d generic and %d custom plans, want every one generic", generic, custom)
+	}
+}
+
+// A prepared statement lives as long as its session: after a restart the
+// probe's new session prepares it again, and a session that lost it
+// (deallocated under the probe) gets it back in the same probe.
+func TestProbeStatementOutlivesItsSession(t *testing.T) {
+	t.Parallel()
+	node, c, ctx := probedNode(t, 60*time.Second)
+	pc := c.(*pgChecker)
+	if _, err := pc.conn.Exec(ctx, "DEALLOCATE "+ProbeStatement); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := c.Check(ctx); err != nil || s.SystemID == 0 {
+		t.Fatalf("the probe after its statement was deallocated: %+v, %v", s, err)
+	}
+	if err := node.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	testkit.Poll(30*time.Second, 50*time.Millisecond, func() bool {
+		_, err = c.Check(ctx)
+		return err == nil
+	})
+	if err != nil {
+		t.Fatalf("the probe after a restart: %v", err)
+	}
+	s, err := c.Check(ctx)
+	if err != nil || s.SystemID == 0 || s.Timeline != 1 {
+		t.Fatalf("the second probe after a restart: %+v, %v", s, err)
+	}
+}
