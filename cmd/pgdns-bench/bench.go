@@ -23,10 +23,11 @@ type addrs struct {
 	primaryIP, replica1IP, replica2IP string
 	pgdnsDNS, pgdnsHTTP               string
 	corednsDNS, floorDNS, echoDNS     string
-	bigDNS, bigHTTP                   string // pgdns of the scale step, 1,000 hosts
-	noWaitDNS                         string // the read-your-writes step's second pgdns, lsn_wait 0
-	hostileDNS, hostileHTTP           string // pgdns of the hostile-clients step
-	wellSrc, hogSrc, floodSrc         string // that step's client and attacker source addresses
+	bigDNS, bigHTTP                   string             // pgdns of the scale step, 1,000 hosts
+	noWaitDNS                         string             // the read-your-writes step's second pgdns, lsn_wait 0
+	hostileDNS, hostileHTTP           string             // pgdns of the hostile-clients step
+	wellSrc, hogSrc, floodSrc         string             // that step's client and attacker source addresses
+	fleet                             func(i int) string // the scale step's fake servers: pgtest.Block.Fleet
 }
 
 // addrsIn lays the run's addresses out in block.
@@ -39,6 +40,7 @@ func addrsIn(block *pgtest.Block) addrs {
 		noWaitDNS:  block.Addr(58, 5353),
 		hostileDNS: block.Addr(59, 5353), hostileHTTP: block.Addr(59, 8080),
 		wellSrc: block.IP(60), hogSrc: block.IP(61), floodSrc: block.IP(62),
+		fleet: block.Fleet,
 	}
 }
 

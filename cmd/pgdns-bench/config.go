@@ -12,7 +12,7 @@ type config struct {
 	out     string        // the report, BENCHMARKS.md
 	pgdns   string        // the pgdns binary measured
 	goBench string        // `go test -bench` output to include, or ""
-	only    string        // one section alone (dns, failover, scale, ha, hostile), or "" for all
+	only    string        // one section alone (dns, failover, scale, dbcost, ha, hostile), or "" for all
 	rounds  int           // interleaved rounds of the DNS comparison
 	dnsTime time.Duration // length of one dnsperf throughput run
 
@@ -42,7 +42,7 @@ func parseFlags(fs *flag.FlagSet, args []string) config {
 	fs.StringVar(&c.goBench, "gobench", "", "file with `go test -bench` output to include")
 	fs.IntVar(&c.rounds, "rounds", 3, "interleaved rounds of the DNS comparison")
 	fs.DurationVar(&c.dnsTime, "duration", 8*time.Second, "length of one dnsperf throughput run")
-	fs.StringVar(&c.only, "only", "", "run only this section (dns, failover, scale, ha, hostile) and rewrite only it in the report")
+	fs.StringVar(&c.only, "only", "", "run only this section (dns, failover, scale, dbcost, ha, hostile) and rewrite only it in the report")
 	fs.StringVar(&c.hostileAttack, "hostile-attack", "", "hostile: run only the attacks whose names contain one of these comma-separated words")
 	fs.StringVar(&c.hostileBefore, "hostile-before", "", "hostile: also measure pgdns built from this commit (git archive), before the binary under test")
 	fs.StringVar(&c.pprofDir, "pprof", "", "scale: save pgdns's CPU and heap profiles with 1,000 hosts in this directory and summarize them in the report")

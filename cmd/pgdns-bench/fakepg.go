@@ -1,32 +1,53 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgdns/pgdns/probe"
 )
 
-// runFakePG serves n cheap fake PostgreSQL replicas, one per loopback
-// address 127.1.x.y:5432: enough of the wire protocol to answer the probe's
-// query with a replica's row (the real cluster's system identifier, a fixed
-// replay position). They let the scale run configure 1,000 hosts on a
-// machine that runs three real servers.
+// runFakePG serves cheap fake PostgreSQL replicas, one per address of the
+// file given by -addrs: enough of the wire protocol to answer the probe's
+// statement, prepared or sent as a query, exactly as the real replica of
+// -dsn answers it (its row description and its row, learned at start).
+// They let the scale run configure thousands of hosts on a machine that
+// runs three real servers.
 //
-// Each fake is its own server run (its own postmaster start time), so that
-// pgdns does not take them for one server listed many times.
+// Each fake is its own server run (its own postmaster start time, its own
+// application name), so that pgdns does not take them for one server
+// listed many times.
 func runFakePG(args []string) {
 	fs := flag.NewFlagSet("fakepg", flag.ExitOnError)
-	n := fs.Int("n", 997, "how many fake replicas")
-	sysid := fs.String("sysid", "1", "system identifier to report")
-	lsn := fs.String("lsn", "0/3000000", "replay position to report")
+	addrsFile := fs.String("addrs", "", "file of the fakes' addresses (host:port), one a line")
+	dsn := fs.String("dsn", "", "a real replica whose answer to the probe the fakes give")
 	_ = fs.Parse(args)
-	for i := range *n {
-		row := fakeRow(*sysid, *lsn, i)
-		ln, err := net.Listen("tcp", FakeAddr(i))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ans, err := learnAnswer(ctx, *dsn)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakepg:", err)
+		os.Exit(1)
+	}
+	addrs, err := readLines(*addrsFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakepg:", err)
+		os.Exit(1)
+	}
+	for i, addr := range addrs {
+		fake := ans.as(i)
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "fakepg:", err)
 			os.Exit(1)
@@ -37,7 +58,7 @@ func runFakePG(args []string) {
 				if err != nil {
 					return
 				}
-				go serveFake(c, row)
+				go serveFake(c, fake)
 			}
 		}()
 	}
@@ -47,42 +68,92 @@ func runFakePG(args []string) {
 	<-c
 }
 
-// FakeAddr is the address of fake replica i.
-func FakeAddr(i int) string {
-	return fmt.Sprintf("127.1.%d.%d:5432", i/250, i%250+1)
+func readLines(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
-// fakeFields are the columns of the probe's query (probe/check.go).
-var fakeFields = []pgproto3.FieldDescription{
-	{Name: []byte("in_recovery"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
-	{Name: []byte("insert"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
-	{Name: []byte("receive"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
-	{Name: []byte("replay"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
-	{Name: []byte("timeline"), DataTypeOID: 20, DataTypeSize: 8, TypeModifier: -1},
-	{Name: []byte("checkpoint_timeline"), DataTypeOID: 20, DataTypeSize: 8, TypeModifier: -1},
-	{Name: []byte("sysid"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
-	{Name: []byte("started"), DataTypeOID: 20, DataTypeSize: 8, TypeModifier: -1},
-	{Name: []byte("standbys"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
-	{Name: []byte("conninfo"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
-	{Name: []byte("slot"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
-	{Name: []byte("stats_visible"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
-	{Name: []byte("sync_names_set"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
-	{Name: []byte("wal_block_size"), DataTypeOID: 23, DataTypeSize: 4, TypeModifier: -1},
-	{Name: []byte("wal_segment_size"), DataTypeOID: 20, DataTypeSize: 8, TypeModifier: -1},
-	{Name: []byte("drain"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
-	{Name: []byte("offline"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+// fakeAnswer is a real server's answer to the probe's statement: the
+// parameter and row descriptions of the prepared statement and one row,
+// in text format.
+type fakeAnswer struct {
+	params []uint32
+	fields []pgproto3.FieldDescription
+	row    [][]byte
 }
 
-// fakeRow is fake replica i's answer to the probe: streaming on timeline 1
-// from a WAL receiver, at replay position lsn.
-func fakeRow(sysid, lsn string, i int) [][]byte {
-	started := fmt.Sprint(1_700_000_000_000_000 + i) // µs since the epoch, one per fake
-	return [][]byte{[]byte("t"), []byte(""), []byte(lsn), []byte(lsn), []byte("1"), []byte("1"), []byte(sysid),
-		[]byte(started), []byte("[]"), []byte("application_name=fake" + fmt.Sprint(i)), []byte(""),
-		[]byte("t"), []byte("f"), []byte("8192"), []byte("16777216"), []byte(""), []byte("")}
+// The columns a fake makes its own (probe/check.go's probeSQL): the
+// postmaster's start time, in µs since the epoch, and the WAL receiver's
+// conninfo, which names the replica to its primary.
+const (
+	fakeStartedColumn  = 7
+	fakeConninfoColumn = 9
+)
+
+// learnAnswer prepares and runs the probe's statement on the replica of
+// dsn and keeps what it answered.
+func learnAnswer(ctx context.Context, dsn string) (*fakeAnswer, error) {
+	pc, err := pgconn.Connect(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer pc.Close(context.Background())
+	sd, err := pc.Prepare(ctx, probe.ProbeStatement, probe.ProbeSQL, nil)
+	if err != nil {
+		return nil, err
+	}
+	res := pc.ExecStatement(ctx, sd, nil, nil, nil).Read()
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	if len(res.Rows) != 1 {
+		return nil, fmt.Errorf("%d rows", len(res.Rows))
+	}
+	ans := &fakeAnswer{params: sd.ParamOIDs, row: res.Rows[0]}
+	for _, f := range sd.Fields {
+		ans.fields = append(ans.fields, pgproto3.FieldDescription{Name: []byte(f.Name), TableOID: f.TableOID,
+			TableAttributeNumber: f.TableAttributeNumber, DataTypeOID: f.DataTypeOID, DataTypeSize: f.DataTypeSize,
+			TypeModifier: f.TypeModifier, Format: f.Format})
+	}
+	if len(ans.row) <= fakeConninfoColumn || string(ans.row[0]) != "t" {
+		return nil, fmt.Errorf("not a replica's row: %q", ans.row)
+	}
+	if _, err := strconv.ParseInt(string(ans.row[fakeStartedColumn]), 10, 64); err != nil {
+		return nil, fmt.Errorf("column %d is not the start time: %q", fakeStartedColumn+1, ans.row[fakeStartedColumn])
+	}
+	if !strings.Contains(string(ans.row[fakeConninfoColumn]), "application_name=") {
+		return nil, fmt.Errorf("column %d is not a conninfo: %q", fakeConninfoColumn+1, ans.row[fakeConninfoColumn])
+	}
+	return ans, nil
 }
 
-func serveFake(c net.Conn, row [][]byte) {
+// as is the answer of fake i: the learned row with a start time and an
+// application name of its own.
+func (a *fakeAnswer) as(i int) *fakeAnswer {
+	row := make([][]byte, len(a.row))
+	copy(row, a.row)
+	started, _ := strconv.ParseInt(string(row[fakeStartedColumn]), 10, 64)
+	row[fakeStartedColumn] = []byte(strconv.FormatInt(started-1-int64(i), 10))
+	row[fakeConninfoColumn] = []byte("application_name=fake" + strconv.Itoa(i))
+	return &fakeAnswer{params: a.params, fields: a.fields, row: row}
+}
+
+// serveFake speaks to one client as PostgreSQL 15 does: startup with
+// trust authentication, then the probe's statement, as a simple query or
+// through the extended protocol (Parse, Describe, Bind, Execute, Close,
+// Sync); replies are flushed at Sync, and after an error every message up
+// to Sync is skipped, as the server does. Any other statement is an error.
+func serveFake(c net.Conn, ans *fakeAnswer) {
 	defer c.Close()
 	be := pgproto3.NewBackend(c, c)
 	for {
@@ -98,26 +169,96 @@ func serveFake(c net.Conn, row [][]byte) {
 		}
 	}
 	be.Send(&pgproto3.AuthenticationOk{})
-	for k, v := range map[string]string{"server_version": "15.0", "client_encoding": "UTF8",
-		"standard_conforming_strings": "on", "DateStyle": "ISO, MDY", "integer_datetimes": "on"} {
-		be.Send(&pgproto3.ParameterStatus{Name: k, Value: v})
+	for _, p := range [][2]string{{"server_version", "15.0"}, {"client_encoding", "UTF8"},
+		{"standard_conforming_strings", "on"}, {"DateStyle", "ISO, MDY"}, {"integer_datetimes", "on"}} {
+		be.Send(&pgproto3.ParameterStatus{Name: p[0], Value: p[1]})
 	}
 	be.Send(&pgproto3.BackendKeyData{ProcessID: 1, SecretKey: []byte{0, 0, 0, 1}})
 	be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 	if be.Flush() != nil {
 		return
 	}
+	prepared := map[string]bool{}
+	portal := false // the unnamed portal is bound
+	failed := false // an error in the extended protocol: skip to Sync
+	fail := func(code, text string) {
+		be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: code, Message: text})
+		failed = true
+	}
+	complete := &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")}
 	for {
 		msg, err := be.Receive()
 		if err != nil {
 			return
 		}
-		switch msg.(type) {
+		if _, sync := msg.(*pgproto3.Sync); failed && !sync {
+			continue
+		}
+		switch m := msg.(type) {
 		case *pgproto3.Query:
-			be.Send(&pgproto3.RowDescription{Fields: fakeFields})
-			be.Send(&pgproto3.DataRow{Values: row})
-			be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
+			if m.String != probe.ProbeSQL {
+				be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "42601", Message: "fakepg answers the probe's statement only"})
+			} else {
+				be.Send(&pgproto3.RowDescription{Fields: ans.fields})
+				be.Send(&pgproto3.DataRow{Values: ans.row})
+				be.Send(complete)
+			}
 			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+			if be.Flush() != nil {
+				return
+			}
+		case *pgproto3.Parse:
+			switch {
+			case m.Query != probe.ProbeSQL:
+				fail("42601", "fakepg answers the probe's statement only")
+			case m.Name != "" && prepared[m.Name]:
+				fail("42P05", fmt.Sprintf("prepared statement %q already exists", m.Name))
+			default:
+				prepared[m.Name] = true
+				be.Send(&pgproto3.ParseComplete{})
+			}
+		case *pgproto3.Describe:
+			switch {
+			case m.ObjectType == 'S' && prepared[m.Name]:
+				be.Send(&pgproto3.ParameterDescription{ParameterOIDs: ans.params})
+				be.Send(&pgproto3.RowDescription{Fields: ans.fields})
+			case m.ObjectType == 'P' && portal && m.Name == "":
+				be.Send(&pgproto3.RowDescription{Fields: ans.fields})
+			case m.ObjectType == 'S':
+				fail("26000", fmt.Sprintf("prepared statement %q does not exist", m.Name))
+			default:
+				fail("34000", fmt.Sprintf("portal %q does not exist", m.Name))
+			}
+		case *pgproto3.Bind:
+			switch {
+			case !prepared[m.PreparedStatement]:
+				fail("26000", fmt.Sprintf("prepared statement %q does not exist", m.PreparedStatement))
+			case m.DestinationPortal != "" || len(m.Parameters) != 0 || len(m.ResultFormatCodes) > 1 || (len(m.ResultFormatCodes) == 1 && m.ResultFormatCodes[0] != 0):
+				fail("0A000", "fakepg binds the unnamed portal, no parameters, text results")
+			default:
+				portal = true
+				be.Send(&pgproto3.BindComplete{})
+			}
+		case *pgproto3.Execute:
+			if !portal || m.Portal != "" {
+				fail("34000", fmt.Sprintf("portal %q does not exist", m.Portal))
+				continue
+			}
+			be.Send(&pgproto3.DataRow{Values: ans.row})
+			be.Send(complete)
+			portal = false // an unnamed portal runs to completion once
+		case *pgproto3.Close:
+			if m.ObjectType == 'S' {
+				delete(prepared, m.Name)
+			}
+			be.Send(&pgproto3.CloseComplete{})
+		case *pgproto3.Sync:
+			failed, portal = false, false
+			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+			if be.Flush() != nil {
+				return
+			}
+		case *pgproto3.Flush:
 			if be.Flush() != nil {
 				return
 			}

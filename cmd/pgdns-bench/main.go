@@ -46,8 +46,10 @@ func main() {
 		err = runOnly(cfg, haHeading, false, haOnly)
 	case "hostile":
 		err = runOnly(cfg, hostileHeading, true, hostileOnly)
+	case "dbcost":
+		err = runOnly(cfg, dbCostHeading, true, dbCostOnly)
 	default:
-		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover, scale, ha and hostile", cfg.only)
+		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover, scale, dbcost, ha and hostile", cfg.only)
 	}
 	if err != nil {
 		fatal(err)
@@ -74,6 +76,7 @@ func run(cfg config) error {
 		{"HTTP", b.httpBench},
 		{"failover", b.failover},
 		{"scale", b.scale},
+		{"what a probe costs the database", b.dbCostStep},
 		{"hostile clients", func(ctx context.Context, r *report) (err error) { r.hostile, err = b.hostile(ctx); return err }},
 	}
 	for _, s := range steps {
@@ -250,6 +253,24 @@ func machine() string {
 		}
 	}
 	return cpu
+}
+
+// dbCostOnly measures what a probe costs the database, with pgdns
+// probing the three real servers.
+func dbCostOnly(ctx context.Context, b *bench) (string, error) {
+	var hosts []string
+	for _, n := range b.pg.Nodes {
+		hosts = append(hosts, n.Addr())
+	}
+	if _, err := b.startPGDNS(hosts, "250ms"); err != nil {
+		return "", err
+	}
+	fmt.Fprintln(os.Stderr, "bench: what a probe costs the database ...")
+	d, err := b.dbCost(ctx)
+	if err != nil {
+		return "", fmt.Errorf("what a probe costs the database: %w", err)
+	}
+	return d.markdown(), nil
 }
 
 // scaleOnly measures pgdns on the three real servers at rest, then with

@@ -20,6 +20,7 @@ type report struct {
 	http        []httpResult
 	failover    *failoverResult
 	scale       *scaleResult
+	dbCost      *dbCostResult
 	hostile     *hostileResult
 	goBench     string
 }
@@ -146,6 +147,10 @@ func (r *report) markdown(plot string) string {
 
 	if r.scale != nil {
 		b.WriteString(r.scale.markdown())
+	}
+
+	if r.dbCost != nil {
+		b.WriteString(r.dbCost.markdown())
 	}
 
 	if r.hostile != nil {

@@ -25,6 +25,7 @@ func TestSectionsStampedFromTheirData(t *testing.T) {
 	r.failover = &failoverResult{stamp: st, crash: stop, fast: stop, switchover: []switchRep{{firstAnswered: time.Millisecond}},
 		patroni: &patroniResult{reps: []patroniRep{{api: 2 * time.Second, dns: 2100 * time.Millisecond, writable: 2090 * time.Millisecond}}}}
 	r.scale = &scaleResult{stamp: st, realHosts: 3, fakes: 997, interval: "250ms", windows: 1, window: 10 * time.Second, cpuPerProbe: []time.Duration{94 * time.Microsecond}}
+	r.dbCost = &dbCostResult{stamp: st, execs: 1000, window: 10 * time.Second, simple: [2]time.Duration{time.Millisecond, time.Millisecond}, prepared: [2]time.Duration{100 * time.Microsecond, 90 * time.Microsecond}}
 	rest := hostileRow{attack: "none (at rest)", udpQPS: 2000, tcpQPS: 50, rssKiB: 20 * 1024}
 	r.hostile = &hostileResult{stamp: st, runs: []hostileRun{{label: "pgdns at abc1234", load: "1", done: "2", rows: []hostileRow{rest, {attack: "lsn- flood", udpQPS: 2000, tcpQPS: 50, rssKiB: 30 * 1024}}}}}
 	ha := &haResult{stamp: st, gap: ds, later: ds, interval: 250 * time.Millisecond,
@@ -33,8 +34,8 @@ func TestSectionsStampedFromTheirData(t *testing.T) {
 
 	md := r.markdown("failover.png")
 	sections := strings.Split(md, "\n## ")[1:]
-	if len(sections) != 7 {
-		t.Fatalf("%d sections, want 7:\n%s", len(sections), md)
+	if len(sections) != 8 {
+		t.Fatalf("%d sections, want 8:\n%s", len(sections), md)
 	}
 	sections = append(sections, ha.markdown())
 	for _, s := range sections {

@@ -36,7 +36,8 @@ type scaleResult struct {
 	interval         string
 	windows          int
 	window           time.Duration
-	cpuTop, heapTop  string // pprof -top summaries, when -pprof is given
+	cpuTop, heapTop  string  // pprof -top summaries, when -pprof is given
+	fakeCPU          float64 // percent of one core the fakes' process used over the windows
 }
 
 // rssKiB reads a process's resident set size.
@@ -72,31 +73,34 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 		return err
 	}
 
-	// 997 fake replicas beside the 3 real servers.
-	var sysid, lsn string
-	if err := b.pg.Nodes[0].QueryOnce(ctx, "SELECT (SELECT system_identifier FROM pg_control_system())::text, pg_current_wal_lsn()::text", &sysid, &lsn); err != nil {
-		return err
-	}
+	// 997 fake replicas beside the 3 real servers, on addresses of the
+	// run's block, each answering the probe as the first real replica
+	// does.
 	res.fakes = 997
-	self, _ := os.Executable()
-	if _, err := b.start(self, []string{"fakepg", "-n", strconv.Itoa(res.fakes), "-sysid", sysid, "-lsn", lsn}); err != nil {
+	hosts := make([]string, 0, res.realHosts+res.fakes)
+	for _, n := range b.pg.Nodes {
+		hosts = append(hosts, n.Addr())
+	}
+	for i := range res.fakes {
+		hosts = append(hosts, b.addr.fleet(i)+":5432")
+	}
+	fakeList := filepath.Join(b.dir, "fakes.txt")
+	if err := writeFile(fakeList, strings.Join(hosts[res.realHosts:], "\n")+"\n"); err != nil {
 		return err
 	}
-	if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
-		c, err := net.Dial("tcp", FakeAddr(res.fakes-1))
+	self, _ := os.Executable()
+	fake, err := b.start(self, []string{"fakepg", "-addrs", fakeList, "-dsn", b.pg.Nodes[1].DSN()})
+	if err != nil {
+		return err
+	}
+	if !testkit.Poll(30*time.Second, 50*time.Millisecond, func() bool {
+		c, err := net.Dial("tcp", hosts[len(hosts)-1])
 		if err == nil {
 			c.Close()
 		}
 		return err == nil
 	}) {
 		return fmt.Errorf("fake replicas did not start")
-	}
-	var hosts []string
-	for _, n := range b.pg.Nodes {
-		hosts = append(hosts, n.Addr())
-	}
-	for i := range res.fakes {
-		hosts = append(hosts, FakeAddr(i))
 	}
 	path := filepath.Join(b.dir, "pgdns-1000.yaml")
 	if err := writeFile(path, fmt.Sprintf("dns: {listen: %q}\nhttp: {listen: %q}\nprobe: {interval: %s, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
@@ -122,6 +126,11 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 	// core would not. The scrapes of /metrics fall outside each window.
 	res.windows, res.window = 3, 10*time.Second
 	var shares []float64
+	f0, err := cpuTicks(fake.Process.Pid)
+	if err != nil {
+		return err
+	}
+	fw0 := time.Now()
 	for range res.windows {
 		n0, err0 := probesDone(b.addr.bigHTTP)
 		t0, err := cpuTicks(cmd.Process.Pid)
@@ -144,6 +153,11 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 		shares = append(shares, cpu.Seconds()/took.Seconds()*100)
 		res.probesPerSec += (n1 - n0) / took.Seconds() / float64(res.windows)
 	}
+	f1, err := cpuTicks(fake.Process.Pid)
+	if err != nil {
+		return err
+	}
+	res.fakeCPU = (time.Duration(f1-f0) * 10 * time.Millisecond).Seconds() / time.Since(fw0).Seconds() * 100
 	slices.Sort(shares)
 	res.cpuTotal = shares[len(shares)/2]
 	if res.rss1000, err = rssKiB(cmd.Process.Pid); err != nil {
@@ -251,17 +265,12 @@ func scrapeOnce(httpAddr, name string) (float64, error) {
 
 // scrapeWith is scrapeOnce with client.
 func scrapeWith(client *http.Client, httpAddr, name string) (float64, error) {
-	resp, err := client.Get("http://" + httpAddr + "/metrics")
+	body, err := scrapePageWith(client, httpAddr)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, fmt.Errorf("/metrics: %w", err)
-	}
 	var sum float64
-	for _, l := range strings.Split(string(body), "\n") {
+	for _, l := range strings.Split(body, "\n") {
 		if strings.HasPrefix(l, name+"{") || strings.HasPrefix(l, name+" ") {
 			f := strings.Fields(l)
 			v, err := strconv.ParseFloat(f[len(f)-1], 64)
@@ -272,4 +281,22 @@ func scrapeWith(client *http.Client, httpAddr, name string) (float64, error) {
 		}
 	}
 	return sum, nil
+}
+
+// scrapePage reads pgdns's /metrics page whole.
+func scrapePage(httpAddr string) (string, error) {
+	return scrapePageWith(&http.Client{Timeout: 30 * time.Second}, httpAddr)
+}
+
+func scrapePageWith(client *http.Client, httpAddr string) (string, error) {
+	resp, err := client.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("/metrics: %w", err)
+	}
+	return string(body), nil
 }

@@ -32,7 +32,7 @@ func (s *scaleResult) markdown() string {
 	if s.rss3 > 0 {
 		w("After a burst of tens of thousands of queries a second the Go runtime keeps goroutine stacks and heap it grew for a while before returning them to the system; the resting footprint is the first line.\n\n")
 	}
-	w("The %d fakes are one process serving just enough of the PostgreSQL wire protocol (startup, then one row per simple query, via `pgproto3`) on 127.1.x.y:5432, each reporting itself as a replica of the real cluster. It was ready (every host probed, %d replicas answered) %v after start. Answer latency at that size, at 5,000 queries/s over UDP (`primary` and `lag-50ms.replica`, the latter truncated with TC): p50 %s, p99 %s.\n\n",
+	w("The %d fakes are one process serving just enough of the PostgreSQL wire protocol (`pgproto3`: startup, then the probe's statement, prepared or plain) on addresses of the run's block, each answering with the row description and the row a real replica of the cluster gave it (its own start time and application name), so the probe cannot tell them from that replica. It was ready (every host probed, %d replicas answered) %v after start. Answer latency at that size, at 5,000 queries/s over UDP (`primary` and `lag-50ms.replica`, the latter truncated with TC): p50 %s, p99 %s.\n\n",
 		s.fakes, s.realHosts-1+s.fakes, s.readyIn.Round(time.Millisecond), ms(s.p50), ms(s.p99))
 
 	per := slices.Clone(s.cpuPerProbe)
@@ -44,6 +44,9 @@ func (s *scaleResult) markdown() string {
 	w("**CPU.** %d hosts probed every %s: %.0f probes/s done. pgdns's own CPU time (user + system, from `/proc/PID/stat`; the fakes run in another process) over the probes it finished, in %d windows of %v: **%.1f µs per probe** (median; windows: %s µs), %.1f%% of one core — target ≤ %.0f%%: %s. CPU per probe is the figure to compare across runs: load from other processes on the machine slows probes and pgdns alike, while the share of a core follows how many probes got done. Go heap in use %.1f MiB, %.0f goroutines.\n\n",
 		hosts, s.interval, s.probesPerSec, s.windows, s.window, float64(per[len(per)/2].Nanoseconds())/1000, strings.Join(each, ", "),
 		s.cpuTotal, cpuTarget, verdict(s.cpuTotal <= cpuTarget), s.heapInuse/(1<<20), s.goroutines)
+	if s.fakeCPU > 0 {
+		w("The fakes' own process used %.1f%% of one core over those windows (not counted above).\n\n", s.fakeCPU)
+	}
 	if s.cpuTop != "" {
 		w("Profiles of this run (`PPROF=dir`: pgdns's `/debug/pprof/` on its loopback HTTP listener, 8 s of CPU, then the heap), top entries by flat share:\n\n```\n%s```\n\n```\n%s```\n\n", trimTop(s.cpuTop), trimTop(s.heapTop))
 	}

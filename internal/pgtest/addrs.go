@@ -90,6 +90,20 @@ func (bl *Block) IPs(n int) []string {
 	return out
 }
 
+// FleetSize is how many addresses Fleet has: 127.B.1.1 to 127.B.255.254.
+const FleetSize = 255 * 254
+
+// Fleet returns the block's i-th address beyond 127.B.0.*, i from 0 to
+// FleetSize-1: 127.B.1.1, ..., 127.B.1.254, 127.B.2.1, ... For a run that
+// needs hundreds of servers (the scale bench's fake fleet); the whole /16
+// is the block's.
+func (bl *Block) Fleet(i int) string {
+	if i < 0 || i >= FleetSize {
+		panic(fmt.Sprintf("pgtest: fleet address index %d out of 0..%d", i, FleetSize-1))
+	}
+	return "127." + strconv.Itoa(bl.b) + "." + strconv.Itoa(1+i/254) + "." + strconv.Itoa(1+i%254)
+}
+
 // Addr returns the i-th address with a port: "127.B.0.i:port".
 func (bl *Block) Addr(i, port int) string { return bl.IP(i) + ":" + strconv.Itoa(port) }
 
