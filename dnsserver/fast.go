@@ -26,6 +26,10 @@ type scratch struct {
 	// atOnce: answer an lsn- query that may wait as lsn_wait 0 would
 	// (every waiting slot is taken: udpServer.answerAtOnce).
 	atOnce bool
+
+	// fast counts the datagrams of the current batch answered on the
+	// fast path, for their latency (udpServer.read).
+	fast int
 }
 
 // answerFast answers the query that makes up nearly all of the traffic —
@@ -134,7 +138,7 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 	if h.onLoc != nil && parsed.Kind == zone.KindHosts && parsed.Target != zone.TargetPrimary && len(hosts) > 0 {
 		h.onLoc(zone.LocalityOf(parsed.From, hosts)) // as answerHosts
 	}
-	return out, fastDone
+	return out, fastDone // timed by the reader, with the rest of its batch (udpServer.read)
 }
 
 // packedSOA is the zone's SOA packed for one serial.

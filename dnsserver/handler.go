@@ -53,6 +53,15 @@ type Config struct {
 	// the cluster's primary can have reached (zone.View.LSNUnreachable).
 	OnLSNUnreachable func(cluster string)
 
+	// OnLatency, when set, is called once per answer with the path that
+	// built it, its rcode, and how long it took, before it is sent. On
+	// the fast path that is from the batch of datagrams read to every
+	// reply of the batch built (the replies leave together); on the slow
+	// path from the message miekg/dns unpacked to its reply built, an lsn-
+	// lookup's wait for a re-probe included. It runs in the UDP readers,
+	// which allocate nothing on the fast path: neither may it.
+	OnLatency func(path Path, rcode int, took time.Duration)
+
 	// OnLocality, when set, is called once per answer to a replica name
 	// (replica, prefer-replica, any) that holds a host, with where it
 	// sends the client, for metrics.
@@ -76,6 +85,7 @@ type Handler struct {
 	log     *slog.Logger
 	now     func() time.Time
 	onAns   func(asked Asked, rcode int)
+	onLat   func(path Path, rcode int, took time.Duration)
 	onLoc   func(zone.Locality)
 	onUnrch func(cluster string)
 
@@ -105,6 +115,7 @@ func NewHandler(cfg Config, table *zone.Table, log *slog.Logger) *Handler {
 		log:    log,
 		now:    time.Now,
 		onAns:  cfg.OnAnswer,
+		onLat:  cfg.OnLatency,
 		onLoc:  cfg.OnLocality,
 
 		onUnrch: cfg.OnLSNUnreachable,
@@ -138,6 +149,10 @@ func (i immediate) ServeDNS(w dns.ResponseWriter, req *dns.Msg) { i.h.serve(w, r
 
 // serve is ServeDNS; mayWait false answers lsn- lookups without waiting.
 func (h *Handler) serve(w dns.ResponseWriter, req *dns.Msg, mayWait bool) {
+	var start time.Time
+	if h.onLat != nil {
+		start = time.Now()
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			h.log.Error("panic while answering a query", "panic", v, "question", questionString(req))
@@ -155,6 +170,9 @@ func (h *Handler) serve(w dns.ResponseWriter, req *dns.Msg, mayWait bool) {
 	// Counted before it is sent: whoever has the answer can see it counted.
 	if h.onAns != nil {
 		h.onAns(asked, m.Rcode)
+	}
+	if h.onLat != nil {
+		h.onLat(PathSlow, m.Rcode, time.Since(start))
 	}
 	_ = w.WriteMsg(m)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -63,6 +64,8 @@ type RateLimiter struct {
 	mask   uint64 // len(sets)-1
 	base   time.Time
 	now    func() time.Time
+
+	limited atomic.Uint64 // queries refused by Allow (Limited)
 }
 
 type limiterSet struct {
@@ -163,10 +166,20 @@ func (r *RateLimiter) Allow(src netip.Addr) bool {
 		e.last = now
 	}
 	if e.tokens < 1 {
+		r.limited.Add(1)
 		return false
 	}
 	e.tokens--
 	return true
+}
+
+// Limited is how many queries Allow has refused since r was made: each
+// got the empty truncated answer. 0 for a nil r (no limit).
+func (r *RateLimiter) Limited() uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.limited.Load()
 }
 
 // entry returns the entry of key in s: the one it has, or else the free

@@ -62,13 +62,17 @@ func definitive(err error) bool {
 		errors.Is(err, net.ErrClosed)
 }
 
-// failureClass names the class of a failed probe's err, for the host_down
-// event (zone.Host.FailClass): not_serving (a definitive failure: refused,
+// FailureClasses are the classes FailureClass returns, every one, so that
+// a metric by class can start each at zero.
+var FailureClasses = []string{"not_serving", "timeout", "auth", "server_error", "dns", "other"}
+
+// FailureClass names the class of a failed probe's err, for the host_down
+// event (zone.Host.FailClass) and the probe errors metric by class: not_serving (a definitive failure: refused,
 // reset, the server's shutdown or startup), timeout (the probe's deadline),
 // auth (the server refused the probe role: SQLSTATE class 28), server_error
 // (another error the server answered with), dns (a host name that did not
 // resolve), other.
-func failureClass(err error) string {
+func FailureClass(err error) string {
 	var pgErr *pgconn.PgError
 	var dnsErr *net.DNSError
 	var netErr net.Error

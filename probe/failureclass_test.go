@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -25,8 +26,11 @@ func TestFailureClass(t *testing.T) {
 		{errors.New("something else"), "other"},
 	}
 	for _, c := range cases {
-		if got := failureClass(c.err); got != c.want {
-			t.Errorf("failureClass(%v) = %q, want %q", c.err, got, c.want)
+		if got := FailureClass(c.err); got != c.want {
+			t.Errorf("FailureClass(%v) = %q, want %q", c.err, got, c.want)
+		}
+		if !slices.Contains(FailureClasses, c.want) {
+			t.Errorf("%q is not in FailureClasses", c.want)
 		}
 	}
 }

@@ -245,7 +245,7 @@ func (p *Prober) record(r result) {
 		if errors.Is(r.err, ErrNotServing) {
 			h.Fails = max(h.Fails, p.cfg.MaxFails) // down at once (classify.go)
 		}
-		h.LastError, h.FailClass = r.err.Error(), failureClass(r.err)
+		h.LastError, h.FailClass = r.err.Error(), FailureClass(r.err)
 		return
 	}
 	s := r.sample

@@ -95,6 +95,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "pgdns:", err)
 		return 1
 	}
+	a.SetVersion(version)
 	serve, release := stopping(ctx, log)
 	defer release()
 	go notifyReady(serve, a, log)

@@ -119,13 +119,16 @@ func (a *App) Start() error {
 		NameServers:      nameServers(cfg.DNS.NameServers),
 		NameServerIPs:    listenIPs(cfg.DNS.Listen),
 		OnAnswer:         a.metrics.DNSAnswer,
+		OnLatency:        a.metrics.DNSLatency,
 		OnLocality:       a.metrics.DNSLocality,
 		OnLSNUnreachable: a.metrics.LSNUnreachable,
 		ClientSubnetFrom: cfg.DNS.ClientSubnetFrom,
 		LSNWait:          cfg.DNS.LSNWait,
 		Refresh:          a.refresh,
 	}, a.table, a.log)
-	h = dnsserver.RateLimit(h, cfg.DNS.RateLimit)
+	limiter := dnsserver.NewRateLimiter(dnsserver.RateLimits{PerSecond: cfg.DNS.RateLimit})
+	a.metrics.TrackRateLimiter(limiter)
+	h = limiter.Wrap(h)
 	srv, err := dnsserver.Start(cfg.DNS.Listen, h, dnsserver.Limits{OnLSNWaitFull: a.metrics.LSNWaitFull})
 	if err != nil {
 		a.stopState()
@@ -158,6 +161,7 @@ func (a *App) Start() error {
 	a.discover(context.Background())
 	a.probing = a.effective(cfg)
 	a.warnConfig(a.probing)
+	a.metrics.SetClusters(clusterNames(cfg))
 	a.running, err = a.startProber(a.probing, true, remembered)
 	if err != nil {
 		a.stopState()
@@ -232,6 +236,8 @@ func (a *App) Reload(cfg *config.Config) error {
 	err := a.reload(cfg)
 	if err != nil {
 		a.RejectReload(err)
+	} else {
+		a.metrics.Reloaded(nil)
 	}
 	return err
 }
@@ -256,6 +262,7 @@ func (a *App) reload(cfg *config.Config) error {
 	}
 	unchanged := reflect.DeepEqual(*a.cfg, *next)
 	a.cfg = next
+	a.metrics.SetClusters(clusterNames(next))
 	if unchanged {
 		// The hosts are the same ones, so the prober that took over
 		// reports no host as changed (probe.logChanges): this one line
@@ -358,6 +365,18 @@ func (a *App) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
 	return errors.Join(serveErr, a.Stop(sctx))
+}
+
+// SetVersion is the version pgdns_build_info reports (cmd/pgdns's).
+func (a *App) SetVersion(version string) { a.metrics.SetVersion(version) }
+
+// clusterNames are the names of cfg's clusters.
+func clusterNames(cfg *config.Config) []string {
+	names := make([]string, 0, len(cfg.Clusters))
+	for _, c := range cfg.Clusters {
+		names = append(names, c.Name)
+	}
+	return names
 }
 
 // nameServers converts dns.nameservers for the handler.

@@ -51,6 +51,7 @@ func (a *App) published(prev, next *zone.Snapshot) {
 // file did not load: cmd/pgdns), as Reload records its own refusals.
 func (a *App) RejectReload(err error) {
 	a.events.Append(events.Event{Reason: ReloadRejected, Detail: oneLine(err)})
+	a.metrics.Reloaded(err)
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

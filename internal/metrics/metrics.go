@@ -52,8 +52,17 @@ type Metrics struct {
 
 	// probes caches each host's probe duration histogram the same way:
 	// ProbeDone runs on every probe of every host, thousands a second
-	// with a thousand hosts (issue 17).
-	probes sync.Map // probeKey -> prometheus.Observer
+	// with a thousand hosts (issue 17); and its failure counter, made at
+	// zero on the host's first probe so that rate() sees the first failure.
+	probes sync.Map // probeKey -> *hostProbes
+
+	alerting // the metrics made to alert on (alerting.go)
+}
+
+// hostProbes are the probe metrics of one host.
+type hostProbes struct {
+	duration prometheus.Observer
+	failures prometheus.Counter
 }
 
 type probeKey struct{ cluster, host string }
@@ -127,8 +136,14 @@ func New(table *zone.Table) *Metrics {
 	})
 	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.lsnUnreachable, m.fluxProbes, locality, closed, m.lsnWaitsFull)
 	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.splitBrains, m.httpRequests,
-		hostCollector{table: table},
+		hostCollector{table: table, since: &m.roleSince},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.newAlerting()
+	// Every query kind's SERVFAIL exists from the start, at zero: an alert
+	// on its rate sees the first one.
+	for a := range dnsserver.Asked(dnsserver.NumAsked) {
+		m.answerCounter(answerKey{a, dns.RcodeServerFailure})
+	}
 	return m
 }
 
@@ -144,13 +159,23 @@ func (m *Metrics) DNSAnswer(asked dnsserver.Asked, rcode int) {
 		c.(prometheus.Counter).Inc()
 		return
 	}
-	name, ok := dns.RcodeToString[rcode]
-	if !ok {
-		name = strconv.Itoa(rcode)
-	}
-	c := m.dnsQueries.WithLabelValues(asked.String(), name)
+	m.answerCounter(key).Inc()
+}
+
+// answerCounter returns the counter of key, made (at zero) and cached
+// when it is new.
+func (m *Metrics) answerCounter(key answerKey) prometheus.Counter {
+	c := m.dnsQueries.WithLabelValues(key.asked.String(), rcodeName(key.rcode))
 	m.answers.Store(key, c)
-	c.Inc()
+	return c
+}
+
+// rcodeName is the label of rcode: its mnemonic, else its number.
+func rcodeName(rcode int) string {
+	if name, ok := dns.RcodeToString[rcode]; ok {
+		return name
+	}
+	return strconv.Itoa(rcode)
 }
 
 // DNSLocality counts one answer to a replica name by where it sends the
@@ -164,19 +189,29 @@ func (m *Metrics) DNSLocality(l zone.Locality) {
 // ProbeDone records one probe.
 func (m *Metrics) ProbeDone(cluster, host string, took time.Duration, err error) {
 	key := probeKey{cluster, host}
-	o, ok := m.probes.Load(key)
+	v, ok := m.probes.Load(key)
 	if !ok {
-		o, _ = m.probes.LoadOrStore(key, m.probeDuration.WithLabelValues(cluster, host))
+		v, _ = m.probes.LoadOrStore(key, &hostProbes{
+			duration: m.probeDuration.WithLabelValues(cluster, host),
+			failures: m.probeFailures.WithLabelValues(cluster, host),
+		})
 	}
-	o.(prometheus.Observer).Observe(took.Seconds())
+	p := v.(*hostProbes)
+	p.duration.Observe(took.Seconds())
 	if err != nil {
-		m.probeFailures.WithLabelValues(cluster, host).Inc()
+		p.failures.Inc()
+		m.probeErrors.WithLabelValues(cluster, probe.FailureClass(err)).Inc()
 	}
 }
 
-// RoleChanged counts one change of a host's role.
+// RoleChanged counts one change of a host's role, notes when the host
+// took it (pgdns_host_role_since_timestamp_seconds), and counts a change
+// of the cluster's primary (pgdns_primary_changes_total).
 func (m *Metrics) RoleChanged(cluster, host string, from, to zone.Role) {
 	m.roleChanges.WithLabelValues(cluster, host, from.String(), to.String()).Inc()
+	if m.roleSince.changed(cluster, host, to, time.Now()) {
+		m.primaryChanges.WithLabelValues(cluster).Inc()
+	}
 }
 
 // SplitBrain counts one cluster entering split brain.
@@ -256,7 +291,10 @@ func (m *Metrics) LSNWaitFull() { m.lsnWaitsFull.Inc() }
 
 // hostCollector reports the state of every host from the snapshot current
 // at scrape time, so the gauges can never disagree with the answers.
-type hostCollector struct{ table *zone.Table }
+type hostCollector struct {
+	table *zone.Table
+	since *roleSince
+}
 
 var (
 	hostUp = prometheus.NewDesc("pgdns_host_up",
@@ -277,7 +315,8 @@ var (
 )
 
 func (hostCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{hostUp, hostRole, hostLag, hostLagBytes, hostProbeAge, hostStatsHidden, ready} {
+	for _, d := range []*prometheus.Desc{hostUp, hostRole, hostLag, hostLagBytes, hostProbeAge, hostStatsHidden, ready,
+		hostRoleSince, clusterHosts, clusterPrimary, clusterReplicas, clusterSplitBrain} {
 		ch <- d
 	}
 }
@@ -288,8 +327,10 @@ func (c hostCollector) Collect(ch chan<- prometheus.Metric) {
 	v := c.table.View(time.Now())
 	ch <- prometheus.MustNewConstMetric(ready, prometheus.GaugeValue, boolValue(v.Snap.Ready))
 	for _, cl := range v.Snap.Clusters {
+		c.collectCluster(ch, v, cl)
 		for i := range cl.Hosts {
 			h := &cl.Hosts[i]
+			ch <- prometheus.MustNewConstMetric(hostRoleSince, prometheus.GaugeValue, c.since.of(cl.Name, h.Addr), cl.Name, h.Addr)
 			ch <- prometheus.MustNewConstMetric(hostUp, prometheus.GaugeValue, boolValue(v.Live(h)), cl.Name, h.Addr)
 			for _, r := range []zone.Role{zone.RolePrimary, zone.RoleReplica, zone.RoleDown, zone.RoleUnknown} {
 				ch <- prometheus.MustNewConstMetric(hostRole, prometheus.GaugeValue, boolValue(h.Role == r), cl.Name, h.Addr, r.String())
