@@ -64,7 +64,7 @@ func TestReloadChangingNothingChangesNoRole(t *testing.T) {
 	if n := strings.Count(logs, "host state changed") - changesBefore; n != 0 {
 		t.Errorf("%d host state changes logged by two reloads that changed nothing:\n%s", n, logs)
 	}
-	if n := strings.Count(logs, "configuration reloaded; nothing changed"); n != 2 {
+	if n := strings.Count(logs, `msg="configuration reloaded" clusters=1 changed=nothing`); n != 2 {
 		t.Errorf("%d reloads said no host changed, want 2:\n%s", n, logs)
 	}
 }

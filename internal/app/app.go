@@ -267,7 +267,7 @@ func (a *App) reload(cfg *config.Config) error {
 		// The hosts are the same ones, so the prober that took over
 		// reports no host as changed (probe.logChanges): this one line
 		// is all such a reload logs.
-		a.log.Info("configuration reloaded; nothing changed", "clusters", len(next.Clusters))
+		a.log.Info("configuration reloaded", "clusters", len(next.Clusters), "changed", "nothing")
 		a.events.Append(events.Event{Reason: ReloadApplied, Detail: "nothing changed"})
 		return nil
 	}
