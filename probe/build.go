@@ -167,7 +167,7 @@ func (p *Prober) logChanges(prev, snap *zone.Snapshot) {
 		for hi := range c.Hosts {
 			h := &c.Hosts[hi]
 			role, note := zone.RoleUnknown, ""
-			if old := was.Host(h.Addr); old != nil {
+			if old := was.HostNear(hi, h.Addr); old != nil {
 				role, note = old.Role, old.Note
 			} else if h.Role == zone.RoleUnknown && h.Note == "" && h.LastError == "" {
 				continue

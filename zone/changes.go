@@ -92,7 +92,7 @@ func clusterChanges(was, c *Cluster) []Change {
 	}
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		old := was.Host(h.Addr)
+		old := was.HostNear(i, h.Addr)
 		if h.Role == RoleDown && (old == nil || old.Role != RoleDown) {
 			add(Change{Reason: HostDown, Host: h.Addr, Class: downClass(h), Detail: downDetail(h)})
 		}
@@ -125,7 +125,7 @@ func clusterChanges(was, c *Cluster) []Change {
 	}
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		old := was.Host(h.Addr)
+		old := was.HostNear(i, h.Addr)
 		switch {
 		case h.Drained && (old == nil || !old.Drained):
 			add(Change{Reason: DrainBegan, Host: h.Addr, To: h.DrainedBy.String()})
@@ -135,7 +135,7 @@ func clusterChanges(was, c *Cluster) []Change {
 	}
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		if old := was.Host(h.Addr); old != nil && old.Role == RoleDown && h.Role != RoleDown {
+		if old := was.HostNear(i, h.Addr); old != nil && old.Role == RoleDown && h.Role != RoleDown {
 			add(Change{Reason: HostUp, Host: h.Addr, To: h.Role.String(), Detail: h.Note})
 		}
 	}

@@ -139,3 +139,23 @@ func TestChangesIdentityReplaced(t *testing.T) {
 		t.Fatalf("Changes = %+v, want one identity_settled 7->9 saying it was replaced", chs)
 	}
 }
+
+// BenchmarkChanges compares two snapshots of a thousand hosts that did
+// not change: the probe does it on every publish.
+func BenchmarkChanges(b *testing.B) {
+	var hosts []Host
+	hosts = append(hosts, changeHost(1, false, 1))
+	for i := 2; i <= 1000; i++ {
+		h := changeHost(i%250+2, true, 1)
+		h.Addr = fmt.Sprintf("10.0.%d.%d:5432", i/250, i%250)
+		hosts = append(hosts, h)
+	}
+	prev := changeSnap(nil, hosts...)
+	next := changeSnap(prev, hosts...)
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(Changes(prev, next)) != 0 {
+			b.Fatal("changes between equal snapshots")
+		}
+	}
+}
