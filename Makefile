@@ -48,7 +48,7 @@ demo-switchover: ## from a second terminal: the running demo stops its primary, 
 	pkill -USR1 -x pgdns-demo
 
 .PHONY: bench
-bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md (BENCH_ONLY=dns, failover, scale, ha or hostile: that section alone, ha as root; PPROF=dir: profiles of the scale step)
+bench: build ## measure pgdns beside CoreDNS and a miekg/dns floor on a real cluster; writes BENCHMARKS.md (BENCH_ONLY=dns, failover, scale, dbcost, ha, hostile or srv: that section alone, ha as root; PPROF=dir: profiles of the scale step)
 	./scripts/bench-deps.sh
 	$(if $(BENCH_ONLY),,$(GO) test -run '^$$' -bench . -benchmem -count 1 ./zone ./dnsserver | grep -E '^(Benchmark|goos|goarch|cpu)' > bin/gobench.txt)
 	$(GO) build -o bin/pgdns-bench ./cmd/pgdns-bench

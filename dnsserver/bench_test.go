@@ -44,3 +44,20 @@ func BenchmarkHandler(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSRV measures one SRV query through ServeDNS: the slow path,
+// with the targets' addresses in the additional section.
+func BenchmarkSRV(b *testing.B) {
+	h := newTestHandler(testSnapshot())
+	for _, name := range []string{"_postgresql._tcp.primary.db.local.", "_postgresql._tcp.replica.db.local.", "_postgresql._tcp.main.db.local."} {
+		req := new(dns.Msg)
+		req.SetQuestion(name, dns.TypeSRV)
+		w := &discardWriter{buf: make([]byte, 0, 512)}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				h.ServeDNS(w, req)
+			}
+		})
+	}
+}

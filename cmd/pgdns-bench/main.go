@@ -48,8 +48,10 @@ func main() {
 		err = runOnly(cfg, hostileHeading, true, hostileOnly)
 	case "dbcost":
 		err = runOnly(cfg, dbCostHeading, true, dbCostOnly)
+	case "srv":
+		err = runOnly(cfg, srvHeading, true, srvOnly)
 	default:
-		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover, scale, dbcost, ha and hostile", cfg.only)
+		err = fmt.Errorf("-only %q: the sections that run alone are dns, failover, scale, dbcost, ha, hostile and srv", cfg.only)
 	}
 	if err != nil {
 		fatal(err)

@@ -373,3 +373,14 @@ func userPostgres() (*user.User, error) {
 	}
 	return u, nil
 }
+
+// WriteFile writes data to name in the node's data directory (mode 0600,
+// owned by the server's user), such as a certificate of its own; the
+// server reads it at its next start or reload (pg_reload_conf()).
+func (n *Node) WriteFile(name string, data []byte) error {
+	path := filepath.Join(n.Dir, name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return err
+	}
+	return n.c.chown(path)
+}

@@ -1,0 +1,170 @@
+package test
+
+// Certificates that verify: each server's certificate is issued for its
+// pgdns host name, so that sslmode=verify-full through a host name (as SRV
+// targets name them) works, while a role name, on no certificate, fails
+// verify-full and passes verify-ca.
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pgdns test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue returns a server certificate and key (PEM) for names.
+func (ca *testCA) issue(t *testing.T, serial int64, names ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+func TestCertificatesVerifyThroughHostNames(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Addrs(t)
+	ips := []string{b.IP(11), b.IP(12)}
+	labels := []string{"pg-1", "pg-2"}
+	hostName := func(i int) string { return labels[i] + ".host.main.db.local" }
+	ca := newTestCA(t)
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, ca.pem, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	crt, key := ca.issue(t, 2, hostName(0))
+	pg := pgtest.New(t, pgtest.Options{IPs: ips, Conf: []string{"ssl = on"},
+		Files: map[string][]byte{"server.crt": crt, "server.key": key}})
+	// The replica copied the primary's files: it gets its own.
+	crt, key = ca.issue(t, 3, hostName(1))
+	if err := pg.Nodes[1].WriteFile("server.crt", crt); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Nodes[1].WriteFile("server.key", key); err != nil {
+		t.Fatal(err)
+	}
+	pg.Nodes[1].Exec(t, "SELECT pg_reload_conf()")
+	names := "    names:\n"
+	for i, n := range pg.Nodes {
+		names += "      " + labels[i] + ": " + n.Addr() + "\n"
+	}
+	e := attach(t, pg, envOptions{Cluster: names})
+	e.waitFor(t, "replica.db.local.", []string{ips[1]})
+
+	// Clients resolve every name through pgdns (pgx's LookupFunc); TLS
+	// checks the certificate against the name the client was given.
+	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, e.app.DNSAddr())
+	}}
+	connect := func(host, sslmode string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=5432 user=postgres dbname=postgres connect_timeout=3 sslmode=%s sslrootcert=%s", host, sslmode, caFile))
+		if err != nil {
+			return "", err
+		}
+		cfg.LookupFunc = resolver.LookupHost
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return "", err
+		}
+		defer conn.Close(ctx)
+		var addr string
+		var ssl bool
+		err = conn.QueryRow(ctx, "SELECT host(inet_server_addr()), ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&addr, &ssl)
+		if err == nil && !ssl {
+			err = fmt.Errorf("the session is not encrypted")
+		}
+		return addr, err
+	}
+
+	t.Run("verify-full to each host name works", func(t *testing.T) {
+		for i := range pg.Nodes {
+			if got, err := connect(hostName(i), "verify-full"); err != nil || got != ips[i] {
+				t.Fatalf("%s: %q, %v", hostName(i), got, err)
+			}
+		}
+	})
+	t.Run("verify-full to the SRV target of primary works", func(t *testing.T) {
+		_, srvs, err := resolver.LookupSRV(context.Background(), "postgresql", "tcp", "primary.db.local")
+		if err != nil || len(srvs) != 1 {
+			t.Fatalf("SRV: %v, %v", srvs, err)
+		}
+		if got, err := connect(strings.TrimSuffix(srvs[0].Target, "."), "verify-full"); err != nil || got != ips[0] {
+			t.Fatalf("%s: %q, %v", srvs[0].Target, got, err)
+		}
+	})
+	t.Run("verify-full to a role name fails: it is on no certificate", func(t *testing.T) {
+		_, err := connect("primary.db.local", "verify-full")
+		if err == nil || !strings.Contains(err.Error(), "certificate is valid for "+hostName(0)+", not primary.db.local") {
+			t.Fatalf("verify-full to primary.db.local: %v", err)
+		}
+		if got, err := connect("primary.db.local", "verify-ca"); err != nil || got != ips[0] {
+			t.Fatalf("verify-ca to primary.db.local: %q, %v", got, err)
+		}
+	})
+	t.Run("unless the certificate carries the role name", func(t *testing.T) {
+		crt, key := ca.issue(t, 4, hostName(0), "primary.db.local")
+		if err := pg.Nodes[0].WriteFile("server.crt", crt); err != nil {
+			t.Fatal(err)
+		}
+		if err := pg.Nodes[0].WriteFile("server.key", key); err != nil {
+			t.Fatal(err)
+		}
+		pg.Nodes[0].Exec(t, "SELECT pg_reload_conf()")
+		if got, err := connect("primary.db.local", "verify-full"); err != nil || got != ips[0] {
+			t.Fatalf("verify-full to primary.db.local on a certificate carrying it: %q, %v", got, err)
+		}
+	})
+}
