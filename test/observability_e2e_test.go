@@ -83,7 +83,8 @@ func mustMetric(t *testing.T, families map[string]*dto.MetricFamily, name string
 }
 
 // TestObservability runs pgdns with a state file on a real primary and
-// replica, and checks what an operator's alerts and dashboard read.
+// replica, and checks what an operator's alerts and dashboard read, and
+// the shipped alert rules in a real Prometheus through a failover.
 func TestObservability(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2)})
@@ -94,6 +95,8 @@ func TestObservability(t *testing.T) {
 
 	t.Run("metrics", func(t *testing.T) { checkAlertingMetrics(t, e, started, primary, replica) })
 	t.Run("metrics table", func(t *testing.T) { checkMetricsTable(t, scrapeMetrics(t, e.app.HTTPAddr())) })
+	// Last: it stops the primary.
+	t.Run("no-primary alert", func(t *testing.T) { checkNoPrimaryAlert(t, e, pg) })
 }
 
 // checkAlertingMetrics: build info, the reload outcome, answer latency by
