@@ -45,6 +45,10 @@ type Config struct {
 	// Events is the events log GET /v1/events reads (events.go); nil
 	// answers 404 there.
 	Events *events.Log
+
+	// Lags, when set, holds the replicas' recent lags the status page
+	// draws as sparklines; whoever owns it feeds it (LagHistory.Run).
+	Lags *LagHistory
 }
 
 // API is the HTTP handler.
@@ -67,6 +71,7 @@ func New(cfg Config, table *zone.Table, log *slog.Logger) *API {
 		now:    time.Now,
 	}
 	a.routes = map[string]http.HandlerFunc{
+		"/":           a.status,
 		"/healthz":    a.healthz,
 		"/readyz":     a.readyz,
 		"/v1/hosts":   a.hosts,

@@ -47,6 +47,7 @@ type App struct {
 	discoDone   chan struct{}
 	dns         *dnsserver.Server
 	http        *httpapi.Server // nil when http.listen is ""
+	status      *statusFeed     // feeds the status page; nil when http.listen is ""
 	running     *runningProber
 	prober      atomic.Pointer[probe.Prober] // the one publishing, for Refresh
 	state       *stateKeeper                 // nil without state.path (state.go)
@@ -136,6 +137,7 @@ func (a *App) Start() error {
 	}
 	a.dns = srv
 	if cfg.HTTP.Listen != "" {
+		a.status = startStatusFeed(a.table)
 		api := httpapi.New(httpapi.Config{
 			Zone:            cfg.DNS.Zone,
 			SyncMaxLag:      cfg.HTTP.SyncMaxLag,
@@ -146,11 +148,13 @@ func (a *App) Start() error {
 			Admin:           adminOps{a},
 			AdminToken:      adminToken(cfg.HTTP.AdminTokenFile),
 			Events:          a.events,
+			Lags:            a.status.lags,
 		}, a.table, a.log)
 		hs, err := httpapi.Start(cfg.HTTP.Listen, withPprof(cfg.HTTP.Listen, api), a.log, httpapi.ServerConfig{
 			MaxConns: cfg.HTTP.MaxConns, AllowedHosts: cfg.HTTP.AllowedHosts, OnEvict: a.metrics.HTTPEvicted})
 		if err != nil {
 			_ = srv.Shutdown(context.Background())
+			a.status.halt()
 			a.stopState()
 			return fmt.Errorf("http.listen %q: %w", cfg.HTTP.Listen, err)
 		}
@@ -164,6 +168,7 @@ func (a *App) Start() error {
 	a.metrics.SetClusters(clusterNames(cfg))
 	a.running, err = a.startProber(a.probing, true, remembered)
 	if err != nil {
+		a.status.halt()
 		a.stopState()
 		return err
 	}
@@ -340,6 +345,7 @@ func (a *App) Stop(ctx context.Context) error {
 		a.running = nil
 	}
 	a.stopState() // after the prober: its last report is written
+	a.status.halt()
 	return err
 }
 
