@@ -56,6 +56,9 @@ func (r *resolverNS) psycopg(t *testing.T, name string) (resolved, reached strin
 // goSRV is a Go client: net.LookupSRV through a resolver that asks pgdns,
 // then pgx to each target in the order Go sorted them (priority, then
 // weight), read-write; it returns the server it reached (address|port).
+// Reaching it only past the first target, or a first target not at
+// priority 10, is an error: pgdns puts the primary first, at 10, and a
+// client should not need its fallbacks to find it.
 func goSRV(t *testing.T, dnsAddr, name string) (string, error) {
 	t.Helper()
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -68,7 +71,7 @@ func goSRV(t *testing.T, dnsAddr, name string) (string, error) {
 		return "", err
 	}
 	var errs []string
-	for _, s := range srvs {
+	for i, s := range srvs {
 		ips, err := r.LookupHost(ctx, s.Target)
 		if err != nil || len(ips) == 0 {
 			errs = append(errs, fmt.Sprintf("%s: %v", s.Target, err))
@@ -82,6 +85,9 @@ func goSRV(t *testing.T, dnsAddr, name string) (string, error) {
 		var addr, port string
 		err = conn.QueryRow(ctx, "SELECT host(inet_server_addr()), current_setting('port')").Scan(&addr, &port)
 		_ = conn.Close(ctx)
+		if err == nil && (i > 0 || s.Priority != 10) {
+			err = fmt.Errorf("reached %s:%s through target %d, %s at priority %d, of %d: not the first, at priority 10", addr, port, i+1, s.Target, s.Priority, len(srvs))
+		}
 		if err == nil {
 			return addr + "|" + port, nil
 		}
@@ -101,10 +107,16 @@ func TestSRVClientsAcrossASwitchover(t *testing.T) {
 
 	reach := func(want string) {
 		t.Helper()
+		// The primary's host name (derived from its address and port,
+		// docs/names.md) comes first: it is alone at priority 10.
+		first := strings.NewReplacer(".", "-", "|", "-").Replace(want) + ".host.main.db.local"
 		for _, name := range []string{"_postgresql._tcp.primary.db.local", "_postgresql._tcp.main.db.local"} {
 			resolved, got, err := ns.psycopg(t, name)
 			if err != nil || got != want {
 				t.Fatalf("psycopg via %s: resolved %q, reached %q, %v; want %s", name, resolved, got, err, want)
+			}
+			if !strings.HasPrefix(resolved, first+",") && !strings.HasPrefix(resolved, first+" ") {
+				t.Fatalf("psycopg resolve_srv(%s) = %q: want %s first", name, resolved, first)
 			}
 			t.Logf("psycopg resolve_srv(%s) = %s -> %s", name, resolved, got)
 		}
