@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // roleChangesTotal sums pgdns_role_changes_total over every label set, as
@@ -45,10 +47,9 @@ func TestReloadChangingNothingChangesNoRole(t *testing.T) {
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2)})
 	e := attach(t, pg, envOptions{})
 	e.waitFor(t, "replica.db.local.", []string{pg.Nodes[1].IP})
-	before := roleChangesTotal(t, e.app.HTTPAddr())
-	if before != 2 {
-		t.Fatalf("pgdns_role_changes_total = %d at start, want 2 (unknown to primary, unknown to replica)", before)
-	}
+	// Counted just after the snapshot that answers is published.
+	before := testkit.Eventually(t, 10*time.Second, 20*time.Millisecond, "pgdns_role_changes_total 2 at start (unknown to primary, unknown to replica)",
+		func() (int, bool) { n := roleChangesTotal(t, e.app.HTTPAddr()); return n, n == 2 })
 	changesBefore := strings.Count(e.logs.String(), "host state changed")
 	for i := 0; i < 2; i++ {
 		next := *e.cfg

@@ -28,13 +28,16 @@ clusters:
   main:
     hosts: [%s, %s]
 `, primary.Addr(), replica.Addr()))
-	<-a.Table().Ready()
-
-	code, out, errOut := runMain(t, context.Background(), "events", "-http", a.HTTPAddr())
-	if code != 0 || !strings.Contains(out, " primary_appeared cluster=main host="+primary.Addr()+" to="+primary.Addr()+"\n") ||
-		!strings.Contains(out, " identity_settled cluster=main to=") {
-		t.Fatalf("pgdns events: exit %d\n%s%s", code, out, errOut)
-	}
+	// The events of a snapshot are appended just after it is published:
+	// ask until the start's are in.
+	var out string
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "pgdns events to print the start (exit, output)", func() (string, bool) {
+		code, stdout, errOut := runMain(t, context.Background(), "events", "-http", a.HTTPAddr())
+		out = stdout
+		return fmt.Sprintf("%d\n%s%s", code, stdout, errOut), code == 0 &&
+			strings.Contains(out, " primary_appeared cluster=main host="+primary.Addr()+" to="+primary.Addr()+"\n") &&
+			strings.Contains(out, " identity_settled cluster=main to=")
+	})
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if f := strings.Fields(line); len(f) < 3 || !strings.HasPrefix(f[1], "#") {
 			t.Errorf("not one event per line (time #index reason ...): %q", line)
