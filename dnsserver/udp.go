@@ -114,7 +114,7 @@ func (s *udpServer) serve(errc chan<- error) {
 }
 
 // read is one reader: a batch in, each datagram answered, the replies out
-// in one batch.
+// in at most two batches (the fast path's first).
 func (s *udpServer) read(conn *net.UDPConn) error {
 	var pc batchConn = ipv4.NewPacketConn(conn)
 	if conn.LocalAddr().(*net.UDPAddr).IP.To4() == nil {
@@ -129,6 +129,7 @@ func (s *udpServer) read(conn *net.UDPConn) error {
 		outBufs[i] = make([]byte, 0, readBufSize)
 	}
 	sc := &scratch{hosts: make([]*zone.Host, 0, 64)}
+	pending := make([]int, 0, batchSize) // datagrams of the batch the fast path left
 	local := conn.LocalAddr()
 	onLat := s.h.onLat
 	for {
@@ -149,7 +150,11 @@ func (s *udpServer) read(conn *net.UDPConn) error {
 			batchStart = time.Now()
 		}
 		sc.fast = 0
+		// Two passes: the fast path's answers first, sent at once, then
+		// what the slow path answers (SRV, TXT, NXDOMAIN...), so that an A
+		// query never waits for a slower answer read in its batch.
 		k := 0
+		pending = pending[:0]
 		for i := range in[:n] {
 			ua, ok := in[i].Addr.(*net.UDPAddr)
 			if !ok {
@@ -157,8 +162,12 @@ func (s *udpServer) read(conn *net.UDPConn) error {
 			}
 			src := ua.AddrPort()
 			req := in[i].Buffers[0][:in[i].N]
-			reply, wait := s.answer(req, local, src, outBufs[k][:0], sc)
-			if wait {
+			reply, wait, later := s.answerFirst(req, local, src, outBufs[k][:0], sc)
+			switch {
+			case later:
+				pending = append(pending, i)
+				continue
+			case wait:
 				if s.answerOffReader(conn, req, src) {
 					continue
 				}
@@ -175,39 +184,91 @@ func (s *udpServer) read(conn *net.UDPConn) error {
 				onLat(PathFast, dns.RcodeSuccess, took)
 			}
 		}
-		for sent := 0; sent < k; {
-			m, err := pc.WriteBatch(out[sent:k], 0)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return nil
+		if err := writeAll(pc, out[:k]); err != nil {
+			return nil
+		}
+		k = 0
+		for _, i := range pending {
+			src := in[i].Addr.(*net.UDPAddr).AddrPort()
+			req := in[i].Buffers[0][:in[i].N]
+			reply, wait := s.answerLater(req, local, src, outBufs[k][:0], sc)
+			if wait {
+				if s.answerOffReader(conn, req, src) {
+					continue
 				}
-				m = 1 // this one cannot be sent (the client's port is gone, say): the rest can
+				reply = s.answerAtOnce(req, local, src, outBufs[k][:0], sc)
 			}
-			sent += m
+			if reply != nil {
+				out[k].Buffers[0], out[k].Addr = reply, in[i].Addr
+				k++
+			}
+		}
+		if err := writeAll(pc, out[:k]); err != nil {
+			return nil
 		}
 	}
+}
+
+// writeAll sends the replies of out; a non-nil error means the socket is
+// closed (the server stops). A reply that cannot be sent (the client's
+// port is gone, say) is skipped: the rest are sent.
+func writeAll(pc batchConn, out []ipv4.Message) error {
+	for sent := 0; sent < len(out); {
+		m, err := pc.WriteBatch(out[sent:], 0)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			m = 1
+		}
+		sent += m
+	}
+	return nil
 }
 
 // answer answers one datagram into out. wait: it is an lsn- query that
 // may wait, to be answered off the reader. A panic on the fast path is
 // answered again by the slow path, whose handler turns it into SERVFAIL.
 func (s *udpServer) answer(req []byte, local net.Addr, src netip.AddrPort, out []byte, sc *scratch) (reply []byte, wait bool) {
+	reply, wait, later := s.answerFirst(req, local, src, out, sc)
+	if later {
+		return s.answerLater(req, local, src, out, sc)
+	}
+	return reply, wait
+}
+
+// answerFirst is answer's first part, the reader's first pass: the rate
+// limiter's answer, or the fast path's. later: neither answered it, and
+// answerLater does, once the batch's first replies are sent.
+func (s *udpServer) answerFirst(req []byte, local net.Addr, src netip.AddrPort, out []byte, sc *scratch) (reply []byte, wait, later bool) {
 	if s.limiter != nil && !s.limiter.Allow(src.Addr()) {
-		if q, ok := parseWire(req, &sc.name); ok {
-			return appendTruncatedReply(out, &q), false
-		}
-		return answerSlow(req, local, src, out, dns.HandlerFunc(writeTruncated)), false
+		return s.limited(req, local, src, out, sc), false, false
 	}
 	if reply, res := s.fast(req, out, src.Addr(), sc); res == fastDone {
 		sc.fast++
-		return reply, false
+		return reply, false, false
 	} else if res == fastWait {
-		return nil, true
+		return nil, true, false
 	}
+	return nil, false, true
+}
+
+// answerLater is the rest of answer, for a datagram the fast path left:
+// an lsn- query that may wait (wait), or the slow path's answer.
+func (s *udpServer) answerLater(req []byte, local net.Addr, src netip.AddrPort, out []byte, sc *scratch) (reply []byte, wait bool) {
 	if s.h.mayWaitForReplay(req, sc) {
 		return nil, true
 	}
 	return answerSlow(req, local, src, out, s.h), false
+}
+
+// limited is the rate limiter's answer to a datagram it refuses: TC set,
+// nothing else, so that a real resolver retries over TCP.
+func (s *udpServer) limited(req []byte, local net.Addr, src netip.AddrPort, out []byte, sc *scratch) []byte {
+	if q, ok := parseWire(req, &sc.name); ok {
+		return appendTruncatedReply(out, &q)
+	}
+	return answerSlow(req, local, src, out, dns.HandlerFunc(writeTruncated))
 }
 
 // answerAtOnce answers an lsn- query that may wait, with every waiting
