@@ -47,6 +47,9 @@ func (p *Prober) updateFlux(snap *zone.Snapshot, now time.Time) {
 		if !zone.SameRoleAnswer(p.last.Clusters[ci], c) {
 			if !f.active && !now.Before(f.cooldownUntil) {
 				f.active, f.started = true, now
+				if hook := p.cfg.Hooks.FluxBegan; hook != nil && p.active.Load() {
+					hook(c.Name)
+				}
 			}
 			f.lastChange = now
 		}

@@ -63,6 +63,9 @@ type Hooks struct {
 	// FluxProbes is called for each round of flux probes of a cluster,
 	// with the number of hosts kicked.
 	FluxProbes func(cluster string, hosts int)
+	// FluxBegan is called once each time a cluster enters flux (an
+	// episode begins: flux.go), by the prober that publishes.
+	FluxBegan func(cluster string)
 	// LeaderUnsure is called, at most once per publish for each cluster
 	// read from Patroni, while a writable host is not the member holding
 	// the leader key as last reported: the caller should read it again

@@ -203,8 +203,9 @@ func rulesForTest(t *testing.T) []byte {
 
 // checkNoPrimaryAlert: a real Prometheus with the shipped rules scrapes
 // pgdns; stopping the primary makes PgdnsNoPrimary pending, then firing;
-// promoting the replica resolves it, and the failover is counted where
-// increase() sees it. It stops e's primary: it runs last.
+// promoting the replica resolves it, and the failover and its flux
+// episode are counted where increase() sees them. Before the failover,
+// every query of the Grafana dashboard runs in it. It stops e's primary: it runs last.
 func checkNoPrimaryAlert(t *testing.T, e *env, pg *pgtest.Cluster) {
 	p := startPrometheus(t, e.app.HTTPAddr(), rulesForTest(t))
 	// Scraped, and the rule evaluated, before anything changes.
@@ -237,6 +238,7 @@ func checkNoPrimaryAlert(t *testing.T, e *env, pg *pgtest.Cluster) {
 	if s := p.alertState(t, "PgdnsNoPrimary", "main"); s != "" {
 		t.Fatalf("PgdnsNoPrimary is %s with the primary up", s)
 	}
+	t.Run("dashboard queries run", func(t *testing.T) { checkDashboardRuns(t, p) })
 
 	ctx := context.Background()
 	if err := pg.Nodes[0].Stop(ctx, "fast"); err != nil {
@@ -260,10 +262,13 @@ func checkNoPrimaryAlert(t *testing.T, e *env, pg *pgtest.Cluster) {
 		s := p.alertState(t, "PgdnsNoPrimary", "main")
 		return s, s == ""
 	})
-	// The failover, counted from a series that was there at 0 before it.
-	testkit.Eventually(t, 30*time.Second, 200*time.Millisecond, "the failover in increase()", func() (float64, bool) {
-		v, ok := p.value(t, `increase(pgdns_primary_changes_total{cluster="main"}[5m])`)
-		return v, ok && v > 0
-	})
+	// The failover, and the flux episode it began, counted from series
+	// that were there at 0 before them.
+	for _, expr := range []string{`increase(pgdns_primary_changes_total{cluster="main"}[5m])`, `increase(pgdns_flux_episodes_total{cluster="main"}[5m])`} {
+		testkit.Eventually(t, 30*time.Second, 200*time.Millisecond, expr, func() (float64, bool) {
+			v, ok := p.value(t, expr)
+			return v, ok && v > 0
+		})
+	}
 	t.Logf("PgdnsNoPrimary states seen: %v", seen)
 }

@@ -95,6 +95,7 @@ func TestObservability(t *testing.T) {
 
 	t.Run("metrics", func(t *testing.T) { checkAlertingMetrics(t, e, started, primary, replica) })
 	t.Run("metrics table", func(t *testing.T) { checkMetricsTable(t, scrapeMetrics(t, e.app.HTTPAddr())) })
+	t.Run("dashboard metrics", func(t *testing.T) { checkDashboardMetrics(t, scrapeMetrics(t, e.app.HTTPAddr())) })
 	// Last: it stops the primary.
 	t.Run("no-primary alert", func(t *testing.T) { checkNoPrimaryAlert(t, e, pg) })
 }

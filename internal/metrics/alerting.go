@@ -25,6 +25,7 @@ type alerting struct {
 	latency         *prometheus.HistogramVec
 	probeErrors     *prometheus.CounterVec
 	primaryChanges  *prometheus.CounterVec
+	fluxEpisodes    *prometheus.CounterVec
 	latencyByRcode  [dnsserver.NumPaths][maxCachedRcode]atomic.Pointer[observer]
 	limiter         atomic.Pointer[dnsserver.RateLimiter]
 	roleSince       roleSince
@@ -69,6 +70,10 @@ func (m *Metrics) newAlerting() {
 		Name: "pgdns_primary_changes_total",
 		Help: "Times a cluster's primary became a host other than the last one pgdns saw as its primary: failovers and switchovers (the first primary pgdns sees, and an old primary coming back, are not counted).",
 	}, []string{"cluster"})
+	a.fluxEpisodes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pgdns_flux_episodes_total",
+		Help: "Times a cluster entered flux (its role answer changed: its primary went down or changed, a host changed role), when pgdns probes it every probe.flux_interval for up to probe.flux_duration.",
+	}, []string{"cluster"})
 	rateLimited := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "pgdns_dns_rate_limited_total",
 		Help: "UDP queries over dns.rate_limit, answered with an empty truncated reply (TC) instead of their answer; 0 without a limit.",
@@ -76,9 +81,9 @@ func (m *Metrics) newAlerting() {
 	a.reloadOK.Set(1)
 	a.reloadOKAt.Set(float64(time.Now().UnixNano()) / 1e9)
 	a.roleSince = roleSince{start: time.Now(), hosts: map[probeKey]time.Time{}, primary: map[string]string{}}
-	a.clusterCounters = []*prometheus.CounterVec{m.splitBrains, m.fluxProbes, m.lsnUnreachable, m.refreshRounds, a.primaryChanges}
+	a.clusterCounters = []*prometheus.CounterVec{m.splitBrains, m.fluxProbes, m.lsnUnreachable, m.refreshRounds, a.primaryChanges, a.fluxEpisodes}
 	m.SetVersion("dev")
-	m.registry.MustRegister(a.buildInfo, a.reloadOK, a.reloadOKAt, a.latency, a.probeErrors, a.primaryChanges, rateLimited)
+	m.registry.MustRegister(a.buildInfo, a.reloadOK, a.reloadOKAt, a.latency, a.probeErrors, a.primaryChanges, a.fluxEpisodes, rateLimited)
 }
 
 // SetVersion sets pgdns_build_info's version label (cmd/pgdns's
@@ -115,6 +120,9 @@ func (m *Metrics) SetClusters(names []string) {
 		}
 	}
 }
+
+// FluxBegan counts one flux episode of cluster (probe.Hooks.FluxBegan).
+func (m *Metrics) FluxBegan(cluster string) { m.fluxEpisodes.WithLabelValues(cluster).Inc() }
 
 // TrackRateLimiter makes pgdns_dns_rate_limited_total read r (nil: no
 // limit, the counter stays 0).

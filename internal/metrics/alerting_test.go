@@ -54,6 +54,7 @@ func TestFailureCountersStartAtZero(t *testing.T) {
 			`pgdns_split_brain_total{cluster="`+c+`"}`,
 			`pgdns_primary_changes_total{cluster="`+c+`"}`,
 			`pgdns_flux_probes_total{cluster="`+c+`"}`,
+			`pgdns_flux_episodes_total{cluster="`+c+`"}`,
 			`pgdns_lsn_unreachable_total{cluster="`+c+`"}`,
 			`pgdns_lsn_refresh_rounds_total{cluster="`+c+`"}`,
 			`pgdns_lsn_refresh_coalesced_total{cluster="`+c+`",reason="min_gap"}`)
