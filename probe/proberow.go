@@ -111,6 +111,9 @@ func (c *pgChecker) queryProbe(ctx context.Context) error {
 // pooler between pgdns and the server moved the session to another
 // backend. It is prepared again and the probe retried, once.
 func statementLost(err error) bool {
+	if err == nil {
+		return false // errors.As would cost an allocation on every probe
+	}
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "26000"
 }

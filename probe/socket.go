@@ -69,7 +69,10 @@ func (s *socket) note(err error) {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return
 	}
-	s.failed.CompareAndSwap(nil, &err)
+	// A copy: taking err's own address would move it to the heap on
+	// every call, a successful read or write included.
+	kept := err
+	s.failed.CompareAndSwap(nil, &kept)
 }
 
 // socketFailure is the first failure of conn's socket, nil if it has
