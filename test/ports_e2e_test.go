@@ -164,5 +164,14 @@ func TestHostsOnTwoPorts(t *testing.T) {
 		if got := e.ips(t, besideName); !slices.Equal(got, []string{ip1}) {
 			t.Fatalf("%s answered %v", besideName, got)
 		}
+		// The stopped old primary's name still answers its address: a
+		// name for the machine, whatever its health.
+		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the old primary to be down", func() (string, bool) {
+			txt := strings.Join(e.txt(t, name(ip1, 5432)), "")
+			return txt, strings.Contains(txt, "role=down")
+		})
+		if got := e.ips(t, name(ip1, 5432)); !slices.Equal(got, []string{ip1}) {
+			t.Fatalf("%s (down) answered %v", name(ip1, 5432), got)
+		}
 	})
 }
