@@ -41,7 +41,12 @@ func TestHostNamesBadInput(t *testing.T) {
 			t.Errorf("names %q: %v; want %q", tc.names, err, tc.want)
 		}
 	}
-	_, err := Load(write(t, "clusters:\n  main:\n    hosts: [127.0.0.11:5432]\n    names: pg1\n"), nil)
+	// Two hosts whose addresses derive one label: the key is hosts.
+	_, err := Load(write(t, "clusters:\n  main:\n    hosts: [pg_1:5432, pg-1:5432]\n"), nil)
+	if want := `clusters.main.hosts would give hosts "pg_1:5432" and "pg-1:5432" one name, pg-1-5432.host.main: give one of them another in clusters.main.names`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("two derived labels alike: %v", err)
+	}
+	_, err = Load(write(t, "clusters:\n  main:\n    hosts: [127.0.0.11:5432]\n    names: pg1\n"), nil)
 	if err == nil || !strings.Contains(err.Error(), `clusters.main.names must map host labels to host:port, got "pg1"`) {
 		t.Errorf("names not a map: %v", err)
 	}
