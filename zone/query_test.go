@@ -137,7 +137,8 @@ func TestQueryStringIsCanonical(t *testing.T) {
 }
 
 func TestParseDoesNotAllocate(t *testing.T) {
-	for _, name := range []string{"lsn-0-3000060.lag-50ms.bytes-1mb.dc-east.sync.replica.orders.db.local.", "sync.offline.db.local.", "orders.db.local."} {
+	for _, name := range []string{"lsn-0-3000060.lag-50ms.bytes-1mb.dc-east.sync.replica.orders.db.local.", "sync.offline.db.local.", "orders.db.local.",
+		"_postgresql._tcp.replica.db.local.", "pg-1.host.main.db.local."} {
 		allocs := testing.AllocsPerRun(100, func() {
 			if _, err := Parse(name, origin); err != nil {
 				t.Fatal(err)
