@@ -178,12 +178,7 @@ func (s *udpServer) read(conn *net.UDPConn) error {
 				k++
 			}
 		}
-		if onLat != nil && sc.fast > 0 {
-			took := time.Since(batchStart)
-			for range sc.fast {
-				onLat(PathFast, dns.RcodeSuccess, took)
-			}
-		}
+		timeFast(onLat, sc, batchStart)
 		if err := writeAll(pc, out[:k]); err != nil {
 			return nil
 		}
@@ -203,10 +198,26 @@ func (s *udpServer) read(conn *net.UDPConn) error {
 				k++
 			}
 		}
+		// An lsn- query that could not wait (every slot taken) may have
+		// been answered on the fast path in this pass: timed too.
+		timeFast(onLat, sc, batchStart)
 		if err := writeAll(pc, out[:k]); err != nil {
 			return nil
 		}
 	}
+}
+
+// timeFast reports the latency of the sc.fast answers the fast path gave
+// since the batch was read, and resets the count.
+func timeFast(onLat func(Path, int, time.Duration), sc *scratch, batchStart time.Time) {
+	if onLat == nil || sc.fast == 0 {
+		return
+	}
+	took := time.Since(batchStart)
+	for range sc.fast {
+		onLat(PathFast, dns.RcodeSuccess, took)
+	}
+	sc.fast = 0
 }
 
 // writeAll sends the replies of out; a non-nil error means the socket is
