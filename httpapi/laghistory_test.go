@@ -92,14 +92,31 @@ func TestSparkline(t *testing.T) {
 	}
 	s := drawSparkline(pts, now, window)
 	// x: 2 + f×146; y: 26 − ms/20×24 (the peak, 20 ms, at the top).
-	if want := "M2 26l0 0L38 2M111 14l0 0L148 20"; s.Line != want {
+	if want := "M2 26L38 2M111 14L148 20"; s.Line != want {
 		t.Errorf("line %q, want %q", s.Line, want)
 	}
-	if want := "M75 28L75 24"; s.Unknown != want {
-		t.Errorf("unknown ticks %q, want %q", s.Unknown, want)
+	if want := "M75 27L75 27"; s.Unknown != want {
+		t.Errorf("unknown stretches %q, want %q", s.Unknown, want)
 	}
 	if s.Peak != 20 || s.Max != 20 || s.Samples != 5 {
 		t.Errorf("peak %d max %d samples %d", s.Peak, s.Max, s.Samples)
+	}
+	// A steady lag is drawn with its ends only, a stretch of unknown
+	// samples as one underline.
+	var steady []lagPoint
+	for i := range 100 {
+		ms := int32(7)
+		if i >= 60 && i < 80 {
+			ms = lagUnknown
+		}
+		steady = append(steady, lagPoint{now.Add(time.Duration(i-99) * time.Second), ms})
+	}
+	s = drawSparkline(steady, now, window)
+	if want := "M3 10L89 10M120 10L148 10"; s.Line != want {
+		t.Errorf("steady line %q, want %q", s.Line, want)
+	}
+	if want := "M91 27L118 27"; s.Unknown != want {
+		t.Errorf("steady unknown %q, want %q", s.Unknown, want)
 	}
 	// Small lags do not fill the box: the top stays at sparkMinMax.
 	if s := drawSparkline([]lagPoint{{now, 1}}, now, window); s.Max != sparkMinMax || !strings.HasPrefix(s.Line, "M148 24") {

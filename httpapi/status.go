@@ -2,12 +2,14 @@ package httpapi
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // The status page at GET /: every cluster, its hosts, roles, lags and the
@@ -75,13 +77,54 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", statusCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h.Add("Vary", "Accept-Encoding")
+	body := buf.Bytes()
+	if acceptsGzip(r) {
+		if z, err := gzipped(body); err == nil {
+			h.Set("Content-Encoding", "gzip")
+			body = z
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	code := http.StatusOK
 	if !v.Snap.Ready {
 		code = http.StatusServiceUnavailable
 	}
 	w.WriteHeader(code)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(buf.Bytes())
+		_, _ = w.Write(body)
 	}
+}
+
+// acceptsGzip reports whether the request's Accept-Encoding takes gzip
+// (without q=0). Every browser sends it; the page of 200 hosts shrinks
+// about tenfold, and a tab refreshing it every 2 s costs that much less.
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		coding, params, _ := strings.Cut(part, ";")
+		if strings.TrimSpace(coding) != "gzip" {
+			continue
+		}
+		q := strings.ReplaceAll(params, " ", "")
+		return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+	}
+	return false
+}
+
+// gzipped compresses b at gzip's fastest level: the page is rendered for
+// every refresh, so CPU matters more than the last few bytes.
+func gzipped(b []byte) ([]byte, error) {
+	var out bytes.Buffer
+	out.Grow(len(b) / 6)
+	zw, err := gzip.NewWriterLevel(&out, gzip.BestSpeed)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }

@@ -195,16 +195,14 @@ func (a *API) hostStatus(v zone.View, c *zone.Cluster, h, primary *zone.Host) ho
 	age := fmtDuration(h.Age(v.Now))
 	if lag, ok := v.Lag(c, h); ok {
 		hv.Lag = "≤ " + fmtDuration(lag)
-		hv.LagTitle = "at most " + fmtDuration(lag) + " behind the primary as of its last probe " + age +
-			" ago: an upper bound pgdns proved (what lag- filters compare), not an estimate"
+		hv.LagTitle = "at most " + fmtDuration(lag) + " behind the primary: a bound proved at the probe " + age + " ago, what lag- filters compare"
 	} else {
 		hv.Lag = "unknown"
 		hv.LagTitle = "lag unknown: " + lagUnknownWhy(v, h, primary) + "; lag- filters never pass it (fail closed)"
 	}
 	if b, ok := v.LagBytes(c, h); ok {
 		hv.Bytes = "≤ " + fmtBytes(b)
-		hv.BytesTitle = "at most " + strconv.FormatUint(b, 10) + " bytes of WAL behind the primary as of its last probe " + age +
-			" ago: an upper bound pgdns proved (what bytes- filters compare)"
+		hv.BytesTitle = "at most " + strconv.FormatUint(b, 10) + " bytes of WAL behind: a bound proved at the probe " + age + " ago, what bytes- filters compare"
 	} else {
 		hv.Bytes = "unknown"
 		hv.BytesTitle = "byte lag unknown: " + lagUnknownWhy(v, h, primary) + "; bytes- filters never pass it (fail closed)"

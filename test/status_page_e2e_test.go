@@ -94,7 +94,7 @@ func TestStatusPageInABrowser(t *testing.T) {
 		if got := text(lag); !strings.HasPrefix(got, "≤ ") || !strings.HasSuffix(got, " s") {
 			t.Errorf("lag shown as %q, want a bound in seconds", got)
 		}
-		if !strings.Contains(attr(lag, "title"), "an upper bound pgdns proved") {
+		if !strings.Contains(attr(lag, "title"), "a bound proved at the probe") {
 			t.Errorf("lag's title %q does not say what the figure means", attr(lag, "title"))
 		}
 		if line := findNode(row, classed("path", "line")); line == nil || attr(line, "d") == "" {
