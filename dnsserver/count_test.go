@@ -56,7 +56,7 @@ func TestAnswerTimedOnItsPath(t *testing.T) {
 		got []timing
 	)
 	h.onLat = func(p Path, rcode int, took time.Duration) {
-		if took <= 0 {
+		if took < 0 { // 0 is possible: a coarse clock
 			t.Errorf("latency %v", took)
 		}
 		mu.Lock()
