@@ -102,14 +102,15 @@ type livePage struct {
 	next int
 }
 
-// openPage starts the browser on url and connects to the page's DevTools
-// socket. The browser is stopped when the test ends.
-func openPage(t *testing.T, url string) *livePage {
+// openPage starts the browser on url (with the flags extra) and connects
+// to the page's DevTools socket. The browser is stopped when the test
+// ends.
+func openPage(t *testing.T, url string, extra ...string) *livePage {
 	t.Helper()
 	profile := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	args := browserArgs(profile, "--remote-debugging-address=127.0.0.1",
-		"--remote-debugging-port=0", "--remote-allow-origins=http://127.0.0.1", url)
+	args := browserArgs(profile, append(extra, "--remote-debugging-address=127.0.0.1",
+		"--remote-debugging-port=0", "--remote-allow-origins=http://127.0.0.1", url)...)
 	cmd := exec.CommandContext(ctx, chromium(t), args...)
 	cmd.WaitDelay = 5 * time.Second
 	stderr := &testkit.Buffer{}

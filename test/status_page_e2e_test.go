@@ -38,6 +38,17 @@ func TestStatusPageInABrowser(t *testing.T) {
 	e.waitFor(t, "replica.db.local.", []string{next.IP, stopped.IP})
 	url := "http://" + e.app.HTTPAddr() + "/"
 
+	t.Run("JavaScript off", func(t *testing.T) {
+		// Without scripts the <noscript> meta refresh reloads the page:
+		// requests for / keep coming from a page nobody touches.
+		before := pageRequests(t, e)
+		openPage(t, url, "--blink-settings=scriptEnabled=false")
+		testkit.Eventually(t, 30*time.Second, 200*time.Millisecond, "a page without scripts to reload itself twice", func() (string, bool) {
+			n := pageRequests(t, e) - before
+			return strconv.Itoa(n) + " requests", n >= 3
+		})
+	})
+
 	live := openPage(t, url)
 	testkit.Eventually(t, browserTimeout, 100*time.Millisecond, "the open page to render the status", func() (string, bool) {
 		raw, err := live.eval(t, `document.getElementById("status") !== null`)
@@ -182,4 +193,21 @@ func refreshes(t *testing.T, p *livePage) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// pageRequests is how many times pgdns has served the status page (its
+// pgdns_http_requests_total for route "/" and code 200).
+func pageRequests(t *testing.T, e *env) int {
+	t.Helper()
+	_, body := e.get(t, http.DefaultClient, "/metrics", "")
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, `pgdns_http_requests_total{code="200",route="/"} `) {
+			n, err := strconv.Atoi(strings.Fields(l)[1])
+			if err != nil {
+				t.Fatalf("metrics: %q", l)
+			}
+			return n
+		}
+	}
+	return 0
 }
