@@ -42,7 +42,7 @@ const (
 var (
 	restingRSS      = resource.MustParse("16Mi")
 	largeRSS        = resource.MustParse("74Mi")
-	hostileRSS      = resource.MustParse("76Mi")
+	hostileRSS      = resource.MustParse("73Mi") // 72.9 MiB, rounded up
 	hostileMaxConns = 128
 )
 

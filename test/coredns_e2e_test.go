@@ -112,7 +112,7 @@ func ask(t *testing.T, addr, name string, qtype uint16) answer {
 // TestCoreDNSForwarding runs a real CoreDNS with configs/Corefile in front
 // of pgdns: it answers what pgdns answers, with TTLs that stay at most 1.
 // CoreDNS's cache plugin, as configured by default, would stretch them;
-// with the README's settings it does not.
+// with the settings of docs/clients/coredns.md ("Caching") it does not.
 func TestCoreDNSForwarding(t *testing.T) {
 	t.Parallel()
 	corefile, err := os.ReadFile("../configs/Corefile")
@@ -154,10 +154,10 @@ func TestCoreDNSForwarding(t *testing.T) {
 	}
 
 	// The plain cache plugin keeps answers for its 5 s minimum TTL: the
-	// pitfall the README warns about.
+	// pitfall docs/clients/coredns.md ("Caching") warns about.
 	ask(t, naive, "primary.db.local.", dns.TypeA)
 	if a := ask(t, naive, "primary.db.local.", dns.TypeA); len(a.ttls) == 0 || a.ttls[0] <= 1 {
-		t.Errorf("CoreDNS's default cache kept TTL %v; the README says it stretches it", a.ttls)
+		t.Errorf("CoreDNS's default cache kept TTL %v; docs/clients/coredns.md says it stretches it", a.ttls)
 	} else {
 		t.Logf("CoreDNS's default cache stretches TTL 1 to %d s", a.ttls[0])
 	}

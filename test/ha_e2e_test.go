@@ -3,7 +3,7 @@ package test
 // No single point of failure: two pgdns instances serve the zone, one of
 // them is frozen (SIGSTOP: no answer, no ICMP, only timeouts) or killed
 // (SIGKILL: queries refused), and a switchover happens meanwhile. Real
-// clients configured with both instances as the README recommends must
+// clients configured with both instances as docs/production.md recommends must
 // follow it without an operator: libpq through glibc's resolver, CoreDNS
 // forwarding, PgBouncer (c-ares) and HAProxy.
 
@@ -23,8 +23,8 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// haResolvConf is the resolv.conf of the README's production section for
-// two instances, as glibc and c-ares read it.
+// haResolvConf is the resolv.conf of docs/production.md ("Resolver
+// settings") for two instances, as glibc and c-ares read it.
 func haResolvConf(ns1, ns2 string) string {
 	return "nameserver " + ns1 + "\nnameserver " + ns2 + "\noptions timeout:1 attempts:2\n"
 }

@@ -1,6 +1,6 @@
 package test
 
-// Tests of what the lag and byte filters prove (README, "Lag, computed
+// Tests of what the lag and byte filters prove (docs/probe.md, "Lag, computed
 // right"), against real PostgreSQL: each answer is judged against the
 // commits the answered replica surely lacked at the sample pgdns judged it
 // by, read back from the replica itself.
@@ -113,7 +113,7 @@ func TestAsyncCommitIsLag(t *testing.T) {
 	e.waitFor(t, "lag-50ms.replica.db.local.", ips[1:])
 	e.waitFor(t, "bytes-0b.replica.db.local.", ips[1:])
 	writer := primary.Conn(t)
-	// The bounds (README), each as of the end of the replica's probe:
+	// The bounds (docs/probe.md), each as of the end of the replica's probe:
 	// lag-50ms promises the replica lacks no commit older than 50 ms,
 	// bytes-0b that it lacks nothing the primary had inserted. A few
 	// milliseconds absorb timer granularity and age_ms's truncation.

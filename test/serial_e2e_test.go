@@ -114,8 +114,8 @@ func TestSerialFollowsFailover(t *testing.T) {
 	// restart) starts from its clock: close to the first one's serial, and
 	// not behind the serial from before the failover. With one of its two
 	// hosts down it could not establish the cluster's identity (one live
-	// host proves nothing against a stray): it is pinned, as the README
-	// advises for that case.
+	// host proves nothing against a stray): it is pinned, as docs/decisions.md
+	// ("Cluster identity") advises for that case.
 	var sysid string
 	e.pg.Nodes[1].Query(t, "SELECT system_identifier::text FROM pg_control_system()", &sysid)
 	other, _, _ := apptest.Start(t, fmt.Sprintf(`

@@ -1,6 +1,6 @@
 package test
 
-// Tests of the rules that keep answers true when things go wrong (README,
+// Tests of the rules that keep answers true when things go wrong (docs/decisions.md,
 // "How pgdns decides"), each against real PostgreSQL.
 
 import (

@@ -17,7 +17,7 @@ import (
 )
 
 // TestExamplesAgainstTheDemo runs every program under examples/ against
-// the demo the way README says to: the Go ones with -dns naming pgdns, the
+// the demo the way docs/clients (pgx.md, jdbc.md) say to: the Go ones with -dns naming pgdns, the
 // JDBC one through the system resolver (pgdns on port 53, as
 // `make demo DEMO_FLAGS='-dns 127.0.0.1:53'` starts it, in a mount
 // namespace whose /etc/resolv.conf names it) with nothing created for it
@@ -40,7 +40,7 @@ func TestExamplesAgainstTheDemo(t *testing.T) {
 		examples = append(examples, e.Name())
 	}
 	if strings.Join(examples, " ") != "jdbc pgxpool ryow" {
-		t.Fatalf("examples/ holds %v: run each new one here as its README says", examples)
+		t.Fatalf("examples/ holds %v: run each new one here as its docs/clients page says", examples)
 	}
 
 	// Build while the demo starts: go run compiles the same way.

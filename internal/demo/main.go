@@ -136,7 +136,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		pg.Close()
 	}()
 
-	// pgdns probes as the role the README asks for; the replicas copy it.
+	// pgdns probes as the role docs/operating.md ("The probe role") asks for; the replicas copy it.
 	if err := execOnce(ctx, pg.Nodes[0].DSN(), probeRole); err != nil {
 		return fmt.Errorf("creating the probe role: %w", err)
 	}
