@@ -44,6 +44,7 @@ type clusterView struct {
 // hostView is one host's row.
 type hostView struct {
 	Addr, IP   string
+	Name       string // the host's own name in the zone, answering its address whatever its role
 	Role       string
 	Primary    bool // the primary that primary.<cluster> answers
 	Location   string
@@ -156,7 +157,7 @@ func (a *API) clusterStatus(v zone.View, c *zone.Cluster) clusterView {
 
 // hostStatus is host h's row, without whether it is answered.
 func (a *API) hostStatus(v zone.View, c *zone.Cluster, h, primary *zone.Host) hostView {
-	hv := hostView{Addr: h.Addr, Role: h.Role.String(), Primary: h == primary, Location: h.Location}
+	hv := hostView{Addr: h.Addr, Name: a.hostName(h), Role: h.Role.String(), Primary: h == primary, Location: h.Location}
 	if h.IP.IsValid() && h.IP.String() != hostOnly(h.Addr) {
 		hv.IP = h.IP.String()
 	}

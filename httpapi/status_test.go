@@ -39,6 +39,7 @@ func TestStatusPage(t *testing.T) {
 		`<span class="bad">no</span> <span class="why block">down: connect: connection refused</span>`,
 		`<td class="health bad">down, 3 failed probes</td>`,
 		`<div><dt>answered</dt><dd>3 of 4 hosts</dd></div>`,
+		`<td class="addr">127.0.0.12:5432<br><small class="name">127-0-0-12-5432.host.main.db.local</small></td>`,
 		`<noscript><meta http-equiv="refresh" content="2"></noscript>`,
 		`<a href="/">reload</a>`,
 	} {

@@ -116,7 +116,7 @@ func TestStatusPageInABrowser(t *testing.T) {
 		if path == "" {
 			path = filepath.Join(t.TempDir(), "status.png")
 		}
-		screenshot(t, url, path, 1280, 560)
+		screenshot(t, url, path, 1400, 600)
 		t.Logf("screenshot: %s", path)
 	})
 
