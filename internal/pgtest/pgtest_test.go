@@ -69,15 +69,46 @@ func TestAddrsSkipALeftoverServer(t *testing.T) {
 	}
 }
 
+// A connection a test closed leaves a TIME_WAIT socket on its block for
+// 60 s; the block is free again at once. Before the fix inUse counted it,
+// and go test -count=50 of a test with a server ran out of blocks.
+func TestAddrsReuseABlockInTimeWait(t *testing.T) {
+	bl, release, err := Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", bl.Addr(254, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // the server closes first: its side (in the block) waits
+	_, _ = c.Read(make([]byte, 1))
+	c.Close()
+	ln.Close()
+	release()
+	if inUse(bl.b) {
+		t.Errorf("inUse(%d) = true with only a TIME_WAIT socket left in the block", bl.b)
+	}
+}
+
 func TestBoundInReadsProcNet(t *testing.T) {
 	table := "  sl  local_address rem_address   st\n" +
 		"   0: 0B00657F:1538 00000000:0000 0A\n" +
-		"   1: 0100007F:0035 00000000:0000 0A\n"
+		"   1: 0100007F:0035 00000000:0000 0A\n" +
+		"   2: 0B00677F:1538 0100007F:9C40 06\n" // TIME_WAIT in 127.103.0.0/16
 	path := filepath.Join(t.TempDir(), "tcp")
 	if err := os.WriteFile(path, []byte(table), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for b, want := range map[int]bool{101: true, 0: true, 102: false} {
+	for b, want := range map[int]bool{101: true, 0: true, 102: false, 103: false} {
 		if got := boundIn(path, b); got != want {
 			t.Errorf("boundIn(127.%d.0.0/16) = %v, want %v", b, got, want)
 		}
