@@ -127,6 +127,17 @@ func TestEventsAcrossAFailover(t *testing.T) {
 		t.Fatalf("a reload during the wait answered:%s\nwant one reload_applied, nothing changed", eventLines(page.Events))
 	}
 	index = page.Index
+	// A reload that changes only a key applied on restart changes nothing
+	// now, and says the restart it waits for.
+	ttl := *e.cfg
+	ttl.DNS.TTL = e.cfg.DNS.TTL + 1
+	if err := e.app.Reload(&ttl); err != nil {
+		t.Fatal(err)
+	}
+	seen, index = e.follow(t, index, "reload_applied", "")
+	if ev := find(seen, "reload_applied", ""); ev.Detail != "nothing changed; on restart only: dns.ttl" {
+		t.Errorf("a reload of dns.ttl alone says %q, want \"nothing changed; on restart only: dns.ttl\"", ev.Detail)
+	}
 	bad := *e.cfg
 	bad.Probe.DSN = "sslmode=sometimes"
 	if err := e.app.Reload(&bad); err == nil {

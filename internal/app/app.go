@@ -268,20 +268,23 @@ func (a *App) reload(cfg *config.Config) error {
 	unchanged := reflect.DeepEqual(*a.cfg, *next)
 	a.cfg = next
 	a.metrics.SetClusters(clusterNames(next))
+	// A change to restart-only keys alone leaves next equal to the
+	// running configuration, yet the event must still say a restart is
+	// pending, or a watcher reads "nothing changed" and never restarts.
+	restart := ""
+	if len(onRestart) > 0 {
+		restart = "; on restart only: " + strings.Join(onRestart, ", ")
+	}
 	if unchanged {
 		// The hosts are the same ones, so the prober that took over
 		// reports no host as changed (probe.logChanges): this one line
 		// is all such a reload logs.
 		a.log.Info("configuration reloaded", "clusters", len(next.Clusters), "changed", "nothing")
-		a.events.Append(events.Event{Reason: ReloadApplied, Detail: "nothing changed"})
+		a.events.Append(events.Event{Reason: ReloadApplied, Detail: "nothing changed" + restart})
 		return nil
 	}
 	a.log.Info("configuration reloaded", "clusters", len(next.Clusters), "interval", next.Probe.Interval.String())
-	detail := "applied"
-	if len(onRestart) > 0 {
-		detail += "; on restart only: " + strings.Join(onRestart, ", ")
-	}
-	a.events.Append(events.Event{Reason: ReloadApplied, Detail: detail})
+	a.events.Append(events.Event{Reason: ReloadApplied, Detail: "applied" + restart})
 	return nil
 }
 
