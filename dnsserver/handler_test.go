@@ -250,7 +250,7 @@ var cases = []Case{
 	// Hosts on two ports: A names answer those on the client port, each
 	// address once; SRV answers them all with their ports.
 	{Qname: "replica.ports.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"replica.ports.db.local. 1 IN A 127.0.0.43"}},
-	{Qname: "any.ports.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"any.ports.db.local. 1 IN A 127.0.0.41", "any.ports.db.local. 1 IN A 127.0.0.43"}},
+	{Qname: "any.ports.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"any.ports.db.local. 1 IN A 127.0.0.43"}},
 	{Qname: "lsn-0-9.replica.ports.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"lsn-0-9.replica.ports.db.local. 1 IN A 127.0.0.43"}},
 	{Qname: "_postgresql._tcp.replica.ports.db.local.", Qtype: dns.TypeSRV, AA: true,
 		Answer: []string{
@@ -269,7 +269,7 @@ var cases = []Case{
 			"127-0-0-42-5433.host.ports.db.local. 1 IN A 127.0.0.42", "127-0-0-43-5432.host.ports.db.local. 1 IN A 127.0.0.43"}},
 	{Qname: "127-0-0-41-5433.host.ports.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"127-0-0-41-5433.host.ports.db.local. 1 IN A 127.0.0.41"}},
 	{Qname: "lsn-0-9.replica.ports.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
-		`lsn-0-9.replica.ports.db.local. 1 IN TXT "host=127.0.0.41:5433 role=replica lag_ms=0 lag_bytes=0 replay_lsn=0/9 age_ms=120 name=127-0-0-41-5433.host.ports.db.local. srv_only=port"`,
+		`lsn-0-9.replica.ports.db.local. 1 IN TXT "host=127.0.0.41:5433 role=replica lag_ms=0 lag_bytes=0 replay_lsn=0/9 age_ms=120 name=127-0-0-41-5433.host.ports.db.local. srv_only=address"`,
 		`lsn-0-9.replica.ports.db.local. 1 IN TXT "host=127.0.0.42:5433 role=replica lag_ms=0 lag_bytes=0 replay_lsn=0/9 age_ms=120 name=127-0-0-42-5433.host.ports.db.local. srv_only=port"`,
 		`lsn-0-9.replica.ports.db.local. 1 IN TXT "host=127.0.0.43:5432 role=replica lag_ms=0 lag_bytes=0 replay_lsn=0/9 age_ms=120 name=127-0-0-43-5432.host.ports.db.local."`}},
 }

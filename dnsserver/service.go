@@ -59,7 +59,7 @@ func (h *Handler) services(m *dns.Msg, owner string, parsed *zone.Query, hosts [
 // evidence fills a TXT answer: one string per host of the name's SRV
 // answer, so that the hosts an address answer leaves out are said too
 // (srv_only=port, or srv_only=address when their address is already in
-// it), then any host only the address answer has (prefer-replica's
+// it or another configured host's on another port), then any host only the address answer has (prefer-replica's
 // primary, when every fitting replica is on another port). parsed is the
 // name asked, hosts its answer.
 func (h *Handler) evidence(m *dns.Msg, owner string, parsed *zone.Query, hosts []*zone.Host, v zone.View) {
@@ -79,8 +79,8 @@ func (h *Handler) evidence(m *dns.Msg, owner string, parsed *zone.Query, hosts [
 		note := ""
 		if !slices.Contains(hosts, host) {
 			note = "srv_only=address"
-			if c != nil && c.Port != 0 && host.Port != c.Port {
-				note = "srv_only=port"
+			if c != nil {
+				note = "srv_only=" + c.SRVOnlyWhy(host)
 			}
 		}
 		m.Answer = append(m.Answer, txtRecord(owner, h.ttl, v, c, host, h.hostFQDN(host), note))

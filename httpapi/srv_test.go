@@ -46,7 +46,8 @@ func TestResolveSRVAndHostNames(t *testing.T) {
 	found := false
 	for _, e := range body.Excluded {
 		if e.Addr == "127.0.0.11:5433" {
-			found = e.SRVOnly && e.Reason == "port 5433: answered by SRV only (_postgresql._tcp.), A and AAAA answer port 5432"
+			found = e.SRVOnly && e.Reason == "address 127.0.0.11 is also another configured host's on another port: answered by SRV only (_postgresql._tcp.), "+
+				"never by A or AAAA (a client on either port could reach the wrong server)"
 		}
 	}
 	if !found {

@@ -126,10 +126,14 @@ func (a *API) clusterStatus(v zone.View, c *zone.Cluster) clusterView {
 		Timeline: c.NewestTimeline, LeaderKey: c.LeaderKey, Leader: c.Leader}
 	primary := v.Primary(c)
 	switch {
-	case primary != nil:
+	case v.AnsweredPrimary(c) != nil:
 		cv.Primary = primary.Addr
 	case !v.Snap.Ready:
 		cv.NoPrimaryWhy = "not ready: the first probe round has not finished"
+	case primary != nil && primary.SharesIP:
+		cv.NoPrimaryWhy = "the primary " + primary.Addr + " is answered by SRV only (_postgresql._tcp.primary.): another configured host has its address on another port"
+	case primary != nil:
+		cv.NoPrimaryWhy = "the primary " + primary.Addr + " is answered by SRV only (_postgresql._tcp.primary.): A and AAAA answer port " + strconv.Itoa(int(c.Port))
 	case c.SplitBrain:
 		cv.NoPrimaryWhy = "split brain: several writable hosts on the newest timeline; no primary is answered until it is resolved"
 	case c.LeaderKey && c.Leader == "":

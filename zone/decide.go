@@ -421,17 +421,31 @@ func (c *Cluster) settleIdentity(live []bool) {
 // distinctIPs reports whether no two hosts share a known address (several
 // servers on one machine, on different ports), in which case address
 // answers need not look for a repeat (forAddresses).
+// distinctIPs reports whether no two hosts share an address (Address:
+// the one last connected to, else the configured IP), and sets each
+// host's SharesIP: its address is another host's on another port. Every
+// configured host counts, down or not, so that which addresses an A
+// answer may hold does not change with who is up.
 func distinctIPs(hosts []Host) bool {
-	seen := make(map[netip.Addr]bool, len(hosts))
+	port := make(map[netip.Addr]uint16, len(hosts))
+	mixed := map[netip.Addr]bool{}
+	distinct := true
 	for i := range hosts {
-		ip := hosts[i].IP
+		ip := hosts[i].Address()
 		if !ip.IsValid() {
 			continue
 		}
-		if seen[ip] {
-			return false
+		if p, ok := port[ip]; ok {
+			distinct = false
+			if p != hosts[i].Port {
+				mixed[ip] = true
+			}
+			continue
 		}
-		seen[ip] = true
+		port[ip] = hosts[i].Port
 	}
-	return true
+	for i := range hosts {
+		hosts[i].SharesIP = mixed[hosts[i].Address()]
+	}
+	return distinct
 }

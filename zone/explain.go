@@ -43,6 +43,10 @@ func (v View) Explain(q *Query) ([]Verdict, error) {
 		v.Selected = v.Rank > 0
 		switch {
 		case v.Selected:
+		case slices.Contains(service, h) && h.SharesIP:
+			v.SRVOnly = true
+			v.Why = "address " + h.Address().String() + " is also another configured host's on another port: answered by SRV only (_postgresql._tcp.), " +
+				"never by A or AAAA (a client on either port could reach the wrong server)"
 		case slices.Contains(service, h) && !c.Addressable(h):
 			v.SRVOnly = true
 			v.Why = "port " + strconv.Itoa(int(h.Port)) + ": answered by SRV only (_postgresql._tcp.), A and AAAA answer port " +

@@ -75,6 +75,13 @@ type Host struct {
 	IP      netip.Addr
 	Port    uint16 // Addr's port: where clients connect (SRV answers carry it)
 
+	// SharesIP is set by Decide when another configured host of the
+	// cluster has the same address on another port: an A or AAAA record
+	// carries no port, so no address answer may hold that address at all
+	// (whatever port a client uses, one of the two is the wrong place);
+	// only SRV answers the host (see Cluster.Addressable).
+	SharesIP bool
+
 	// Name is the host's label in the zone: it answers as
 	// HostName(Name, Cluster), whatever its role (names.go).
 	Name string

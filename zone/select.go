@@ -217,10 +217,12 @@ func offlineFirst(dst []*Host, start int) []*Host {
 // forAddresses keeps, in place and in order, the hosts of dst[start:] an
 // address answer to q may hold, and returns dst so cut; an SRV query
 // (q.SRV) keeps them all, since each SRV record carries its host's port.
-// An A or AAAA record carries none: the client connects to the cluster's
-// client port (Cluster.Port), so a host on another port is left out (a
-// client would reach another server at that address, or none), and an
-// address already in the answer is not repeated. The same cut serves the
+// An A or AAAA record carries none: a host whose address another
+// configured host has on another port is left out whatever the client
+// port (Host.SharesIP), a host on another port than the cluster's client
+// port (Cluster.Port) too (a client would reach another server at that
+// address, or none), and an address already in the answer is not
+// repeated. The same cut serves the
 // replica names and prefer-replica's fallback: a replica only SRV can
 // reach does not keep an address client from the primary.
 func (c *Cluster) forAddresses(q *Query, dst []*Host, start int) []*Host {
@@ -239,8 +241,22 @@ func (c *Cluster) forAddresses(q *Query, dst []*Host, start int) []*Host {
 }
 
 // Addressable reports whether a client of c's address names reaches h on
-// its address: h listens on the cluster's client port.
-func (c *Cluster) Addressable(h *Host) bool { return c.Port == 0 || h.Port == c.Port }
+// its address: no other configured host has that address on another
+// port, and h listens on the cluster's client port.
+func (c *Cluster) Addressable(h *Host) bool {
+	return !h.SharesIP && (c.Port == 0 || h.Port == c.Port)
+}
+
+// SRVOnlyWhy says why h, answered by SRV, is left out of the address
+// answer: "address" when its address is another host's (another
+// configured host's on another port, or one already in the answer),
+// "port" when it is on another port than the client port.
+func (c *Cluster) SRVOnlyWhy(h *Host) string {
+	if h.SharesIP || c.Port == 0 || h.Port == c.Port {
+		return "address"
+	}
+	return "port"
+}
 
 func repeats(hosts []*Host, ip netip.Addr) bool {
 	for _, h := range hosts {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // onPort is h listening on port, at ip.
@@ -48,7 +49,10 @@ func selectAddrs(t *testing.T, s *Snapshot, name string, turn uint64) []string {
 // TestAddressAnswersKeepToTheClientPort: an A answer never holds an
 // address that, on the cluster's client port, reaches another server than
 // the one selected (review: the replica beside the primary on 5433 made
-// replica.db.local answer the primary's address); SRV answers them all.
+// replica.db.local answer the primary's address), nor an address two
+// configured hosts share on different ports, whatever the client port
+// (review R11: the primary's address answered as a replica once the
+// majority port flipped); SRV answers them all.
 func TestAddressAnswersKeepToTheClientPort(t *testing.T) {
 	s := twoPorts()
 	if p := s.Clusters[0].Port; p != 5432 {
@@ -58,9 +62,9 @@ func TestAddressAnswersKeepToTheClientPort(t *testing.T) {
 		name string
 		want []string
 	}{
-		{"primary.db.local.", []string{"10.0.0.1:5432"}},
+		{"primary.db.local.", []string{}}, // 10.0.0.1 is also the replica's, on 5433
 		{"replica.db.local.", []string{"10.0.0.2:5432"}},
-		{"any.db.local.", []string{"10.0.0.1:5432", "10.0.0.2:5432"}},
+		{"any.db.local.", []string{"10.0.0.2:5432"}},
 		{"_postgresql._tcp.primary.db.local.", []string{"10.0.0.1:5432"}},
 		{"_postgresql._tcp.replica.db.local.", []string{"10.0.0.1:5433", "10.0.0.2:5432", "10.0.0.3:5433"}},
 		{"_postgresql._tcp.any.db.local.", []string{"10.0.0.1:5432", "10.0.0.1:5433", "10.0.0.2:5432", "10.0.0.3:5433"}},
@@ -71,17 +75,64 @@ func TestAddressAnswersKeepToTheClientPort(t *testing.T) {
 		}
 	}
 	// Every turn: the A answer is the SRV answer's hosts on the client
-	// port, in the same order.
+	// port and alone at their address, in the same order.
 	for turn := range uint64(6) {
 		a, srv := selectAddrs(t, s, "any.db.local.", turn), selectAddrs(t, s, "_postgresql._tcp.any.db.local.", turn)
-		var kept []string
+		kept := []string{}
 		for _, x := range srv {
-			if x[len(x)-4:] == "5432" {
+			if x[len(x)-4:] == "5432" && x[:9] != "10.0.0.1:" {
 				kept = append(kept, x)
 			}
 		}
 		if !slices.Equal(a, kept) {
-			t.Errorf("turn %d: A %v is not SRV %v on port 5432", turn, a, srv)
+			t.Errorf("turn %d: A %v is not SRV %v on port 5432 at unshared addresses", turn, a, srv)
+		}
+	}
+}
+
+// TestNoClientPortAnswersASharedAddress: review R11. Whatever the client
+// port (configured, or the majority of the hosts, which adding one host
+// or listing stopped ones flips), no A answer holds an address two
+// configured hosts share on different ports: a client on either port
+// could reach the other server there. Before the fix, with 5433 the
+// majority, replica.db.local answered the primary's 10.0.0.1 and
+// primary.db.local nothing; now both keep to the unshared hosts.
+func TestNoClientPortAnswersASharedAddress(t *testing.T) {
+	hosts := func() []Host {
+		return []Host{
+			onPort(seen("10.0.0.3", false, 0x5000), "10.0.0.3", 5432), // the primary
+			onPort(seen("10.0.0.1", true, 0x5000), "10.0.0.1", 5432),
+			onPort(seen("10.0.0.1", true, 0x5000), "10.0.0.1", 5433),
+			onPort(seen("10.0.0.2", true, 0x5000), "10.0.0.2", 5433),
+			onPort(seen("10.0.0.3", true, 0x5000), "10.0.0.3", 5433),
+			onPort(seen("10.0.0.4", true, 0x5000), "10.0.0.4", 5432),
+		}
+	}
+	for _, port := range []uint16{0, 5432, 5433} {
+		hs := hosts()
+		for i := range hs {
+			hs[i].StartedAt = t0.Add(time.Duration(i)) // distinct servers
+		}
+		ports := make([]uint16, len(hs))
+		for i := range hs {
+			ports[i] = hs[i].Port
+		}
+		c := &Cluster{Name: "main", Hosts: hs, Port: ClientPort(ports, port)}
+		c.Decide(t0, stale, 3)
+		s := &Snapshot{Ready: true, Clusters: []*Cluster{c}, Default: "main", StaleAfter: stale}
+		for _, name := range []string{"primary.db.local.", "replica.db.local.", "any.db.local.", "prefer-replica.db.local."} {
+			for _, a := range selectAddrs(t, s, name, 0) {
+				if a[:9] == "10.0.0.1:" || a[:9] == "10.0.0.3:" {
+					t.Errorf("client port %d: %s answers %s, an address two hosts share on different ports", c.Port, name, a)
+				}
+			}
+		}
+		want := map[uint16][]string{5432: {"10.0.0.4:5432"}, 5433: {"10.0.0.2:5433"}}[c.Port]
+		if got := selectAddrs(t, s, "replica.db.local.", 0); !slices.Equal(got, want) {
+			t.Errorf("client port %d: replica %v, want %v", c.Port, got, want)
+		}
+		if got := selectAddrs(t, s, "_postgresql._tcp.primary.db.local.", 0); !slices.Equal(got, []string{"10.0.0.3:5432"}) {
+			t.Errorf("client port %d: SRV primary %v", c.Port, got)
 		}
 	}
 }
@@ -131,7 +182,12 @@ func TestExplainSRVOnly(t *testing.T) {
 	}
 	for _, v := range vs {
 		wantSRV := v.Host.Port == 5433 && v.Host.Role == RoleReplica
-		if v.SRVOnly != wantSRV || (wantSRV && v.Why != "port 5433: answered by SRV only (_postgresql._tcp.), A and AAAA answer port 5432") {
+		why := "port 5433: answered by SRV only (_postgresql._tcp.), A and AAAA answer port 5432"
+		if v.Host.Addr == "10.0.0.1:5433" {
+			why = "address 10.0.0.1 is also another configured host's on another port: answered by SRV only (_postgresql._tcp.), " +
+				"never by A or AAAA (a client on either port could reach the wrong server)"
+		}
+		if v.SRVOnly != wantSRV || (wantSRV && v.Why != why) {
 			t.Errorf("%s: SRVOnly %v, why %q", v.Host.Addr, v.SRVOnly, v.Why)
 		}
 	}

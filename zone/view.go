@@ -33,6 +33,23 @@ func (v View) Live(h *Host) bool { return live(h, v.Now, v.Snap.StaleAfter) }
 // Primary returns c's primary if it may be answered now, else nil.
 func (v View) Primary(c *Cluster) *Host { return c.livePrimary(v.Now, v.Snap.StaleAfter) }
 
+// AnsweredPrimary returns the host primary.<cluster>'s A and AAAA answer
+// holds now, else nil: c's primary when it may be answered and a client of
+// its address names reaches it (Cluster.Addressable). Select answers the
+// same host; what reports "primary answered" (metrics, the status page)
+// reads this, so that it never says a primary is answered when the address
+// answer is empty.
+func (v View) AnsweredPrimary(c *Cluster) *Host {
+	if !v.Snap.Ready {
+		return nil
+	}
+	p := v.Primary(c)
+	if p == nil || !c.Addressable(p) {
+		return nil
+	}
+	return p
+}
+
 // Lag returns h's time lag, and whether it may be shown or used now (the
 // rule selection applies: see lagVouched). h belongs to c.
 func (v View) Lag(c *Cluster, h *Host) (time.Duration, bool) {

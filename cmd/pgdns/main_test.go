@@ -137,10 +137,11 @@ func TestGracefulShutdown(t *testing.T) {
 // cluster's hosts are not all on one port, and still exits 0: the config
 // is valid, and the other hosts are answered by SRV only.
 func TestCheckWarnsOfHostsOnTwoPorts(t *testing.T) {
-	conf := writeConfig(t, "clusters:\n  main:\n    hosts: [10.0.0.11:5432, 10.0.0.11:5433, 10.0.0.12:5432]\n")
+	conf := writeConfig(t, "clusters:\n  main:\n    hosts: [10.0.0.11:5432, 10.0.0.13:5433, 10.0.0.12:5432]\n")
 	code, out, errOut := runMain(t, context.Background(), "-config", conf, "-check")
-	want := "pgdns: warning: clusters.main: hosts are not all on port 5432 (the port of its A and AAAA answers, the one most hosts share; " +
-		"set clusters.<name>.port to choose): 10.0.0.11:5433 answered by SRV only (_postgresql._tcp.<name>)\n" + conf + ": OK (1 cluster, zone db.local)\n"
+	want := "pgdns: warning: clusters.main: hosts are not all on port 5432 (the port of its A and AAAA answers, the one most hosts share, " +
+		"which adding or removing a host can change; set clusters.main.port to keep it): 10.0.0.13:5433 answered by SRV only (_postgresql._tcp.<name>)\n" +
+		conf + ": OK (1 cluster, zone db.local)\n"
 	if code != 0 || out != want {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want stdout %q", code, out, errOut, want)
 	}

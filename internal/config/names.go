@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"strings"
@@ -103,32 +104,66 @@ func (cfg *Config) Warnings() []string {
 	return out
 }
 
-// PortWarning says, in one line naming the cluster and the hosts, that
-// c's hosts do not share one port; "" when they do.
+// PortWarning says, in one line naming the cluster and the hosts, which
+// of c's hosts no A or AAAA answer holds: those whose IP another host has
+// on another port (never, whatever the client port: zone.Host.SharesIP),
+// and those on another port than the client port; "" when every host is
+// on one port. Hosts named by DNS names are compared by name: their
+// addresses are known only once resolved.
 func (c *Cluster) PortWarning() string {
-	ports := make([]uint16, 0, len(c.Hosts))
-	for _, h := range c.Hosts {
-		if _, p, err := zone.ParseHostPort(h); err == nil {
-			ports = append(ports, p)
+	ports := make([]uint16, len(c.Hosts))
+	atIP := map[string]map[uint16]bool{}
+	for i, h := range c.Hosts {
+		host, p, err := zone.ParseHostPort(h)
+		if err != nil {
+			continue
 		}
+		ports[i] = p
+		host = addrKey(host)
+		if atIP[host] == nil {
+			atIP[host] = map[uint16]bool{}
+		}
+		atIP[host][p] = true
 	}
 	port := zone.ClientPort(ports, c.Port)
-	var off []string
+	var shared, off []string
 	for i, h := range c.Hosts {
-		if i < len(ports) && ports[i] != port {
+		host, _, _ := zone.ParseHostPort(h)
+		switch {
+		case len(atIP[addrKey(host)]) > 1:
+			shared = append(shared, h)
+		case ports[i] != port:
 			off = append(off, h)
 		}
 	}
-	if len(off) == 0 {
+	var parts []string
+	if len(shared) > 0 {
+		parts = append(parts, fmt.Sprintf("%s share an address on different ports: answered by SRV only (_postgresql._tcp.<name>), never by A or AAAA, whatever the client port (give each its own address)",
+			strings.Join(shared, ", ")))
+	}
+	if len(off) > 0 {
+		parts = append(parts, fmt.Sprintf("hosts are not all on port %d (the port of its A and AAAA answers, %s): %s answered by SRV only (_postgresql._tcp.<name>)",
+			port, portWhy(c.Name, c.Port), strings.Join(off, ", ")))
+	}
+	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("clusters.%s: hosts are not all on port %d (the port of its A and AAAA answers, %s): %s answered by SRV only (_postgresql._tcp.<name>)",
-		c.Name, port, portWhy(c.Port), strings.Join(off, ", "))
+	return "clusters." + c.Name + ": " + strings.Join(parts, "; ")
 }
 
-func portWhy(configured uint16) string {
-	if configured != 0 {
-		return "clusters.<name>.port"
+// addrKey is host as compared for a shared address: an IP in its
+// canonical form (so that two spellings of one IPv6 address meet), a DNS
+// name as written.
+func addrKey(host string) string {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.WithZone("").String()
 	}
-	return "the one most hosts share; set clusters.<name>.port to choose"
+	return host
+}
+
+func portWhy(cluster string, configured uint16) string {
+	if configured != 0 {
+		return "clusters." + cluster + ".port"
+	}
+	return "the one most hosts share, which adding or removing a host can change; set clusters." + cluster + ".port to keep it"
 }

@@ -56,7 +56,7 @@ func TestPortWarning(t *testing.T) {
 	cfg, err := Load(write(t, `
 clusters:
   main:
-    hosts: [127.0.0.11:5432, 127.0.0.11:5433, 127.0.0.12:5432]
+    hosts: [127.0.0.11:5432, 127.0.0.11:5433, 127.0.0.12:5432, 127.0.0.13:5433, 127.0.0.14:5432]
   other:
     hosts: [127.0.0.21:5432, 127.0.0.22:5433]
     port: 5433
@@ -74,8 +74,9 @@ dns:
 		t.Errorf("warned of a cluster on one port: %s", got)
 	}
 	for _, w := range []string{
-		"clusters.main: hosts are not all on port 5432 (the port of its A and AAAA answers, the one most hosts share; set clusters.<name>.port to choose): 127.0.0.11:5433 answered by SRV only (_postgresql._tcp.<name>)",
-		"clusters.other: hosts are not all on port 5433 (the port of its A and AAAA answers, clusters.<name>.port): 127.0.0.21:5432 answered by SRV only (_postgresql._tcp.<name>)",
+		"clusters.main: 127.0.0.11:5432, 127.0.0.11:5433 share an address on different ports: answered by SRV only (_postgresql._tcp.<name>), never by A or AAAA, whatever the client port (give each its own address); " +
+			"hosts are not all on port 5432 (the port of its A and AAAA answers, the one most hosts share, which adding or removing a host can change; set clusters.main.port to keep it): 127.0.0.13:5433 answered by SRV only (_postgresql._tcp.<name>)",
+		"clusters.other: hosts are not all on port 5433 (the port of its A and AAAA answers, clusters.other.port): 127.0.0.21:5432 answered by SRV only (_postgresql._tcp.<name>)",
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("warnings:\n%s\nwant the line\n%s", got, w)

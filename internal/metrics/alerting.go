@@ -185,9 +185,9 @@ var (
 	clusterHosts = prometheus.NewDesc("pgdns_cluster_hosts",
 		"Hosts of the cluster pgdns probes (configured and read from Patroni).", []string{"cluster"}, nil)
 	clusterPrimary = prometheus.NewDesc("pgdns_cluster_primary_answered",
-		"1 when primary.<cluster> answers a host now, 0 when it answers none (no primary, a stale one, split brain, or pgdns not ready yet).", []string{"cluster"}, nil)
+		"1 when primary.<cluster>'s A/AAAA answer holds a host now, 0 when it holds none (no primary, a stale one, split brain, a primary answered by SRV only, or pgdns not ready yet).", []string{"cluster"}, nil)
 	clusterReplicas = prometheus.NewDesc("pgdns_cluster_replicas_answered",
-		"How many hosts replica.<cluster> answers now (no lag filter).", []string{"cluster"}, nil)
+		"How many hosts replica.<cluster>'s A/AAAA answer holds now (no lag filter).", []string{"cluster"}, nil)
 	clusterSplitBrain = prometheus.NewDesc("pgdns_cluster_split_brain",
 		"1 while the cluster has two writable hosts on its newest timeline (no primary answered), else 0.", []string{"cluster"}, nil)
 )
@@ -195,7 +195,7 @@ var (
 // collectCluster reports cl's gauges from v, by the rules of the answers.
 func (hostCollector) collectCluster(ch chan<- prometheus.Metric, v zone.View, cl *zone.Cluster) {
 	ch <- prometheus.MustNewConstMetric(clusterHosts, prometheus.GaugeValue, float64(len(cl.Hosts)), cl.Name)
-	ch <- prometheus.MustNewConstMetric(clusterPrimary, prometheus.GaugeValue, boolValue(v.Snap.Ready && v.Primary(cl) != nil), cl.Name)
+	ch <- prometheus.MustNewConstMetric(clusterPrimary, prometheus.GaugeValue, boolValue(v.AnsweredPrimary(cl) != nil), cl.Name)
 	replicas, err := v.Select(&zone.Query{Kind: zone.KindHosts, Target: zone.TargetReplica, Cluster: cl.Name}, nil)
 	if err != nil {
 		replicas = nil // not ready: none is answered
