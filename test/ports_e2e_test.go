@@ -64,22 +64,24 @@ func (e *env) srvRecords(t *testing.T, name string) ([]*dns.SRV, map[string]stri
 // TestHostsOnTwoPorts: the primary on IP1:5432, a replica beside it on
 // IP1:5433, one on IP2:5432 (so the client port is 5432). Review found
 // replica.db.local answering IP1, where a client on 5432 reaches the
-// primary: it failed before the fix (answer [IP1 IP2]).
+// primary: it failed before the fix (answer [IP1 IP2]). IP1 is two hosts'
+// on different ports, so no A answer holds it (review R11: not even for
+// the primary; the client port can change).
 func TestHostsOnTwoPorts(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Addrs(t)
 	ip1, ip2 := b.IP(11), b.IP(12)
 	pg := pgtest.New(t, pgtest.Options{IPs: []string{ip1, ip1, ip2}, Ports: []int{5432, 5433, 5432}})
-	e := attach(t, pg, envOptions{Interval: "100ms", Cluster: "    names:\n      pg-beside: " + ip1 + ":5433\n"})
-	e.waitFor(t, "any.db.local.", []string{ip1, ip2})
+	e := launch(t, pg, envOptions{Interval: "100ms", Cluster: "    names:\n      pg-beside: " + ip1 + ":5433\n"})
+	e.waitFor(t, "any.db.local.", []string{ip2})
 	besideName := "pg-beside.host.main.db.local."
 	name := func(ip string, port int) string {
 		return strings.ReplaceAll(ip, ".", "-") + "-" + strconv.Itoa(port) + ".host.main.db.local."
 	}
 
 	t.Run("the start-up log warns, naming the cluster and the host", func(t *testing.T) {
-		want := "clusters.main: hosts are not all on port 5432"
-		if !strings.Contains(e.logs.String(), want) || !strings.Contains(e.logs.String(), ip1+":5433 answered by SRV only") {
+		want := "clusters.main: " + ip1 + ":5432, " + ip1 + ":5433 share an address on different ports"
+		if !strings.Contains(e.logs.String(), want) {
 			t.Fatalf("no warning %q in the log:\n%s", want, e.logs.String())
 		}
 	})
@@ -96,12 +98,15 @@ func TestHostsOnTwoPorts(t *testing.T) {
 				}
 			}
 		}
+		if got := e.ips(t, "primary.db.local."); len(got) != 0 {
+			t.Fatalf("primary.db.local. answered %v: %s on 5433 is a replica", got, ip1)
+		}
 		txt := strings.Join(e.txt(t, "replica.db.local."), "\n")
-		if !strings.Contains(txt, "host="+ip1+":5433 ") || !strings.Contains(txt, "name="+besideName+" srv_only=port") {
+		if !strings.Contains(txt, "host="+ip1+":5433 ") || !strings.Contains(txt, "name="+besideName+" srv_only=address") {
 			t.Fatalf("TXT does not say the host on 5433 is SRV only:\n%s", txt)
 		}
 		_, body := e.get(t, http.DefaultClient, "/v1/resolve?name=replica", "")
-		if !strings.Contains(body, `"addr":"`+ip1+`:5433","reason":"port 5433: answered by SRV only (_postgresql._tcp.), A and AAAA answer port 5432","srv_only":true`) {
+		if !strings.Contains(body, `"addr":"`+ip1+`:5433","reason":"address `+ip1+` is also another configured host's on another port: answered by SRV only (_postgresql._tcp.), never by A or AAAA (a client on either port could reach the wrong server)","srv_only":true`) {
 			t.Fatalf("/v1/resolve: %s", body)
 		}
 	})
