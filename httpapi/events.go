@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -81,9 +82,9 @@ func eventParams(r *http.Request) (index uint64, wait time.Duration, err error) 
 	if err != nil {
 		return 0, 0, err
 	}
-	index, hasIndex, err := nonNegative(v, "index")
+	index, hasIndex, err := eventIndex(v)
 	if err != nil {
-		return 0, 0, errors.New("parameter index: want a non-negative integer, got " + strconv.Quote(truncate(v.Get("index"), 40)))
+		return 0, 0, err
 	}
 	s, hasWait := v["wait"]
 	if !hasWait {
@@ -97,4 +98,20 @@ func eventParams(r *http.Request) (index uint64, wait time.Duration, err error) 
 		return 0, 0, errors.New("parameter wait: want a duration such as 30s or 5m, got " + strconv.Quote(truncate(s[0], 40)))
 	}
 	return index, min(wait, MaxEventWait), nil
+}
+
+// eventIndex reads index: a decimal integer from 0 to 18446744073709551615
+// (the index is a uint64, so its whole range is accepted). ok is false
+// when absent.
+func eventIndex(v url.Values) (index uint64, ok bool, err error) {
+	s, present := v["index"]
+	if !present {
+		return 0, false, nil
+	}
+	// Base 10 takes digits only: no sign, no 0x prefix, no underscores.
+	index, err = strconv.ParseUint(s[0], 10, 64)
+	if err != nil {
+		return 0, false, errors.New("parameter index: want an integer from 0 to 18446744073709551615, got " + strconv.Quote(truncate(s[0], 40)))
+	}
+	return index, true, nil
 }

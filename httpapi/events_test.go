@@ -95,6 +95,8 @@ func TestEventsAnswers(t *testing.T) {
 		{"index=3&wait=0s", ""},
 		// Above the newest: a pgdns restarted since; the client starts over.
 		{"index=99", "primary_appeared,host_down,host_up"},
+		// The whole uint64 range is an index (review S7: max uint64 was refused).
+		{"index=18446744073709551615", "primary_appeared,host_down,host_up"},
 		// Something newer is held: no wait.
 		{"index=2&wait=5m", "host_up"},
 	}
@@ -117,17 +119,20 @@ func TestEventsBadParameters(t *testing.T) {
 	addr, _ := eventsAPI(t, events.New(0), 0)
 	client := &http.Client{Timeout: 10 * time.Second}
 	for query, want := range map[string]string{
-		"index=abc":           "parameter index",
-		"index=-1":            "parameter index",
-		"index=1e3":           "parameter index",
-		"index=":              "parameter index",
-		"index=1&wait=soon":   "parameter wait",
-		"index=1&wait=-5s":    "parameter wait",
-		"index=1&wait=30":     "parameter wait",
-		"wait=30s":            "parameter wait needs index",
-		"index=1&index=2":     "parameter index given more than once",
-		"since=1":             `unknown parameter "since"`,
-		"index=1&wait=1s&x=y": `unknown parameter "x"`,
+		"index=abc":                  "parameter index",
+		"index=-1":                   "parameter index",
+		"index=1e3":                  "parameter index",
+		"index=+1":                   "parameter index",
+		"index=0x1":                  "parameter index",
+		"index=18446744073709551616": "parameter index: want an integer from 0 to 18446744073709551615",
+		"index=":                     "parameter index",
+		"index=1&wait=soon":          "parameter wait",
+		"index=1&wait=-5s":           "parameter wait",
+		"index=1&wait=30":            "parameter wait",
+		"wait=30s":                   "parameter wait needs index",
+		"index=1&index=2":            "parameter index given more than once",
+		"since=1":                    `unknown parameter "since"`,
+		"index=1&wait=1s&x=y":        `unknown parameter "x"`,
 	} {
 		code, body, _, err := getEvents(context.Background(), client, addr, query)
 		if err != nil || code != http.StatusBadRequest || !strings.Contains(body.Events[0].Detail, want) {
