@@ -42,17 +42,21 @@ type App struct {
 	discoFailed map[string]bool             // Patroni did not answer last time (log once)
 	discoKick   chan struct{}               // read the member lists now (kickDiscovery)
 	refused     map[string]string           // the members Patroni listed that were refused, by cluster (log on change)
-	probing     *config.Config              // what the running prober probes: cfg plus members
-	stopDisco   context.CancelFunc
-	discoDone   chan struct{}
-	dns         *dnsserver.Server
-	http        *httpapi.Server // nil when http.listen is ""
-	status      *statusFeed     // feeds the status page; nil when http.listen is ""
-	running     *runningProber
-	prober      atomic.Pointer[probe.Prober] // the one publishing, for Refresh
-	state       *stateKeeper                 // nil without state.path (state.go)
-	events      *events.Log                  // what changed, for /v1/events (events.go)
-	stopped     bool                         // Stop has run: a second one does nothing
+	// labelNames is, by cluster and sanitised label, every Patroni member
+	// name seen with that label since start (memberLabels): two of them,
+	// and no member's host gets the label while pgdns runs.
+	labelNames map[string]map[string]map[string]string
+	probing    *config.Config // what the running prober probes: cfg plus members
+	stopDisco  context.CancelFunc
+	discoDone  chan struct{}
+	dns        *dnsserver.Server
+	http       *httpapi.Server // nil when http.listen is ""
+	status     *statusFeed     // feeds the status page; nil when http.listen is ""
+	running    *runningProber
+	prober     atomic.Pointer[probe.Prober] // the one publishing, for Refresh
+	state      *stateKeeper                 // nil without state.path (state.go)
+	events     *events.Log                  // what changed, for /v1/events (events.go)
+	stopped    bool                         // Stop has run: a second one does nothing
 }
 
 // runningProber is a prober and how to stop it.

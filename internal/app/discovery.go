@@ -30,7 +30,7 @@ func (a *App) effective(cfg *config.Config) *config.Config {
 			if !slices.Contains(c.Hosts, m.Addr) {
 				c.Hosts = append(c.Hosts, m.Addr)
 			}
-			if label := memberLabel(m); label != "" {
+			if label := a.memberLabel(c.Name, m); label != "" {
 				if c.Names == nil {
 					c.Names = map[string]string{}
 				}
@@ -145,20 +145,15 @@ func (a *App) discover(ctx context.Context) bool {
 		sameMember := func(x, y patroni.Member) bool {
 			return x.Addr == y.Addr && x.Location == y.Location && x.Name == y.Name
 		}
-		if !slices.EqualFunc(members, a.discovered[c.Name], sameMember) {
-			a.log.Info("members from Patroni", "cluster", c.Name, "members", memberList(members))
-			for _, m := range members {
-				if label := memberLabel(m); label != m.Name {
-					a.log.Warn("Patroni member name is not a valid host label; its host name uses another",
-						"cluster", c.Name, "member", m.Name, "addr", m.Addr, "label", cmp.Or(label, zone.DerivedLabel(m.Addr)),
-						"host_name", zone.HostName(cmp.Or(label, zone.DerivedLabel(m.Addr)), c.Name))
-				}
-			}
-			changed = true
-		}
+		membersChanged := !slices.EqualFunc(members, a.discovered[c.Name], sameMember)
 		was := patroni.Leader(a.discovered[c.Name])
 		tagsWere := memberTags(a.discovered[c.Name])
 		a.discovered[c.Name] = members
+		if membersChanged {
+			a.log.Info("members from Patroni", "cluster", c.Name, "members", memberList(members))
+			a.noteLabels(c, members)
+			changed = true
+		}
 		// Tags change without a new member list too (a noloadbalance
 		// tag set and Patroni reloaded): the running prober hears of
 		// them directly, a new one from its config.
@@ -233,10 +228,73 @@ func memberList(members []patroni.Member) string {
 // httpClient reads Patroni's REST API.
 var httpClient = &http.Client{Timeout: 3 * time.Second}
 
-// memberLabel is the host label of Patroni member m: its name, sanitised
-// to a valid label (zone.SanitizeLabel: "pg_node.1" → "pg-node-1"); ""
-// when nothing of it is left, and the host is labelled by its address.
-// A name that is no label is never a reason to refuse the member.
-func memberLabel(m patroni.Member) string {
-	return zone.SanitizeLabel(m.Name)
+// memberLabel is the host label Patroni member m of cluster asks for: its
+// name, sanitised to a valid label (zone.SanitizeLabel: "pg_node.1" →
+// "pg-node-1"); "" when nothing of it is left, or when another member
+// name seen since start sanitises to the same label (noteLabels), and the
+// host is labelled by its address. Were the label given to one of two
+// such members, it would move between machines as members come and go
+// (review R13: node_1 and NODE-1); withheld from both, neither host name
+// ever answers another machine. A name that is no label is never a
+// reason to refuse the member. The caller holds a.mu.
+func (a *App) memberLabel(cluster string, m patroni.Member) string {
+	label := zone.SanitizeLabel(m.Name)
+	if len(a.labelNames[cluster][label]) > 1 {
+		return ""
+	}
+	return label
+}
+
+// noteLabels records the member names of c's members by sanitised label,
+// warns once when two member names meet on one label (naming both
+// members and addresses), and warns of each member whose host name is not
+// its own name, with the host name it actually has (zone.AssignLabels
+// over the hosts pgdns probes). The caller holds a.mu, after
+// a.discovered[c.Name] = members.
+func (a *App) noteLabels(c config.Cluster, members []patroni.Member) {
+	if a.labelNames == nil {
+		a.labelNames = map[string]map[string]map[string]string{}
+	}
+	seen := a.labelNames[c.Name]
+	if seen == nil {
+		seen = map[string]map[string]string{}
+		a.labelNames[c.Name] = seen
+	}
+	for _, m := range members {
+		label := zone.SanitizeLabel(m.Name)
+		if label == "" {
+			continue
+		}
+		names := seen[label]
+		if names == nil {
+			names = map[string]string{}
+			seen[label] = names
+		}
+		_, known := names[m.Name]
+		names[m.Name] = m.Addr // a member that moved: its label moves with it
+		if known {
+			continue
+		}
+		if len(names) > 1 {
+			var who []string
+			for _, name := range slices.Sorted(maps.Keys(names)) {
+				who = append(who, name+"@"+names[name])
+			}
+			a.log.Warn("Patroni member names sanitise to one host label; no member's host uses it while pgdns runs, each is named by its address",
+				"cluster", c.Name, "label", label, "members", strings.Join(who, ","))
+		}
+	}
+	eff := a.effective(&config.Config{Clusters: []config.Cluster{c}}).Clusters[0]
+	labels, _ := zone.AssignLabels(eff.Hosts, eff.Names)
+	for _, m := range members {
+		i := slices.Index(eff.Hosts, m.Addr)
+		if i < 0 || labels[i] == m.Name {
+			continue
+		}
+		msg := "Patroni member name is not a valid host label; its host name uses another"
+		if zone.ValidHostLabel(m.Name) {
+			msg = "Patroni member name is another host's label; its host name uses another"
+		}
+		a.log.Warn(msg, "cluster", c.Name, "member", m.Name, "addr", m.Addr, "label", labels[i], "host_name", zone.HostName(labels[i], c.Name))
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/patroni"
 	"github.com/pgdns/pgdns/internal/testkit"
+	"github.com/pgdns/pgdns/zone"
 )
 
 // TestEffectiveLocations: Patroni's members join the configured hosts,
@@ -110,5 +111,66 @@ func TestMemberNamesLabelHosts(t *testing.T) {
 		if !strings.Contains(logs.String(), line) {
 			t.Errorf("log lacks %q:\n%s", line, logs)
 		}
+	}
+}
+
+// TestCollidingMemberNamesLabelNeither: review R13. Members node_1 and
+// NODE-1 both sanitise to node-1; before, the label went to whichever
+// came first in the list, so node-1.host.main answered 10.0.0.11, then
+// 10.0.0.14 once node_1 left, then 10.0.0.11 again, and the WARN named
+// NODE-1 as having it while node_1 did. Now, once they have met, neither
+// host has the label while pgdns runs (each is named by its address),
+// whoever comes and goes, and the WARN names both members and addresses.
+func TestCollidingMemberNamesLabelNeither(t *testing.T) {
+	var list atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"members":[`+list.Load().(string)+`]}`)
+	}))
+	defer srv.Close()
+	member := func(name, host, role string) string {
+		return fmt.Sprintf(`{"name":%q,"host":%q,"port":5432,"role":%q}`, name, host, role)
+	}
+	n1, n3, n14 := member("node_1", "10.0.0.11", "replica"), member("n3", "10.0.0.13", "leader"), member("NODE-1", "10.0.0.14", "replica")
+	logs := &testkit.Buffer{}
+	a := &App{log: slog.New(slog.NewTextHandler(logs, nil)), discovered: map[string][]patroni.Member{}, discoFailed: map[string]bool{},
+		refused: map[string]string{}, cfg: &config.Config{Clusters: []config.Cluster{{Name: "main", Patroni: []string{srv.URL}}}}}
+	labels := func() map[string]string {
+		eff := a.effective(a.cfg).Clusters[0]
+		got, _ := zone.AssignLabels(eff.Hosts, eff.Names)
+		out := map[string]string{}
+		for i, h := range eff.Hosts {
+			out[h] = got[i]
+		}
+		return out
+	}
+	for _, step := range []struct {
+		members string
+		want    map[string]string
+	}{
+		{n1 + "," + n3, map[string]string{"10.0.0.11:5432": "node-1", "10.0.0.13:5432": "n3"}},
+		{n1 + "," + n3 + "," + n14, map[string]string{"10.0.0.11:5432": "10-0-0-11-5432", "10.0.0.13:5432": "n3", "10.0.0.14:5432": "10-0-0-14-5432"}},
+		{n3 + "," + n14, map[string]string{"10.0.0.13:5432": "n3", "10.0.0.14:5432": "10-0-0-14-5432"}},
+		{n14 + "," + n3 + "," + n1, map[string]string{"10.0.0.11:5432": "10-0-0-11-5432", "10.0.0.13:5432": "n3", "10.0.0.14:5432": "10-0-0-14-5432"}},
+	} {
+		list.Store(step.members)
+		a.discover(context.Background())
+		if got := labels(); !maps.Equal(got, step.want) {
+			t.Errorf("members %s: labels %v, want %v", step.members, got, step.want)
+		}
+	}
+	for _, line := range []string{
+		`msg="Patroni member names sanitise to one host label; no member's host uses it while pgdns runs, each is named by its address" cluster=main label=node-1 members=NODE-1@10.0.0.14:5432,node_1@10.0.0.11:5432`,
+		`msg="Patroni member name is not a valid host label; its host name uses another" cluster=main member=NODE-1 addr=10.0.0.14:5432 label=10-0-0-14-5432 host_name=10-0-0-14-5432.host.main`,
+		`msg="Patroni member name is not a valid host label; its host name uses another" cluster=main member=node_1 addr=10.0.0.11:5432 label=10-0-0-11-5432 host_name=10-0-0-11-5432.host.main`,
+	} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("log lacks %q:\n%s", line, logs)
+		}
+	}
+	if n := strings.Count(logs.String(), "sanitise to one host label"); n != 1 {
+		t.Errorf("the collision warned %d times, want once", n)
+	}
+	if _, after, _ := strings.Cut(logs.String(), "sanitise to one host label"); strings.Contains(after, "label=node-1 host_name") {
+		t.Errorf("after the collision, a WARN says a member has node-1:\n%s", logs)
 	}
 }
