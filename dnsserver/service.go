@@ -39,12 +39,13 @@ func (h *Handler) answerHostName(m *dns.Msg, q dns.Question, parsed *zone.Query,
 	return zone.Answered
 }
 
-// services fills an SRV answer to parsed: one record per host, in the
-// selection's order, with its priority (zone.Query.Priority), the equal
+// services fills an SRV answer to parsed: one record per host, by
+// priority and in the selection's order within one (zone.Query.SRVOrder),
+// with its priority (zone.Query.Priority), the equal
 // weight, its own port and its host name; the targets' addresses in the
 // additional section, which fitAdditional trims to the UDP size.
 func (h *Handler) services(m *dns.Msg, owner string, parsed *zone.Query, hosts []*zone.Host) {
-	for _, host := range hosts {
+	for _, host := range parsed.SRVOrder(hosts) {
 		target := h.hostFQDN(host)
 		m.Answer = append(m.Answer, &dns.SRV{Hdr: header(owner, dns.TypeSRV, h.ttl),
 			Priority: parsed.Priority(host), Weight: zone.SRVWeight, Port: host.Port, Target: target})

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,8 +20,9 @@ type resolveBody struct {
 	Error    string         `json:"error,omitempty"`
 	Answer   []hostJSON     `json:"answer"`
 	Excluded []excludedJSON `json:"excluded"`
-	// SRV, for a name under _postgresql._tcp., is its SRV answer in order:
-	// the hosts of answer with their priorities, ports and targets.
+	// SRV, for a name under _postgresql._tcp., is its SRV answer in DNS's
+	// order (by priority, answer's order within one): the hosts of answer
+	// with their priorities, ports and targets.
 	SRV []srvJSON `json:"srv,omitempty"`
 }
 
@@ -133,6 +136,9 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 					body.Excluded = append(body.Excluded, excludedJSON{Addr: vd.Host.Addr, Reason: vd.Why, SRVOnly: vd.SRVOnly})
 				}
 			}
+			// In the order DNS sends them (zone.Query.SRVOrder): by priority,
+			// the answer's order within one.
+			slices.SortStableFunc(body.SRV, func(x, y srvJSON) int { return cmp.Compare(x.Priority, y.Priority) })
 		}
 	}
 	rcode, code := status(zone.OutcomeOf(err))

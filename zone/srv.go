@@ -1,11 +1,17 @@
 package zone
 
+import (
+	"cmp"
+	"slices"
+)
+
 // SRV answers (RFC 2782). _postgresql._tcp.<name> answers the hosts of
 // <name> with their ports and host names, in the shape the pgx, pgjdbc,
-// npgsql and libpq proposals read: sorted by priority, then weight. The
-// selection is the A answer's (View.Select with Query.SRV), so an SRV
-// record never names a host an address answer would not, but for its
-// port; the priority says which hosts a client should try first.
+// npgsql and libpq proposals read: sorted by priority (SRVOrder; the
+// weights are all equal). The selection is the A answer's (View.Select
+// with Query.SRV), so an SRV record never names a host an address answer
+// would not, but for its port; the priority says which hosts a client
+// should try first.
 
 // SRV priorities: lower is tried first.
 const (
@@ -29,6 +35,19 @@ func (q Query) ClusterService() Query {
 		return q
 	}
 	return Query{Kind: KindHosts, Target: TargetAny, Cluster: q.Cluster, From: q.From, SRV: true}
+}
+
+// SRVOrder returns hosts, the selection for q, in the order its SRV
+// records are sent: by priority, lowest first, keeping the selection's
+// order within a priority (the located replicas first, the rotation).
+// RFC 2782 clients sort by priority themselves, but a client or a script
+// that takes the first record must get one a client should try first
+// (review S3: `any` from a located client sent 20, 10, 20). hosts is not
+// changed.
+func (q *Query) SRVOrder(hosts []*Host) []*Host {
+	out := slices.Clone(hosts)
+	slices.SortStableFunc(out, func(a, b *Host) int { return cmp.Compare(q.Priority(a), q.Priority(b)) })
+	return out
 }
 
 // Priority is the SRV priority of host h in the answer to q:

@@ -210,14 +210,18 @@ func TestPriority(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := ""
-		for _, h := range hosts {
+		for _, h := range q.SRVOrder(hosts) {
 			out += h.IP.String()[7:] + "=" + strconv.Itoa(int(q.Priority(h))) + " "
 		}
 		return out
 	}
 	for _, tc := range []struct{ name, from, want string }{
 		{"_postgresql._tcp.primary.db.local.", "west", "1=10 "},
-		{"_postgresql._tcp.any.db.local.", "west", "3=20 1=10 2=20 "}, // the answer's order, with the local replica first; clients sort by priority
+		// By priority, the A answer's order within one (the local replica
+		// first): review S3 saw 3=20 1=10 2=20.
+		{"_postgresql._tcp.any.db.local.", "west", "1=10 3=20 2=20 "},
+		{"_postgresql._tcp.any.db.local.", "east", "1=10 2=20 3=20 "},
+		{"_postgresql._tcp.replica.db.local.", "east", "2=10 3=20 "},
 		{"_postgresql._tcp.any.db.local.", "", "1=10 2=20 3=20 "},
 		{"_postgresql._tcp.main.db.local.", "", "1=10 2=20 3=20 "},
 		{"_postgresql._tcp.replica.db.local.", "west", "3=10 2=20 "},
