@@ -25,7 +25,8 @@ type connCap struct {
 	open int
 	idle list.List // of *capConn, the longest idle first
 	// onEvict, when set, is called for each connection closed by the
-	// cap: an idle one evicted (refused false), or a new one refused.
+	// cap, before the close: an idle one evicted (refused false), or a
+	// new one refused.
 	onEvict func(refused bool)
 }
 
@@ -56,10 +57,12 @@ func (l *connCap) Accept() (net.Conn, error) {
 				l.release(victim)
 			}
 		}
+		// Each close is counted before it is made: a client that sees
+		// its connection closed finds the metric saying so already.
 		if l.open >= l.max {
 			l.mu.Unlock()
-			c.Close()
 			l.evicted(true)
+			c.Close()
 			continue
 		}
 		cc := &capConn{Conn: c, cap: l}
@@ -67,8 +70,8 @@ func (l *connCap) Accept() (net.Conn, error) {
 		cc.elem = l.idle.PushBack(cc) // no byte read yet: as idle as it gets
 		l.mu.Unlock()
 		if victim != nil {
-			victim.Conn.Close()
 			l.evicted(false)
+			victim.Conn.Close()
 		}
 		return cc, nil
 	}

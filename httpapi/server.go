@@ -226,8 +226,9 @@ type ServerConfig struct {
 	// 421 (hostGuard).
 	AllowedHosts []string
 
-	// OnEvict, when set, is called for each connection the cap closes:
-	// an idle one (refused false) or a new one while all are busy.
+	// OnEvict, when set, is called for each connection the cap closes,
+	// before it is closed: an idle one (refused false) or a new one while
+	// all are busy.
 	OnEvict func(refused bool)
 }
 
