@@ -49,9 +49,14 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !*follow {
 		return 0
 	}
-	index, failing := page.Index, false
+	index, last, failing := page.Index, lastOf(page.Events), false
 	for ctx.Err() == nil {
 		url := base + "/v1/events?index=" + strconv.FormatUint(index, 10) + "&wait=" + followWait.String()
+		if failing {
+			// pgdns may have restarted meanwhile, and its new indexes
+			// may have reached ours already: read all it holds and tell.
+			url = base + "/v1/events"
+		}
 		next, err := getEventsPage(ctx, client, url)
 		if ctx.Err() != nil {
 			break
@@ -69,14 +74,60 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			continue
 		}
-		if next.Index < index {
+		evs, restarted := next.Events, next.Index < index
+		if failing {
+			evs, restarted = after(next, index, last)
+		}
+		if restarted {
 			fmt.Fprintln(stderr, "pgdns events: pgdns restarted (its indexes started over)")
 		}
 		failing = false
-		printEvents(stdout, next.Events)
+		printEvents(stdout, evs)
 		index = next.Index
+		if l := lastOf(next.Events); l.Index == index {
+			last = l
+		}
 	}
 	return 0
+}
+
+// lastOf returns the newest of evs, or a zero Event.
+func lastOf(evs []events.Event) events.Event {
+	if len(evs) == 0 {
+		return events.Event{}
+	}
+	return evs[len(evs)-1]
+}
+
+// after returns the events of page (every one the pgdns holds) newer than
+// last, the newest one printed (index its index), and whether that pgdns
+// is another run than the one last came from: an index counts from 1 again
+// after a restart, so the same index can name another event, told apart
+// by its time.
+func after(page eventsPage, index uint64, last events.Event) ([]events.Event, bool) {
+	if page.Index < index {
+		return page.Events, true
+	}
+	for i, ev := range page.Events {
+		if ev.Index == index {
+			if last.Index == index && !ev.Time.Equal(last.Time) {
+				return page.Events, true
+			}
+			return page.Events[i+1:], false
+		}
+	}
+	if len(page.Events) == 0 || page.Events[0].Index > index {
+		// Nothing seen yet, or ours is no longer held (past the 1,000
+		// kept): the same run, as far as can be told.
+		var out []events.Event
+		for _, ev := range page.Events {
+			if ev.Index > index {
+				out = append(out, ev)
+			}
+		}
+		return out, false
+	}
+	return page.Events, true
 }
 
 // eventsPage is GET /v1/events's body.
