@@ -88,7 +88,9 @@ func find(evs []events.Event, reason, host string) *events.Event {
 // TestEventsAcrossAFailover: a watcher sees the start (identity, primary),
 // a reload during its wait (reload_applied, nothing changed, no host
 // event), a rejected reload (reload_rejected, why), a drain of the
-// replica begin and end (drain_began, drain_ended), the primary stopped (host_down not_serving, primary_vanished),
+// replica begin and end (drain_began, drain_ended), an offline mark
+// (offline_began, offline_ended), the replica a synchronous standby and
+// not (sync_began, sync_ended), the primary stopped (host_down not_serving, primary_vanished),
 // the promotion (timeline_superseded, primary_appeared), and a shutdown
 // during its wait ends it at once with 503.
 func TestEventsAcrossAFailover(t *testing.T) {
@@ -161,6 +163,27 @@ func TestEventsAcrossAFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, index = e.follow(t, index, "drain_ended", n2.Addr())
+
+	// An offline mark and its end (review S6: neither was an event).
+	if err := n2.SetCustom(ctx, "pgdns.offline", "on"); err != nil {
+		t.Fatal(err)
+	}
+	_, index = e.follow(t, index, "offline_began", n2.Addr())
+	if err := n2.SetCustom(ctx, "pgdns.offline", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, index = e.follow(t, index, "offline_ended", n2.Addr())
+
+	// The replica proven a synchronous standby, then not (review S6).
+	n1.Exec(t, "ALTER SYSTEM SET synchronous_standby_names = 'FIRST 1 ("+n2.Name+")'")
+	n1.Exec(t, "SELECT pg_reload_conf()")
+	_, index = e.follow(t, index, "sync_began", n2.Addr())
+	n1.Exec(t, "ALTER SYSTEM RESET synchronous_standby_names")
+	n1.Exec(t, "SELECT pg_reload_conf()")
+	seen, index = e.follow(t, index, "sync_ended", n2.Addr())
+	if ev := find(seen, "sync_ended", n2.Addr()); !strings.Contains(ev.Detail, "synchronous_standby_names is empty") {
+		t.Errorf("sync_ended says %q, want why (synchronous_standby_names is empty)", ev.Detail)
+	}
 
 	// The failover.
 	if err := n1.Stop(ctx, "fast"); err != nil {

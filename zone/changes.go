@@ -19,6 +19,10 @@ const (
 	IdentitySettled    ChangeReason = "identity_settled"    // the cluster's system identifier is established, or replaced (From, To)
 	DrainBegan         ChangeReason = "drain_began"         // a host is drained (To: where from, DrainSource)
 	DrainEnded         ChangeReason = "drain_ended"         // a drained host is not any more (From: where it came from)
+	OfflineBegan       ChangeReason = "offline_began"       // a host is marked offline (pgdns.offline on): a replica so marked is answered only by the offline role
+	OfflineEnded       ChangeReason = "offline_ended"       // an offline host is not any more (its mark is off, or it is drained, which wins)
+	SyncBegan          ChangeReason = "sync_began"          // a replica is proven a synchronous standby: the sync filter passes it
+	SyncEnded          ChangeReason = "sync_ended"          // a replica the sync filter passed no longer does (Detail: why, when it is still a replica)
 )
 
 // ClassStale is the Class of a HostDown whose host failed no probe but has
@@ -41,7 +45,9 @@ type Change struct {
 // one after the other, cluster by cluster in next's order: identity, hosts
 // going down, split brain beginning, the primary (vanished, moved or
 // appeared), the newest timeline, split brain ending, drains beginning or
-// ending, hosts coming back.
+// ending, offline marks beginning or ending, proven synchronous standbys
+// beginning or ending, hosts coming back. Each of these changes a role
+// answer (and moves the SOA serial, serial.go).
 // Clusters are matched by name and hosts by address, so a reload that
 // adds, drops or reorders them is compared as it should be; a cluster or
 // host that is new has no "before" (a new host that is down is reported).
@@ -134,6 +140,36 @@ func clusterChanges(was, c *Cluster) []Change {
 		}
 	}
 	for i := range c.Hosts {
+		// Offline, as Drained, is the mark the host last showed: a down
+		// host keeps it, so going down or coming back is no offline change.
+		h := &c.Hosts[i]
+		old := was.HostNear(i, h.Addr)
+		switch {
+		case h.Offline && (old == nil || !old.Offline):
+			add(Change{Reason: OfflineBegan, Host: h.Addr})
+		case !h.Offline && old != nil && old.Offline:
+			add(Change{Reason: OfflineEnded, Host: h.Addr})
+		}
+	}
+	for i := range c.Hosts {
+		// Sync is evidence, not a mark: what the sync filter passes
+		// (answerState's sync), so a proven standby that goes down or
+		// loses its primary ends it too.
+		h := &c.Hosts[i]
+		old := was.HostNear(i, h.Addr)
+		now, before := provenReplica(h), old != nil && provenReplica(old)
+		switch {
+		case now && !before:
+			add(Change{Reason: SyncBegan, Host: h.Addr})
+		case !now && before:
+			ch := Change{Reason: SyncEnded, Host: h.Addr}
+			if h.Role == RoleReplica {
+				ch.Detail = h.SyncWhy
+			}
+			add(ch)
+		}
+	}
+	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		if old := was.HostNear(i, h.Addr); old != nil && old.Role == RoleDown && h.Role != RoleDown {
 			add(Change{Reason: HostUp, Host: h.Addr, To: h.Role.String(), Detail: h.Note})
@@ -141,6 +177,9 @@ func clusterChanges(was, c *Cluster) []Change {
 	}
 	return out
 }
+
+// provenReplica: h is a replica the sync filter passes.
+func provenReplica(h *Host) bool { return h.Role == RoleReplica && h.SyncProven }
 
 // downClass is the class of what took h down.
 func downClass(h *Host) string {

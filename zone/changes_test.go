@@ -159,3 +159,51 @@ func BenchmarkChanges(b *testing.B) {
 		}
 	}
 }
+
+// An offline mark and a proven synchronous standby change role answers
+// (and the serial), so each beginning and end is a change (review S6:
+// neither was reported).
+func TestChangesOfflineAndSync(t *testing.T) {
+	p, r := changeHost(1, false, 1), changeHost(2, true, 1)
+	r.AppName = "r2"
+	start := changeSnap(nil, p, r)
+	offline := r
+	offline.OfflineSetting = "on"
+	offlineDown := downHost(offline, 3, "not_serving")
+	drainedOffline := offline
+	drainedOffline.DrainSetting = "on"
+	syncP := p
+	syncP.SyncNamesSet, syncP.Standbys = true, []Standby{{AppName: "r2", Sync: true}}
+	asyncP := syncP
+	asyncP.Standbys = []Standby{{AppName: "r2"}}
+	synced := changeSnap(start, syncP, r)
+	for _, c := range []struct {
+		name       string
+		prev, next *Snapshot
+		want       string
+	}{
+		{"a replica is marked offline", start, changeSnap(start, p, offline), "offline_began main " + r2},
+		{"offline goes down and stays offline", changeSnap(start, p, offline), changeSnap(start, p, offlineDown), "host_down main " + r2 + " class=not_serving"},
+		{"the offline mark ends", changeSnap(start, p, offline), start, "offline_ended main " + r2},
+		{"a drain wins over offline", changeSnap(start, p, offline), changeSnap(start, p, drainedOffline),
+			"drain_began main " + r2 + " ->pgdns.drain; offline_ended main " + r2},
+		{"offline at the start", &Snapshot{}, changeSnap(nil, p, offline),
+			"identity_settled main  ->7; primary_appeared main " + p1 + " ->" + p1 + "; offline_began main " + r2},
+		{"a replica becomes a synchronous standby", start, synced, "sync_began main " + r2},
+		{"nothing changed in sync", synced, changeSnap(start, syncP, r), ""},
+		{"the standby turns asynchronous", synced, changeSnap(start, asyncP, r), "sync_ended main " + r2},
+		{"the sync standby goes down", synced, changeSnap(start, syncP, downHost(r, 3, "not_serving")),
+			"host_down main " + r2 + " class=not_serving; sync_ended main " + r2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := show(Changes(c.prev, c.next)); got != c.want {
+				t.Errorf("Changes =\n  %s\nwant\n  %s", got, c.want)
+			}
+		})
+	}
+	for _, ch := range Changes(synced, changeSnap(start, asyncP, r)) {
+		if ch.Detail != "not a synchronous standby: its WAL sender's sync_state is neither sync nor quorum" {
+			t.Errorf("sync_ended detail %q, want the replica's SyncWhy", ch.Detail)
+		}
+	}
+}
