@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -188,11 +189,12 @@ pgdns is answering for db.local on %[1]s, HTTP on %[2]s (config: %[3]s). Try:
   psql "host=$(%[4]s +short primary.db.local) user=postgres" -c 'SELECT inet_server_addr(), pg_is_in_recovery()'
   psql "host=%[5]s user=postgres" -c 'SELECT pg_current_wal_insert_lsn()'   # then ask for lsn-HI-LO.replica.db.local
 
-  make demo-switchover   # from a second terminal: stop the primary, promote a replica, the old primary rejoins
+  %-19[6]s# from a second terminal: stop the primary, promote a replica, the old primary rejoins
+  %-19[7]s# (make demo-switchover does the same, to every demo on the machine)
 
 Ctrl-C stops pgdns and PostgreSQL.
 
-`, o.dns, o.http, path, dig, o.ips[0])
+`, o.dns, o.http, path, dig, o.ips[0], "kill -USR1 "+strconv.Itoa(os.Getpid()), "")
 	return a.Run(ctx)
 }
 
