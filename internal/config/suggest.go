@@ -17,6 +17,13 @@ func nearestKey(k string) string {
 		for _, d := range topKeys {
 			candidates = append(candidates, d.name)
 		}
+		// A mistyped section of a cluster's key (cluster.main.hosts):
+		// its second part is then the cluster's name.
+		if parts := strings.SplitN(k, ".", 3); len(parts) == 3 && editDistance(parts[0], "clusters") <= 2 {
+			for _, d := range clusterKeys {
+				candidates = append(candidates, "clusters."+parts[1]+"."+d.name)
+			}
+		}
 	}
 	best, bestDist := "", -1
 	for _, c := range candidates {

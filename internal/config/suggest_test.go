@@ -13,6 +13,7 @@ func TestUnknownKeySuggestsTheNearest(t *testing.T) {
 		{"dns:\n  interval: 1s\n", `dns.interval is not a known key (value "1s"); did you mean probe.interval?`},
 		{"dns:\n  tll: 5\n", `dns.tll is not a known key (value "5"); did you mean dns.ttl?`},
 		{"clusters:\n  main:\n    hots: [a:1]\n    hosts: [a:1]\n", `clusters.main.hots is not a known key (value "[a:1]"); did you mean clusters.main.hosts?`},
+		{"cluster:\n  orders:\n    hosts: [b:1]\n", `cluster.orders.hosts is not a known key (value "[b:1]"); did you mean clusters.orders.hosts?`},
 		{"probe:\n  wholly_other: x\n", `probe.wholly_other is not a known key (value "x")` + "\n"},
 	} {
 		_, err := Load(write(t, tc.yaml+"clusters:\n  main:\n    hosts: [a:1]\n"), nil)
