@@ -52,8 +52,8 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 		return out, fastNo
 	}
 	parsed, err := zone.Parse(q.name, h.origin)
-	if err != nil || (parsed.Kind != zone.KindHosts && parsed.Kind != zone.KindHostName) || parsed.SRV {
-		return out, fastNo // an SRV name's A is NODATA: the slow path says so
+	if err != nil || (parsed.Kind != zone.KindHosts && parsed.Kind != zone.KindHostName) || parsed.SRV || parsed.ENT {
+		return out, fastNo // an SRV name's A, and an empty non-terminal's, is NODATA: the slow path says so
 	}
 	v := h.table.View(h.now()) // the one read of the zone this answer makes
 	var hosts []*zone.Host
@@ -201,7 +201,7 @@ func (h *Handler) mayWaitForReplay(req []byte, sc *scratch) bool {
 		return false
 	}
 	parsed, err := zone.Parse(name, h.origin)
-	if err != nil || parsed.Kind != zone.KindHosts || !parsed.HasLSN {
+	if err != nil || parsed.Kind != zone.KindHosts || !parsed.HasLSN || parsed.ENT {
 		return false
 	}
 	v := h.table.View(h.now())

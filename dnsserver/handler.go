@@ -296,6 +296,17 @@ func (h *Handler) lookup(m *dns.Msg, q dns.Question, from string, v zone.View, m
 		return AskedNameServer, zone.Answered, v
 	}
 
+	if parsed.ENT {
+		// host.<cluster>, _tcp.<name>: empty non-terminals. NXDOMAIN
+		// there would deny every name below (RFC 8020), so they answer
+		// NOERROR, no record, the SOA, when those names exist.
+		switch o := zone.OutcomeOf(v.EmptyNonTerminal(&parsed)); o {
+		case zone.Answered, zone.NotReady:
+			return AskedCluster, o, v
+		default:
+			return AskedInvalid, o, v
+		}
+	}
 	switch parsed.Kind {
 	case zone.KindApex:
 		h.answerApex(m, q.Qtype, v.Snap)

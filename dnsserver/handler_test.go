@@ -196,6 +196,32 @@ var cases = []Case{
 	{Qname: "127-0-0-11-5432.host.nope.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
 	{Qname: "127-0-0-11-5432.host.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
 
+	// Empty non-terminals (review R12): host.<cluster> above the host
+	// names, _tcp.<name> above _postgresql._tcp.<name>. NXDOMAIN there
+	// would let a resolver deny every name below (RFC 8020); names below
+	// them outside the grammar stay NXDOMAIN, and so does a non-terminal
+	// with nothing below it.
+	{Qname: "host.main.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
+	{Qname: "host.orders.db.local.", Qtype: dns.TypeAAAA, AA: true, Ns: []string{soa}},
+	{Qname: "host.main.db.local.", Qtype: dns.TypeSOA, AA: true, Ns: []string{soa}},
+	{Qname: "host.nope.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "x_y.host.main.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.replica.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.replica.db.local.", Qtype: dns.TypeSRV, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.lag-100ms.replica.orders.db.local.", Qtype: dns.TypeTXT, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.main.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.127-0-0-11-5432.host.main.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.127-0-0-99-5432.host.main.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.host.main.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.nope.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.primary.nope.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.dc-nowhere.replica.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp.ns.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_tcp._tcp.replica.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "x._tcp.replica.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+	{Qname: "_postgresql._tcp.host.main.db.local.", Qtype: dns.TypeSRV, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
+
 	// SRV: the A answer's hosts, with their ports and names.
 	{Qname: "_postgresql._tcp.primary.db.local.", Qtype: dns.TypeSRV, AA: true,
 		Answer: []string{"_postgresql._tcp.primary.db.local. 1 IN SRV 10 0 5432 127-0-0-11-5432.host.main.db.local."},

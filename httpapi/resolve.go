@@ -86,7 +86,12 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	q, err := zone.Parse(name, a.origin)
 	view := a.view()
-	if err == nil && q.Kind == zone.KindCluster && q.SRV {
+	if err == nil && q.ENT {
+		// host.<cluster>, _tcp.<name>: empty non-terminals, answered
+		// NOERROR with no record when the names below them exist.
+		body.Query = q.String()
+		err = view.EmptyNonTerminal(&q)
+	} else if err == nil && q.Kind == zone.KindCluster && q.SRV {
 		// _postgresql._tcp.<cluster>: the cluster's SRV answer.
 		body.Query = q.String()
 		if _, err = view.Snap.LookupCluster(q.Cluster); err == nil {
@@ -97,7 +102,7 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 		body.Query = q.String()
 		_, err = view.Snap.LookupCluster(q.Cluster)
 	}
-	if err == nil && q.Kind == zone.KindHostName {
+	if err == nil && q.Kind == zone.KindHostName && !q.ENT {
 		body.Query = q.String()
 		var h *zone.Host
 		if h, err = view.Snap.HostNamed(&q); err == nil {
@@ -107,7 +112,7 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if err == nil && q.Kind == zone.KindHosts {
+	if err == nil && q.Kind == zone.KindHosts && !q.ENT {
 		if body.Query == "" {
 			body.Query = q.String()
 		}

@@ -66,6 +66,16 @@ func TestResolveSRVAndHostNames(t *testing.T) {
 		}
 	}
 
+	// Empty non-terminals (review R12): NOERROR, no host.
+	for _, ent := range []string{"host.main", "_tcp.replica", "_tcp.main", "_tcp.127-0-0-11-5433.host.main"} {
+		get("/v1/resolve?name="+ent, 200)
+		if body.Query != ent || len(body.Answer) != 0 || body.SRV != nil || body.Rcode != "NOERROR" {
+			t.Errorf("%s: %+v", ent, body)
+		}
+	}
+	get("/v1/resolve?name=host.nope", 404)
+	get("/v1/resolve?name=_tcp.host.main", 404)
+
 	get("/v1/resolve?name=127-0-0-11-5433.host.main", 200)
 	if len(body.Answer) != 1 || body.Answer[0].Addr != "127.0.0.11:5433" || body.Answer[0].Role != "replica" {
 		t.Errorf("host name: %+v", body)

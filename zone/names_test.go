@@ -17,7 +17,16 @@ func TestParseHostNamesAndServices(t *testing.T) {
 		{"n1.host.host.db.local.", Query{Kind: KindHostName, Cluster: "host", Host: "n1"}, nil},
 		{"primary.host.db.local.", Query{Kind: KindHosts, Target: TargetPrimary, Cluster: "host"}, nil}, // a cluster named host
 		{"n1.host.db.local.", Query{}, ErrNoSuchName},                                                   // the cluster is always written
-		{"host.main.db.local.", Query{}, ErrNoSuchName},
+		{"host.main.db.local.", Query{Kind: KindHostName, Cluster: "main", ENT: true}, nil},             // the empty non-terminal above the host names
+		{"_tcp.replica.db.local.", Query{Kind: KindHosts, Target: TargetReplica, SRV: true, ENT: true}, nil},
+		{"_tcp.main.db.local.", Query{Kind: KindCluster, Cluster: "main", SRV: true, ENT: true}, nil},
+		{"_tcp.pg-1.host.main.db.local.", Query{Kind: KindHostName, Cluster: "main", Host: "pg-1", SRV: true, ENT: true}, nil},
+		{"_tcp.host.main.db.local.", Query{}, ErrNoSuchName}, // nothing below it: _postgresql._tcp.host.main is not a name
+		{"_postgresql._tcp.host.main.db.local.", Query{}, ErrNoSuchName},
+		{"_tcp._tcp.replica.db.local.", Query{}, ErrNoSuchName},
+		{"_tcp.db.local.", Query{Kind: KindCluster, Cluster: "_tcp"}, nil}, // a cluster label: no cluster has it (NXDOMAIN)
+		{"_tcp.ns.db.local.", Query{}, ErrNoSuchName},
+		{"x._tcp.replica.db.local.", Query{}, ErrNoSuchName},
 		{"a.b.host.main.db.local.", Query{}, ErrNoSuchName},
 		{"pg_1.host.main.db.local.", Query{}, ErrNoSuchName},
 		{"-pg.host.main.db.local.", Query{}, ErrNoSuchName},

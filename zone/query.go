@@ -70,6 +70,10 @@ const (
 // resolve_srv read them. No other service or protocol is in the grammar.
 const ServicePrefix = "_postgresql._tcp."
 
+// serviceProto is ServicePrefix's protocol label: "_tcp.<name>" is the
+// empty non-terminal above "_postgresql._tcp.<name>".
+const serviceProto = "_tcp."
+
 // NameServerLabel is the label of the name server's own name under the zone.
 const NameServerLabel = "ns"
 
@@ -87,6 +91,14 @@ type Query struct {
 	// hosts on every port. Without it, selection answers addresses and
 	// leaves out hosts not on the cluster's client port (Cluster.Port).
 	SRV bool
+
+	// ENT: the name is an empty non-terminal (RFC 8020: NXDOMAIN there
+	// would deny every name below it), which exists when the names below
+	// it do (Snapshot.EmptyNonTerminal). Two shapes: "host.<cluster>"
+	// above the host names (Kind KindHostName, Host ""), and
+	// "_tcp.<name>" above "_postgresql._tcp.<name>" (SRV set, the rest of
+	// q being <name>'s). It answers no record.
+	ENT bool
 
 	HasLag bool
 	MaxLag time.Duration // time lag at most this
@@ -131,15 +143,18 @@ func Parse(name, origin string) (Query, error) {
 		return Query{}, ErrOutsideZone
 	}
 	rest := name[:len(name)-len(origin)-1]
-	srv := false
+	srv, ent := false, false
 	if after, ok := strings.CutPrefix(rest, ServicePrefix); ok {
 		rest, srv = after, true
+	} else if after, ok := strings.CutPrefix(rest, serviceProto); ok {
+		rest, srv, ent = after, true, true // _tcp.<name>: above _postgresql._tcp.<name>
 	}
 	q, err := parseRelative(rest)
 	q.SRV = srv && err == nil
-	if srv && err == nil && q.Kind != KindHosts && q.Kind != KindCluster && q.Kind != KindHostName {
-		return Query{}, ErrNoSuchName // the name server's name answers no SRV
+	if srv && err == nil && (q.ENT || q.Kind != KindHosts && q.Kind != KindCluster && q.Kind != KindHostName) {
+		return Query{}, ErrNoSuchName // the name server's name, and host.<cluster>, answer no SRV
 	}
+	q.ENT = q.ENT || (ent && err == nil)
 	return q, err
 }
 
@@ -165,8 +180,12 @@ func parseRelative(rest string) (Query, error) {
 		q.Cluster = label
 		label, rest = lastLabel(rest)
 		if label == HostLabel {
-			// <label>.host.<cluster>: a host's own name.
-			if rest == "" || strings.IndexByte(rest, '.') >= 0 || !ValidHostLabel(rest) {
+			// <label>.host.<cluster>: a host's own name; host.<cluster>
+			// alone, the empty non-terminal above them.
+			if rest == "" {
+				return Query{Kind: KindHostName, Cluster: q.Cluster, ENT: true}, nil
+			}
+			if strings.IndexByte(rest, '.') >= 0 || !ValidHostLabel(rest) {
 				return Query{}, ErrNoSuchName
 			}
 			return Query{Kind: KindHostName, Cluster: q.Cluster, Host: rest}, nil
@@ -384,6 +403,14 @@ func parseDecimal(s string) (uint64, bool) {
 // which no name carries): filters in the order dc, sync, lag, bytes, lsn; lag in
 // ms; bytes in b; the canonical role word.
 func (q Query) String() string {
+	if q.ENT {
+		r := q
+		r.ENT, r.SRV = false, false
+		if q.SRV {
+			return serviceProto + r.String()
+		}
+		return HostLabel + "." + q.Cluster
+	}
 	if q.SRV {
 		r := q
 		r.SRV = false

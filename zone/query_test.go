@@ -195,6 +195,7 @@ func FuzzParse(f *testing.F) {
 		"sync.lag-1s.dc-east.offline.orders.db.local.", "sync.sync.any.db.local.",
 		"pg-1.host.main.db.local.", "_postgresql._tcp.lag-1s.replica.db.local.", "_postgresql._tcp.main.db.local.",
 		"_postgresql._tcp.pg-1.host.main.db.local.", "_postgresql._udp.primary.db.local.",
+		"host.main.db.local.", "_tcp.replica.db.local.", "_tcp.pg-1.host.main.db.local.", "_tcp.main.db.local.",
 	} {
 		f.Add(seed)
 	}
@@ -224,7 +225,8 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse(%q) cluster %q", name, q.Cluster)
 			}
 		case KindHostName:
-			if !ValidHostLabel(q.Host) || q.Cluster == "" {
+			hostENT := q.ENT && !q.SRV && q.Host == "" // host.<cluster>
+			if (!hostENT && !ValidHostLabel(q.Host)) || q.Cluster == "" {
 				t.Fatalf("Parse(%q) host %q of cluster %q", name, q.Host, q.Cluster)
 			}
 		}

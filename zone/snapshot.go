@@ -130,6 +130,36 @@ func (s *Snapshot) LookupCluster(name string) (*Cluster, error) {
 	return nil, ErrUnknownCluster
 }
 
+// EmptyNonTerminal says whether q (q.ENT) exists at the snapshot's moment:
+// nil when the names below it do, the error those names answer when they
+// do not. host.<cluster> exists when the cluster has a host (each has a
+// name below it); _tcp.<name> when _postgresql._tcp.<name> does: its
+// cluster (and host, and dc- location) is known.
+func (v View) EmptyNonTerminal(q *Query) error {
+	s := v.Snap
+	if q.Kind == KindHosts && !s.Ready {
+		return ErrNotReady // as Select
+	}
+	c := s.Cluster(q.Cluster) // "" only for a role name: the default cluster
+	switch {
+	case c == nil && !s.Ready:
+		return ErrNotReady
+	case c == nil:
+		return ErrUnknownCluster
+	case q.Kind == KindHostName && q.Host == "":
+		if len(c.Hosts) == 0 {
+			return ErrUnknownHost
+		}
+		return nil
+	case q.Kind == KindHostName:
+		_, err := s.HostNamed(q)
+		return err
+	case q.Kind == KindHosts && q.DC != "" && !s.KnownLocation(q.DC):
+		return ErrUnknownLocation
+	}
+	return nil
+}
+
 // Table holds the current Snapshot. Readers Load it once per request; the
 // probe Stores a new one. An atomic pointer instead of a lock keeps readers
 // from ever contending with each other or with the writer.
