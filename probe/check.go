@@ -67,6 +67,11 @@ type Sample struct {
 	// pgdns.drain and pgdns.offline as the server has them ("" when not
 	// set): zone decides what they mean (zone.ParseSwitch).
 	DrainSetting, OfflineSetting string
+	// SettingShadowed, when not "", says that the session's pgdns.drain
+	// or pgdns.offline comes from a role, database or client setting, not
+	// from the server's configuration (shadow.go): the server's value is
+	// hidden from the probe, and zone counts the host as drained.
+	SettingShadowed string
 
 	// Primary only: one row per WAL sender (pg_stat_replication).
 	Standbys []zone.Standby
@@ -122,38 +127,46 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // pgdns.offline are read with missing_ok (NULL when no placeholder
 // exists): an operator drains a host in its own database, and a session
 // already open sees a new value after pg_reload_conf(), so the watched
-// connection needs no reconnect.
+// connection needs no reconnect. Every function, view, type and operator
+// is named with its schema, pg_catalog, and the session's search_path is
+// pg_catalog too (parseDSN): a search_path that a role or database setting
+// gives the probe's session (ALTER ROLE pgdns SET search_path = evil,
+// pg_catalog) would otherwise put a look-alike pg_is_in_recovery() in
+// front of the real one, and a primary would read as a replica. Only
+// SQL's own syntax (CASE, coalesce, greatest, extract, the keyword types
+// bigint, integer and bit) is left unqualified: the parser maps those to
+// pg_catalog itself.
 const probeSQL = `SELECT
-  pg_is_in_recovery(),
-  CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_insert_lsn()::text END,
-  coalesce(pg_last_wal_receive_lsn()::text, ''),
-  coalesce(pg_last_wal_replay_lsn()::text, ''),
-  CASE WHEN pg_is_in_recovery()
-    THEN coalesce((SELECT coalesce(received_tli, -1) FROM pg_stat_wal_receiver), 0)::bigint
-    ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+  pg_catalog.pg_is_in_recovery(),
+  CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_insert_lsn()::pg_catalog.text END,
+  coalesce(pg_catalog.pg_last_wal_receive_lsn()::pg_catalog.text, ''),
+  coalesce(pg_catalog.pg_last_wal_replay_lsn()::pg_catalog.text, ''),
+  CASE WHEN pg_catalog.pg_is_in_recovery()
+    THEN coalesce((SELECT coalesce(received_tli, -1) FROM pg_catalog.pg_stat_wal_receiver), 0)::bigint
+    ELSE ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
   END,
-  CASE WHEN pg_is_in_recovery() AND (SELECT received_tli FROM pg_stat_wal_receiver) IS NULL
-    THEN greatest((SELECT timeline_id FROM pg_control_checkpoint()), (SELECT min_recovery_end_timeline FROM pg_control_recovery()))
-    ELSE (SELECT timeline_id FROM pg_control_checkpoint())
+  CASE WHEN pg_catalog.pg_is_in_recovery() AND (SELECT received_tli FROM pg_catalog.pg_stat_wal_receiver) IS NULL
+    THEN greatest((SELECT timeline_id FROM pg_catalog.pg_control_checkpoint()), (SELECT min_recovery_end_timeline FROM pg_catalog.pg_control_recovery()))
+    ELSE (SELECT timeline_id FROM pg_catalog.pg_control_checkpoint())
   END::bigint,
-  (SELECT system_identifier FROM pg_control_system())::text,
-  (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint,
-  CASE WHEN pg_is_in_recovery() THEN '[]'
-    ELSE coalesce((SELECT json_agg(json_build_array(host(r.client_addr), r.application_name, r.sync_state, s.slot_name) ORDER BY r.pid)
-      FROM pg_stat_replication r LEFT JOIN pg_replication_slots s ON s.active_pid = r.pid), '[]')::text
+  (SELECT system_identifier FROM pg_catalog.pg_control_system())::pg_catalog.text,
+  (extract(epoch FROM pg_catalog.pg_postmaster_start_time()) OPERATOR(pg_catalog.*) 1000000)::bigint,
+  CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'
+    ELSE coalesce((SELECT pg_catalog.json_agg(pg_catalog.json_build_array(pg_catalog.host(r.client_addr), r.application_name, r.sync_state, s.slot_name) ORDER BY r.pid)
+      FROM pg_catalog.pg_stat_replication r LEFT JOIN pg_catalog.pg_replication_slots s ON s.active_pid OPERATOR(pg_catalog.=) r.pid), '[]')::pg_catalog.text
   END,
-  coalesce((SELECT conninfo FROM pg_stat_wal_receiver), ''),
-  coalesce((SELECT coalesce(slot_name, current_setting('primary_slot_name')) FROM pg_stat_wal_receiver), ''),
-  pg_has_role('pg_read_all_stats', 'USAGE'),
-  current_setting('synchronous_standby_names') <> '',
-  current_setting('wal_block_size')::int,
-  pg_size_bytes(current_setting('wal_segment_size')),
-  coalesce(current_setting('pgdns.drain', true), ''),
-  coalesce(current_setting('pgdns.offline', true), '')`
+  coalesce((SELECT conninfo FROM pg_catalog.pg_stat_wal_receiver), ''),
+  coalesce((SELECT coalesce(slot_name, pg_catalog.current_setting('primary_slot_name')) FROM pg_catalog.pg_stat_wal_receiver), ''),
+  pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE'),
+  pg_catalog.current_setting('synchronous_standby_names') OPERATOR(pg_catalog.<>) '',
+  pg_catalog.current_setting('wal_block_size')::integer,
+  pg_catalog.pg_size_bytes(pg_catalog.current_setting('wal_segment_size')),
+  coalesce(pg_catalog.current_setting('pgdns.drain', true), ''),
+  coalesce(pg_catalog.current_setting('pgdns.offline', true), '')`
 
 // historySQL reads a timeline history file. pg_read_file needs superuser
 // or pg_read_server_files; without them the probe does without.
-const historySQL = `SELECT pg_read_file('pg_wal/' || $1 || '.history', 0, 1048576, true)`
+const historySQL = `SELECT pg_catalog.pg_read_file('pg_wal/' OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) '.history', 0, 1048576, true)`
 
 // pgChecker keeps one connection to one host and reconnects when it breaks.
 type pgChecker struct {
@@ -180,6 +193,11 @@ type pgChecker struct {
 
 	row probeRow // the last probe's columns, kept to reuse their buffers
 
+	// When the session was opened, and whether its pgdns settings hide
+	// the server's (shadow.go): the note, read once per session.
+	connectedAt time.Time
+	shadow      string
+
 	// The probe's prepared statement and the session it was prepared on
 	// (proberow.go): another session prepares it again.
 	stmt     *pgconn.StatementDescription
@@ -193,6 +211,9 @@ func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
 	// startup (behind a catalog lock, say) each probe.
 	connected := true
 	defer func() { c.rewatch = connected && !errors.Is(err, ErrNotServing) }()
+	if c.conn != nil && c.shadow != "" && time.Since(c.connectedAt) >= shadowReopen {
+		c.Close() // a new session shows whether its settings still hide the server's
+	}
 	if c.conn == nil || c.conn.IsClosed() {
 		conn, err := c.connect(ctx)
 		if err != nil {
@@ -236,6 +257,7 @@ func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
 		return Sample{}, fmt.Errorf("probe query: %w", err)
 	}
 	s.History = c.readHistory(ctx, s.Timeline)
+	s.SettingShadowed = c.shadow
 	return s, nil
 }
 
@@ -244,6 +266,7 @@ func (c *pgChecker) connect(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, c.cfg)
 	if err == nil {
 		c.admittedAt, c.sinceAdmitted = time.Now(), 0
+		c.connectedAt = c.admittedAt
 	}
 	return conn, err
 }

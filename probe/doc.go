@@ -19,6 +19,7 @@
 //	proberow.go   check: the probe query's row, parsed from its text
 //	facts.go      check: timeline history, the receiver's name, standbys
 //	admission.go  check: whether a server stopping smartly admits sessions
+//	shadow.go     check: role/database settings that hide the server's drain
 //	socket.go     check: the socket's own failure, which pgx may drop
 //	dsn.go        check: the probe DSN, one connection config per host
 //	classify.go   classify: whether a failure proves the server not serving

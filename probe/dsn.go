@@ -98,6 +98,12 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "pgdns"
 	}
+	// The probe's statements name pg_catalog's objects with their schema
+	// (probeSQL); the search_path is pg_catalog as well, so that nothing
+	// pgdns sends resolves a name in a schema that a role or database
+	// setting put first (ALTER ROLE pgdns SET search_path = ...). A
+	// startup parameter outranks both; the DSN cannot change it.
+	cfg.RuntimeParams["search_path"] = "pg_catalog"
 	// One round trip per probe: no Parse/Describe before the first Execute.
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	cfg.StatementCacheCapacity = 0

@@ -277,6 +277,7 @@ func (p *Prober) record(r result) {
 	h.StatsHidden, h.TimelineHidden, h.SyncNamesSet = s.StatsHidden, s.TimelineHidden, s.SyncNamesSet
 	h.WALBlockSize, h.WALSegmentSize = s.WALBlockSize, s.WALSegmentSize
 	h.DrainSetting, h.OfflineSetting = s.DrainSetting, s.OfflineSetting
+	h.SettingShadowed = s.SettingShadowed
 
 	// The WAL clock of a writable host. It starts over when the host
 	// changes timeline or goes back into recovery: positions on another

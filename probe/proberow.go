@@ -34,6 +34,10 @@ const ProbeStatement = "pgdns_probe"
 // answer or measure it as PostgreSQL does (the bench's fake servers).
 const ProbeSQL = probeSQL
 
+// SourcesSQL is the statement a probe session runs once, after preparing
+// probeSQL (shadow.go), for the same tools.
+const SourcesSQL = sourcesSQL
+
 // probeColumns is the number of columns of probeSQL.
 const probeColumns = 17
 
@@ -63,6 +67,9 @@ func (c *pgChecker) prepare(ctx context.Context) error {
 	sd, err := pc.Prepare(ctx, ProbeStatement, probeSQL, nil)
 	if err != nil {
 		return fmt.Errorf("prepare: %w", err)
+	}
+	if err := c.readSources(ctx); err != nil { // once per session too (shadow.go)
+		return err
 	}
 	if len(sd.Fields) != probeColumns {
 		return fmt.Errorf("prepare: %d columns, want %d", len(sd.Fields), probeColumns)

@@ -123,7 +123,7 @@ func TestDrainOfflineAndSync(t *testing.T) {
 		set(r3, "pgdns.drain", "yes please")
 		testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the note in /v1/hosts", func() (string, bool) {
 			j := hostJSON(e1, r3.Addr())
-			return j, strings.Contains(j, `pgdns.drain is \"yes please\", not on or off: counted as off`)
+			return j, strings.Contains(j, `pgdns.drain is \"yes please\", not a boolean: counted as off`)
 		})
 		if passed, ok := testkit.Holds(time.Second, 50*time.Millisecond, func() bool {
 			return slices.Equal(e1.ips(t, "replica.db.local."), all)

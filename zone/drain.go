@@ -40,17 +40,32 @@ func (d DrainSource) String() string {
 	return DrainSettingName + ",noloadbalance"
 }
 
-// ParseSwitch reads the value of a pgdns custom setting: on, off, true,
-// false, 1 or 0, in any case, around spaces. set is false for "" (not
-// set); ok is false for anything else, which counts as off.
+// ParseSwitch reads the value of a pgdns custom setting as PostgreSQL
+// reads a boolean (parse_bool, src/backend/utils/adt/bool.c): true,
+// false, yes, no, on, off, 1, 0, and any prefix of the words that tells
+// them apart (t, tr, y, ye, n, of, but not o), in any case, around
+// spaces. set is false for "" (not set); ok is false for anything else,
+// which counts as off.
 func ParseSwitch(v string) (on, set, ok bool) {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "":
+	v = strings.ToLower(strings.TrimSpace(v))
+	switch {
+	case v == "":
 		return false, false, true
-	case "on", "true", "1":
+	case v == "1":
 		return true, true, true
-	case "off", "false", "0":
+	case v == "0":
 		return false, true, true
+	}
+	// parse_bool compares at least two characters for on and off, so
+	// "o" is neither.
+	for _, w := range []struct {
+		word string
+		min  int
+		on   bool
+	}{{"true", 1, true}, {"false", 1, false}, {"yes", 1, true}, {"no", 1, false}, {"on", 2, true}, {"off", 2, false}} {
+		if len(v) >= w.min && strings.HasPrefix(w.word, v) {
+			return w.on, true, true
+		}
 	}
 	return false, true, false
 }
@@ -76,6 +91,12 @@ func (c *Cluster) markDrains() {
 		if h.switchOn(DrainSettingName, h.DrainSetting) {
 			h.DrainedBy |= DrainBySetting
 		}
+		if h.SettingShadowed != "" {
+			// The server's value is hidden: it may say drain, so no
+			// replica name sends reads there (fail closed).
+			h.DrainedBy |= DrainBySetting
+			h.addNote(h.SettingShadowed)
+		}
 		h.Drained = h.DrainedBy != 0
 		h.Offline = h.switchOn(OfflineSettingName, h.OfflineSetting) && !h.Drained
 	}
@@ -85,7 +106,7 @@ func (c *Cluster) markDrains() {
 func (h *Host) switchOn(name, v string) bool {
 	on, _, ok := ParseSwitch(v)
 	if !ok {
-		h.addNote(name + " is " + strconv.Quote(v) + ", not on or off: counted as off")
+		h.addNote(name + " is " + strconv.Quote(v) + ", not a boolean: counted as off")
 	}
 	return on
 }

@@ -100,12 +100,13 @@ func TestDrainNeverTakesThePrimaryAway(t *testing.T) {
 	}
 }
 
-// The setting reads on, off, true, false, 1 and 0 in any case; anything
+// The setting reads what PostgreSQL takes as a boolean (on, off, yes, no,
+// true, false, 1, 0, unambiguous prefixes) in any case; anything
 // else counts as off and is said in the host's note. The Patroni tag
 // drains too, and a host drained both ways says both.
 func TestDrainSettingValues(t *testing.T) {
 	for v, want := range map[string]bool{
-		"on": true, "ON": true, " true ": true, "1": true, "off": false, "False": false, "0": false, "": false,
+		"on": true, "ON": true, " true ": true, "1": true, "yes": true, "t": true, "off": false, "False": false, "0": false, "no": false, "": false,
 	} {
 		s := drainCluster(func(i int, h *Host) {
 			if i == 1 {
@@ -116,7 +117,7 @@ func TestDrainSettingValues(t *testing.T) {
 			t.Errorf("pgdns.drain = %q: drained %v note %q, want %v and no note", v, h.Drained, h.Note, want)
 		}
 	}
-	for _, v := range []string{"yes", "maybe", "onn", "2", "t", "\x00"} {
+	for _, v := range []string{"maybe", "onn", "2", "o", "\x00"} {
 		s := drainCluster(func(i int, h *Host) {
 			if i == 1 {
 				h.DrainSetting, h.OfflineSetting = v, v

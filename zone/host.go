@@ -138,6 +138,11 @@ type Host struct {
 	// (drain.go): the database itself carries a drain, so that every
 	// pgdns instance sees it at its next probe.
 	DrainSetting, OfflineSetting string
+	// SettingShadowed, when not "", says why the probe cannot see the
+	// server's pgdns.drain or pgdns.offline: its session's value comes
+	// from a role, database or client setting. The host then counts as
+	// drained (drain.go), and the note says so.
+	SettingShadowed string
 	// TagNoLoadBalance: the Patroni member list tags this host
 	// noloadbalance (a true value, as Patroni reads it); TagNote says
 	// what was odd about the tag ("" when nothing). Set by whoever reads

@@ -137,6 +137,14 @@ func learnAnswer(ctx context.Context, dsn string) (*fakeAnswer, error) {
 	return ans, nil
 }
 
+// sourcesFields describe probe.SourcesSQL's columns: two booleans and a
+// text.
+var sourcesFields = []pgproto3.FieldDescription{
+	{Name: []byte("?column?"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
+	{Name: []byte("?column?"), DataTypeOID: 16, DataTypeSize: 1, TypeModifier: -1},
+	{Name: []byte("c"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1},
+}
+
 // as is the answer of fake i: the learned row with a start time and an
 // application name of its own.
 func (a *fakeAnswer) as(i int) *fakeAnswer {
@@ -179,8 +187,10 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 		return
 	}
 	prepared := map[string]bool{}
-	portal := false // the unnamed portal is bound
-	failed := false // an error in the extended protocol: skip to Sync
+	sources := map[string]bool{} // statements that are probe.SourcesSQL: no rows
+	portal := false              // the unnamed portal is bound
+	portalSources := false       // ... to probe.SourcesSQL
+	failed := false              // an error in the extended protocol: skip to Sync
 	fail := func(code, text string) {
 		be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: code, Message: text})
 		failed = true
@@ -209,12 +219,16 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 			}
 		case *pgproto3.Parse:
 			switch {
+			case m.Query == probe.SourcesSQL && (m.Name == "" || !prepared[m.Name]):
+				// A fake has no role or database settings: no rows.
+				prepared[m.Name], sources[m.Name] = true, true
+				be.Send(&pgproto3.ParseComplete{})
 			case m.Query != probe.ProbeSQL:
 				fail("42601", "fakepg answers the probe's statement only")
 			case m.Name != "" && prepared[m.Name]:
 				fail("42P05", fmt.Sprintf("prepared statement %q already exists", m.Name))
 			default:
-				prepared[m.Name] = true
+				prepared[m.Name], sources[m.Name] = true, false
 				be.Send(&pgproto3.ParseComplete{})
 			}
 		case *pgproto3.Describe:
@@ -222,6 +236,8 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 			case m.ObjectType == 'S' && prepared[m.Name]:
 				be.Send(&pgproto3.ParameterDescription{ParameterOIDs: ans.params})
 				be.Send(&pgproto3.RowDescription{Fields: ans.fields})
+			case m.ObjectType == 'P' && portal && m.Name == "" && portalSources:
+				be.Send(&pgproto3.RowDescription{Fields: sourcesFields})
 			case m.ObjectType == 'P' && portal && m.Name == "":
 				be.Send(&pgproto3.RowDescription{Fields: ans.fields})
 			case m.ObjectType == 'S':
@@ -236,7 +252,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 			case m.DestinationPortal != "" || len(m.Parameters) != 0 || len(m.ResultFormatCodes) > 1 || (len(m.ResultFormatCodes) == 1 && m.ResultFormatCodes[0] != 0):
 				fail("0A000", "fakepg binds the unnamed portal, no parameters, text results")
 			default:
-				portal = true
+				portal, portalSources = true, sources[m.PreparedStatement]
 				be.Send(&pgproto3.BindComplete{})
 			}
 		case *pgproto3.Execute:
@@ -244,8 +260,12 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				fail("34000", fmt.Sprintf("portal %q does not exist", m.Portal))
 				continue
 			}
-			be.Send(&pgproto3.DataRow{Values: ans.row})
-			be.Send(complete)
+			if portalSources {
+				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
+			} else {
+				be.Send(&pgproto3.DataRow{Values: ans.row})
+				be.Send(complete)
+			}
 			portal = false // an unnamed portal runs to completion once
 		case *pgproto3.Close:
 			if m.ObjectType == 'S' {

@@ -1,0 +1,100 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// pgdns.drain and pgdns.offline are the server's: postgresql.conf, a file
+// it includes, or postgresql.auto.conf (ALTER SYSTEM). The probe reads
+// them with current_setting, which is its own session's value, and a
+// session's value may come from elsewhere: a role or database setting
+// (ALTER ROLE pgdns SET pgdns.drain = on, ALTER DATABASE ... SET; stored
+// in the catalog, so replicated to every host), or the client's startup
+// options (options=-c ... in the probe DSN, PGOPTIONS). Any of those
+// outranks the configuration file: every host would read as drained (or
+// not) by what one role setting says, a reload would not change it, and
+// two pgdns instances with different roles would disagree. Those sources
+// are applied when a session starts and stay as they are until it ends,
+// so the probe reads once per session whether any applies to it (the role
+// and database settings, its own startup parameters) and, when one does, knows that it cannot see the server's value: the host is then
+// counted as drained (zone, Host.SettingShadowed), the note says why, and
+// the session is reopened every shadowReopen, so that removing the role
+// or database setting undrains the host without a restart of pgdns.
+
+// shadowReopen is how often a session whose pgdns settings are shadowed
+// is reopened, to see whether they still are.
+const shadowReopen = 10 * time.Second
+
+// sourcesSQL reads the role and database settings of pgdns.drain and
+// pgdns.offline that apply to the probe's session (pg_db_role_setting,
+// readable by any role). pg_settings would say a setting's source, but it
+// does not list a placeholder (a custom setting no module defines, as
+// pgdns's are): the catalog is read instead. Each row: whether it is
+// bound to the database, whether to the role, and the setting.
+const sourcesSQL = `SELECT d.setdatabase OPERATOR(pg_catalog.<>) 0::pg_catalog.oid, d.setrole OPERATOR(pg_catalog.<>) 0::pg_catalog.oid, c
+  FROM pg_catalog.pg_db_role_setting d, pg_catalog.unnest(d.setconfig) c
+  WHERE d.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
+      (SELECT oid FROM pg_catalog.pg_database WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
+    AND d.setrole OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
+      (SELECT oid FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) session_user)])
+    AND pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) OPERATOR(pg_catalog.=) ANY (ARRAY['pgdns.drain', 'pgdns.offline'])
+  ORDER BY 1, 2, 3`
+
+// settingOrigins names a role/database setting by where it is bound
+// (database, role), as an operator sets it.
+var settingOrigins = [2][2]string{
+	{"ALTER ROLE ALL SET", "ALTER ROLE ... SET"},
+	{"ALTER DATABASE ... SET", "ALTER ROLE ... IN DATABASE ... SET"},
+}
+
+// clientShadow says which of pgdns's settings the probe's own startup
+// parameters set (a key of the DSN, options=-c ..., PGOPTIONS), or "".
+func clientShadow(params map[string]string) string {
+	var set []string
+	for _, name := range []string{"pgdns.drain", "pgdns.offline"} {
+		_, direct := params[name]
+		if direct || strings.Contains(strings.ToLower(params["options"]), name) {
+			set = append(set, name+" is set by the probe's connection options (probe.dsn, PGOPTIONS)")
+		}
+	}
+	return strings.Join(set, ", ")
+}
+
+// readSources sets c.shadow: "" when the session's pgdns settings are the
+// server's, else the note that says which are not and why the host
+// counts as drained. Called once per session, when the probe statement is
+// prepared on it.
+func (c *pgChecker) readSources(ctx context.Context) error {
+	rr := c.conn.PgConn().ExecParams(ctx, sourcesSQL, nil, nil, nil, nil)
+	var shadowed []string
+	if cs := clientShadow(c.cfg.RuntimeParams); cs != "" {
+		shadowed = append(shadowed, cs)
+	}
+	for rr.NextRow() {
+		v := rr.Values()
+		if len(v) != 3 {
+			continue
+		}
+		db, role := string(v[0]) == "t", string(v[1]) == "t"
+		shadowed = append(shadowed, fmt.Sprintf("%q is set by %s", v[2], settingOrigins[b2i(db)][b2i(role)]))
+	}
+	if _, err := rr.Close(); err != nil {
+		return fmt.Errorf("reading pg_db_role_setting: %w", err)
+	}
+	c.shadow = ""
+	if len(shadowed) > 0 {
+		c.shadow = strings.Join(shadowed, ", ") + " for pgdns's session, which hides the server's value: counted as drained" +
+			fmt.Sprintf(" (the session is reopened every %s)", shadowReopen)
+	}
+	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,58 @@
+package zone
+
+import (
+	"strings"
+	"testing"
+)
+
+// ParseSwitch reads a pgdns setting as PostgreSQL's parse_bool reads a
+// boolean (review 2, R6: "yes" counted as off before): every spelling it
+// accepts, and only those.
+func TestParseSwitchIsPostgresBoolean(t *testing.T) {
+	for _, c := range []struct {
+		v           string
+		on, set, ok bool
+	}{
+		{"", false, false, true},
+		{"on", true, true, true}, {"ON", true, true, true}, {" on ", true, true, true},
+		{"off", false, true, true}, {"of", false, true, true}, {"OfF", false, true, true},
+		{"true", true, true, true}, {"t", true, true, true}, {"tr", true, true, true}, {"tru", true, true, true}, {"TRUE", true, true, true},
+		{"false", false, true, true}, {"f", false, true, true}, {"fals", false, true, true},
+		{"yes", true, true, true}, {"y", true, true, true}, {"ye", true, true, true}, {"YES", true, true, true},
+		{"no", false, true, true}, {"n", false, true, true}, {"No", false, true, true},
+		{"1", true, true, true}, {"0", false, true, true},
+		// Not booleans to PostgreSQL: counted as off, with a note.
+		{"o", false, true, false}, {"onn", false, true, false}, {"offf", false, true, false}, {"truee", false, true, false},
+		{"yess", false, true, false}, {"nope", false, true, false}, {"01", false, true, false}, {"10", false, true, false},
+		{"2", false, true, false}, {"drain", false, true, false}, {"<script>", false, true, false},
+	} {
+		on, set, ok := ParseSwitch(c.v)
+		if on != c.on || set != c.set || ok != c.ok {
+			t.Errorf("ParseSwitch(%q) = %v, %v, %v; want %v, %v, %v", c.v, on, set, ok, c.on, c.set, c.ok)
+		}
+	}
+}
+
+// A host whose pgdns settings the probe's session cannot see (a role or
+// database setting hides the server's, review 2, R1) counts as drained,
+// whatever value the session reads, and its note says why.
+func TestShadowedSettingDrains(t *testing.T) {
+	const why = `"pgdns.drain=off" is set by ALTER ROLE ... SET for pgdns's session, which hides the server's value: counted as drained`
+	s := drainCluster(func(i int, h *Host) {
+		if i == 0 || i == 2 {
+			h.DrainSetting, h.SettingShadowed = "off", why
+		}
+	})
+	hosts := s.Clusters[0].Hosts
+	for _, i := range []int{0, 2} {
+		if h := hosts[i]; !h.Drained || h.DrainedBy != DrainBySetting || !strings.Contains(h.Note, why) {
+			t.Errorf("host %d: drained %v by %v, note %q; want drained by pgdns.drain, the note saying why", i, h.Drained, h.DrainedBy, h.Note)
+		}
+	}
+	if h := hosts[1]; h.Drained || h.Note != "" {
+		t.Errorf("host 1: drained %v, note %q; nothing hides its settings", h.Drained, h.Note)
+	}
+	if p := s.Clusters[0].PrimaryHost(); p == nil || p.Addr != hosts[0].Addr {
+		t.Errorf("primary %+v: a drained primary stays the primary", p)
+	}
+}
