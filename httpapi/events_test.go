@@ -78,7 +78,7 @@ func reasons(evs []events.Event) string {
 }
 
 func TestEventsAnswers(t *testing.T) {
-	log := events.New(0)
+	log := events.NewFrom(0, 0)
 	log.Append(events.Event{Reason: "primary_appeared", Cluster: "main", Host: "10.0.0.1:5432"},
 		events.Event{Reason: "host_down", Cluster: "main", Host: "10.0.0.2:5432", Class: "not_serving"},
 		events.Event{Reason: "host_up", Cluster: "main", Host: "10.0.0.2:5432"})
@@ -116,7 +116,7 @@ func TestEventsAnswers(t *testing.T) {
 }
 
 func TestEventsBadParameters(t *testing.T) {
-	addr, _ := eventsAPI(t, events.New(0), 0)
+	addr, _ := eventsAPI(t, events.NewFrom(0, 0), 0)
 	client := &http.Client{Timeout: 10 * time.Second}
 	for query, want := range map[string]string{
 		"index=abc":                  "parameter index",
@@ -148,7 +148,7 @@ func TestEventsBadParameters(t *testing.T) {
 // TestEventsBlock: a blocking request answers when a newer event arrives,
 // or with nothing once its wait has passed.
 func TestEventsBlock(t *testing.T) {
-	log := events.New(0)
+	log := events.NewFrom(0, 0)
 	log.Append(events.Event{Reason: "primary_appeared"})
 	addr, _ := eventsAPI(t, log, 0)
 	client := &http.Client{Timeout: 30 * time.Second}
@@ -188,7 +188,7 @@ func TestEventsBlock(t *testing.T) {
 func TestEventsWaitOutlastsTheServerTimeouts(t *testing.T) {
 	t.Parallel()
 	testkit.SkipShort(t, "waits 11 s")
-	log := events.New(0)
+	log := events.NewFrom(0, 0)
 	addr, _ := eventsAPI(t, log, 0)
 	go func() {
 		time.Sleep(11 * time.Second)
@@ -208,7 +208,7 @@ func TestEventsWatchersCappedDisconnectedAndShutDown(t *testing.T) {
 	t.Parallel()
 	before := runtime.NumGoroutine()
 	const watchers, max = 2000, 50
-	log := events.New(max)
+	log := events.NewFrom(max, 0)
 	addr, stop := eventsAPI(t, log, watchers+100)
 	transport := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: watchers}
 	client := &http.Client{Timeout: time.Minute, Transport: transport}

@@ -92,7 +92,7 @@ func TestStatusPageEscapesHostText(t *testing.T) {
 	aside := &snap.Clusters[0].Hosts[1]
 	aside.Role, aside.Note = zone.RoleUnknown, `<script>alert("note")</script> & more`
 	a, _ := newTestAPI(snap)
-	a.cfg.Events = events.New(0)
+	a.cfg.Events = events.NewFrom(0, 0)
 	a.cfg.Events.Append(events.Event{Time: t0, Cluster: "main", Host: evil.Addr, Reason: "host_down", Class: "<i>x</i>", Detail: aside.Note})
 	body := do(t, a, "GET", "/").Body.String()
 	if n := strings.Count(strings.ToLower(body), "<script"); n != 1 {
@@ -192,7 +192,7 @@ func TestStatusPageListsEvents(t *testing.T) {
 	if body := do(t, a, "GET", "/").Body.String(); !strings.Contains(body, "No events log is kept.") {
 		t.Error("without a log the section does not say so")
 	}
-	a.cfg.Events = events.New(0)
+	a.cfg.Events = events.NewFrom(0, 0)
 	if body := do(t, a, "GET", "/").Body.String(); !strings.Contains(body, "<p>None yet.</p>") {
 		t.Error("an empty log is not said to be empty")
 	}

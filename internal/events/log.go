@@ -18,8 +18,12 @@ const DefaultMaxWaiters = 64
 
 // Event is one change pgdns noticed. Index and Time are given by the Log.
 type Event struct {
-	// Index grows by one with each event of one pgdns process, from 1;
-	// a restarted pgdns starts over.
+	// Index grows by one with each event. A pgdns process numbers its
+	// first event one past the time it started, in microseconds since
+	// 1970, so the indexes of a later process are above every index of
+	// an earlier one (as long as no process logs a million events a
+	// second): an index from before a restart reads as "everything this
+	// run holds".
 	Index uint64    `json:"index"`
 	Time  time.Time `json:"time"`
 	// Cluster and Host are the cluster and host ("host:port" as
@@ -62,21 +66,31 @@ type Log struct {
 	mu      sync.Mutex
 	ring    []Event // len ≤ cap; ring[(head+i)%cap] is the i-th oldest
 	head    int
-	newest  uint64        // the index of the last event appended, 0 before any
+	base    uint64        // the index before the first event of this Log
+	newest  uint64        // the index of the last event appended, base before any
 	wake    chan struct{} // closed, and replaced, by each Append
 	closed  chan struct{} // closed by Close
 	waiters int
 }
 
 // New returns an empty Log holding the last Capacity events and letting
-// at most maxWaiters Wait calls block at once (0: DefaultMaxWaiters).
-func New(maxWaiters int) *Log { return newLog(Capacity, maxWaiters, time.Now) }
+// at most maxWaiters Wait calls block at once (0: DefaultMaxWaiters). Its
+// first event's index is one past the current time in microseconds (Event.Index).
+func New(maxWaiters int) *Log {
+	return newLog(Capacity, maxWaiters, time.Now, uint64(time.Now().UnixMicro()))
+}
 
-func newLog(capacity, maxWaiters int, now func() time.Time) *Log {
+// NewFrom is New with the first event's index base+1: for tests that
+// number events from 1 (base 0).
+func NewFrom(maxWaiters int, base uint64) *Log {
+	return newLog(Capacity, maxWaiters, time.Now, base)
+}
+
+func newLog(capacity, maxWaiters int, now func() time.Time, base uint64) *Log {
 	if maxWaiters <= 0 {
 		maxWaiters = DefaultMaxWaiters
 	}
-	return &Log{now: now, maxWaiters: maxWaiters, ring: make([]Event, 0, capacity),
+	return &Log{now: now, maxWaiters: maxWaiters, ring: make([]Event, 0, capacity), base: base, newest: base,
 		wake: make(chan struct{}), closed: make(chan struct{})}
 }
 
@@ -108,7 +122,8 @@ func (l *Log) Append(evs ...Event) uint64 {
 	return l.newest
 }
 
-// Newest returns the index of the newest event, 0 when there is none.
+// Newest returns the index of the newest event; before any, the index
+// before this Log's first.
 func (l *Log) Newest() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -116,10 +131,12 @@ func (l *Log) Newest() uint64 {
 }
 
 // Since returns the events held whose index is above after, oldest first,
-// and the newest index. An after above the newest (a client that last
-// talked to a pgdns since restarted, whose indexes started over) is taken
-// as 0: every event held comes back, so the client starts over too.
-// Missed counts the events above after that are no longer held.
+// and the newest index. An after below this Log's first index (0, or an
+// index of an earlier pgdns process: a client resuming across a restart)
+// or above its newest (a clock set back between two runs) is taken as
+// the index before its first: every event held comes back, so the client
+// starts over. Missed counts the events of this Log above after that are
+// no longer held.
 func (l *Log) Since(after uint64) (evs []Event, newest uint64, missed uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -127,9 +144,7 @@ func (l *Log) Since(after uint64) (evs []Event, newest uint64, missed uint64) {
 }
 
 func (l *Log) since(after uint64) ([]Event, uint64, uint64) {
-	if after > l.newest {
-		after = 0
-	}
+	after = l.clamp(after)
 	n := len(l.ring)
 	oldest := l.newest - uint64(n) + 1 // index of the oldest held (when n > 0)
 	skip := 0
@@ -159,9 +174,7 @@ func (l *Log) since(after uint64) ([]Event, uint64, uint64) {
 // own and polls nothing: Append wakes it.
 func (l *Log) Wait(ctx context.Context, after uint64) (evs []Event, newest, missed uint64, err error) {
 	l.mu.Lock()
-	if after > l.newest {
-		after = 0 // as Since: the client starts over
-	}
+	after = l.clamp(after) // as Since: the client starts over
 	if l.newest > after {
 		defer l.mu.Unlock()
 		evs, newest, missed = l.since(after)
@@ -196,6 +209,15 @@ func (l *Log) Wait(ctx context.Context, after uint64) (evs []Event, newest, miss
 		err = nil // an event came in as the wait ended: it is an answer
 	}
 	return evs, newest, missed, err
+}
+
+// clamp is after, or this Log's base when after is none of its indexes
+// (an earlier run's, or above its newest).
+func (l *Log) clamp(after uint64) uint64 {
+	if after < l.base || after > l.newest {
+		return l.base
+	}
+	return after
 }
 
 // Waiters returns how many Wait calls are blocked now.

@@ -22,7 +22,7 @@ func indexes(evs []Event) []uint64 {
 
 func TestAppendNumbersAndStamps(t *testing.T) {
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	l := newLog(10, 0, func() time.Time { return at })
+	l := newLog(10, 0, func() time.Time { return at }, 0)
 	given := at.Add(-time.Hour)
 	if n := l.Append(Event{Reason: "host_down", Host: "a"}, Event{Reason: "host_up", Host: "a", Time: given}); n != 2 {
 		t.Fatalf("Append returned %d, want 2", n)
@@ -40,7 +40,7 @@ func TestAppendNumbersAndStamps(t *testing.T) {
 }
 
 func TestRingKeepsTheLastCapacity(t *testing.T) {
-	l := newLog(3, 0, time.Now)
+	l := newLog(3, 0, time.Now, 0)
 	for i := 0; i < 7; i++ {
 		l.Append(Event{Reason: "x"})
 	}
@@ -69,7 +69,7 @@ func TestRingKeepsTheLastCapacity(t *testing.T) {
 }
 
 func TestWaitAnswersAtOnceWhenNewerIsHeld(t *testing.T) {
-	l := New(0)
+	l := newLog(Capacity, 0, time.Now, 0)
 	l.Append(Event{Reason: "a"}, Event{Reason: "b"})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // must not matter: there is something to answer
@@ -80,7 +80,7 @@ func TestWaitAnswersAtOnceWhenNewerIsHeld(t *testing.T) {
 }
 
 func TestWaitWakesOnAppend(t *testing.T) {
-	l := New(0)
+	l := newLog(Capacity, 0, time.Now, 0)
 	l.Append(Event{Reason: "a"})
 	got := make(chan []Event, 1)
 	go func() {
@@ -106,7 +106,7 @@ func TestWaitWakesOnAppend(t *testing.T) {
 }
 
 func TestWaitEndsWithItsContext(t *testing.T) {
-	l := New(0)
+	l := newLog(Capacity, 0, time.Now, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	evs, newest, _, err := l.Wait(ctx, 0)
@@ -123,7 +123,7 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 func TestWaitersAreCappedAndCloseEndsThem(t *testing.T) {
 	before := runtime.NumGoroutine()
 	const max = 50
-	l := newLog(10, max, time.Now)
+	l := newLog(10, max, time.Now, 0)
 	var wg sync.WaitGroup
 	errs := make(chan error, 2000)
 	for i := 0; i < 2000; i++ {
@@ -168,4 +168,46 @@ func TestWaitersAreCappedAndCloseEndsThem(t *testing.T) {
 		n := runtime.NumGoroutine()
 		return n, n <= before
 	})
+}
+
+// A client resuming across a pgdns restart (review 2, R3): the old run's
+// index is below every index of the new run, so it gets every event the
+// new run holds, and missed counts those it no longer holds. Before, both
+// runs numbered from 1, and an old index 2 skipped the new run's first two
+// events once it had logged more than two.
+func TestIndexesGrowAcrossRestarts(t *testing.T) {
+	first := New(0)
+	first.Append(Event{Reason: "identity_settled"}, Event{Reason: "host_up"})
+	_, old, _ := first.Since(0)
+	if old <= uint64(time.Now().Add(-time.Hour).UnixMicro()) {
+		t.Fatalf("the first run's newest index %d is not past its start time in microseconds", old)
+	}
+	time.Sleep(time.Millisecond) // the restart
+	second := New(0)
+	if _, newest, _ := second.Since(old); newest <= old {
+		t.Fatalf("a later run starts at %d, not above the earlier run's %d", newest, old)
+	}
+	second.Append(Event{Reason: "identity_settled"}, Event{Reason: "host_down"}, Event{Reason: "primary_appeared"}, Event{Reason: "host_up"})
+	evs, newest, missed := second.Since(old)
+	if len(evs) != 4 || evs[0].Reason != "identity_settled" || evs[2].Reason != "primary_appeared" || missed != 0 || newest <= old {
+		t.Fatalf("Since(the old run's %d) = %v, newest %d, missed %d; want the new run's 4 events", old, evs, newest, missed)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if evs, _, _, err := second.Wait(ctx, old); err != nil || len(evs) != 4 {
+		t.Fatalf("Wait(the old run's %d) = %v, %v; want the new run's 4 events at once", old, evs, err)
+	}
+	// A run that dropped its oldest events says how many of its own.
+	small := newLog(2, 0, time.Now, 1000)
+	small.Append(Event{Reason: "a"}, Event{Reason: "b"}, Event{Reason: "c"})
+	if evs, newest, missed := small.Since(5); len(evs) != 2 || evs[0].Index != 1002 || newest != 1003 || missed != 1 {
+		t.Fatalf("Since(an earlier run's 5) = %v, newest %d, missed %d; want 1002 1003, missed 1", indexes(evs), newest, missed)
+	}
+	// An empty run waits rather than answering an old index at once.
+	empty := New(0)
+	wctx, wcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer wcancel()
+	if evs, newest, _, err := empty.Wait(wctx, old); !errors.Is(err, context.DeadlineExceeded) || len(evs) != 0 || newest <= old {
+		t.Fatalf("Wait on an empty run = %v, %d, %v; want nothing, the deadline, and the run's base", evs, newest, err)
+	}
 }
