@@ -62,6 +62,7 @@ type hostView struct {
 	Age        string // of the last successful probe
 	Timeline   string
 	Replay     string
+	Note       string     // the host's note (zone.Host.Note): a drain not understood, a setting hidden, sync unknown
 	Spark      *sparkline // nil for hosts that are not replicas
 	SparkNote  string     // why there is no sparkline, or what it shows
 }
@@ -161,7 +162,7 @@ func (a *API) clusterStatus(v zone.View, c *zone.Cluster) clusterView {
 
 // hostStatus is host h's row, without whether it is answered.
 func (a *API) hostStatus(v zone.View, c *zone.Cluster, h, primary *zone.Host) hostView {
-	hv := hostView{Addr: h.Addr, Name: a.hostName(h), Role: h.Role.String(), Primary: h == primary, Location: h.Location}
+	hv := hostView{Addr: h.Addr, Name: a.hostName(h), Role: h.Role.String(), Primary: h == primary, Location: h.Location, Note: h.Note}
 	if h.IP.IsValid() && h.IP.String() != hostOnly(h.Addr) {
 		hv.IP = h.IP.String()
 	}

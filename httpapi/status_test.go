@@ -105,6 +105,8 @@ func TestStatusPageEscapesHostText(t *testing.T) {
 	}
 	for _, want := range []string{
 		`&lt;script&gt;alert(&#34;note&#34;)&lt;/script&gt; &amp; more`,
+		// The host's note in its row (review 2, R8: shown nowhere before).
+		`<span class="why block note">&lt;script&gt;alert(&#34;note&#34;)&lt;/script&gt; &amp; more</span></td>`,
 		`&lt;script&gt;alert(&#34;error&#34;)&lt;/script&gt;`,
 		`db&lt;b&gt;1&lt;/b&gt;.example:5432`,
 		`&#34;&gt;&lt;img src=x onerror=alert(1)&gt;`,
