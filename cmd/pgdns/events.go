@@ -49,14 +49,9 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !*follow {
 		return 0
 	}
-	index, last, failing := page.Index, lastOf(page.Events), false
+	index, failing := page.Index, false
 	for ctx.Err() == nil {
 		url := base + "/v1/events?index=" + strconv.FormatUint(index, 10) + "&wait=" + followWait.String()
-		if failing {
-			// pgdns may have restarted meanwhile, and its new indexes
-			// may have reached ours already: read all it holds and tell.
-			url = base + "/v1/events"
-		}
 		next, err := getEventsPage(ctx, client, url)
 		if ctx.Err() != nil {
 			break
@@ -74,60 +69,33 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			continue
 		}
-		evs, restarted := next.Events, next.Index < index
-		if failing {
-			evs, restarted = after(next, index, last)
-		}
-		if restarted {
-			fmt.Fprintln(stderr, "pgdns events: pgdns restarted (its indexes started over)")
+		if anotherRun(next, index) {
+			fmt.Fprintln(stderr, "pgdns events: pgdns restarted (a new run's events, from its first)")
 		}
 		failing = false
-		printEvents(stdout, evs)
+		printEvents(stdout, next.Events)
 		index = next.Index
-		if l := lastOf(next.Events); l.Index == index {
-			last = l
-		}
 	}
 	return 0
 }
 
-// lastOf returns the newest of evs, or a zero Event.
-func lastOf(evs []events.Event) events.Event {
-	if len(evs) == 0 {
-		return events.Event{}
+// anotherRun tells whether page, pgdns's answer to ?index=index, comes from
+// another pgdns run than index did. A run's indexes are consecutive, and a
+// later run's are above every index of an earlier one (its first is its
+// start time in microseconds), and pgdns answers an index that is not its
+// run's with every event it holds: so within one run the first event after
+// index is index+1, or index+1+missed when some are no longer held; any
+// other is a new run's. Index 0 is no run's.
+func anotherRun(page eventsPage, index uint64) bool {
+	switch {
+	case index == 0:
+		return false
+	case page.Index < index: // a run numbering from a lower base (a clock set back)
+		return true
+	case len(page.Events) == 0:
+		return page.Index != index
 	}
-	return evs[len(evs)-1]
-}
-
-// after returns the events of page (every one the pgdns holds) newer than
-// last, the newest one printed (index its index), and whether that pgdns
-// is another run than the one last came from: an index counts from 1 again
-// after a restart, so the same index can name another event, told apart
-// by its time.
-func after(page eventsPage, index uint64, last events.Event) ([]events.Event, bool) {
-	if page.Index < index {
-		return page.Events, true
-	}
-	for i, ev := range page.Events {
-		if ev.Index == index {
-			if last.Index == index && !ev.Time.Equal(last.Time) {
-				return page.Events, true
-			}
-			return page.Events[i+1:], false
-		}
-	}
-	if len(page.Events) == 0 || page.Events[0].Index > index {
-		// Nothing seen yet, or ours is no longer held (past the 1,000
-		// kept): the same run, as far as can be told.
-		var out []events.Event
-		for _, ev := range page.Events {
-			if ev.Index > index {
-				out = append(out, ev)
-			}
-		}
-		return out, false
-	}
-	return page.Events, true
+	return page.Events[0].Index != index+1+page.Missed
 }
 
 // eventsPage is GET /v1/events's body.
