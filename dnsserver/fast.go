@@ -60,12 +60,16 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 	asked := AskedHost
 	if parsed.Kind == zone.KindHostName {
 		// A host's own name (an SRV target, looked up by the client):
-		// its address, as answerHostName.
-		host, err := v.Snap.HostNamed(&parsed)
+		// its address, as answerHostName; none (NODATA) for a host not
+		// proven to be the cluster's server.
+		host, code, _, err := v.Snap.HostNamedAnswer(&parsed)
 		if err != nil {
 			return out, fastNo
 		}
-		hosts = append(sc.hosts[:0], host)
+		hosts = sc.hosts[:0]
+		if code == "" {
+			hosts = append(hosts, host)
+		}
 	} else {
 		asked = askedRole(parsed.Target)
 		parsed.From = v.Snap.Locate(src)

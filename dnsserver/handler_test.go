@@ -46,7 +46,20 @@ func testSnapshot() *zone.Snapshot {
 		zonetest.Main(t0.Add(-120*time.Millisecond), 900*time.Millisecond, 0x60),
 		zonetest.Cluster("orders", host("127.0.0.21", false, 5), v6),
 		opsCluster(),
-		twoPortCluster())
+		twoPortCluster(),
+		trustCluster())
+}
+
+// trustCluster is cluster "trust": a primary at 127.0.0.51 and a replica
+// at 127.0.0.52 of the cluster's system identifier, a foreign server at
+// 127.0.0.53 (another initdb listed in hosts) and a host at 127.0.0.54
+// that no probe has reached yet.
+func trustCluster() *zone.Cluster {
+	foreign := host("127.0.0.53", false, 5)
+	foreign.SystemID = zonetest.SystemID + 1
+	unprobed := host("127.0.0.54", true, 0)
+	unprobed.Seen, unprobed.ProbedAt, unprobed.Fails, unprobed.LastError = false, time.Time{}, 1, "connect: connection refused"
+	return zonetest.Cluster("trust", host("127.0.0.51", false, 5), host("127.0.0.52", true, 5), foreign, unprobed)
 }
 
 // opsCluster is the cluster "ops": a primary drained by Patroni's tag
@@ -187,11 +200,33 @@ var cases = []Case{
 	{Qname: "127-0-0-13-5432.host.main.db.local.", Qtype: dns.TypeAAAA, AA: true, Ns: []string{soa}},
 	{Qname: "0-0-0-0-0-0-0-1-5432.host.orders.db.local.", Qtype: dns.TypeAAAA, AA: true, Answer: []string{"0-0-0-0-0-0-0-1-5432.host.orders.db.local. 1 IN AAAA ::1"}},
 	{Qname: "127-0-0-11-5432.host.main.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
-		`127-0-0-11-5432.host.main.db.local. 1 IN TXT "host=127.0.0.11:5432 role=primary lag_ms=unknown lag_bytes=unknown replay_lsn=0/3000060 age_ms=120 name=127-0-0-11-5432.host.main.db.local."`}},
+		`127-0-0-11-5432.host.main.db.local. 1 IN TXT "host=127.0.0.11:5432 role=primary lag_ms=unknown lag_bytes=unknown replay_lsn=0/3000060 age_ms=120 name=127-0-0-11-5432.host.main.db.local. port=5432"`}},
 	{Qname: "_postgresql._tcp.127-0-0-11-5432.host.main.db.local.", Qtype: dns.TypeSRV, AA: true,
 		Answer: []string{"_postgresql._tcp.127-0-0-11-5432.host.main.db.local. 1 IN SRV 10 0 5432 127-0-0-11-5432.host.main.db.local."},
 		Extra:  []string{"127-0-0-11-5432.host.main.db.local. 1 IN A 127.0.0.11"}},
-	{Qname: "127-0-0-99-5432.host.main.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},   // no such host
+	{Qname: "127-0-0-99-5432.host.main.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}}, // no such host
+	// A host name answers only a server proven to be its cluster's (review
+	// S2): a foreign server or a host never probed gets NODATA, and its
+	// TXT says why.
+	{Qname: "127-0-0-52-5432.host.trust.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"127-0-0-52-5432.host.trust.db.local. 1 IN A 127.0.0.52"}},
+	{Qname: "127-0-0-53-5432.host.trust.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
+	{Qname: "127-0-0-53-5432.host.trust.db.local.", Qtype: dns.TypeAAAA, AA: true, Ns: []string{soa}},
+	{Qname: "_postgresql._tcp.127-0-0-53-5432.host.trust.db.local.", Qtype: dns.TypeSRV, AA: true, Ns: []string{soa}},
+	{Qname: "127-0-0-53-5432.host.trust.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`127-0-0-53-5432.host.trust.db.local. 1 IN TXT "host=127.0.0.53:5432 role=unknown lag_ms=unknown lag_bytes=unknown replay_lsn=0/5 age_ms=120 name=127-0-0-53-5432.host.trust.db.local. port=5432 unanswered=foreign"`}},
+	{Qname: "127-0-0-54-5432.host.trust.db.local.", Qtype: dns.TypeA, AA: true, Ns: []string{soa}},
+	{Qname: "_postgresql._tcp.127-0-0-54-5432.host.trust.db.local.", Qtype: dns.TypeSRV, AA: true, Ns: []string{soa}},
+	{Qname: "127-0-0-54-5432.host.trust.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`127-0-0-54-5432.host.trust.db.local. 1 IN TXT "host=127.0.0.54:5432 role=unknown lag_ms=unknown lag_bytes=unknown replay_lsn=0/0 age_ms=0 name=127-0-0-54-5432.host.trust.db.local. port=5432 unanswered=unprobed"`}},
+	// A host name carries no port: its TXT says the host's, and srv_only
+	// when the cluster's address answers leave it out (review S1).
+	{Qname: "127-0-0-42-5433.host.ports.db.local.", Qtype: dns.TypeA, AA: true, Answer: []string{"127-0-0-42-5433.host.ports.db.local. 1 IN A 127.0.0.42"}},
+	{Qname: "127-0-0-42-5433.host.ports.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`127-0-0-42-5433.host.ports.db.local. 1 IN TXT "host=127.0.0.42:5433 role=replica lag_ms=0 lag_bytes=0 replay_lsn=0/9 age_ms=120 name=127-0-0-42-5433.host.ports.db.local. port=5433 srv_only=port"`}},
+	{Qname: "127-0-0-41-5433.host.ports.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`127-0-0-41-5433.host.ports.db.local. 1 IN TXT "host=127.0.0.41:5433 role=replica lag_ms=0 lag_bytes=0 replay_lsn=0/9 age_ms=120 name=127-0-0-41-5433.host.ports.db.local. port=5433 srv_only=address"`}},
+	{Qname: "127-0-0-43-5432.host.ports.db.local.", Qtype: dns.TypeTXT, AA: true, Answer: []string{
+		`127-0-0-43-5432.host.ports.db.local. 1 IN TXT "host=127.0.0.43:5432 role=replica lag_ms=0 lag_bytes=0 replay_lsn=0/9 age_ms=120 name=127-0-0-43-5432.host.ports.db.local. port=5432"`}},
 	{Qname: "127-0-0-11-5432.host.orders.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}}, // another cluster's host
 	{Qname: "127-0-0-11-5432.host.nope.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
 	{Qname: "127-0-0-11-5432.host.db.local.", Qtype: dns.TypeA, Rcode: dns.RcodeNameError, AA: true, Ns: []string{soa}},
@@ -378,6 +413,32 @@ func TestHandlerNotReady(t *testing.T) {
 		req.SetQuestion("main.db.local.", dns.TypeSOA)
 		m, _ = answer(h, req)
 		checkReply(t, Case{Rcode: dns.RcodeServerFailure}, m)
+	})
+}
+
+// Before the first probe round has finished, a host name is SERVFAIL as
+// every other name, though the configuration lists its cluster and host
+// (review S2: it answered its configured IP while primary was SERVFAIL).
+func TestHandlerHostNameNotReady(t *testing.T) {
+	forEachPath(t, func(t *testing.T, answer answerFunc) {
+		snap := testSnapshot()
+		snap.Ready = false
+		h := newTestHandler(snap)
+		for _, q := range []struct {
+			name  string
+			qtype uint16
+		}{
+			{"127-0-0-11-5432.host.main.db.local.", dns.TypeA},
+			{"0-0-0-0-0-0-0-1-5432.host.orders.db.local.", dns.TypeAAAA},
+			{"127-0-0-11-5432.host.main.db.local.", dns.TypeTXT},
+			{"_postgresql._tcp.127-0-0-11-5432.host.main.db.local.", dns.TypeSRV},
+			{"primary.db.local.", dns.TypeA},
+		} {
+			req := new(dns.Msg)
+			req.SetQuestion(q.name, q.qtype)
+			m, _ := answer(h, req)
+			checkReply(t, Case{Rcode: dns.RcodeServerFailure}, m)
+		}
 	})
 }
 

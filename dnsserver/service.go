@@ -3,6 +3,7 @@ package dnsserver
 import (
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"github.com/miekg/dns"
 
@@ -19,24 +20,45 @@ func (h *Handler) hostFQDN(host *zone.Host) string {
 // answerHostName answers <label>.host.<cluster>.<zone>: the host's
 // address whatever its role or health (a name for the machine, which SRV
 // targets and certificates name), its evidence for TXT, and one SRV
-// record, priority 10, under _postgresql._tcp.
+// record, priority 10, under _postgresql._tcp. A host not proven to be a
+// server of the cluster (zone.Cluster.HostNameWhy: never probed, the
+// identity not settled, or foreign) answers no address and no SRV
+// (NODATA); its TXT says why. Before the first probe round: SERVFAIL.
 func (h *Handler) answerHostName(m *dns.Msg, q dns.Question, parsed *zone.Query, v zone.View) zone.Outcome {
-	host, err := v.Snap.HostNamed(parsed)
+	host, code, _, err := v.Snap.HostNamedAnswer(parsed)
 	if err != nil {
 		return zone.OutcomeOf(err)
 	}
-	hosts := []*zone.Host{host}
 	switch {
 	case q.Qtype == dns.TypeTXT:
-		h.evidence(m, q.Name, parsed, hosts, v)
+		m.Answer = append(m.Answer, txtRecord(q.Name, h.ttl, v, v.Snap.Cluster(parsed.Cluster), host, h.hostFQDN(host), hostNameNote(v.Snap.Cluster(parsed.Cluster), host, code)))
 	case q.Qtype == dns.TypeANY:
 		m.Answer = []dns.RR{&dns.HINFO{Hdr: header(q.Name, dns.TypeHINFO, h.ttl), Cpu: "RFC8482"}}
+	case code != "":
+		// Not the cluster's server as far as pgdns knows: NODATA.
 	case parsed.SRV && q.Qtype == dns.TypeSRV:
-		h.services(m, q.Name, parsed, hosts)
+		h.services(m, q.Name, parsed, []*zone.Host{host})
 	case !parsed.SRV:
 		m.Answer = h.addresses(q.Name, q.Qtype, []netip.Addr{host.Address()})
 	}
 	return zone.Answered
+}
+
+// hostNameNote is the end of a host name's TXT string: the host's port,
+// since an address carries none and a host name is used with it (review
+// S1: a host on 5433 sharing its IP with another server on 5432);
+// srv_only=port (or address) when the cluster's address answers leave the
+// host out, so that its address on the client port is another server or
+// none; unanswered=<code> when the name answers no address at all.
+func hostNameNote(c *zone.Cluster, host *zone.Host, code string) string {
+	note := "port=" + strconv.Itoa(int(host.Port))
+	if c != nil && !c.Addressable(host) {
+		note += " srv_only=" + c.SRVOnlyWhy(host)
+	}
+	if code != "" {
+		note += " unanswered=" + code
+	}
+	return note
 }
 
 // services fills an SRV answer to parsed: one record per host, by

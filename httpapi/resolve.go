@@ -105,7 +105,13 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	if err == nil && q.Kind == zone.KindHostName && !q.ENT {
 		body.Query = q.String()
 		var h *zone.Host
-		if h, err = view.Snap.HostNamed(&q); err == nil {
+		var why string
+		switch h, _, why, err = view.Snap.HostNamedAnswer(&q); {
+		case err != nil:
+		case why != "":
+			// Not proven to be the cluster's server: NODATA, and why.
+			body.Excluded = append(body.Excluded, excludedJSON{Addr: h.Addr, Reason: why})
+		default:
 			body.Answer = append(body.Answer, a.newHostJSON(view, view.Snap.Cluster(q.Cluster), h))
 			if q.SRV {
 				body.SRV = append(body.SRV, a.srvRecord(&q, h))

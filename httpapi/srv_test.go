@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +115,41 @@ func TestPgStatusPorts(t *testing.T) {
 	w := do(t, a, "GET", "/v1/hosts")
 	if !strings.Contains(w.Body.String(), `"port":5433,"name":"127-0-0-11-5433.host.main.db.local"`) {
 		t.Errorf("/v1/hosts: %s", w.Body)
+	}
+}
+
+// A host name answers only a server proven to be its cluster's (review
+// S2): a foreign server's and a never-probed host's names are NODATA
+// (200, rcode NOERROR, no answer) and excluded says why; before the first
+// probe round, 503 as every other name.
+func TestResolveHostNameTrust(t *testing.T) {
+	p, r := zonetest.Host("127.0.0.11", false, 9, probed), zonetest.Host("127.0.0.12", true, 9, probed)
+	foreign := zonetest.Host("127.0.0.13", false, 9, probed)
+	foreign.SystemID = zonetest.SystemID + 1
+	unprobed := zonetest.Host("127.0.0.14", true, 0, probed)
+	unprobed.Seen, unprobed.Fails = false, 1 // a failed first probe: every host probed, so the identity settles
+	snap := zonetest.Ready(t0, 2*time.Second, zonetest.Cluster("main", p, r, foreign, unprobed))
+	a, _ := newTestAPI(snap)
+	for name, want := range map[string]string{
+		"127-0-0-13-5432.host.main":                  "system identifier " + strconv.FormatUint(zonetest.SystemID+1, 10) + " is not the cluster's",
+		"_postgresql._tcp.127-0-0-13-5432.host.main": "is not the cluster's",
+		"127-0-0-14-5432.host.main":                  "no probe of this host has succeeded yet",
+	} {
+		w := do(t, a, "GET", "/v1/resolve?name="+name)
+		var body resolveBody
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != 200 {
+			t.Fatalf("%s: %d %s", name, w.Code, w.Body)
+		}
+		if body.Rcode != "NOERROR" || len(body.Answer) != 0 || body.SRV != nil || len(body.Excluded) != 1 || !strings.Contains(body.Excluded[0].Reason, want) {
+			t.Errorf("%s: %s, want NODATA excluding it with %q", name, w.Body, want)
+		}
+	}
+	if w := do(t, a, "GET", "/v1/resolve?name=127-0-0-12-5432.host.main"); w.Code != 200 || !strings.Contains(w.Body.String(), `"addr":"127.0.0.12:5432"`) {
+		t.Errorf("the replica's host name: %d %s", w.Code, w.Body)
+	}
+	snap.Ready = false
+	a, _ = newTestAPI(snap)
+	if w := do(t, a, "GET", "/v1/resolve?name=127-0-0-12-5432.host.main"); w.Code != 503 {
+		t.Errorf("a host name before the first probe round: %d %s, want 503", w.Code, w.Body)
 	}
 }

@@ -17,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
+	"github.com/pgdns/pgdns/zone"
 )
 
 // hostState is one host as /v1/hosts shows it.
@@ -149,6 +152,14 @@ func TestIdentityTieFailsClosed(t *testing.T) {
 	e.waitHost(t, stray.Addr(), "explained the tie", func(h hostState) bool {
 		return h.Role == "unknown" && h.Aside == "unsettled"
 	})
+	// No identity is established, so no host name answers (review S2):
+	// not the stray's, nor the primary's.
+	hostName := func(n *pgtest.Node) string { return zone.HostName(zone.DerivedLabel(n.Addr()), "main") + ".db.local." }
+	e.waitFor(t, hostName(primary), nil)
+	e.waitFor(t, hostName(stray), nil)
+	if txt := e.txt(t, hostName(primary)); len(txt) != 1 || !strings.Contains(txt[0], "unanswered=unsettled") {
+		t.Errorf("the primary's host name TXT during the tie: %q, want unanswered=unsettled", txt)
+	}
 
 	if err := replica.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -164,6 +175,24 @@ func TestIdentityTieFailsClosed(t *testing.T) {
 	e.waitHost(t, stray.Addr(), "was called foreign", func(h hostState) bool {
 		return h.Role == "unknown" && h.Aside == "foreign"
 	})
+	// Host names (review S2): the foreign server's is NODATA over UDP and
+	// TCP, for A and SRV, and its TXT says why; the primary's answers, and
+	// so does the down replica's, seen before as the cluster's.
+	e.waitFor(t, hostName(primary), []string{primary.IP})
+	e.waitFor(t, hostName(replica), []string{replica.IP})
+	for _, network := range []string{"udp", "tcp"} {
+		for _, q := range []struct {
+			name  string
+			qtype uint16
+		}{{hostName(stray), dns.TypeA}, {"_postgresql._tcp." + hostName(stray), dns.TypeSRV}} {
+			if m := e.query(t, network, q.name, q.qtype); m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 || len(m.Ns) != 1 {
+				t.Errorf("%s %s %s: %s, want NODATA with the SOA", network, q.name, dns.TypeToString[q.qtype], m)
+			}
+		}
+	}
+	if txt := e.txt(t, hostName(stray)); len(txt) != 1 || !strings.Contains(txt[0], "unanswered=foreign") {
+		t.Errorf("the foreign host's name TXT: %q, want unanswered=foreign", txt)
+	}
 }
 
 // Item 6: the primary listed twice, under its address and under a second
