@@ -76,10 +76,18 @@ type Sample struct {
 	// Primary only: one row per WAL sender (pg_stat_replication).
 	Standbys []zone.Standby
 	// Replica only: the application name its WAL receiver gives the
-	// primary, and the replication slot it streams from, if any: how the
-	// primary's rows name it.
-	AppName  string
-	SlotName string
+	// primary ("" when it has none, or it cannot be read without
+	// ambiguity: AppNameWhy says why), and the replication slot it
+	// streams from, if any: how the primary's rows name it.
+	AppName    string
+	AppNameWhy string
+	SlotName   string
+	// Replica only: its WAL receiver's status ("" when it has none or it
+	// is hidden) and the server it is connected to (sender_host,
+	// sender_port of pg_stat_wal_receiver).
+	Receiver   string
+	SenderHost string
+	SenderPort int
 	// Where earlier timelines ended, from the timeline history file; nil
 	// on timeline 1 or when the file cannot be read (the prober then
 	// records switches it observes).
@@ -135,7 +143,11 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // front of the real one, and a primary would read as a replica. Only
 // SQL's own syntax (CASE, coalesce, greatest, extract, the keyword types
 // bigint, integer and bit) is left unqualified: the parser maps those to
-// pg_catalog itself.
+// pg_catalog itself. The WAL receiver's status, sender_port and
+// sender_host (one column, the host last: a socket directory may hold
+// spaces) and cluster_name (the application name a receiver without one
+// gives, else "walreceiver") tie a replica to its WAL sender on the
+// primary (walReceiverAppName, zone's senderIndex).
 const probeSQL = `SELECT
   pg_catalog.pg_is_in_recovery(),
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_insert_lsn()::pg_catalog.text END,
@@ -162,7 +174,10 @@ const probeSQL = `SELECT
   pg_catalog.current_setting('wal_block_size')::integer,
   pg_catalog.pg_size_bytes(pg_catalog.current_setting('wal_segment_size')),
   coalesce(pg_catalog.current_setting('pgdns.drain', true), ''),
-  coalesce(pg_catalog.current_setting('pgdns.offline', true), '')`
+  coalesce(pg_catalog.current_setting('pgdns.offline', true), ''),
+  coalesce((SELECT status OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(sender_port::pg_catalog.text, '')
+    OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(sender_host, '') FROM pg_catalog.pg_stat_wal_receiver), ''),
+  pg_catalog.current_setting('cluster_name')`
 
 // historySQL reads a timeline history file. pg_read_file needs superuser
 // or pg_read_server_files; without them the probe does without.

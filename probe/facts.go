@@ -59,28 +59,80 @@ func ParseHistory(text string) []zone.TimelineEnd {
 	return out
 }
 
-// walReceiverAppName finds the application name in a WAL receiver's
-// conninfo: application_name when set, else fallback_application_name
-// (the replica's cluster_name), as libpq would send it.
-func walReceiverAppName(conninfo string) string {
-	var app, fallback string
-	for kv := range strings.FieldsSeq(conninfo) {
-		k, v, _ := strings.Cut(kv, "=")
-		v = strings.Trim(v, "'")
-		switch k {
-		case "application_name":
-			app = v
-		case "fallback_application_name":
-			fallback = v
+// walReceiverAppName finds the application name a WAL receiver gives the
+// primary, from its conninfo as pg_stat_wal_receiver shows it, or says why
+// it cannot. PostgreSQL prints that conninfo as keyword=value pairs joined
+// by one space, in libpq's fixed order of options, with NO quoting
+// (libpqrcv_get_conninfo): "application_name=my standby
+// fallback_application_name=walreceiver sslmode=prefer". A value may
+// therefore hold spaces and even "keyword=" text, so the name is not a
+// word: it is all that lies between "application_name=" and
+// " fallback_application_name=", which the receiver always sets (to
+// cluster_name, else "walreceiver") and which libpq lists right after
+// application_name. Anything else is ambiguous and the name unknown: no
+// fallback_application_name with the value this server gives, either of
+// the two keywords more than once, or application_name after it.
+// Without application_name the primary sees the fallback. An empty
+// conninfo is no WAL receiver: it has no name (never "walreceiver": the
+// primary's own row would then match a replica's).
+func walReceiverAppName(conninfo, clusterName string) (name, why string) {
+	if conninfo == "" {
+		return "", "it has no WAL receiver"
+	}
+	fallback := clusterName
+	if fallback == "" {
+		fallback = "walreceiver"
+	}
+	const appKey, fallbackKey = "application_name=", "fallback_application_name="
+	fbs, apps := keywordAt(conninfo, fallbackKey), keywordAt(conninfo, appKey)
+	unclear := "its WAL receiver's conninfo cannot be read without ambiguity (PostgreSQL prints it unquoted): "
+	switch {
+	case len(fbs) != 1:
+		return "", unclear + strconv.Itoa(len(fbs)) + " fallback_application_name= in it"
+	case len(apps) > 1:
+		return "", unclear + strconv.Itoa(len(apps)) + " application_name= in it"
+	}
+	f := fbs[0]
+	if rest := conninfo[f+len(fallbackKey):]; !strings.HasPrefix(rest, fallback) ||
+		(len(rest) > len(fallback) && rest[len(fallback)] != ' ') {
+		return "", unclear + "its fallback_application_name is not " + strconv.Quote(fallback)
+	}
+	if len(apps) == 0 {
+		return fallback, ""
+	}
+	a := apps[0] + len(appKey)
+	if a >= f {
+		return "", unclear + "application_name= after fallback_application_name="
+	}
+	return conninfo[a : f-1], ""
+}
+
+// keywordAt returns where the keyword key (ending in '=') starts a pair
+// of conninfo: at its start or after a space.
+func keywordAt(conninfo, key string) []int {
+	var at []int
+	for i := 0; i+len(key) <= len(conninfo); {
+		j := strings.Index(conninfo[i:], key)
+		if j < 0 {
+			break
 		}
+		if k := i + j; k == 0 || conninfo[k-1] == ' ' {
+			at = append(at, k)
+		}
+		i += j + 1
 	}
-	if app != "" {
-		return app
-	}
-	if fallback != "" {
-		return fallback
-	}
-	return "walreceiver"
+	return at
+}
+
+// parseReceiver reads the probe's receiver column, "status port host"
+// (pg_stat_wal_receiver's status, sender_port, sender_host; the host last,
+// as a socket directory may hold spaces), "" when there is no receiver or
+// its details are hidden.
+func parseReceiver(col string) (status, host string, port int) {
+	status, rest, _ := strings.Cut(col, " ")
+	p, host, _ := strings.Cut(rest, " ")
+	port, _ = strconv.Atoi(p)
+	return status, host, port
 }
 
 // parseStandbys reads the primary's pg_stat_replication rows, sent as a

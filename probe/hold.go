@@ -35,7 +35,9 @@ func (p *Prober) steady(r result) bool {
 	s := &r.sample
 	if !h.Seen || h.Fails != 0 || h.InRecovery != s.InRecovery || h.SystemID != s.SystemID ||
 		!h.StartedAt.Equal(s.StartedAt) || h.IP != s.IP || !slices.Equal(h.Standbys, s.Standbys) ||
-		h.StatsHidden != s.StatsHidden || h.TimelineHidden != s.TimelineHidden || h.SyncNamesSet != s.SyncNamesSet {
+		h.StatsHidden != s.StatsHidden || h.TimelineHidden != s.TimelineHidden || h.SyncNamesSet != s.SyncNamesSet ||
+		h.AppName != s.AppName || h.AppNameWhy != s.AppNameWhy || h.SlotName != s.SlotName ||
+		h.Receiver != s.Receiver || h.SenderHost != s.SenderHost || h.SenderPort != s.SenderPort {
 		return false
 	}
 	if s.Timeline != 0 {

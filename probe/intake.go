@@ -269,7 +269,8 @@ func (p *Prober) record(r result) {
 	h.IP, h.InRecovery, h.SystemID, h.StartedAt = s.IP, s.InRecovery, s.SystemID, s.StartedAt
 	h.Timeline, h.TimelineExact = tl, exact
 	h.InsertLSN, h.ReceiveLSN, h.ReplayLSN = s.InsertLSN, s.ReceiveLSN, s.ReplayLSN
-	h.AppName, h.SlotName, h.Standbys = s.AppName, s.SlotName, s.Standbys
+	h.AppName, h.AppNameWhy, h.SlotName, h.Standbys = s.AppName, s.AppNameWhy, s.SlotName, s.Standbys
+	h.Receiver, h.SenderHost, h.SenderPort = s.Receiver, s.SenderHost, s.SenderPort
 	h.OwnHistory = nil
 	if exact {
 		h.OwnHistory = s.History

@@ -39,7 +39,7 @@ const ProbeSQL = probeSQL
 const SourcesSQL = sourcesSQL
 
 // probeColumns is the number of columns of probeSQL.
-const probeColumns = 17
+const probeColumns = 19
 
 // probeRow is one row of probeSQL in text format. Its buffers are reused
 // from probe to probe.
@@ -49,12 +49,18 @@ type probeRow struct {
 
 	// The strings read from the last row that did not change, kept so
 	// that an unchanged value costs no allocation.
-	conninfo  []byte
-	appName   string // walReceiverAppName(conninfo), when appNameOK
-	appNameOK bool
-	slot      string
-	drain     string
-	offline   string
+	conninfo       []byte
+	clusterName    []byte
+	appName        string // walReceiverAppName(conninfo, clusterName), when appNameOK
+	appNameWhy     string
+	appNameOK      bool
+	receiver       string // the receiver column as read
+	receiverStatus string
+	senderHost     string
+	senderPort     int
+	slot           string
+	drain          string
+	offline        string
 }
 
 // prepare makes sure probeSQL is prepared on c's connection: once per
@@ -179,17 +185,22 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 	if s.Standbys, err = parseStandbys(v[8]); err != nil {
 		return err
 	}
-	if !row.appNameOK || !bytes.Equal(v[9], row.conninfo) { // the same on every probe of one WAL receiver
-		row.conninfo, row.appNameOK = append(row.conninfo[:0], v[9]...), true
-		row.appName = walReceiverAppName(string(v[9]))
+	if !row.appNameOK || !bytes.Equal(v[9], row.conninfo) || !bytes.Equal(v[18], row.clusterName) { // the same on every probe of one WAL receiver
+		row.conninfo, row.clusterName, row.appNameOK = append(row.conninfo[:0], v[9]...), append(row.clusterName[:0], v[18]...), true
+		row.appName, row.appNameWhy = walReceiverAppName(string(v[9]), string(v[18]))
 	}
-	s.AppName = row.appName
+	s.AppName, s.AppNameWhy = row.appName, row.appNameWhy
+	if string(v[17]) != row.receiver {
+		row.receiver = string(v[17])
+		row.receiverStatus, row.senderHost, row.senderPort = parseReceiver(row.receiver)
+	}
+	s.Receiver, s.SenderHost, s.SenderPort = row.receiverStatus, row.senderHost, row.senderPort
 	if string(v[10]) != row.slot {
 		row.slot = string(v[10])
 	}
 	s.SlotName = row.slot
 	if s.TimelineHidden {
-		s.AppName = "" // not "walreceiver": the conninfo is hidden, not empty
+		s.AppName, s.AppNameWhy = "", "" // the conninfo is hidden, not empty
 	}
 	row.drain = reuse(row.drain, v[15])
 	row.offline = reuse(row.offline, v[16])

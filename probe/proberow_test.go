@@ -25,10 +25,40 @@ func textRow(cols ...string) *probeRow {
 
 var (
 	replicaCols = []string{"t", "", "0/3000060", "0/3000028", "1", "1", "7000000000000000001", "1700000000000000",
-		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 sslmode=prefer", "r1_slot", "t", "f", "8192", "16777216", "on", ""}
+		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 fallback_application_name=walreceiver sslmode=prefer", "r1_slot", "t", "f", "8192", "16777216", "on", "",
+		"streaming 5432 10.0.0.1", ""}
 	primaryCols = []string{"f", "0/5000000", "", "", "3", "2", "7000000000000000001", "1700000000000123",
-		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus"}
+		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus", "", "pg1"}
 )
+
+// TestWALReceiverAppName: the application name a WAL receiver gives the
+// primary, read from pg_stat_wal_receiver.conninfo as PostgreSQL prints
+// it (unquoted), or unknown when the text is ambiguous (review 2, R16).
+func TestWALReceiverAppName(t *testing.T) {
+	const tail = " sslmode=prefer sslcompression=0 target_session_attrs=any"
+	for _, tc := range []struct{ conninfo, cluster, name, why string }{
+		{"user=postgres host=10.0.0.1 port=5432 application_name=my standby fallback_application_name=walreceiver" + tail, "", "my standby", ""},
+		{"user=postgres application_name=it's  \\two fallback_application_name=walreceiver" + tail, "", "it's  \\two", ""},
+		{"user=postgres application_name=a=b c fallback_application_name=pg one" + tail, "pg one", "a=b c", ""},
+		{"user=postgres port=5432 fallback_application_name=walreceiver" + tail, "", "walreceiver", ""},
+		{"user=postgres port=5432 fallback_application_name=pg one" + tail, "pg one", "pg one", ""},
+		{"user=postgres port=5432 fallback_application_name=pg one" + tail, "", "", "fallback_application_name is not"},
+		{"", "", "", "it has no WAL receiver"},
+		{"application_name=x fallback_application_name=walreceiver fallback_application_name=walreceiver" + tail, "", "", "2 fallback_application_name="},
+		{"application_name=x application_name=y fallback_application_name=walreceiver", "", "", "2 application_name="},
+		{"fallback_application_name=walreceiver application_name=y", "", "", "application_name= after"},
+		{"application_name=x", "", "", "0 fallback_application_name="},
+		{"application_name=x fallback_application_name=walreceiverx", "", "", "fallback_application_name is not"},
+	} {
+		name, why := walReceiverAppName(tc.conninfo, tc.cluster)
+		if name != tc.name || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
+			t.Errorf("%q (cluster_name %q): %q, %q; want %q, %q", tc.conninfo, tc.cluster, name, why, tc.name, tc.why)
+		}
+	}
+	if st, host, port := parseReceiver("streaming 5432 /var/run/my sockets"); st != "streaming" || host != "/var/run/my sockets" || port != 5432 {
+		t.Errorf("receiver: %q %q %d", st, host, port)
+	}
+}
 
 // TestParseProbeRow: what the probe's row says, read from its text format,
 // for a replica and a primary, and refusals for what no server sends.
@@ -43,7 +73,7 @@ func TestParseProbeRow(t *testing.T) {
 	if s.InRecovery != want.InRecovery || s.InsertLSN != 0 || s.ReceiveLSN != want.ReceiveLSN || s.ReplayLSN != want.ReplayLSN ||
 		s.Timeline != 1 || s.CheckpointTimeline != 1 || s.SystemID != want.SystemID || !s.StartedAt.Equal(want.StartedAt) ||
 		s.Standbys == nil || len(s.Standbys) != 0 || s.AppName != "r1" || s.SlotName != "r1_slot" ||
-		s.DrainSetting != "on" || s.OfflineSetting != "" {
+		s.DrainSetting != "on" || s.OfflineSetting != "" || s.Receiver != "streaming" || s.SenderHost != "10.0.0.1" || s.SenderPort != 5432 {
 		t.Errorf("replica: %+v", s)
 	}
 
@@ -52,7 +82,7 @@ func TestParseProbeRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.InRecovery || s.InsertLSN != 0x5000000 || s.ReplayLSN != 0x5000000 || s.Timeline != 3 || s.CheckpointTimeline != 2 ||
-		s.AppName != "walreceiver" || s.SlotName != "" || len(s.Standbys) != 2 ||
+		s.AppName != "" || s.AppNameWhy != "it has no WAL receiver" || s.Receiver != "" || s.SlotName != "" || len(s.Standbys) != 2 ||
 		s.Standbys[0] != (zone.Standby{Addr: netip.MustParseAddr("10.0.0.2"), AppName: "r1", Sync: true, Slot: "r1_slot"}) ||
 		s.Standbys[1] != (zone.Standby{AppName: "r2"}) || s.DrainSetting != "" || s.OfflineSetting != "bogus" {
 		t.Errorf("primary: %+v", s)
@@ -95,7 +125,8 @@ func TestParseProbeRow(t *testing.T) {
 	// The strings kept from one probe to the next follow a change.
 	row := textRow(replicaCols...)
 	for _, want := range []struct{ conninfo, slot, app string }{
-		{"application_name=a", "s1", "a"}, {"application_name=a", "s1", "a"}, {"", "", "walreceiver"}, {"application_name=b", "s2", "b"},
+		{"application_name=a fallback_application_name=walreceiver", "s1", "a"}, {"application_name=a fallback_application_name=walreceiver", "s1", "a"},
+		{"", "", ""}, {"application_name=b fallback_application_name=walreceiver", "s2", "b"},
 	} {
 		row.values[9], row.values[10] = []byte(want.conninfo), []byte(want.slot)
 		s = Sample{}

@@ -260,19 +260,28 @@ func (c *Cluster) duplicateOf(i int, runs map[serverRun]int) int {
 	return -1
 }
 
-// markSyncStandbys sets Sync on the replicas that the primary's
-// pg_stat_replication reports as sync or quorum. A replica's row is found
-// by what identifies it, most exact first: the replication slot it
-// streams from; else its own address, when exactly one row comes from
-// there; else its application name, when exactly one row has it. When
-// several rows could be its own and they disagree, pgdns cannot tell
-// whether it is a synchronous standby and leans to yes: "replicas: async"
-// then leaves it out, which costs a replica but never sends reads to a
-// standby that commits wait for. Without a primary nobody is known to be
-// one.
+// markSyncStandbys decides for every replica whether it is a synchronous
+// standby of the primary, both ways: SyncProven (the sync filter: proven
+// one) and Sync ("replicas: async" leaves it out: it is one or may be).
+// Both rest on the one row of the primary's pg_stat_replication that is
+// provably the replica's own (senderIndex.own: its WAL receiver streams
+// from the primary, and a slot or an application name unique among the
+// primary's rows ties it). A replica with no such row is unknown, and
+// unknown fails closed both ways: no sync answer, and counted as
+// synchronous (SyncUnsure) for "replicas: async", which costs a replica
+// but never sends reads to a standby that commits wait for. It is surely
+// not synchronous only when its own row says so, or when no commit waits
+// for any standby: synchronous_standby_names is empty, or no row of the
+// primary reports sync or quorum. Without a primary nobody is one.
 func (c *Cluster) markSyncStandbys() {
 	p := c.PrimaryHost()
 	senders := c.senderIndex(p)
+	anySync := false
+	if p != nil {
+		for _, r := range p.Standbys {
+			anySync = anySync || r.Sync
+		}
+	}
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		h.Sync, h.SyncUnsure = false, false
@@ -280,18 +289,20 @@ func (c *Cluster) markSyncStandbys() {
 		if h.Role != RoleReplica {
 			continue
 		}
-		h.SyncProven, h.SyncWhy = provenSync(p, h, senders)
-		if p == nil {
-			continue
-		}
-		if p.StatsHidden {
+		unknown := false
+		h.SyncProven, unknown, h.SyncWhy = provenSync(p, h, senders)
+		switch {
+		case p == nil:
+		case p.StatsHidden:
 			markHiddenSync(p, h)
-			continue
-		}
-		sync, sure := standbySync(p.Standbys, h)
-		h.Sync, h.SyncUnsure = sync, !sure
-		if !sure && h.Note == "" {
-			h.Note = "cannot tell which pg_stat_replication row is this replica's (no slot; address and application name shared); counted as synchronous"
+		case h.SyncProven:
+			h.Sync = true
+		case !p.SyncNamesSet || !anySync:
+		case unknown:
+			h.Sync, h.SyncUnsure = true, true
+			if h.Note == "" {
+				h.Note = h.SyncWhy + "; counted as synchronous (replicas: async leaves it out)"
+			}
 		}
 	}
 }
@@ -300,68 +311,24 @@ func (c *Cluster) markSyncStandbys() {
 // of primary p, for the sync filter, and says why not: the primary's
 // sync_state is readable, and exactly one of its WAL senders is provably
 // h's (senderIndex.own) and reports sync or quorum. Whatever cannot be
-// told is a no.
-func provenSync(p, h *Host, senders *senderIndex) (bool, string) {
+// told is a no, and unknown (not a proven "not synchronous").
+func provenSync(p, h *Host, senders *senderIndex) (proven, unknown bool, why string) {
 	switch {
 	case p == nil:
-		return false, "sync unknown: no primary"
+		return false, true, "sync unknown: no primary"
 	case p.StatsHidden:
-		return false, "sync unknown: the probe role cannot read the primary's sync_state (grant pg_monitor)"
+		return false, true, "sync unknown: the probe role cannot read the primary's sync_state (grant pg_monitor)"
 	case !p.SyncNamesSet:
-		return false, "not a synchronous standby: synchronous_standby_names is empty on the primary"
+		return false, false, "not a synchronous standby: synchronous_standby_names is empty on the primary"
 	}
 	row, why := senders.own(h)
 	if row < 0 {
-		return false, "sync unknown: " + why
+		return false, true, "sync unknown: " + why
 	}
 	if !p.Standbys[row].Sync {
-		return false, "not a synchronous standby: its WAL sender's sync_state is neither sync nor quorum"
+		return false, false, "not a synchronous standby: its WAL sender's sync_state is neither sync nor quorum"
 	}
-	return true, ""
-}
-
-// standbySync finds h's row among a primary's standbys. sure is false when
-// candidate rows disagree; sync is then true.
-func standbySync(rows []Standby, h *Host) (sync, sure bool) {
-	count := func(match func(Standby) bool) (n, nSync int) {
-		for _, r := range rows {
-			if match(r) {
-				n++
-				if r.Sync {
-					nSync++
-				}
-			}
-		}
-		return n, nSync
-	}
-	bySlot := func(r Standby) bool { return h.SlotName != "" && r.Slot == h.SlotName }
-	byAddr := func(r Standby) bool { return h.IP.IsValid() && r.Addr == h.IP }
-	byName := func(r Standby) bool { return h.AppName != "" && r.AppName == h.AppName }
-	// The first key that picks exactly one row decides; failing that,
-	// the rows of the most exact key that picks any.
-	n, nSync := 0, 0
-	for _, match := range []func(Standby) bool{bySlot, byAddr, byName} {
-		k, kSync := count(match)
-		if k == 1 {
-			n, nSync = k, kSync
-			break
-		}
-		if n == 0 {
-			n, nSync = k, kSync
-		}
-	}
-	if n == 0 {
-		// Not among the primary's standbys by any key: it streams from
-		// elsewhere (cascading) or not at all, so no commit waits for it.
-		return false, true
-	}
-	switch nSync {
-	case 0:
-		return false, true
-	case n:
-		return true, true
-	}
-	return true, false
+	return true, false, ""
 }
 
 // settleIdentity decides which system identifier is the cluster's. A

@@ -111,8 +111,9 @@ func TestForkedReplica(t *testing.T) {
 	ahead.DivergedFrom, ahead.DivergedNote = "10.0.0.1:5432", "another branch of timeline 2: replayed to ..."
 	elsewhere.DivergedFrom = "10.0.0.9:5432"
 	// elsewhere has no history file: the primary's WAL sender to it
-	// (its address) is what puts it on the primary's branch.
-	primary.Standbys = []Standby{{Addr: elsewhere.IP}}
+	// (its application name) is what puts it on the primary's branch.
+	elsewhere.AppName = "n5"
+	primary.Standbys = []Standby{{Addr: elsewhere.IP, AppName: "n5"}}
 	c := &Cluster{Name: "main", Hosts: []Host{primary, same, other, ahead, elsewhere}}
 	c.Decide(t0, stale, 3)
 	want := []Aside{NotAside, NotAside, AsideForked, AsideForked, NotAside}

@@ -90,47 +90,91 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// Synchronous standbys are found by their own pg_stat_replication row: by
-// slot, else a unique address, else a unique application name. Rows that
-// cannot be told apart and disagree count as synchronous.
+// Synchronous standbys are found by their own pg_stat_replication row:
+// the replica's WAL receiver streams from the primary, and its slot, else
+// its application name, picks exactly one row. An address proves nothing.
+// Whatever is not proven is unknown both ways: no sync answer, and
+// counted as synchronous for "replicas: async" (review 2, R2, R7, R16);
+// it is surely asynchronous only by its own row, or when no commit waits
+// for any standby.
 func TestSyncStandbyRows(t *testing.T) {
 	ip := func(s string) netip.Addr { return netip.MustParseAddr(s) }
 	loop := ip("127.0.0.1")
 	cases := []struct {
-		name      string
-		rows      []Standby
-		replica   func(h *Host)
-		sync, amb bool
+		name              string
+		rows              []Standby
+		replica           func(h *Host)
+		sync, amb, proven bool
+		why               string
 	}{
 		{"slot decides though names and addresses are shared",
 			[]Standby{{Addr: loop, AppName: "walreceiver", Sync: true, Slot: "a"}, {Addr: loop, AppName: "walreceiver", Slot: "b"}},
-			func(h *Host) { h.AppName, h.SlotName = "walreceiver", "b" }, false, false},
-		{"unique address decides",
+			func(h *Host) { h.AppName, h.SlotName = "walreceiver", "b" }, false, false, false, "not a synchronous standby"},
+		{"its slot's row is sync",
+			[]Standby{{Addr: loop, AppName: "walreceiver", Sync: true, Slot: "a"}, {Addr: loop, AppName: "walreceiver", Slot: "b"}},
+			func(h *Host) { h.AppName, h.SlotName = "walreceiver", "a" }, true, false, true, ""},
+		{"a unique address does not decide",
 			[]Standby{{Addr: ip("10.0.0.2"), AppName: "walreceiver", Sync: true}, {Addr: ip("10.0.0.3"), AppName: "walreceiver"}},
-			func(h *Host) { h.AppName = "walreceiver" }, false, false},
+			func(h *Host) { h.AppName = "walreceiver" }, true, true, false, `sync unknown: the primary has 2 WAL senders with its application name "walreceiver"`},
 		{"unique application name decides",
 			[]Standby{{Addr: loop, AppName: "db 2", Sync: true}, {Addr: loop, AppName: "db 3"}},
-			func(h *Host) { h.AppName = "db 3" }, false, false},
+			func(h *Host) { h.AppName = "db 3" }, false, false, false, "not a synchronous standby"},
 		{"indistinct rows that disagree lean sync",
 			[]Standby{{Addr: loop, AppName: "walreceiver", Sync: true}, {Addr: loop, AppName: "walreceiver"}},
-			func(h *Host) { h.AppName = "walreceiver" }, true, true},
-		{"indistinct rows that agree are sure",
+			func(h *Host) { h.AppName = "walreceiver" }, true, true, false, "sync unknown: the primary has 2 WAL senders"},
+		{"no row is sync: no commit waits for any standby",
 			[]Standby{{Addr: loop, AppName: "walreceiver"}, {Addr: loop, AppName: "walreceiver"}},
-			func(h *Host) { h.AppName = "walreceiver" }, false, false},
-		{"not among the rows: cascading, never sync",
+			func(h *Host) { h.AppName = "walreceiver" }, false, false, false, "sync unknown: the primary has 2 WAL senders"},
+		{"not among the rows while one is sync: unknown",
 			[]Standby{{Addr: loop, AppName: "other", Sync: true}},
-			func(h *Host) { h.AppName = "walreceiver" }, false, false},
+			func(h *Host) { h.AppName = "walreceiver" }, true, true, false, `sync unknown: the primary has no WAL sender with its application name "walreceiver"`},
+		{"R2: cascading from another standby, a sync row has its name",
+			[]Standby{{Addr: ip("10.0.0.9"), AppName: "s3", Sync: true}},
+			func(h *Host) { h.AppName, h.SenderHost = "s3", "10.0.0.2" }, true, true, false,
+			"sync unknown: its WAL receiver streams from 10.0.0.2:5432, not from the primary 10.0.0.1:5432"},
+		{"streaming from the primary's port elsewhere",
+			[]Standby{{Addr: loop, AppName: "s3", Sync: true}},
+			func(h *Host) { h.AppName, h.SenderPort = "s3", 6432 }, true, true, false,
+			"sync unknown: its WAL receiver streams from 10.0.0.1:6432, not from the primary"},
+		{"the primary by its configured name",
+			[]Standby{{Addr: loop, AppName: "s3", Sync: true}},
+			func(h *Host) { h.AppName, h.SenderHost = "s3", "DB1.example" }, true, false, true, ""},
+		{"R7: no WAL receiver, a sync row from its address",
+			[]Standby{{Addr: ip("10.0.0.3"), AppName: "pg_receivewal", Sync: true}},
+			func(h *Host) {
+				h.Receiver, h.SenderHost, h.SenderPort, h.AppName, h.AppNameWhy = "", "", 0, "", "it has no WAL receiver"
+			},
+			true, true, false, "sync unknown: it has no WAL receiver"},
+		{"a receiver not streaming",
+			[]Standby{{Addr: ip("10.0.0.3"), AppName: "s3", Sync: true}},
+			func(h *Host) { h.Receiver, h.AppName = "waiting", "s3" }, true, true, false, `sync unknown: its WAL receiver is "waiting", not streaming`},
+		{"R16: an application name that cannot be read",
+			[]Standby{{Addr: loop, AppName: "my standby", Sync: true}},
+			func(h *Host) { h.AppName, h.AppNameWhy = "", "its WAL receiver's conninfo cannot be read" }, true, true, false,
+			"sync unknown: its WAL receiver's conninfo cannot be read"},
+		{"R16: an application name with a space, read whole",
+			[]Standby{{Addr: loop, AppName: "my standby", Sync: true}, {Addr: loop, AppName: "my"}},
+			func(h *Host) { h.AppName = "my standby" }, true, false, true, ""},
+		{"synchronous_standby_names empty: surely async",
+			nil, func(h *Host) { h.AppName = "s3" }, false, false, false, "not a synchronous standby: synchronous_standby_names is empty"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p, r := seen("10.0.0.1", false, 0), seen("10.0.0.3", true, 0)
-			p.Standbys = tc.rows
+			if tc.name == "the primary by its configured name" {
+				p.Addr = "db1.example:5432"
+			}
+			p.Standbys, p.SyncNamesSet = tc.rows, tc.rows != nil
 			tc.replica(&r)
 			c := &Cluster{Name: "main", Hosts: []Host{p, r}}
 			c.Decide(t0, stale, 3)
 			h := c.Hosts[1]
-			if h.Role != RoleReplica || h.Sync != tc.sync || h.SyncUnsure != tc.amb || (h.Note != "") != tc.amb {
-				t.Fatalf("role %v sync %v unsure %v note %q, want sync %v unsure %v", h.Role, h.Sync, h.SyncUnsure, h.Note, tc.sync, tc.amb)
+			if h.Role != RoleReplica || h.Sync != tc.sync || h.SyncUnsure != tc.amb || (h.Note != "") != tc.amb || h.SyncProven != tc.proven {
+				t.Fatalf("role %v sync %v unsure %v proven %v note %q, want sync %v unsure %v proven %v",
+					h.Role, h.Sync, h.SyncUnsure, h.SyncProven, h.Note, tc.sync, tc.amb, tc.proven)
+			}
+			if !strings.HasPrefix(h.SyncWhy, tc.why) || (tc.amb && !strings.HasPrefix(h.Note, tc.why)) {
+				t.Errorf("why %q, note %q, want them to start with %q", h.SyncWhy, h.Note, tc.why)
 			}
 		})
 	}

@@ -112,8 +112,9 @@ func TestHiddenTimeline(t *testing.T) {
 // Review R7: two servers promoted independently may both take timeline 2.
 // A replica on a timeline above 1 is answered only when history files
 // prove its branch is the primary's, or exactly one of the primary's WAL
-// senders is its own (slot, else application name, else address, each
-// unique among the hosts); otherwise it is set aside as branch_unproven.
+// senders is its own (its receiver streams from the primary, and a slot,
+// else an application name, each unique, ties it; never an address);
+// otherwise it is set aside as branch_unproven.
 // Timeline 1 has no branches.
 func TestUnprovenBranch(t *testing.T) {
 	primary := seen("10.0.0.1", false, 0x9000)
@@ -126,7 +127,7 @@ func TestUnprovenBranch(t *testing.T) {
 		h.Note != `its WAL sender is not the primary: on timeline 2 its branch is unproven (the primary has no WAL sender with its application name "n2")` {
 		t.Errorf("no WAL sender of the primary: aside %v (%s)", h.Aside, h.Note)
 	}
-	for _, rows := range [][]Standby{{{AppName: "n2"}}, {{Addr: r.IP}}, {{Slot: "s2"}, {AppName: "n2"}}} {
+	for _, rows := range [][]Standby{{{AppName: "n2"}}, {{Addr: r.IP, AppName: "n2"}}, {{Slot: "s2"}, {AppName: "n2"}}} {
 		p := primary
 		p.Standbys = rows
 		if h := decide(p, r); h.Aside != NotAside || h.Role != RoleReplica {

@@ -103,8 +103,16 @@ type Host struct {
 	ReplayLSN  LSN       // replica: pg_last_wal_replay_lsn(); primary: InsertLSN
 	Sync       bool      // a synchronous standby, by the primary's pg_stat_replication
 	SyncUnsure bool      // Sync is true because the primary's rows could not be told apart or hide sync_state (see markSyncStandbys)
-	AppName    string    // replica: the application name its WAL receiver uses
+	AppName    string    // replica: the application name its WAL receiver uses; "" when it has none or it cannot be read
+	AppNameWhy string    // replica: why AppName is "" (no receiver, an ambiguous conninfo); "" when hidden (StatsHidden)
 	SlotName   string    // replica: the replication slot it streams from, if any
+	// Replica: its WAL receiver's status (pg_stat_wal_receiver.status,
+	// "streaming" when it streams; "" when it has none, or StatsHidden
+	// hides it) and the server it is connected to (sender_host, which may
+	// be a name, an address or a socket directory, and sender_port).
+	Receiver   string
+	SenderHost string
+	SenderPort int
 	// WALBlockSize and WALSegmentSize are the server's wal_block_size and
 	// wal_segment_size in bytes (0: not known), which place its WAL page
 	// headers: lsn- tokens are compared read back across one (Host.token).

@@ -12,13 +12,18 @@ var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 const stale = 1750 * time.Millisecond
 
-// seen returns a host that was probed successfully at t0.
+// seen returns a host that was probed successfully at t0. A replica's WAL
+// receiver streams from 10.0.0.1:5432, the tests' usual primary.
 func seen(ip string, inRecovery bool, replay LSN) Host {
-	return Host{
-		Cluster: "main", Addr: ip + ":5432", IP: netip.MustParseAddr(ip),
+	h := Host{
+		Cluster: "main", Addr: ip + ":5432", IP: netip.MustParseAddr(ip), Port: 5432,
 		Seen: true, ProbedAt: t0, InRecovery: inRecovery, Timeline: 1, TimelineExact: true, SystemID: 7,
 		ReplayLSN: replay, LagKnown: inRecovery, BytesKnown: inRecovery,
 	}
+	if inRecovery {
+		h.Receiver, h.SenderHost, h.SenderPort = "streaming", "10.0.0.1", 5432
+	}
+	return h
 }
 
 // cluster builds a decided, ready snapshot of one cluster.
@@ -143,7 +148,7 @@ func TestSelectErrors(t *testing.T) {
 
 func TestSelectAsyncOnly(t *testing.T) {
 	p := seen("10.0.0.1", false, 9)
-	p.Standbys = []Standby{{AppName: "node2", Sync: true}, {AppName: "node3"}}
+	p.SyncNamesSet, p.Standbys = true, []Standby{{AppName: "node2", Sync: true}, {AppName: "node3"}}
 	syncR, asyncR := seen("10.0.0.2", true, 9), seen("10.0.0.3", true, 9)
 	syncR.AppName, asyncR.AppName = "node2", "node3"
 	s := cluster(p, syncR, asyncR)
@@ -198,8 +203,8 @@ func TestSelectTimelineNobodyHas(t *testing.T) {
 	p := seen("10.0.0.1", false, 0x9000)
 	p.Timeline = 2
 	r := seen("10.0.0.2", true, 0x9000)
-	r.Timeline = 2
-	p.Standbys = []Standby{{Addr: r.IP}}
+	r.Timeline, r.AppName = 2, "n2"
+	p.Standbys = []Standby{{Addr: r.IP, AppName: "n2"}}
 	s := cluster(p, r)
 	if tl := s.Clusters[0].NewestTimeline; tl != 2 {
 		t.Fatalf("newest timeline %d, want 2", tl)

@@ -3,11 +3,13 @@ package zone
 import (
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // senderIndex finds a replica's own WAL sender among a primary's
-// pg_stat_replication rows, strictly: the join markSyncStandbys makes for
-// "replicas: async" (which leans to yes), made to prove. It is built
+// pg_stat_replication rows, strictly: both the sync filter and
+// "replicas: async" (markSyncStandbys) and the branch rules rest on it,
+// and whatever it cannot prove is unknown to each of them. It is built
 // lazily, once per question asked of a cluster in Decide, so that a
 // cluster of a thousand hosts costs maps of its keys rather than n²
 // comparisons.
@@ -21,43 +23,34 @@ type senderIndex struct {
 	rows  [numSenderKeys]map[string][]int
 }
 
-// The keys that tie a replica to a WAL sender, most exact first.
+// The keys that tie a replica to a WAL sender, most exact first. Not its
+// address: a row's client_addr is where the connection comes from, which
+// NAT, a Kubernetes Service, a replication network or a second interface
+// make another address than the replica's, and any other client of the
+// replication protocol on its machine (pg_receivewal, a backup tool) is a
+// row from the same address.
 const (
 	keySlot    = iota // the replication slot it streams from
 	keyAppName        // its WAL receiver's application name
-	keyAddr           // its address, the row's client_addr
 	numSenderKeys
 )
 
-var senderKeyNames = [numSenderKeys]string{keySlot: "slot", keyAppName: "application name", keyAddr: "address"}
+var senderKeyNames = [numSenderKeys]string{keySlot: "slot", keyAppName: "application name"}
 
 func (c *Cluster) senderIndex(p *Host) *senderIndex { return &senderIndex{c: c, p: p} }
 
-func addrKey(a netip.Addr) string {
-	if a.IsValid() {
-		return a.String()
-	}
-	return ""
-}
-
 func hostKey(h *Host, k int) string {
-	switch k {
-	case keySlot:
+	if k == keySlot {
 		return h.SlotName
-	case keyAppName:
-		return h.AppName
 	}
-	return addrKey(h.IP)
+	return h.AppName
 }
 
 func rowKey(r *Standby, k int) string {
-	switch k {
-	case keySlot:
+	if k == keySlot {
 		return r.Slot
-	case keyAppName:
-		return r.AppName
 	}
-	return addrKey(r.Addr)
+	return r.AppName
 }
 
 func (x *senderIndex) build() {
@@ -87,27 +80,39 @@ func (x *senderIndex) why(h *Host) string {
 }
 
 // own returns the index in the primary's Standbys of replica h's own WAL
-// sender, or -1 and why none is proven: the row on its slot when it has
-// one (its receiver streams from no other), else the one with its
-// application name when known, else the one from its address (the row's
-// client_addr); each only when no other host of the cluster has the same
-// name or address (two replicas sharing one cannot be told apart, and one
-// may be the orphan of a failover) and exactly one row has it (a key that
-// picks several rows proves nothing).
+// sender, or -1 and why none is proven. First, where its replication
+// statistics are readable, its WAL receiver must be streaming, from the
+// primary: sender_host and sender_port of pg_stat_wal_receiver are the
+// primary's configured host (or its address) and port. A replica with no
+// receiver, or one that cascades from another standby, has no row of its
+// own on the primary, whatever row happens to share its name. Then
+// exactly one row must be its own: the row on its slot when it has one
+// (its receiver streams from no other), else the one with its
+// application name; each only when no other host of the cluster has the
+// same slot or name (two replicas sharing one cannot be told apart, and
+// one may be the orphan of a failover) and exactly one row has it (a key
+// that picks several rows proves nothing). Without pg_read_all_stats the
+// receiver and its conninfo are hidden: the slot alone may prove it (the
+// rules of hidden.go).
 func (x *senderIndex) own(h *Host) (int, string) {
 	if x.p == nil {
 		return -1, "no primary"
+	}
+	if !h.StatsHidden {
+		if why := streamsFrom(h, x.p); why != "" {
+			return -1, why
+		}
 	}
 	if !x.built {
 		x.build()
 	}
 	first := ""
 	for k := range numSenderKeys {
-		if k == keyAddr && x.p.StatsHidden {
-			break // every row's client_addr reads NULL
-		}
 		name := hostKey(h, k)
 		if name == "" {
+			if k == keyAppName && h.AppNameWhy != "" && first == "" {
+				first = h.AppNameWhy
+			}
 			continue
 		}
 		shared := ""
@@ -144,5 +149,35 @@ func (x *senderIndex) own(h *Host) (int, string) {
 	if h.StatsHidden {
 		return -1, "it streams from no replication slot (primary_slot_name is empty) and its application name is hidden"
 	}
-	return -1, "it streams from no replication slot and has no application name or address"
+	return -1, "it streams from no replication slot and has no application name"
+}
+
+// streamsFrom says why replica h's WAL receiver is not shown streaming
+// from primary p, or returns "" when it is: status streaming, connected to
+// p's configured host name or address (compared without case: a host
+// name) or to p's IP, on p's port. A receiver connected through a proxy
+// or under another name of the primary is not proven to stream from it.
+func streamsFrom(h, p *Host) string {
+	switch {
+	case h.Receiver == "":
+		return "it has no WAL receiver"
+	case h.Receiver != "streaming":
+		return "its WAL receiver is " + strconv.Quote(h.Receiver) + ", not streaming"
+	}
+	host, port, err := ParseHostPort(p.Addr)
+	if err != nil {
+		host, port = "", p.Port
+	}
+	sameHost := host != "" && strings.EqualFold(h.SenderHost, host)
+	if ip, perr := netip.ParseAddr(h.SenderHost); perr == nil && p.IP.IsValid() && ip.Unmap() == p.IP.Unmap() {
+		sameHost = true
+	}
+	if !sameHost || h.SenderPort != int(port) {
+		from := h.SenderHost + ":" + strconv.Itoa(h.SenderPort)
+		if strings.Contains(h.SenderHost, ":") {
+			from = "[" + h.SenderHost + "]:" + strconv.Itoa(h.SenderPort)
+		}
+		return "its WAL receiver streams from " + from + ", not from the primary " + p.Addr
+	}
+	return ""
 }
