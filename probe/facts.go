@@ -61,20 +61,21 @@ func ParseHistory(text string) []zone.TimelineEnd {
 
 // walReceiverAppName finds the application name a WAL receiver gives the
 // primary, from its conninfo as pg_stat_wal_receiver shows it, or says why
-// it cannot. PostgreSQL prints that conninfo as keyword=value pairs joined
-// by one space, in libpq's fixed order of options, with NO quoting
-// (libpqrcv_get_conninfo): "application_name=my standby
-// fallback_application_name=walreceiver sslmode=prefer". A value may
-// therefore hold spaces and even "keyword=" text, so the name is not a
-// word: it is all that lies between "application_name=" and
-// " fallback_application_name=", which the receiver always sets (to
-// cluster_name, else "walreceiver") and which libpq lists right after
-// application_name. Anything else is ambiguous and the name unknown: no
-// fallback_application_name with the value this server gives, either of
-// the two keywords more than once, or application_name after it.
-// Without application_name the primary sees the fallback. An empty
-// conninfo is no WAL receiver: it has no name (never "walreceiver": the
-// primary's own row would then match a replica's).
+// it cannot. That column holds one of two texts. Once connected, the
+// receiver shows libpq's view of its connection (libpqrcv_get_conninfo):
+// keyword=value pairs joined by one space, in libpq's fixed order of
+// options, with NO quoting, so "application_name=my standby
+// fallback_application_name=walreceiver sslmode=prefer"; a value may hold
+// spaces, quotes and even "keyword=" text. The name there is all that lies
+// between "application_name=" and " fallback_application_name=", which
+// the receiver always sets (to cluster_name, else "walreceiver") and which
+// libpq lists right after it (printedAppName). But when the startup
+// process asks a running receiver to stream again (a new timeline, say),
+// the column shows primary_conninfo as written, with libpq's quoting
+// rules (writtenAppName). A text without fallback_application_name is
+// the written one; one with it must read as printed, and when it reads as
+// written too, to another name, the name is unknown. An empty conninfo is no WAL receiver: it has no name (never
+// "walreceiver": the primary's own row would then match a replica's).
 func walReceiverAppName(conninfo, clusterName string) (name, why string) {
 	if conninfo == "" {
 		return "", "it has no WAL receiver"
@@ -83,28 +84,127 @@ func walReceiverAppName(conninfo, clusterName string) (name, why string) {
 	if fallback == "" {
 		fallback = "walreceiver"
 	}
+	written, whyWritten := writtenAppName(conninfo, fallback)
+	if len(keywordAt(conninfo, "fallback_application_name=")) == 0 {
+		// Never printed by libpq, which always lists the fallback.
+		if whyWritten != "" {
+			return "", "its WAL receiver's conninfo cannot be read: " + whyWritten
+		}
+		return written, ""
+	}
+	printed, whyPrinted := printedAppName(conninfo, fallback)
+	switch {
+	case whyPrinted != "":
+		return "", "its WAL receiver's conninfo cannot be read without ambiguity (PostgreSQL prints it unquoted): " + whyPrinted
+	case whyWritten == "" && printed != written:
+		return "", "its WAL receiver's conninfo reads as application name " + strconv.Quote(printed) +
+			" as PostgreSQL prints it and " + strconv.Quote(written) + " as written"
+	}
+	return printed, ""
+}
+
+// printedAppName reads the name from conninfo as libpqrcv_get_conninfo
+// prints it (walReceiverAppName), whose receiver falls back to fallback.
+func printedAppName(conninfo, fallback string) (string, string) {
 	const appKey, fallbackKey = "application_name=", "fallback_application_name="
 	fbs, apps := keywordAt(conninfo, fallbackKey), keywordAt(conninfo, appKey)
-	unclear := "its WAL receiver's conninfo cannot be read without ambiguity (PostgreSQL prints it unquoted): "
 	switch {
 	case len(fbs) != 1:
-		return "", unclear + strconv.Itoa(len(fbs)) + " fallback_application_name= in it"
+		return "", strconv.Itoa(len(fbs)) + " fallback_application_name= in it"
 	case len(apps) > 1:
-		return "", unclear + strconv.Itoa(len(apps)) + " application_name= in it"
+		return "", strconv.Itoa(len(apps)) + " application_name= in it"
 	}
 	f := fbs[0]
 	if rest := conninfo[f+len(fallbackKey):]; !strings.HasPrefix(rest, fallback) ||
 		(len(rest) > len(fallback) && rest[len(fallback)] != ' ') {
-		return "", unclear + "its fallback_application_name is not " + strconv.Quote(fallback)
+		return "", "its fallback_application_name is not " + strconv.Quote(fallback)
 	}
 	if len(apps) == 0 {
 		return fallback, ""
 	}
 	a := apps[0] + len(appKey)
 	if a >= f {
-		return "", unclear + "application_name= after fallback_application_name="
+		return "", "application_name= after fallback_application_name="
 	}
 	return conninfo[a : f-1], ""
+}
+
+// writtenAppName reads the name from conninfo as primary_conninfo is
+// written, by libpq's rules (conninfo_parse): keyword = value pairs
+// separated by white space, a value either bare up to white space or in
+// single quotes, a backslash escaping the next character in either. A URI
+// is not read. Without application_name the receiver's fallback is used.
+func writtenAppName(conninfo, fallback string) (string, string) {
+	if strings.HasPrefix(conninfo, "postgresql://") || strings.HasPrefix(conninfo, "postgres://") {
+		return "", "a URI"
+	}
+	space := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' }
+	app, fb, hasApp, hasFb := "", "", false, false
+	for i := 0; ; {
+		for i < len(conninfo) && space(conninfo[i]) {
+			i++
+		}
+		if i == len(conninfo) {
+			break
+		}
+		k := i
+		for i < len(conninfo) && conninfo[i] != '=' && !space(conninfo[i]) {
+			i++
+		}
+		key := conninfo[k:i]
+		for i < len(conninfo) && space(conninfo[i]) {
+			i++
+		}
+		if i == len(conninfo) || conninfo[i] != '=' || key == "" {
+			return "", "a keyword without a value"
+		}
+		i++
+		for i < len(conninfo) && space(conninfo[i]) {
+			i++
+		}
+		var v strings.Builder
+		if i < len(conninfo) && conninfo[i] == '\'' {
+			i++
+			for {
+				if i == len(conninfo) {
+					return "", "an unterminated quoted string"
+				}
+				c := conninfo[i]
+				i++
+				if c == '\'' {
+					break
+				}
+				if c == '\\' && i < len(conninfo) {
+					c = conninfo[i]
+					i++
+				}
+				v.WriteByte(c)
+			}
+		} else {
+			for i < len(conninfo) && !space(conninfo[i]) {
+				c := conninfo[i]
+				i++
+				if c == '\\' && i < len(conninfo) {
+					c = conninfo[i]
+					i++
+				}
+				v.WriteByte(c)
+			}
+		}
+		switch key {
+		case "application_name":
+			app, hasApp = v.String(), true
+		case "fallback_application_name":
+			fb, hasFb = v.String(), true
+		}
+	}
+	switch {
+	case hasApp && app != "":
+		return app, ""
+	case hasFb && fb != fallback:
+		return "", "its fallback_application_name is not " + strconv.Quote(fallback)
+	}
+	return fallback, ""
 }
 
 // keywordAt returns where the keyword key (ending in '=') starts a pair

@@ -47,7 +47,17 @@ func TestWALReceiverAppName(t *testing.T) {
 		{"application_name=x fallback_application_name=walreceiver fallback_application_name=walreceiver" + tail, "", "", "2 fallback_application_name="},
 		{"application_name=x application_name=y fallback_application_name=walreceiver", "", "", "2 application_name="},
 		{"fallback_application_name=walreceiver application_name=y", "", "", "application_name= after"},
-		{"application_name=x", "", "", "0 fallback_application_name="},
+		// primary_conninfo as written, which the column shows after the
+		// receiver was asked to stream again (a new timeline).
+		{"application_name=x", "", "x", ""},
+		{"host=10.0.0.1 port=5432 user=postgres application_name='my \\'standby\\''", "", "my 'standby'", ""},
+		{"host=10.0.0.1 application_name = my\\ standby", "", "my standby", ""},
+		{"host=10.0.0.1 user=postgres", "pg one", "pg one", ""},
+		{"host=10.0.0.1 application_name='open", "", "", "unterminated"},
+		{"host=10.0.0.1 standby", "", "", "a keyword without a value"},
+		{"postgresql://10.0.0.1/?application_name=x", "", "", "a URI"},
+		{"application_name='a b' fallback_application_name=walreceiver", "", "", "reads as application name"},
+		{"application_name=it's fallback_application_name=walreceiver", "", "it's", ""},
 		{"application_name=x fallback_application_name=walreceiverx", "", "", "fallback_application_name is not"},
 	} {
 		name, why := walReceiverAppName(tc.conninfo, tc.cluster)
