@@ -74,6 +74,7 @@ func opsCluster() *zone.Cluster {
 	for i, set := range [][2]string{{"on", ""}, {"", "on"}, {"", ""}, {"bogus", ""}} {
 		r := host("127.0.0.3"+string(rune('2'+i)), true, 0x5000)
 		r.Lag, r.AppName = 4*time.Millisecond, "ops"+string(rune('2'+i))
+		r.Receiver, r.SenderHost, r.SenderPort = "streaming", p.IP.String(), int(p.Port) // streams from the primary
 		r.DrainSetting, r.OfflineSetting = set[0], set[1]
 		hosts = append(hosts, r)
 	}

@@ -24,7 +24,7 @@ type hostJSON struct {
 	Timeline    *uint32 `json:"timeline"`
 	SystemID    *string `json:"system_identifier"` // a string: it does not fit a JSON number
 	Sync        bool    `json:"sync_standby"`
-	SyncUnsure  bool    `json:"sync_standby_unsure,omitempty"` // sync_standby is a guess: the primary's rows could not be told apart
+	SyncUnsure  bool    `json:"sync_standby_unsure,omitempty"` // sync_standby is a guess: the replica's own row is not proven, or sync_state is hidden
 	SyncProven  bool    `json:"sync_proven,omitempty"`         // the sync filter passes it: its own row of the primary's pg_stat_replication says sync or quorum
 	StatsHidden bool    `json:"stats_hidden,omitempty"`        // the probe role cannot read the host's replication statistics (no pg_monitor)
 	Drained     bool    `json:"drained"`                       // no replica name answers it (a primary stays the primary)

@@ -102,7 +102,7 @@ type Host struct {
 	ReceiveLSN LSN       // replica: pg_last_wal_receive_lsn()
 	ReplayLSN  LSN       // replica: pg_last_wal_replay_lsn(); primary: InsertLSN
 	Sync       bool      // a synchronous standby, by the primary's pg_stat_replication
-	SyncUnsure bool      // Sync is true because the primary's rows could not be told apart or hide sync_state (see markSyncStandbys)
+	SyncUnsure bool      // Sync is true because the replica's own row is not proven or sync_state is hidden (see markSyncStandbys)
 	AppName    string    // replica: the application name its WAL receiver uses; "" when it has none or it cannot be read
 	AppNameWhy string    // replica: why AppName is "" (no receiver, an ambiguous conninfo); "" when hidden (StatsHidden)
 	SlotName   string    // replica: the replication slot it streams from, if any
