@@ -166,6 +166,7 @@ func BenchmarkChanges(b *testing.B) {
 func TestChangesOfflineAndSync(t *testing.T) {
 	p, r := changeHost(1, false, 1), changeHost(2, true, 1)
 	r.AppName = "r2"
+	r.Receiver, r.SenderHost, r.SenderPort = "streaming", p.IP.String(), 5432 // streams from the primary
 	start := changeSnap(nil, p, r)
 	offline := r
 	offline.OfflineSetting = "on"
