@@ -246,8 +246,8 @@ func TestDrainOfflineAndSync(t *testing.T) {
 		set(r3, "pgdns.drain", "")
 		e1.waitFor(t, "sync.replica.db.local.", []string{r1.IP, r3.IP})
 		syncNames("", 0)
-		e1.waitFor(t, "sync.replica.db.local.", nil)
 		for _, e := range both {
+			e.waitFor(t, "sync.replica.db.local.", nil) // each instance on its own probe of the primary
 			if m := e.query(t, "udp", "sync.replica.db.local.", dns.TypeA); m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 || len(m.Ns) != 1 {
 				t.Errorf("sync.replica with no synchronous standby: %v", m)
 			}
