@@ -32,7 +32,9 @@ func eventsAPI(t *testing.T, log *events.Log, conns int) (addr string, stop func
 	stop = func() {
 		once.Do(func() {
 			log.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// Far longer than a shutdown takes under load, far shorter
+			// than the tests' 5-minute waits: one that held it up fails.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if err := s.Shutdown(ctx); err != nil {
 				t.Errorf("shutdown: %v", err)
@@ -200,14 +202,14 @@ func TestEventsWaitOutlastsTheServerTimeouts(t *testing.T) {
 	}
 }
 
-// TestEventsWatchersCappedDisconnectedAndShutDown: thousands of blocked
+// TestEventsWatchersCappedDisconnectedAndShutDown: 500 blocked
 // requests against a cap of 50: the rest get 503 at once; a client that
 // goes away mid-wait frees its place; a shutdown ends every wait with a
 // 503 at once; no goroutine is left behind.
 func TestEventsWatchersCappedDisconnectedAndShutDown(t *testing.T) {
 	t.Parallel()
 	before := runtime.NumGoroutine()
-	const watchers, max = 2000, 50
+	const watchers, max = 500, 50
 	log := events.NewFrom(max, 0)
 	addr, stop := eventsAPI(t, log, watchers+100)
 	transport := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: watchers}
@@ -267,7 +269,9 @@ func TestEventsWatchersCappedDisconnectedAndShutDown(t *testing.T) {
 	if n != max {
 		t.Errorf("%d watchers answered at shutdown, want %d", n, max)
 	}
-	if took := time.Since(start); took > 4*time.Second {
+	took := time.Since(start)
+	t.Logf("shutdown with %d waiting and %d connections took %v", max, watchers, took)
+	if took > 20*time.Second {
 		t.Errorf("shutdown with %d waiting took %v: the waits held it up", max, took)
 	}
 	transport.CloseIdleConnections()
