@@ -152,7 +152,7 @@ func (a *fakeAnswer) as(i int) *fakeAnswer {
 	copy(row, a.row)
 	started, _ := strconv.ParseInt(string(row[fakeStartedColumn]), 10, 64)
 	row[fakeStartedColumn] = []byte(strconv.FormatInt(started-1-int64(i), 10))
-	row[fakeConninfoColumn] = []byte("application_name=fake" + strconv.Itoa(i) + " fallback_application_name=walreceiver")
+	row[fakeConninfoColumn] = []byte("application_name=fake" + strconv.Itoa(i)) // primary_conninfo as written: no fallback_application_name
 	return &fakeAnswer{params: a.params, fields: a.fields, row: row}
 }
 
