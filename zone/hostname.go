@@ -1,6 +1,11 @@
 package zone
 
-import "strconv"
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+)
 
 // Which hosts a host name answers. A host name is a name for the machine,
 // not a routing decision (names.go), but it is also what SRV targets and
@@ -56,4 +61,51 @@ func (c *Cluster) HostNameWhy(h *Host) (code, why string) {
 			strconv.FormatUint(c.Identity, 10) + ": a host name never answers another cluster's server"
 	}
 	return "", ""
+}
+
+// MaxNameOctets is the longest domain name DNS carries, in octets on the
+// wire (RFC 1035 2.3.4): a longer name is a malformed message.
+const MaxNameOctets = 255
+
+// MaxDerivedLabel is the longest label DerivedLabel gives: an IPv6
+// address in full (8 groups of up to 4 hex digits and 7 '-') and '-' and a
+// port of 5 digits.
+const MaxDerivedLabel = 8*4 + 7 + 1 + 5
+
+// HostNameOctets is the wire length of the host name of label in cluster
+// under zoneName (without its trailing dot): each label's length octet
+// and bytes, and the root's zero octet.
+func HostNameOctets(label, cluster, zoneName string) int {
+	name := HostName(label, cluster)
+	if z := strings.TrimSuffix(zoneName, "."); z != "" {
+		name += "." + z
+	}
+	return len(name) + 2
+}
+
+// LabelRoom is how long a host label of cluster under zoneName may be for
+// its host name to fit MaxNameOctets (at most 63, a label's limit; below 1
+// when even a one-octet label does not fit).
+func LabelRoom(cluster, zoneName string) int {
+	return min(63, MaxNameOctets-HostNameOctets("", cluster, zoneName))
+}
+
+// FitHostLabel returns label, shortened when the host name it gives in
+// cluster under zoneName would be longer than DNS allows (review S9: every
+// SRV answer naming such a host was a malformed packet): cut and ended by
+// '-' and 8 hex digits of a hash of label, as SanitizeLabel does past 63
+// octets, so that two long names stay apart. The configuration refuses
+// names it can (config); this is for a Patroni member's. "" when the
+// cluster and zone leave no room for a hashed label.
+func FitHostLabel(label, cluster, zoneName string) string {
+	room := LabelRoom(cluster, zoneName)
+	if len(label) <= room {
+		return label
+	}
+	if room < 10 {
+		return ""
+	}
+	h := fnv.New32a()
+	h.Write([]byte(label))
+	return strings.TrimRight(label[:room-9], "-") + "-" + fmt.Sprintf("%08x", h.Sum32())
 }

@@ -2,6 +2,7 @@ package zone
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -43,5 +44,37 @@ func TestHostNameWhy(t *testing.T) {
 	s.Ready = false
 	if _, _, _, err := s.HostNamedAnswer(&q); !errors.Is(err, ErrNotReady) {
 		t.Errorf("not ready: %v, want ErrNotReady", err)
+	}
+}
+
+// A host name fits DNS's 255 octets (review S9): its wire length is
+// counted right, and a label too long for a long cluster and zone is cut
+// and hashed to fit, two long labels staying apart.
+func TestFitHostLabel(t *testing.T) {
+	if n := HostNameOctets("pg-1", "main", "db.local"); n != len("pg-1.host.main.db.local")+2 {
+		t.Errorf("HostNameOctets = %d", n)
+	}
+	if n := HostNameOctets("pg-1", "main", "db.local."); n != len("pg-1.host.main.db.local")+2 {
+		t.Errorf("HostNameOctets with the root's dot = %d", n)
+	}
+	z := strings.Repeat("a", 50) + "." + strings.Repeat("a", 50) + "." + strings.Repeat("a", 50) + ".local" // 158 octets
+	c := strings.Repeat("c", 60)
+	label := strings.Repeat("h", 63)
+	if HostNameOctets(label, c, z) <= MaxNameOctets {
+		t.Fatalf("the review's host name is %d octets: not too long", HostNameOctets(label, c, z))
+	}
+	fit := FitHostLabel(label, c, z)
+	other := FitHostLabel(strings.Repeat("h", 62)+"i", c, z)
+	if !ValidHostLabel(fit) || HostNameOctets(fit, c, z) > MaxNameOctets || fit == other || len(fit) != LabelRoom(c, z) {
+		t.Errorf("FitHostLabel = %q (%d octets), %q", fit, HostNameOctets(fit, c, z), other)
+	}
+	if got := FitHostLabel("pg-1", "main", "db.local"); got != "pg-1" {
+		t.Errorf("a label that fits: %q", got)
+	}
+	if got := FitHostLabel(label, strings.Repeat("c", 63), strings.Repeat("z.", 90)+"local"); got != "" {
+		t.Errorf("no room: %q, want \"\"", got)
+	}
+	if MaxDerivedLabel != len(DerivedLabel("[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535")) {
+		t.Errorf("MaxDerivedLabel %d, the longest derived label %q", MaxDerivedLabel, DerivedLabel("[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"))
 	}
 }

@@ -242,7 +242,10 @@ func (a *App) memberLabel(cluster string, m patroni.Member) string {
 	if len(a.labelNames[cluster][label]) > 1 {
 		return ""
 	}
-	return label
+	// Cut and hashed when the host name would be longer than DNS allows
+	// (review S9); "" (the derived label, for which config left room)
+	// when not even that fits.
+	return zone.FitHostLabel(label, cluster, a.cfg.DNS.Zone)
 }
 
 // noteLabels records the member names of c's members by sanitised label,
@@ -292,7 +295,10 @@ func (a *App) noteLabels(c config.Cluster, members []patroni.Member) {
 			continue
 		}
 		msg := "Patroni member name is not a valid host label; its host name uses another"
-		if zone.ValidHostLabel(m.Name) {
+		switch {
+		case zone.ValidHostLabel(m.Name) && zone.FitHostLabel(m.Name, c.Name, a.cfg.DNS.Zone) != m.Name:
+			msg = "Patroni member name gives a host name longer than DNS allows (255 octets); its host name uses a shorter label"
+		case zone.ValidHostLabel(m.Name):
 			msg = "Patroni member name is another host's label; its host name uses another"
 		}
 		a.log.Warn(msg, "cluster", c.Name, "member", m.Name, "addr", m.Addr, "label", labels[i], "host_name", zone.HostName(labels[i], c.Name))

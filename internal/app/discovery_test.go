@@ -174,3 +174,32 @@ func TestCollidingMemberNamesLabelNeither(t *testing.T) {
 		t.Errorf("after the collision, a WARN says a member has node-1:\n%s", logs)
 	}
 }
+
+// A Patroni member name that would give a host name longer than DNS
+// allows is cut and hashed to fit, with a WARN line (review S9: every SRV
+// answer naming the host was a malformed packet).
+func TestLongMemberNameShortened(t *testing.T) {
+	long := strings.Repeat("h", 63)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"members":[{"name":"`+long+`","host":"10.0.0.1","port":5432,"role":"leader"},{"name":"pg2","host":"10.0.0.2","port":5432,"role":"replica"}]}`)
+	}))
+	defer srv.Close()
+	z := strings.Repeat("a", 50) + "." + strings.Repeat("a", 50) + "." + strings.Repeat("a", 50) + ".local"
+	c := strings.Repeat("c", 60)
+	logs := &testkit.Buffer{}
+	a := &App{log: slog.New(slog.NewTextHandler(logs, nil)), discovered: map[string][]patroni.Member{}, discoFailed: map[string]bool{},
+		refused: map[string]string{},
+		cfg:     &config.Config{DNS: config.DNS{Zone: z}, Clusters: []config.Cluster{{Name: c, Patroni: []string{srv.URL}}}}}
+	if !a.discover(context.Background()) {
+		t.Fatal("no members read")
+	}
+	got := a.effective(a.cfg).Clusters[0].Names
+	label := got["10.0.0.1:5432"]
+	if !zone.ValidHostLabel(label) || zone.HostNameOctets(label, c, z) > zone.MaxNameOctets || !strings.HasPrefix(label, "hhh") || got["10.0.0.2:5432"] != "pg2" {
+		t.Errorf("names %v: the long member's label %q is %d octets as a host name", got, label, zone.HostNameOctets(label, c, z))
+	}
+	want := `level=WARN msg="Patroni member name gives a host name longer than DNS allows (255 octets); its host name uses a shorter label" cluster=` + c + ` member=` + long + ` addr=10.0.0.1:5432 label=` + label
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("log lacks %q:\n%s", want, logs)
+	}
+}

@@ -178,6 +178,7 @@ func fromKoanf(k *koanf.Koanf, fromEnv map[string]string) (*Config, error) {
 		key.read(r, cfg)
 	}
 	cfg.Clusters = r.readClusters()
+	r.hostNameLengths(cfg)
 	if len(r.errs) > 0 {
 		return nil, errors.Join(r.errs...)
 	}

@@ -92,3 +92,32 @@ dns:
 		}
 	}
 }
+
+// A host name longer than DNS allows is refused at load, naming the key
+// and the length (review S9: -check said OK, and every SRV answer naming
+// the host was a malformed packet); a Patroni cluster must leave room for
+// any label an address gives.
+func TestHostNameTooLong(t *testing.T) {
+	z := strings.Repeat("a", 50) + "." + strings.Repeat("a", 50) + "." + strings.Repeat("a", 50) + ".local"
+	c, h := strings.Repeat("c", 60), strings.Repeat("h", 63)
+	_, err := Load(write(t, "dns:\n  zone: "+z+"\nclusters:\n  "+c+":\n    hosts: [127.0.0.23:5432, 127.0.0.24:5432]\n    names:\n      "+h+": 127.0.0.24:5432\n"), nil)
+	want := "clusters." + c + ".names." + h + ` gives host "127.0.0.24:5432" the host name ` + h + ".host." + c + "." + z + ", which is 290 octets; DNS allows 255"
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "\n") != 0 {
+		t.Errorf("a long given label: %v\nwant one line %q", err, want)
+	}
+	// The derived labels fit (127-0-0-23-5432: 244 octets).
+	_, err = Load(write(t, "dns:\n  zone: "+z+"\nclusters:\n  "+c+":\n    hosts: [127.0.0.23:5432, 127.0.0.24:5432]\n"), nil)
+	if err != nil {
+		t.Errorf("host names of 244 octets: %v", err)
+	}
+	// A derived label that does not fit: the key is hosts.
+	c2 := strings.Repeat("c", 63)
+	_, err = Load(write(t, "dns:\n  zone: "+z+"\nclusters:\n  "+c2+":\n    hosts: [\"[2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff]:5432\"]\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "clusters."+c2+`.hosts gives host "[2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff]:5432" the host name 2001-db8-aaaa-bbbb-cccc-dddd-eeee-ffff-5432.host.`) {
+		t.Errorf("a long derived label: %v", err)
+	}
+	_, err = Load(write(t, "dns:\n  zone: "+z+"\nclusters:\n  "+c+":\n    patroni: [\"http://127.0.0.1:8008\"]\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "clusters."+c+".patroni needs room for host labels of 45 octets") {
+		t.Errorf("a Patroni cluster with no room for a derived label: %v", err)
+	}
+}
