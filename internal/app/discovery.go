@@ -30,7 +30,7 @@ func (a *App) effective(cfg *config.Config) *config.Config {
 			if !slices.Contains(c.Hosts, m.Addr) {
 				c.Hosts = append(c.Hosts, m.Addr)
 			}
-			if label := a.memberLabel(c.Name, m); label != "" {
+			if label := a.memberLabel(cfg.DNS.Zone, c.Name, m); label != "" {
 				if c.Names == nil {
 					c.Names = map[string]string{}
 				}
@@ -236,8 +236,9 @@ var httpClient = &http.Client{Timeout: 3 * time.Second}
 // such members, it would move between machines as members come and go
 // (review R13: node_1 and NODE-1); withheld from both, neither host name
 // ever answers another machine. A name that is no label is never a
-// reason to refuse the member. The caller holds a.mu.
-func (a *App) memberLabel(cluster string, m patroni.Member) string {
+// reason to refuse the member. zoneName is the zone of the configuration
+// being built (a reload may change it). The caller holds a.mu.
+func (a *App) memberLabel(zoneName, cluster string, m patroni.Member) string {
 	label := zone.SanitizeLabel(m.Name)
 	if len(a.labelNames[cluster][label]) > 1 {
 		return ""
@@ -245,7 +246,7 @@ func (a *App) memberLabel(cluster string, m patroni.Member) string {
 	// Cut and hashed when the host name would be longer than DNS allows
 	// (review S9); "" (the derived label, for which config left room)
 	// when not even that fits.
-	return zone.FitHostLabel(label, cluster, a.cfg.DNS.Zone)
+	return zone.FitHostLabel(label, cluster, zoneName)
 }
 
 // noteLabels records the member names of c's members by sanitised label,
@@ -287,7 +288,7 @@ func (a *App) noteLabels(c config.Cluster, members []patroni.Member) {
 				"cluster", c.Name, "label", label, "members", strings.Join(who, ","))
 		}
 	}
-	eff := a.effective(&config.Config{Clusters: []config.Cluster{c}}).Clusters[0]
+	eff := a.effective(&config.Config{DNS: a.cfg.DNS, Clusters: []config.Cluster{c}}).Clusters[0]
 	labels, _ := zone.AssignLabels(eff.Hosts, eff.Names)
 	for _, m := range members {
 		i := slices.Index(eff.Hosts, m.Addr)
