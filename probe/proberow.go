@@ -63,25 +63,62 @@ type probeRow struct {
 	offline        string
 }
 
-// prepare makes sure probeSQL is prepared on c's connection: once per
-// session, in one round trip of its own.
+// prepare makes sure probeSQL is prepared on c's connection, and reads
+// the session's settings sources (shadow.go): once per session, both in
+// one pipelined round trip, so that a new session costs a slow link (a
+// WAN, TestOneSidedProbeDelayIsNoLag's 1.5 s proxy) no more round trips
+// than the preparation alone did.
 func (c *pgChecker) prepare(ctx context.Context) error {
 	pc := c.conn.PgConn()
 	if c.stmtConn == pc {
 		return nil
 	}
-	sd, err := pc.Prepare(ctx, ProbeStatement, probeSQL, nil)
-	if err != nil {
+	p := pc.StartPipeline(ctx)
+	p.SendPrepare(ProbeStatement, probeSQL, nil)
+	p.SendQueryParams(sourcesSQL, nil, nil, nil, nil)
+	if err := p.Sync(); err != nil {
+		_ = p.Close()
 		return fmt.Errorf("prepare: %w", err)
 	}
-	if err := c.readSources(ctx); err != nil { // once per session too (shadow.go)
-		return err
+	sd, err := pipelineResult[*pgconn.StatementDescription](p)
+	if err != nil {
+		_ = p.Close()
+		return fmt.Errorf("prepare: %w", err)
+	}
+	rr, err := pipelineResult[*pgconn.ResultReader](p)
+	if err == nil {
+		err = c.readSources(rr)
+	}
+	if err != nil {
+		_ = p.Close()
+		return fmt.Errorf("reading pg_db_role_setting: %w", err)
+	}
+	if err := p.Close(); err != nil {
+		return fmt.Errorf("prepare: %w", err)
 	}
 	if len(sd.Fields) != probeColumns {
 		return fmt.Errorf("prepare: %d columns, want %d", len(sd.Fields), probeColumns)
 	}
+	// A pipeline's description carries neither name nor text (pgconn
+	// v5.12): without the name, ExecStatement would bind the unnamed
+	// statement, which is sourcesSQL's.
+	sd.Name, sd.SQL = ProbeStatement, probeSQL
 	c.stmt, c.stmtConn = sd, pc
 	return nil
+}
+
+// pipelineResult is p's next result, which must be a T.
+func pipelineResult[T any](p *pgconn.Pipeline) (T, error) {
+	var zero T
+	res, err := p.GetResults()
+	if err != nil {
+		return zero, err
+	}
+	t, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("unexpected pipeline result %T", res)
+	}
+	return t, nil
 }
 
 // queryProbe runs the prepared probeSQL on c's connection (Bind, Execute,

@@ -1,10 +1,11 @@
 package probe
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // pgdns.drain and pgdns.offline are the server's: postgresql.conf, a file
@@ -65,10 +66,9 @@ func clientShadow(params map[string]string) string {
 
 // readSources sets c.shadow: "" when the session's pgdns settings are the
 // server's, else the note that says which are not and why the host
-// counts as drained. Called once per session, when the probe statement is
-// prepared on it.
-func (c *pgChecker) readSources(ctx context.Context) error {
-	rr := c.conn.PgConn().ExecParams(ctx, sourcesSQL, nil, nil, nil, nil)
+// counts as drained. Called once per session with the result of
+// sourcesSQL, pipelined with the probe statement's preparation.
+func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 	var shadowed []string
 	if cs := clientShadow(c.cfg.RuntimeParams); cs != "" {
 		shadowed = append(shadowed, cs)
