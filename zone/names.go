@@ -110,14 +110,23 @@ func DerivedLabel(addr string) string {
 // given[addr], for the log.
 func AssignLabels(addrs []string, given map[string]string) (labels []string, renamed []string) {
 	taken := make(map[string]bool, len(addrs))
+	derived := make(map[string]int, len(addrs))
+	for _, a := range addrs {
+		derived[DerivedLabel(a)]++
+	}
 	labels = make([]string, len(addrs))
 	for i, a := range addrs {
 		want := given[a]
+		own := DerivedLabel(a)
 		if want == "" || !ValidHostLabel(want) {
-			want = DerivedLabel(a)
-		} else if taken[want] {
+			want = own
+		} else if taken[want] || (want != own && (derived[want] > 0 || addressShaped(want))) {
+			// A given name that is, or reads as, another host's derived
+			// label would make that host's name answer this host: and
+			// move back when the other host joins (review 4: a Patroni
+			// member named 127-254-44-12-5432 at .13).
 			renamed = append(renamed, a)
-			want = DerivedLabel(a)
+			want = own
 		}
 		label := want
 		for n := 2; taken[label]; n++ {
@@ -128,6 +137,25 @@ func AssignLabels(addrs []string, given map[string]string) (labels []string, ren
 		labels[i] = label
 	}
 	return labels, renamed
+}
+
+// addressShaped reports whether label reads as the derived label of an
+// IP address and port (DerivedLabel): four IPv4 octets or eight IPv6
+// groups, then a port, joined by "-".
+func addressShaped(label string) bool {
+	parts := strings.Split(label, "-")
+	if len(parts) != 5 && len(parts) != 9 {
+		return false
+	}
+	if port, err := strconv.Atoi(parts[len(parts)-1]); err != nil || port < 1 || port > 65535 {
+		return false
+	}
+	sep := "."
+	if len(parts) == 9 {
+		sep = ":"
+	}
+	_, err := netip.ParseAddr(strings.Join(parts[:len(parts)-1], sep))
+	return err == nil
 }
 
 // ClientPort is the port clients of a cluster use with its A and AAAA

@@ -114,11 +114,27 @@ func TestAssignLabels(t *testing.T) {
 	if len(renamed) != 1 || renamed[0] != "10.0.0.2:5432" {
 		t.Errorf("renamed %v", renamed)
 	}
-	// A given name equal to another host's derived one: every host still
-	// gets a name of its own.
-	labels, _ = AssignLabels([]string{"10.0.0.1:5432", "10.0.0.2:5432"}, map[string]string{"10.0.0.1:5432": "10-0-0-2-5432"})
-	if labels[0] == labels[1] || labels[1] != "10-0-0-2-5432-2" {
-		t.Errorf("labels %v", labels)
+	// A given name equal to another host's derived one, or shaped as a
+	// derived label of another address (that host not listed yet), is not
+	// used: a host's derived name always answers that host, and no name
+	// moves when the other host joins (review 4).
+	for _, addrs := range [][]string{{"10.0.0.1:5432", "10.0.0.2:5432"}, {"10.0.0.1:5432"}} {
+		labels, renamed = AssignLabels(addrs, map[string]string{"10.0.0.1:5432": "10-0-0-2-5432"})
+		if labels[0] != "10-0-0-1-5432" || (len(addrs) == 2 && labels[1] != "10-0-0-2-5432") || len(renamed) != 1 {
+			t.Errorf("%v: labels %v, renamed %v", addrs, labels, renamed)
+		}
+	}
+	labels, renamed = AssignLabels([]string{"[::1]:5432", "10.0.0.3:5432", "10.0.0.4:5432"}, map[string]string{
+		"10.0.0.3:5432": "0-0-0-0-0-0-0-1-5432", // [::1]:5432's
+		"10.0.0.4:5432": "10-0-0-4-5432",        // its own: kept
+	})
+	if strings.Join(labels, ",") != "0-0-0-0-0-0-0-1-5432,10-0-0-3-5432,10-0-0-4-5432" || len(renamed) != 1 {
+		t.Errorf("labels %v, renamed %v", labels, renamed)
+	}
+	for label, shaped := range map[string]bool{"10-0-0-2-5432": true, "0-0-0-0-0-0-0-1-5432": true, "pg-1": false, "1-2-3-4": false, "10-0-0-2-0": false, "pg1-example-com-5432": false} {
+		if addressShaped(label) != shaped {
+			t.Errorf("addressShaped(%q) = %v", label, !shaped)
+		}
 	}
 }
 
