@@ -24,20 +24,24 @@ type DrainSource uint8
 const (
 	DrainBySetting DrainSource = 1 << iota // the server's pgdns.drain is on
 	DrainByTag                             // Patroni tags the member noloadbalance
+	DrainByShadow                          // a role, database or client setting hides the server's pgdns settings
 )
 
-// String returns the sources for people and the APIs: "pgdns.drain",
-// "noloadbalance", both joined by "," or "" for none.
+// String returns the sources for people and the APIs, joined by ",":
+// "pgdns.drain", "noloadbalance", "hidden_setting" (the server's value is
+// hidden from pgdns's session: fail closed), or "" for none.
 func (d DrainSource) String() string {
-	switch d {
-	case 0:
-		return ""
-	case DrainBySetting:
-		return DrainSettingName
-	case DrainByTag:
-		return "noloadbalance"
+	var parts []string
+	if d&DrainBySetting != 0 {
+		parts = append(parts, DrainSettingName)
 	}
-	return DrainSettingName + ",noloadbalance"
+	if d&DrainByTag != 0 {
+		parts = append(parts, "noloadbalance")
+	}
+	if d&DrainByShadow != 0 {
+		parts = append(parts, "hidden_setting")
+	}
+	return strings.Join(parts, ",")
 }
 
 // ParseSwitch reads the value of a pgdns custom setting as PostgreSQL
@@ -93,8 +97,9 @@ func (c *Cluster) markDrains() {
 		}
 		if h.SettingShadowed != "" {
 			// The server's value is hidden: it may say drain, so no
-			// replica name sends reads there (fail closed).
-			h.DrainedBy |= DrainBySetting
+			// replica name sends reads there (fail closed); said as
+			// such, not as pgdns.drain, which may be set nowhere.
+			h.DrainedBy |= DrainByShadow
 			h.addNote(h.SettingShadowed)
 		}
 		h.Drained = h.DrainedBy != 0

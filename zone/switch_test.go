@@ -45,8 +45,8 @@ func TestShadowedSettingDrains(t *testing.T) {
 	})
 	hosts := s.Clusters[0].Hosts
 	for _, i := range []int{0, 2} {
-		if h := hosts[i]; !h.Drained || h.DrainedBy != DrainBySetting || !strings.Contains(h.Note, why) {
-			t.Errorf("host %d: drained %v by %v, note %q; want drained by pgdns.drain, the note saying why", i, h.Drained, h.DrainedBy, h.Note)
+		if h := hosts[i]; !h.Drained || h.DrainedBy != DrainByShadow || h.DrainedBy.String() != "hidden_setting" || !strings.Contains(h.Note, why) {
+			t.Errorf("host %d: drained %v by %v, note %q; want drained by hidden_setting, the note saying why", i, h.Drained, h.DrainedBy, h.Note)
 		}
 	}
 	if h := hosts[1]; h.Drained || h.Note != "" {
