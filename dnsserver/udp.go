@@ -168,10 +168,7 @@ func (s *udpServer) read(conn *net.UDPConn) error {
 				pending = append(pending, i)
 				continue
 			case wait:
-				if s.answerOffReader(conn, req, src) {
-					continue
-				}
-				reply = s.answerAtOnce(req, local, src, outBufs[k][:0], sc)
+				reply = s.answerWaiting(conn, req, local, src, outBufs[k][:0], sc)
 			}
 			if reply != nil {
 				out[k].Buffers[0], out[k].Addr = reply, in[i].Addr
@@ -188,10 +185,7 @@ func (s *udpServer) read(conn *net.UDPConn) error {
 			req := in[i].Buffers[0][:in[i].N]
 			reply, wait := s.answerLater(req, local, src, outBufs[k][:0], sc)
 			if wait {
-				if s.answerOffReader(conn, req, src) {
-					continue
-				}
-				reply = s.answerAtOnce(req, local, src, outBufs[k][:0], sc)
+				reply = s.answerWaiting(conn, req, local, src, outBufs[k][:0], sc)
 			}
 			if reply != nil {
 				out[k].Buffers[0], out[k].Addr = reply, in[i].Addr
@@ -280,6 +274,17 @@ func (s *udpServer) limited(req []byte, local net.Addr, src netip.AddrPort, out 
 		return appendTruncatedReply(out, &q)
 	}
 	return answerSlow(req, local, src, out, dns.HandlerFunc(writeTruncated))
+}
+
+// answerWaiting answers a query that may wait for a fresh probe, in
+// either pass of a reader's batch: off the reader when a wait slot is
+// free (nil: its reply is sent from there), else at once, as with
+// lsn_wait: 0.
+func (s *udpServer) answerWaiting(conn *net.UDPConn, req []byte, local net.Addr, src netip.AddrPort, out []byte, sc *scratch) []byte {
+	if s.answerOffReader(conn, req, src) {
+		return nil
+	}
+	return s.answerAtOnce(req, local, src, out, sc)
 }
 
 // answerAtOnce answers an lsn- query that may wait, with every waiting
