@@ -59,6 +59,16 @@ func PostgresCheckers(dsn string) (NewCheckerFunc, error) {
 
 var errNamesHost = errors.New("must not name a host: pgdns connects to each host of the clusters")
 
+// targetSessionAttrsError says where the target_session_attrs pgx found
+// came from: dsn, or else pgdns's environment.
+func targetSessionAttrsError(dsn string) error {
+	where := "must not set target_session_attrs"
+	if !strings.Contains(dsn, "target_session_attrs") {
+		where = "is given target_session_attrs by PGTARGETSESSIONATTRS in pgdns's environment"
+	}
+	return fmt.Errorf("%s (only any is allowed): pgdns probes every host whatever its role, and it would refuse the sessions of the hosts of the other role", where)
+}
+
 // parseDSN parses dsn for the stand-in host, refusing a DSN that names a
 // host of its own: pgdns connects to each configured host, and a host in
 // the DSN would decide where the TLS configs point.
@@ -94,6 +104,13 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 		if f.Host != standIn {
 			return nil, errNamesHost
 		}
+	}
+	// pgx turns target_session_attrs into a check of every new session,
+	// which refuses the servers of the other role: with read-write every
+	// replica was down ("read only connection") and, a majority of the
+	// hosts down, nothing was answered at all.
+	if cfg.ValidateConnect != nil {
+		return nil, targetSessionAttrsError(dsn)
 	}
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "pgdns"

@@ -329,3 +329,33 @@ func TestPassfileIsReadPerHost(t *testing.T) {
 		t.Fatalf("with the passfile's line for %s: %v", bl.IP(1), err)
 	}
 }
+
+// A DSN with a target_session_attrs other than any (copied from an
+// application's, or PGTARGETSESSIONATTRS in pgdns's environment) is
+// refused: pgx would then refuse the session of every host of the other
+// role (read-write: "read only connection"), so every replica counted as
+// down and, with a majority of the hosts down, the cluster had no
+// identity and nothing was answered at all, while -check said OK (review
+// 5, against PostgreSQL 15). pgdns probes every host whatever its role.
+func TestDSNWithTargetSessionAttrsIsRefused(t *testing.T) {
+	for _, dsn := range []string{
+		"user=u target_session_attrs=read-write",
+		"user=u target_session_attrs=primary",
+		"user=u target_session_attrs=standby",
+		"user=u target_session_attrs=read-only",
+		"user=u target_session_attrs=prefer-standby",
+		"postgres://u@/db?target_session_attrs=read-write",
+	} {
+		if _, err := PostgresCheckers(dsn); err == nil || !strings.Contains(err.Error(), "target_session_attrs") {
+			t.Errorf("%q: got %v, want an error naming target_session_attrs", dsn, err)
+		}
+	}
+	t.Setenv("PGTARGETSESSIONATTRS", "read-write")
+	if _, err := PostgresCheckers("user=u"); err == nil || !strings.Contains(err.Error(), "PGTARGETSESSIONATTRS") {
+		t.Errorf("PGTARGETSESSIONATTRS=read-write: got %v, want an error naming it", err)
+	}
+	t.Setenv("PGTARGETSESSIONATTRS", "any")
+	if _, err := PostgresCheckers("user=u target_session_attrs=any"); err != nil {
+		t.Errorf("target_session_attrs=any: %v", err)
+	}
+}
