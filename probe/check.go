@@ -148,36 +148,52 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // spaces) and cluster_name (the application name a receiver without one
 // gives, else "walreceiver") tie a replica to its WAL sender on the
 // primary (walReceiverAppName, zone's senderIndex).
+//
+// The WAL receiver is read once per probe, from pg_stat_get_wal_receiver()
+// in FROM: the function pg_stat_wal_receiver shows, which gives one row
+// whether a receiver runs or not (all NULL without one; pid tells, and is
+// readable without pg_monitor), where five sub-selects of the view read
+// its shared state five times, each under its own lock, so that its
+// columns could come from two moments. The checkpoint's timeline is read
+// by one sub-select, and the minimum recovery point's only on a replica
+// without a receiver (greatest ignores the NULL of the other case): each
+// pg_control_* call reads and checks the control file from disk. What
+// cannot change while a server runs (system_identifier, wal_block_size,
+// wal_segment_size, cluster_name, pg_postmaster_start_time) is still read
+// on every probe: a pooler between pgdns and its hosts may hand the
+// session to another server's backend, which only these columns reveal,
+// and the one pg_control_system() read they cost is a few µs of the
+// statement's server time (docs/operating.md, what pgdns costs your
+// database).
 const probeSQL = `SELECT
   pg_catalog.pg_is_in_recovery(),
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_insert_lsn()::pg_catalog.text END,
   coalesce(pg_catalog.pg_last_wal_receive_lsn()::pg_catalog.text, ''),
   coalesce(pg_catalog.pg_last_wal_replay_lsn()::pg_catalog.text, ''),
   CASE WHEN pg_catalog.pg_is_in_recovery()
-    THEN coalesce((SELECT coalesce(received_tli, -1) FROM pg_catalog.pg_stat_wal_receiver), 0)::bigint
+    THEN CASE WHEN w.pid IS NULL THEN 0 ELSE coalesce(w.received_tli, -1) END::bigint
     ELSE ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
   END,
-  CASE WHEN pg_catalog.pg_is_in_recovery() AND (SELECT received_tli FROM pg_catalog.pg_stat_wal_receiver) IS NULL
-    THEN greatest((SELECT timeline_id FROM pg_catalog.pg_control_checkpoint()), (SELECT min_recovery_end_timeline FROM pg_catalog.pg_control_recovery()))
-    ELSE (SELECT timeline_id FROM pg_catalog.pg_control_checkpoint())
-  END::bigint,
+  greatest((SELECT timeline_id FROM pg_catalog.pg_control_checkpoint()),
+    CASE WHEN pg_catalog.pg_is_in_recovery() AND w.received_tli IS NULL THEN (SELECT min_recovery_end_timeline FROM pg_catalog.pg_control_recovery()) END)::bigint,
   (SELECT system_identifier FROM pg_catalog.pg_control_system())::pg_catalog.text,
   (extract(epoch FROM pg_catalog.pg_postmaster_start_time()) OPERATOR(pg_catalog.*) 1000000)::bigint,
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'
     ELSE coalesce((SELECT pg_catalog.json_agg(pg_catalog.json_build_array(pg_catalog.host(r.client_addr), r.application_name, r.sync_state, s.slot_name) ORDER BY r.pid)
       FROM pg_catalog.pg_stat_replication r LEFT JOIN pg_catalog.pg_replication_slots s ON s.active_pid OPERATOR(pg_catalog.=) r.pid), '[]')::pg_catalog.text
   END,
-  coalesce((SELECT conninfo FROM pg_catalog.pg_stat_wal_receiver), ''),
-  coalesce((SELECT coalesce(slot_name, pg_catalog.current_setting('primary_slot_name')) FROM pg_catalog.pg_stat_wal_receiver), ''),
+  coalesce(w.conninfo, ''),
+  CASE WHEN w.pid IS NULL THEN '' ELSE coalesce(w.slot_name, pg_catalog.current_setting('primary_slot_name')) END,
   pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE'),
   pg_catalog.current_setting('synchronous_standby_names') OPERATOR(pg_catalog.<>) '',
   pg_catalog.current_setting('wal_block_size')::integer,
   pg_catalog.pg_size_bytes(pg_catalog.current_setting('wal_segment_size')),
   coalesce(pg_catalog.current_setting('pgdns.drain', true), ''),
   coalesce(pg_catalog.current_setting('pgdns.offline', true), ''),
-  coalesce((SELECT status OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(sender_port::pg_catalog.text, '')
-    OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(sender_host, '') FROM pg_catalog.pg_stat_wal_receiver), ''),
-  pg_catalog.current_setting('cluster_name')`
+  coalesce(w.status OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_port::pg_catalog.text, '')
+    OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_host, ''), ''),
+  pg_catalog.current_setting('cluster_name')
+FROM pg_catalog.pg_stat_get_wal_receiver() w`
 
 // historySQL reads a timeline history file. pg_read_file needs superuser
 // or pg_read_server_files; without them the probe does without.
