@@ -50,7 +50,8 @@ func (askedError) Timeout() bool   { return true }
 func (askedError) Temporary() bool { return true }
 
 // admission tells whether the server of c's open session still admits a
-// new session, as far as the last attempt found, and starts the next
+// new session (the probe's deadline, zero when it has none, bounds the
+// attempt), as far as the last attempt found, and starts the next
 // attempt when it is due. It returns a definitive error (ErrNotServing)
 // when a new session was refused as a stopping server refuses it, and nil
 // otherwise: when it was admitted, when the answer proves nothing, and
@@ -61,7 +62,7 @@ func (askedError) Temporary() bool { return true }
 // (53300) is load, not a shutdown: the host keeps serving the sessions it
 // has, and taking it out of the answers would move all its clients onto
 // the others.
-func (c *pgChecker) admission(ctx context.Context) error {
+func (c *pgChecker) admission(deadline time.Time) error {
 	c.sinceAdmitted++
 	if c.admitting != nil {
 		select {
@@ -80,7 +81,7 @@ func (c *pgChecker) admission(ctx context.Context) error {
 	// The probe's deadline bounds the attempt too, from a context of its
 	// own: the probe's ends when the probe does.
 	timeout := time.Second
-	if deadline, ok := ctx.Deadline(); ok {
+	if !deadline.IsZero() {
 		timeout = time.Until(deadline)
 	}
 	actx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -64,7 +64,7 @@ func TestAdmissionStopsAtTheFirstReply(t *testing.T) {
 		done <- errors.New("100 probes succeeded")
 	}()
 	wantNotServing(t, done, 30*time.Second, "a probe of a server stopping smartly failed with %v, want a definitive failure", "no probe failed")
-	if trusted.conn != nil {
+	if trusted.sess != nil {
 		t.Fatal("the checker kept its session after the refusal")
 	}
 	if err := <-stopped; err != nil {

@@ -199,13 +199,14 @@ FROM pg_catalog.pg_stat_get_wal_receiver() w`
 // or pg_read_server_files; without them the probe does without.
 const historySQL = `SELECT pg_catalog.pg_read_file('pg_wal/' OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) '.history', 0, 1048576, true)`
 
-// pgChecker keeps one connection to one host and reconnects when it breaks.
+// pgChecker keeps one session with one host and opens another when it
+// ends. pgx opens it; then the checker drives its socket (session.go).
 type pgChecker struct {
 	cfg  *pgx.ConnConfig
-	conn *pgx.Conn
+	sess *session
 
 	// rewatch: the last Check did not prove the server gone, so the host
-	// may still be answered; should its connection be gone (lost after a
+	// may still be answered; should its session be gone (lost after a
 	// good probe, or closed by a failed one), Watch opens another.
 	rewatch bool
 
@@ -229,84 +230,156 @@ type pgChecker struct {
 	connectedAt time.Time
 	shadow      string
 
-	// The probe's prepared statement and the session it was prepared on
-	// (proberow.go): another session prepares it again.
-	stmt     *pgconn.StatementDescription
-	stmtConn *pgconn.PgConn
+	timer *time.Timer // CheckWithin's deadline, one timer for every probe
 }
 
 // Check implements Checker.
-func (c *pgChecker) Check(ctx context.Context) (s Sample, err error) {
+func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
+	by, _ := ctx.Deadline()
+	return c.check(ctx, by, nil)
+}
+
+// CheckWithin implements timedChecker: Check with a deadline timeout from
+// now, which the checker's own timer keeps, not a context per probe.
+func (c *pgChecker) CheckWithin(ctx context.Context, timeout time.Duration) (Sample, error) {
+	if c.timer == nil {
+		c.timer = time.NewTimer(timeout)
+	} else {
+		c.timer.Reset(timeout)
+	}
+	defer c.timer.Stop()
+	return c.check(ctx, time.Now().Add(timeout), c.timer.C)
+}
+
+// late reports whether a probe by (zero: none) under ctx is past its
+// deadline.
+func late(ctx context.Context, by time.Time) bool {
+	return ctx.Err() != nil || !by.IsZero() && !time.Now().Before(by)
+}
+
+// check is one probe, to be done by by (zero: by ctx's end alone); expiry,
+// when not nil, fires then.
+func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.Time) (s Sample, err error) {
 	// A host that accepted no session now would not give Watch one
 	// either: another try would only leave a second backend stuck in its
 	// startup (behind a catalog lock, say) each probe.
 	connected := true
 	defer func() { c.rewatch = connected && !errors.Is(err, ErrNotServing) }()
-	if c.conn != nil && c.shadow != "" && time.Since(c.connectedAt) >= shadowReopen {
-		c.Close() // a new session shows whether its settings still hide the server's
+	if c.sess != nil && (c.sess.ended() || c.shadow != "" && time.Since(c.connectedAt) >= shadowReopen) {
+		// Ended since the last probe, unwatched (the host was not idle
+		// when its reader saw it), or due for a new session that shows
+		// whether its settings still hide the server's.
+		c.Close()
 	}
-	if c.conn == nil || c.conn.IsClosed() {
-		conn, err := c.connect(ctx)
-		if err != nil {
-			connected = false
-			if ctx.Err() != nil {
-				return Sample{}, errors.New("connect: timed out (probe.timeout): the host accepted no session")
+	if c.sess == nil {
+		if err := c.openBy(ctx, by); err != nil {
+			var cf connectFailure
+			if errors.As(err, &cf) {
+				connected = false
+				if late(ctx, by) {
+					return Sample{}, errors.New("connect: timed out (probe.timeout): the host accepted no session")
+				}
+				return Sample{}, classify(connectError(cf.err))
 			}
-			return Sample{}, classify(connectError(err))
+			if late(ctx, by) {
+				return Sample{}, errors.New("probe query: timed out (probe.timeout)")
+			}
+			return Sample{}, classify(fmt.Errorf("probe query: %w", err))
 		}
-		c.conn = conn
-	} else if err := c.admission(ctx); err != nil {
+	} else if err := c.admission(by); err != nil {
 		c.Close() // a server stopping smartly waits for every open session to end
 		return Sample{}, err
 	}
-	var start, end time.Time
-	if err = c.prepare(ctx); err == nil {
-		start = time.Now()
-		err = c.queryProbe(ctx)
-		if statementLost(err) {
-			c.stmtConn = nil
-			if err = c.prepare(ctx); err == nil {
+	done := ctx.Done()
+	start := time.Now()
+	r, err := c.sess.exchange(probeRequest, done, expiry)
+	if err == nil && statementLost(r.err) {
+		if r, err = c.sess.exchange(prepareRequest, done, expiry); err == nil {
+			if err = r.err; err == nil {
 				start = time.Now()
-				err = c.queryProbe(ctx)
+				r, err = c.sess.exchange(probeRequest, done, expiry)
+			} else {
+				err = fmt.Errorf("prepare: %w", err)
 			}
 		}
-		end = time.Now()
+	}
+	end := time.Now()
+	if err == nil {
+		if err = r.err; err == nil {
+			err = c.row.set(r)
+		}
 	}
 	if err != nil {
 		err = c.failure(err)
 		c.Close()
-		if ctx.Err() != nil {
+		if late(ctx, by) {
 			return Sample{}, errors.New("probe query: timed out (probe.timeout)")
 		}
 		return Sample{}, classify(fmt.Errorf("probe query: %w", err))
 	}
 	s.Start, s.End = start, end
-	if ta, ok := c.conn.PgConn().Conn().RemoteAddr().(*net.TCPAddr); ok {
-		s.IP = ta.AddrPort().Addr().Unmap()
-	}
+	s.IP = c.sess.ip
 	if err := parseProbeRow(&c.row, &s); err != nil {
 		return Sample{}, fmt.Errorf("probe query: %w", err)
 	}
-	s.History = c.readHistory(ctx, s.Timeline)
+	s.History = c.readHistory(done, expiry, s.Timeline)
 	s.SettingShadowed = c.shadow
 	return s, nil
 }
 
-// connect opens a new session to c's server.
-func (c *pgChecker) connect(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, c.cfg)
-	if err == nil {
-		c.admittedAt, c.sinceAdmitted = time.Now(), 0
-		c.connectedAt = c.admittedAt
+// connectFailure is a failure to open a new session before the server
+// accepted it: no session at all.
+type connectFailure struct{ err error }
+
+func (e connectFailure) Error() string { return e.err.Error() }
+func (e connectFailure) Unwrap() error { return e.err }
+
+// open opens a new session to c's server: pgconn connects, prepares the
+// probe's statement and reads the settings sources (prepare), then the
+// checker takes the socket over (startSession). A failure to connect is a
+// connectFailure; one after it is what the session's socket or the
+// server said.
+func (c *pgChecker) open(ctx context.Context) error {
+	pc, err := pgconn.ConnectConfig(ctx, &c.cfg.Config)
+	if err != nil {
+		return connectFailure{err}
 	}
-	return conn, err
+	c.admittedAt, c.sinceAdmitted = time.Now(), 0
+	c.connectedAt = c.admittedAt
+	if err := c.prepare(ctx, pc); err != nil {
+		if f := socketFailure(pc.Conn()); f != nil && !definitive(err) {
+			err = f
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_ = pc.Close(cctx)
+		return err
+	}
+	s, err := startSession(pc)
+	if err != nil {
+		return fmt.Errorf("taking the session over: %w", err)
+	}
+	c.sess = s
+	return nil
 }
 
-// failure is what an operation on c.conn that failed with err proves:
-// err, or the socket's own failure when err proves less (pgx reports a
-// connection the server closed under a query as "conn closed").
+// openBy is open, done by by (zero: by ctx's end alone).
+func (c *pgChecker) openBy(ctx context.Context, by time.Time) error {
+	if !by.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, by)
+		defer cancel()
+	}
+	return c.open(ctx)
+}
+
+// failure is what an operation on c's session that failed with err
+// proves: err, or the socket's own failure when err proves less.
 func (c *pgChecker) failure(err error) error {
-	if f := socketFailure(c.conn); f != nil && !definitive(err) {
+	if c.sess == nil {
+		return err
+	}
+	if f := socketFailure(c.sess.conn); f != nil && !definitive(err) {
 		return f
 	}
 	return err
@@ -342,13 +415,11 @@ func optionalLSN(s string) (zone.LSN, error) {
 // Close implements Checker.
 func (c *pgChecker) Close() {
 	c.stopAdmission()
-	if c.conn == nil {
+	if c.sess == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	_ = c.conn.Close(ctx)
-	c.conn, c.stmt, c.stmtConn = nil, nil, nil
+	c.sess.close()
+	c.sess = nil
 }
 
 // Watcher is a Checker that can also watch its connection between probes.
@@ -356,38 +427,63 @@ type Watcher interface {
 	// Watch blocks until ctx is done (it then returns ctx's error) or the
 	// connection reports that the server went away (a definitive error).
 	Watch(ctx context.Context) error
+	// Watching, when ok, is all Watch would do until ctx is done: wait
+	// for lost to close (never, when nil), with nothing to reopen. The
+	// host's goroutine then waits on lost itself (idle), and calls Watch
+	// only once lost closes or when ok is false.
+	Watching() (lost <-chan struct{}, ok bool)
 }
 
-// Watch implements Watcher: it keeps a read pending on the idle
-// connection, so that a shutdown message or a closed socket is seen the
-// moment it arrives rather than at the next probe.
+// Watching implements Watcher: an open session's reader closes its gone
+// channel when the session ends (session.go).
+func (c *pgChecker) Watching() (<-chan struct{}, bool) {
+	switch {
+	case c.sess != nil:
+		return c.sess.gone, !c.sess.ended()
+	case c.rewatch:
+		return nil, false // a session to open
+	}
+	return nil, true
+}
+
+// Watch implements Watcher: the session's reader reads whatever the
+// server sends between probes, so that a shutdown message or a closed
+// socket is seen the moment it arrives rather than at the next probe.
 func (c *pgChecker) Watch(ctx context.Context) error {
-	if (c.conn == nil || c.conn.IsClosed()) && c.rewatch {
-		// The host may still be answered, yet its connection is gone
-		// (lost after a good probe, or closed by one that failed
-		// ambiguously, a timeout say): open another at once rather than
-		// stay blind until the next probe. Once per probe, so a failing
-		// host is tried at most twice as often; never after a definitive
-		// failure, which has ended the host already.
-		c.rewatch = false
-		conn, err := c.connect(ctx)
-		if err == nil {
-			c.conn = conn
-		} else if err := classify(connectError(err)); ctx.Err() == nil && errors.Is(err, ErrNotServing) {
-			return err
-		}
-	}
-	if c.conn == nil || c.conn.IsClosed() {
-		<-ctx.Done()
-		return ctx.Err()
-	}
 	for {
-		err := c.conn.PgConn().WaitForNotification(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err() // our own wake-up: the connection stays open
+		if c.sess == nil {
+			if !c.rewatch {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			// The host may still be answered, yet its session is gone
+			// (lost after a good probe, or closed by one that failed
+			// ambiguously, a timeout say): open another at once rather
+			// than stay blind until the next probe. Once per probe, so a
+			// failing host is tried at most twice as often; never after
+			// a definitive failure, which has ended the host already.
+			c.rewatch = false
+			if err := c.open(ctx); err != nil {
+				var cf connectFailure
+				if errors.As(err, &cf) {
+					err = connectError(cf.err)
+				}
+				if err := classify(err); ctx.Err() == nil && errors.Is(err, ErrNotServing) {
+					return err
+				}
+				continue // no session: wait for ctx
+			}
 		}
-		if err == nil {
-			continue // a notification: nobody listens, so none comes; read on
+		select {
+		case <-ctx.Done():
+			return ctx.Err() // our own wake-up: the session stays open
+		case <-c.sess.gone:
+		}
+		err := c.sess.end
+		if errors.Is(err, net.ErrClosed) {
+			// Closed on our side, and nobody said why: lost, as above.
+			c.Close()
+			continue
 		}
 		err = c.failure(err)
 		c.Close()
@@ -400,19 +496,19 @@ func (c *pgChecker) Watch(ctx context.Context) error {
 		// ended our session alone (a DBA, a job killing idle sessions)
 		// accepts it, and is still serving: watch the new one. Once per
 		// termination, so no faster than sessions are killed.
-		conn, cerr := c.connect(ctx)
+		cerr := c.open(ctx)
 		if ctx.Err() != nil {
-			if cerr == nil {
-				c.conn = conn
-			}
-			return ctx.Err()
+			return ctx.Err() // a session opened is kept
 		}
 		if cerr != nil {
-			if cerr := classify(connectError(cerr)); errors.Is(cerr, ErrNotServing) {
+			var cf connectFailure
+			if errors.As(cerr, &cf) {
+				cerr = connectError(cf.err)
+			}
+			if cerr := classify(cerr); errors.Is(cerr, ErrNotServing) {
 				return cerr
 			}
 			return classify(err) // no session either way: as before, gone
 		}
-		c.conn = conn
 	}
 }

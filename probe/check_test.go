@@ -170,9 +170,9 @@ func TestPostgresCheckerAsMonitorRole(t *testing.T) {
 // crash right after is still seen when it happens, not at the next probe.
 func TestWatchReopensALostConnection(t *testing.T) {
 	t.Parallel()
-	node, c, ctx := probedNode(t, 5*time.Second)
+	node, c, _ := probedNode(t, 5*time.Second)
 	pc := c.(*pgChecker)
-	_ = pc.conn.Close(ctx) // lost, and nobody said so
+	_ = pc.sess.conn.Close() // lost, and nobody said so
 	done := make(chan error, 1)
 	wctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
 	defer stop()

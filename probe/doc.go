@@ -15,7 +15,9 @@
 //	              the aggregator (Run) takes it and folds it into the
 //	              observed state (record)
 //	check.go      check and watch: one probe of one host (Check, Sample) and
-//	              its connection watched between probes (Watch)
+//	              its session watched between probes (Watch)
+//	session.go    check: the session's socket, driven by the checker once
+//	              pgx has set it up: one write per probe, one reader
 //	proberow.go   check: the probe query's row, parsed from its text
 //	facts.go      check: timeline history, the receiver's name, standbys
 //	admission.go  check: whether a server stopping smartly admits sessions

@@ -2,12 +2,15 @@ package probe
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgdns/pgdns/zone"
 )
@@ -17,24 +20,40 @@ import (
 
 // readHistory returns the history of timeline tl, reading the file only
 // when the timeline changes. Failing to read it is not a failed probe.
-func (c *pgChecker) readHistory(ctx context.Context, tl uint32) []zone.TimelineEnd {
+// done and expiry end the wait for the file as they end the probe's.
+func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, tl uint32) []zone.TimelineEnd {
 	if tl <= 1 || c.noHistories {
 		return nil
 	}
 	if tl == c.historyTL {
 		return c.history
 	}
-	var text *string
-	err := c.conn.QueryRow(ctx, historySQL, fmt.Sprintf("%08X", tl)).Scan(&text)
-	switch {
-	case err != nil && strings.Contains(err.Error(), "permission denied"):
+	r, err := c.sess.exchange(historyRequest(tl), done, expiry)
+	if err != nil {
+		return nil // the session's end is the next probe's to report
+	}
+	var col [1][]byte
+	var null [1]bool
+	switch n, rerr := dataRowColumns(r.row, col[:], null[:]); {
+	case r.err != nil && strings.Contains(r.err.Error(), "permission denied"):
 		c.noHistories = true
 		return nil
-	case err != nil || text == nil:
+	case r.err != nil || r.rows != 1 || rerr != nil || n != 1 || null[0]:
 		return nil // try again on the next probe
 	}
-	c.historyTL, c.history = tl, ParseHistory(*text)
+	c.historyTL, c.history = tl, ParseHistory(string(col[0]))
 	return c.history
+}
+
+// historyRequest reads the history file of timeline tl with historySQL,
+// as the unnamed statement: Parse, Bind, Execute, Sync.
+func historyRequest(tl uint32) []byte {
+	return encode(
+		&pgproto3.Parse{Query: historySQL, ParameterOIDs: []uint32{pgtype.TextOID}},
+		&pgproto3.Bind{Parameters: [][]byte{fmt.Appendf(nil, "%08X", tl)}},
+		&pgproto3.Execute{},
+		&pgproto3.Sync{},
+	)
 }
 
 // ParseHistory parses a timeline history file: one line per earlier

@@ -47,9 +47,7 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 		if kicked || (!time.Now().Before(notBefore) && !p.skipTick(flat, lastStart)) {
 			start := time.Now()
 			lastStart = start
-			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-			s, err := checker.Check(pctx)
-			cancel()
+			s, err := checkWithin(ctx, checker, p.cfg.Timeout)
 			if ctx.Err() != nil {
 				return
 			}
@@ -80,20 +78,54 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 	}
 }
 
+// timedChecker is a Checker that keeps a probe's deadline itself (a timer
+// of its own, reset for each probe) rather than by a context made for each
+// probe, which cost a host's goroutine more than the rest of its loop.
+type timedChecker interface {
+	// CheckWithin is Check(ctx), with a deadline timeout from now.
+	CheckWithin(ctx context.Context, timeout time.Duration) (Sample, error)
+}
+
+// checkWithin probes with checker, by timeout from now.
+func checkWithin(ctx context.Context, checker Checker, timeout time.Duration) (Sample, error) {
+	if tc, ok := checker.(timedChecker); ok {
+		return tc.CheckWithin(ctx, timeout)
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return checker.Check(pctx)
+}
+
 // idle waits for the host's next probe: its tick, a kick, or the end of
 // ctx. Meanwhile a checker that can watches its connection; should the
 // server go away, idle returns at once with the definitive error it saw.
+// A connection that is open and watched already (Watcher.Watching: the
+// session's reader) costs nothing more here than the channel to wait on;
+// only when it ends, or a new one is to be opened, does Watch run, in a
+// goroutine of its own so that the tick and kicks still count.
 func (p *Prober) idle(ctx context.Context, checker Checker, tick <-chan time.Time, kick <-chan struct{}) (kicked bool, seen error) {
-	w, ok := checker.(Watcher)
-	if !ok {
-		select {
-		case <-ctx.Done():
-		case <-tick:
-		case <-kick:
-			return true, nil
+	w, watcher := checker.(Watcher)
+	var lost <-chan struct{} // nil: nothing to watch
+	if watcher {
+		var quiet bool
+		if lost, quiet = w.Watching(); !quiet {
+			return p.idleWatching(ctx, w, tick, kick)
 		}
-		return false, nil
 	}
+	select {
+	case <-ctx.Done():
+	case <-tick:
+	case <-kick:
+		return true, nil
+	case <-lost:
+		return p.idleWatching(ctx, w, tick, kick) // Watch tells what it means
+	}
+	return false, nil
+}
+
+// idleWatching is idle with w's Watch running until the tick, a kick, or
+// the end of ctx.
+func (p *Prober) idleWatching(ctx context.Context, w Watcher, tick <-chan time.Time, kick <-chan struct{}) (kicked bool, seen error) {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,13 +20,14 @@ func TestProbeStatementPlannedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var generic, custom int64
-	err := c.(*pgChecker).conn.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1", ProbeStatement).Scan(&generic, &custom)
-	if err != nil {
-		t.Fatalf("the probe's statement in its session: %v", err)
+	row, err := sessionQuery(ctx, c.(*pgChecker), "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = '"+ProbeStatement+"'")
+	if err != nil || len(row) != 2 {
+		t.Fatalf("the probe's statement in its session: %q, %v", row, err)
 	}
-	if generic < 6 || custom != 0 {
-		t.Fatalf("6 probes ran %d generic and %d custom plans, want every one generic", generic, custom)
+	generic, err1 := strconv.Atoi(row[0])
+	custom, err2 := strconv.Atoi(row[1])
+	if err1 != nil || err2 != nil || generic < 6 || custom != 0 {
+		t.Fatalf("6 probes ran %q generic and %q custom plans, want every one generic", row[0], row[1])
 	}
 }
 
@@ -36,7 +38,7 @@ func TestProbeStatementOutlivesItsSession(t *testing.T) {
 	t.Parallel()
 	node, c, ctx := probedNode(t, 60*time.Second)
 	pc := c.(*pgChecker)
-	if _, err := pc.conn.Exec(ctx, "DEALLOCATE "+ProbeStatement); err != nil {
+	if _, err := sessionQuery(ctx, pc, "DEALLOCATE "+ProbeStatement); err != nil {
 		t.Fatal(err)
 	}
 	if s, err := c.Check(ctx); err != nil || s.SystemID == 0 {

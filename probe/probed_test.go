@@ -3,10 +3,12 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
@@ -74,4 +76,31 @@ func wantNotServing(t *testing.T, done <-chan error, within time.Duration, wrong
 	case <-time.After(within):
 		t.Fatal(late)
 	}
+}
+
+// sessionQuery runs sql, a simple query, on c's own session, as the next
+// probe would see it, and returns the first row's columns as text (none
+// when it has no row; "" for NULL).
+func sessionQuery(ctx context.Context, c *pgChecker, sql string) ([]string, error) {
+	if c.sess == nil {
+		return nil, errors.New("no session")
+	}
+	r, err := c.sess.exchange(encode(&pgproto3.Query{String: sql}), ctx.Done(), nil)
+	if err == nil {
+		err = r.err
+	}
+	if err != nil || r.rows == 0 {
+		return nil, err
+	}
+	var values [64][]byte
+	var null [64]bool
+	n, err := dataRowColumns(r.row, values[:], null[:])
+	if err != nil || n > len(values) {
+		return nil, fmt.Errorf("a row of %d columns: %v", n, err)
+	}
+	row := make([]string, n)
+	for i := range n {
+		row[i] = string(values[i])
+	}
+	return row, nil
 }

@@ -3,20 +3,22 @@ package probe
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// The probe query runs on the connection's pgconn, below pgx's query
-// layer: probeSQL has no arguments, so pgx's query path would only
-// re-sanitize its 1.2 kB of text and scan through its type map on every
-// probe, which at a thousand hosts every 250 ms cost more CPU than the
-// round trip itself (issue 17). The columns come back in PostgreSQL's
-// text format and parseProbeRow reads them directly.
+// The probe query runs below pgx's query layer, on the session's own
+// socket (session.go): probeSQL has no arguments, so pgx's query path
+// would only re-sanitize its 1.2 kB of text and scan through its type map
+// on every probe, which at a thousand hosts every 250 ms cost more CPU
+// than the round trip itself (issue 17). The columns come back in
+// PostgreSQL's text format and parseProbeRow reads them directly.
 //
 // It is a prepared statement, planned once per connection: sent as a
 // simple Query, PostgreSQL parsed and planned it on every probe, and
@@ -24,7 +26,8 @@ import (
 // server time a probe cost (issue 28), on every host, every interval. A
 // probe is then one Bind, Execute, Sync: one round trip, as before. The
 // statement lives as long as its session: a new connection (after a
-// restart, say) prepares it again, before its first probe's frame starts.
+// restart, say) prepares it again, before its first probe's frame starts,
+// and a session that lost it prepares it again (prepareRequest).
 
 // ProbeStatement is the name of the probe's prepared statement in its
 // session (pg_prepared_statements.name).
@@ -41,8 +44,9 @@ const SourcesSQL = sourcesSQL
 // probeColumns is the number of columns of probeSQL.
 const probeColumns = 19
 
-// probeRow is one row of probeSQL in text format. Its buffers are reused
-// from probe to probe.
+// probeRow is one row of probeSQL in text format: its columns are slices
+// of the session's reply (set), and what is kept of them from probe to
+// probe is copied into buffers of its own.
 type probeRow struct {
 	values [probeColumns][]byte
 	null   [probeColumns]bool
@@ -63,16 +67,11 @@ type probeRow struct {
 	offline        string
 }
 
-// prepare makes sure probeSQL is prepared on c's connection, and reads
-// the session's settings sources (shadow.go): once per session, both in
-// one pipelined round trip, so that a new session costs a slow link (a
-// WAN, TestOneSidedProbeDelayIsNoLag's 1.5 s proxy) no more round trips
-// than the preparation alone did.
-func (c *pgChecker) prepare(ctx context.Context) error {
-	pc := c.conn.PgConn()
-	if c.stmtConn == pc {
-		return nil
-	}
+// prepare prepares probeSQL on pc, a new session, and reads the session's
+// settings sources (shadow.go): both in one pipelined round trip, so that
+// a new session costs a slow link (a WAN, TestOneSidedProbeDelayIsNoLag's
+// 1.5 s proxy) no more round trips than the preparation alone did.
+func (c *pgChecker) prepare(ctx context.Context, pc *pgconn.PgConn) error {
 	p := pc.StartPipeline(ctx)
 	p.SendPrepare(ProbeStatement, probeSQL, nil)
 	p.SendQueryParams(sourcesSQL, nil, nil, nil, nil)
@@ -99,11 +98,6 @@ func (c *pgChecker) prepare(ctx context.Context) error {
 	if len(sd.Fields) != probeColumns {
 		return fmt.Errorf("prepare: %d columns, want %d", len(sd.Fields), probeColumns)
 	}
-	// A pipeline's description carries neither name nor text (pgconn
-	// v5.12): without the name, ExecStatement would bind the unnamed
-	// statement, which is sourcesSQL's.
-	sd.Name, sd.SQL = ProbeStatement, probeSQL
-	c.stmt, c.stmtConn = sd, pc
 	return nil
 }
 
@@ -121,39 +115,78 @@ func pipelineResult[T any](p *pgconn.Pipeline) (T, error) {
 	return t, nil
 }
 
-// queryProbe runs the prepared probeSQL on c's connection (Bind, Execute,
-// Sync: one round trip) and copies its one row into c.row. The row
-// description is the one the statement was prepared with, so the server
-// is not asked for it again.
-func (c *pgChecker) queryProbe(ctx context.Context) error {
-	rr := c.conn.PgConn().ExecStatement(ctx, c.stmt, nil, nil, nil)
-	rows := 0
-	var err error
-	for rr.NextRow() {
-		rows++
-		vals := rr.Values()
-		if rows > 1 {
+// probeRequest runs the prepared probeSQL: Bind (no parameters, every
+// column in text format), Execute, Sync. The same bytes on every probe of
+// every session, encoded once. The row description is the one the
+// statement was prepared with (prepare checked its columns), so the
+// server is not asked for it again.
+var probeRequest = encode(
+	&pgproto3.Bind{PreparedStatement: ProbeStatement},
+	&pgproto3.Execute{},
+	&pgproto3.Sync{},
+)
+
+// prepareRequest prepares probeSQL again on a session that lost it
+// (statementLost): Parse, Sync.
+var prepareRequest = encode(&pgproto3.Parse{Name: ProbeStatement, Query: probeSQL}, &pgproto3.Sync{})
+
+// encode is msgs in the wire format, one after the other.
+func encode(msgs ...pgproto3.FrontendMessage) []byte {
+	var b []byte
+	for _, m := range msgs {
+		var err error
+		if b, err = m.Encode(b); err != nil {
+			panic(err) // a fixed message that does not encode is a bug
+		}
+	}
+	return b
+}
+
+// set makes row the one row of probeSQL in r, the probe's reply. Its
+// columns are slices of the reply's buffer, valid until the session's
+// next exchange (parseProbeRow copies what it keeps).
+func (row *probeRow) set(r reply) error {
+	if r.rows != 1 {
+		return fmt.Errorf("%d rows, want 1", r.rows)
+	}
+	n, err := dataRowColumns(r.row, row.values[:], row.null[:])
+	if err == nil && n != probeColumns {
+		err = fmt.Errorf("%d columns, want %d", n, probeColumns)
+	}
+	return err
+}
+
+var errMalformedRow = errors.New("a malformed data row")
+
+// dataRowColumns splits the body of a DataRow into its columns, at most
+// len(values) of them, and says how many it has: NULL ones are nil with
+// null set, the others slices of body.
+func dataRowColumns(body []byte, values [][]byte, null []bool) (int, error) {
+	bad := errMalformedRow
+	if len(body) < 2 {
+		return 0, bad
+	}
+	n := int(binary.BigEndian.Uint16(body))
+	if n > len(values) {
+		return n, nil
+	}
+	body = body[2:]
+	for i := range n {
+		if len(body) < 4 {
+			return 0, bad
+		}
+		size := int(int32(binary.BigEndian.Uint32(body)))
+		body = body[4:]
+		values[i], null[i] = nil, size < 0
+		if size < 0 {
 			continue
 		}
-		if len(vals) != probeColumns {
-			err = fmt.Errorf("%d columns, want %d", len(vals), probeColumns)
-			continue
+		if size > len(body) {
+			return 0, bad
 		}
-		for i, v := range vals {
-			c.row.null[i] = v == nil
-			c.row.values[i] = append(c.row.values[i][:0], v...)
-		}
+		values[i], body = body[:size:size], body[size:]
 	}
-	if _, cerr := rr.Close(); cerr != nil {
-		return cerr // the server's or the connection's error comes first
-	}
-	if err != nil {
-		return err
-	}
-	if rows != 1 {
-		return fmt.Errorf("%d rows, want 1", rows)
-	}
-	return nil
+	return n, nil
 }
 
 // statementLost: the session no longer knows the probe's statement

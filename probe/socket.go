@@ -10,7 +10,6 @@ import (
 	"os"
 	"sync/atomic"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -20,7 +19,10 @@ import (
 // nothing. A server crashing (pg_ctl stop -m immediate) in the middle of
 // a probe did just that, and the host stayed in the answers until its
 // next probe was refused. So the checker's sockets keep what the kernel
-// said: the first failure of a read or a write on them.
+// said: the first failure of a read or a write on them. The session's
+// own reader (session.go) reports its socket's failure the same way, and
+// a failure while pgx still sets the session up (prepare) is read from
+// it too.
 
 // socket is a dialed connection that keeps its first failure.
 type socket struct {
@@ -75,13 +77,9 @@ func (s *socket) note(err error) {
 	s.failed.CompareAndSwap(nil, &kept)
 }
 
-// socketFailure is the first failure of conn's socket, nil if it has
-// none (or conn was not dialed by a config recordFailures set up).
-func socketFailure(conn *pgx.Conn) error {
-	if conn == nil {
-		return nil
-	}
-	nc := conn.PgConn().Conn()
+// socketFailure is the first failure of nc's socket (TLS or not), nil if
+// it has none (or nc was not dialed by a config recordFailures set up).
+func socketFailure(nc net.Conn) error {
 	if t, ok := nc.(*tls.Conn); ok {
 		nc = t.NetConn()
 	}
