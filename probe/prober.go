@@ -63,6 +63,12 @@ type Hooks struct {
 	// FluxProbes is called for each round of flux probes of a cluster,
 	// with the number of hosts kicked.
 	FluxProbes func(cluster string, hosts int)
+	// Probes is called with n probes of cluster asked for by why: by
+	// the aggregator as it kicks hosts (round, closing, flux, refresh;
+	// a kick while one is pending asks for nothing), and at the result of
+	// each probe on a host's own tick (tick, tick_driven). Together they
+	// count every probe.
+	Probes func(cluster string, why ProbeCause, n int)
 	// FluxBegan is called once each time a cluster enters flux (an
 	// episode begins: flux.go), by the prober that publishes.
 	FluxBegan func(cluster string)

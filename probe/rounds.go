@@ -32,6 +32,9 @@ func (p *Prober) advanceRound(r result) {
 	if r.started.After(p.answered[flat]) {
 		p.answered[flat] = r.started
 	}
+	if r.ticked {
+		p.asked(p.state[r.cluster].Name, p.tickCause(r), 1)
+	}
 	if p.last == nil || !p.last.Ready || r.err != nil {
 		return
 	}
@@ -51,14 +54,17 @@ func (p *Prober) advanceRound(r result) {
 	delete(rd.waiting, flat)
 	if len(rd.waiting) == 0 {
 		rd.closed = time.Now()
-		p.kick(rd.primary)
+		if p.kick(rd.primary) {
+			p.asked(p.state[r.cluster].Name, ProbeClosing, 1)
+		}
 	}
 }
 
 // openRound kicks every replica of c, primary being c's primary.
 func (p *Prober) openRound(ci int, c *zone.Cluster, primary int) {
 	rd := &round{started: time.Now(), primary: primary, waiting: map[int]bool{}}
-	base := p.flatIndex(ci, 0)
+	base, kicked := p.flatIndex(ci, 0), 0
+	defer func() { p.asked(c.Name, ProbeRound, kicked) }()
 	for hi := range c.Hosts {
 		if c.Hosts[hi].Role != zone.RoleReplica {
 			continue
@@ -76,7 +82,9 @@ func (p *Prober) openRound(ci int, c *zone.Cluster, primary int) {
 		}
 		p.roundKicked[flat] = rd.started
 		p.driven[flat].Store(rd.started.UnixNano())
-		p.kick(flat)
+		if p.kick(flat) {
+			kicked++
+		}
 	}
 	p.rounds[ci] = rd
 	if len(rd.waiting) == 0 {
@@ -84,11 +92,14 @@ func (p *Prober) openRound(ci int, c *zone.Cluster, primary int) {
 	}
 }
 
-// kick asks host flat for a probe now, unless one is already asked for.
-func (p *Prober) kick(flat int) {
+// kick asks host flat for a probe now, unless one is already asked for,
+// and reports whether it asked.
+func (p *Prober) kick(flat int) bool {
 	select {
 	case p.kicks[flat] <- struct{}{}:
+		return true
 	default:
+		return false
 	}
 }
 
@@ -115,4 +126,45 @@ func (p *Prober) driveOnReady(snap *zone.Snapshot) {
 			}
 		}
 	}
+}
+
+// ProbeCause says why a host was probed when it was (Hooks.Probes). Its
+// value is the metric label.
+type ProbeCause string
+
+// Why a host was probed.
+const (
+	// ProbeTick: on the host's own tick. A primary's opens a round; a
+	// host of a cluster without a primary probes on its tick alone.
+	ProbeTick ProbeCause = "tick"
+	// ProbeTickDriven: a replica's own tick while its cluster has a
+	// primary, whose rounds did not drive it then (skipTick).
+	ProbeTickDriven ProbeCause = "tick_driven"
+	// ProbeRound: kicked by a probe round of its primary (openRound).
+	ProbeRound ProbeCause = "round"
+	// ProbeClosing: the primary kicked to close a round (advanceRound).
+	ProbeClosing ProbeCause = "closing"
+	// ProbeFlux: kicked while its cluster is in flux (flux.go).
+	ProbeFlux ProbeCause = "flux"
+	// ProbeRefresh: kicked by a Refresh for lsn- lookups (refresh.go).
+	ProbeRefresh ProbeCause = "refresh"
+)
+
+// asked tells Hooks.Probes of n probes of cluster asked for by why.
+func (p *Prober) asked(cluster string, why ProbeCause, n int) {
+	if hook := p.cfg.Hooks.Probes; hook != nil && n > 0 {
+		hook(cluster, why, n)
+	}
+}
+
+// tickCause is why r, a result of a probe on its host's tick, was one.
+func (p *Prober) tickCause(r result) ProbeCause {
+	if p.last == nil || !p.last.Ready {
+		return ProbeTick
+	}
+	c := p.last.Clusters[r.cluster]
+	if r.host != c.Primary && c.Primary >= 0 && c.Hosts[r.host].Role == zone.RoleReplica {
+		return ProbeTickDriven
+	}
+	return ProbeTick
 }
