@@ -74,7 +74,7 @@ func (p *Prober) fluxRound() bool {
 			continue
 		}
 		any = true
-		base, kicked := p.flatIndex(ci, 0), 0
+		base := p.flatIndex(ci, 0)
 		now := time.Now().UnixNano()
 		for hi := range c.Hosts {
 			// Replicas probed in step with the primary stay driven (rounds.go)
@@ -84,14 +84,11 @@ func (p *Prober) fluxRound() bool {
 			if p.last != nil && p.last.Ready && p.last.Clusters[ci].Hosts[hi].Role == zone.RoleReplica {
 				p.driven[base+hi].Store(now)
 			}
-			if p.kick(base + hi) {
-				kicked++
-			}
+			p.kick(base + hi)
 		}
 		if hook := p.cfg.Hooks.FluxProbes; hook != nil {
 			hook(c.Name, len(c.Hosts))
 		}
-		p.asked(c.Name, ProbeFlux, kicked)
 	}
 	return any
 }

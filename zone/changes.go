@@ -62,13 +62,10 @@ func Changes(prev, next *Snapshot) []Change {
 		prev = nil
 	}
 	var out []Change
-	for i, c := range next.Clusters {
+	for _, c := range next.Clusters {
 		var was *Cluster
 		if prev != nil {
-			was = prev.ClusterNear(i, c.Name)
-		}
-		if was == c {
-			continue // shared by the two snapshots: nothing changed
+			was = prev.clusterNamed(c.Name)
 		}
 		out = append(out, clusterChanges(was, c)...)
 	}

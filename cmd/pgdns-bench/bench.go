@@ -28,6 +28,7 @@ type addrs struct {
 	hostileDNS, hostileHTTP           string             // pgdns of the hostile-clients step
 	wellSrc, hogSrc, floodSrc         string             // that step's client and attacker source addresses
 	fleet                             func(i int) string // the scale step's fake servers: pgtest.Block.Fleet
+	fakeControl                       func(k int) string // where the scale step's k-th fakes' process tells its count
 }
 
 // addrsIn lays the run's addresses out in block.
@@ -40,25 +41,27 @@ func addrsIn(block *pgtest.Block) addrs {
 		noWaitDNS:  block.Addr(58, 5353),
 		hostileDNS: block.Addr(59, 5353), hostileHTTP: block.Addr(59, 8080),
 		wellSrc: block.IP(60), hogSrc: block.IP(61), floodSrc: block.IP(62),
-		fleet: block.Fleet,
+		fleet:       block.Fleet,
+		fakeControl: func(k int) string { return block.Addr(70+k, 6000) },
 	}
 }
 
 // bench holds what every step uses: the run's configuration and
 // addresses, the cluster, the servers, a scratch directory.
 type bench struct {
-	cfg      config
-	addr     addrs
-	dir      string
-	pgdns    string // binary
-	pg       *pgtest.Cluster
-	procs    []*exec.Cmd
-	pgdnsPID int
-	rssIdle  int64 // KiB, pgdns with 3 hosts before any load
-	plotPath string
-	lsn      string // an LSN every replica has replayed, for lsn- queries
-	floodLSN string // the hostile step's LSN no replica has (stallReplicas)
-	release  func() // frees the address block
+	cfg       config
+	addr      addrs
+	dir       string
+	pgdns     string // binary
+	pg        *pgtest.Cluster
+	procs     []*exec.Cmd
+	pgdnsPID  int
+	rssIdle   int64  // KiB, pgdns with 3 hosts before any load
+	plotPath  string // failover.png, once drawn
+	scalePlot string // scale.png, once drawn
+	lsn       string // an LSN every replica has replayed, for lsn- queries
+	floodLSN  string // the hostile step's LSN no replica has (stallReplicas)
+	release   func() // frees the address block
 }
 
 // newBench takes an address block and, when cluster, starts the

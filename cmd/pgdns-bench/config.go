@@ -19,7 +19,10 @@ type config struct {
 	failoverReps int // repetitions of each failover case
 	patroniReps  int // Patroni switchovers in the failover step (0: none)
 
-	pprofDir string // scale: where pgdns's CPU and heap profiles go, or ""
+	pprofDir   string // scale: where pgdns's CPU and heap profiles go, or ""
+	scaleHosts string // scale: the series' sizes (parseScaleSizes)
+
+	failoverBefore string // failover: also measure pgdns built from this commit, first, or ""
 
 	hostileAttack string // hostile: only the attacks whose names contain one of these comma-separated words
 	hostileBefore string // hostile: also measure pgdns built from this commit, or ""
@@ -46,6 +49,8 @@ func parseFlags(fs *flag.FlagSet, args []string) config {
 	fs.StringVar(&c.hostileAttack, "hostile-attack", "", "hostile: run only the attacks whose names contain one of these comma-separated words")
 	fs.StringVar(&c.hostileBefore, "hostile-before", "", "hostile: also measure pgdns built from this commit (git archive), before the binary under test")
 	fs.StringVar(&c.pprofDir, "pprof", "", "scale: save pgdns's CPU and heap profiles with 1,000 hosts in this directory and summarize them in the report")
+	fs.StringVar(&c.scaleHosts, "scale-hosts", defaultScaleSizes, "scale: the series' numbers of hosts, comma-separated, each with @interval when not 250ms")
+	fs.StringVar(&c.failoverBefore, "failover-before", "", "failover: also measure pgdns built from this commit (git archive), first, on the same cluster")
 	fs.IntVar(&c.failoverReps, "failover-reps", 20, "repetitions of each failover case")
 	fs.IntVar(&c.patroniReps, "patroni-reps", 10, "Patroni switchovers in the failover step (0: none)")
 	fs.StringVar(&c.commit, "commit", "", "the commit measured, as the report names it (default: git describe --always --dirty here)")

@@ -35,20 +35,9 @@ func median[T int64 | float64 | time.Duration](v []T) T {
 func (b *bench) dnsComparison(ctx context.Context, r *report) error {
 	rounds, d := b.cfg.rounds, b.cfg.dnsTime
 	r.dnsStamp = b.stampNow()
-	primary := b.pg.Nodes[0]
-	conn, err := pgxConnect(ctx, primary.DSN())
-	if err != nil {
+	if err := b.takeLSN(ctx); err != nil {
 		return err
 	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS bench (id bigserial PRIMARY KEY, v text)"); err != nil {
-		return err
-	}
-	var lsn string
-	if err := conn.QueryRow(ctx, "SELECT lower(replace(pg_current_wal_insert_lsn()::text, '/', '-'))").Scan(&lsn); err != nil {
-		return err
-	}
-	b.lsn = lsn
 	var hosts []string
 	for _, n := range b.pg.Nodes {
 		hosts = append(hosts, n.Addr())
@@ -60,6 +49,7 @@ func (b *bench) dnsComparison(ctx context.Context, r *report) error {
 		return err
 	}
 	time.Sleep(3 * time.Second) // settle, then the idle footprint
+	var err error
 	if b.rssIdle, err = rssKiB(b.pgdnsPID); err != nil {
 		return err
 	}

@@ -59,8 +59,11 @@ type failoverResult struct {
 	episodes    int           // faults that put the cluster in flux
 	patroni     *patroniResult
 	stamp       stamp
-	plotCrash   []sample // the median crash, for the plot
-	plotSwitch  []sample // the median switchover
+	plotCrash   []sample        // the median crash, for the plot
+	plotSwitch  []sample        // the median switchover
+	label       string          // which pgdns: "pgdns at <commit>", "pgdns built from <commit>"
+	load, done  string          // the load average when its cases began and ended
+	before      *failoverResult // -failover-before's run, on the same cluster just ahead of this one, or nil
 }
 
 // sample is what primary.db.local answered at t.
@@ -178,8 +181,9 @@ func findEvent(evs []pgdnsEvent, host, from, to string, t time.Time) (pgdnsEvent
 }
 
 // dumpReps writes every repetition's times (UTC, µs) and the cause pgdns
-// logged beside the kept logs, to look at one repetition closely.
-func dumpReps(evs []pgdnsEvent, marks failoverMarks) {
+// logged beside the kept logs, in file name, to look at one repetition
+// closely.
+func dumpReps(evs []pgdnsEvent, marks failoverMarks, name string) {
 	var b strings.Builder
 	ts := func(t time.Time) string { return t.UTC().Format("15:04:05.000000") }
 	b.WriteString("case rep host fault_started reference(exit|promote_returned) pgdns_logged cause\n")
@@ -195,7 +199,7 @@ func dumpReps(evs []pgdnsEvent, marks failoverMarks) {
 	}
 	dir := filepath.Join(os.TempDir(), "pgdns-bench-logs")
 	_ = os.MkdirAll(dir, 0o755)
-	_ = os.WriteFile(filepath.Join(dir, "failover-reps.txt"), []byte(b.String()), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644)
 }
 
 // failoverWorld is the cluster and the pgdns the failover step measures.
@@ -213,9 +217,22 @@ type failoverWorld struct {
 
 // failover runs the cases interleaved, 20 times each, on one primary and
 // one replica that pgdns (bin/pgdns, default probe settings) watches
-// throughout; then Patroni switchovers when Patroni is installed.
+// throughout; with -failover-before, pgdns built from that commit first,
+// the same way on the same cluster; then Patroni switchovers when Patroni
+// is installed.
 func (b *bench) failover(ctx context.Context, r *report) error {
 	began, startLoad := time.Now(), loadAverage()
+	beforeBin := ""
+	if c := b.cfg.failoverBefore; c != "" {
+		// Built before the cluster starts: the build's CPU falls
+		// outside every measurement.
+		fmt.Fprintf(os.Stderr, "bench: building pgdns at %s ...\n", c)
+		bin, err := b.buildCommit(ctx, c)
+		if err != nil {
+			return err
+		}
+		beforeBin = bin
+	}
 	block, release, err := pgtest.Reserve()
 	if err != nil {
 		return err
@@ -229,58 +246,21 @@ func (b *bench) failover(ctx context.Context, r *report) error {
 	}
 	defer pg.Close()
 	w := &failoverWorld{pg: pg, primary: pg.Nodes[0], replica: pg.Nodes[1],
-		dnsAddr: block.Addr(53, 5353), httpAddr: block.Addr(53, 8080), log: filepath.Join(b.dir, "pgdns-failover.log")}
-	conf := filepath.Join(b.dir, "pgdns-failover.yaml")
-	// The probe settings are the defaults (interval 250ms, timeout 1s,
-	// max_fails 3, flux_interval 10ms, flux_duration 3s): none is set.
-	if err := writeFile(conf, fmt.Sprintf("dns: {listen: %q, zone: db.local, ttl: 1}\nhttp: {listen: %q}\nprobe: {dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s, %s]\n",
-		w.dnsAddr, w.httpAddr, w.primary.Addr(), w.replica.Addr())); err != nil {
-		return err
+		dnsAddr: block.Addr(53, 5353), httpAddr: block.Addr(53, 8080)}
+	var before *failoverResult
+	if beforeBin != "" {
+		if before, err = b.failoverWith(ctx, w, beforeBin, "pgdns-failover-"+b.cfg.failoverBefore+".log"); err != nil {
+			return fmt.Errorf("pgdns built from %s: %w", b.cfg.failoverBefore, err)
+		}
+		before.label = "pgdns built from " + b.cfg.failoverBefore
 	}
-	cmd, err := b.startLogged(w.log, b.pgdns, "-config", conf)
+	res, err := b.failoverWith(ctx, w, b.pgdns, "pgdns-failover.log")
 	if err != nil {
 		return err
 	}
-	defer b.stopProc(cmd)
-	if err := w.waitRoles(ctx); err != nil {
-		return err
-	}
-
-	res := &failoverResult{stamp: b.stampNow()}
+	res.label, res.before = "pgdns at "+b.cfg.commit, before
 	res.stamp.began, res.stamp.load = began.UTC(), startLoad
-	var crashTL, switchTL [][]sample
-	for rep := range b.cfg.failoverReps {
-		fmt.Fprintf(os.Stderr, "bench: failover round %d/%d\n", rep+1, b.cfg.failoverReps)
-		for _, mode := range []string{"immediate", "fast"} {
-			sr, tl, err := w.stop(ctx, mode)
-			if err != nil {
-				return fmt.Errorf("stop -m %s, round %d: %w\n%s", mode, rep+1, err, tailFile(w.log, 3000))
-			}
-			if mode == "immediate" {
-				res.crash, crashTL = append(res.crash, sr), append(crashTL, tl)
-			} else {
-				res.fast = append(res.fast, sr)
-			}
-		}
-		sw, tl, err := w.switchover(ctx)
-		if err != nil {
-			return fmt.Errorf("switchover, round %d: %w\n%s", rep+1, err, tailFile(w.log, 3000))
-		}
-		res.switchover, switchTL = append(res.switchover, sw), append(switchTL, tl)
-	}
-	res.episodes = 3 * b.cfg.failoverReps
-	// pgdns's log has each host state change with a millisecond timestamp.
-	evs := readEvents(w.log)
-	res.fillLogged(evs, w.marks)
-	dumpReps(evs, w.marks)
-	res.wrong = w.wrong
-	res.pollGap = median(w.gaps)
-	res.fluxProbes = metric(w.httpAddr, "pgdns_flux_probes_total")
-	res.plotCrash = crashTL[medianIndex(res.crash, func(s stopRep) time.Duration { return s.lastAnswered })]
-	res.plotSwitch = switchTL[medianIndex(res.switchover, func(s switchRep) time.Duration { return s.firstAnswered })]
 	res.stamp.took = time.Since(began)
-	b.stopProc(cmd)
-	keepLog(w.log)
 
 	if pr, err := b.patroniSwitchovers(ctx, block); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: patroni:", err)
@@ -296,6 +276,62 @@ func (b *bench) failover(ctx context.Context, r *report) error {
 	}
 	b.plotPath = png
 	return nil
+}
+
+// failoverWith starts bin on w's cluster at the default probe settings,
+// runs the cases, and stops it.
+func (b *bench) failoverWith(ctx context.Context, w *failoverWorld, bin, logName string) (*failoverResult, error) {
+	w.log, w.wrong, w.gaps, w.marks = filepath.Join(b.dir, logName), nil, nil, failoverMarks{}
+	conf := filepath.Join(b.dir, "pgdns-failover.yaml")
+	// The probe settings are the defaults (interval 250ms, timeout 1s,
+	// max_fails 3, flux_interval 10ms, flux_duration 3s): none is set.
+	if err := writeFile(conf, fmt.Sprintf("dns: {listen: %q, zone: db.local, ttl: 1}\nhttp: {listen: %q}\nprobe: {dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s, %s]\n",
+		w.dnsAddr, w.httpAddr, w.primary.Addr(), w.replica.Addr())); err != nil {
+		return nil, err
+	}
+	res := &failoverResult{stamp: b.stampNow(), load: loadAverage()}
+	cmd, err := b.startLogged(w.log, bin, "-config", conf)
+	if err != nil {
+		return nil, err
+	}
+	defer b.stopProc(cmd)
+	if err := w.waitRoles(ctx); err != nil {
+		return nil, err
+	}
+	var crashTL, switchTL [][]sample
+	for rep := range b.cfg.failoverReps {
+		fmt.Fprintf(os.Stderr, "bench: failover round %d/%d (%s)\n", rep+1, b.cfg.failoverReps, filepath.Base(bin))
+		for _, mode := range []string{"immediate", "fast"} {
+			sr, tl, err := w.stop(ctx, mode)
+			if err != nil {
+				return nil, fmt.Errorf("stop -m %s, round %d: %w\n%s", mode, rep+1, err, tailFile(w.log, 3000))
+			}
+			if mode == "immediate" {
+				res.crash, crashTL = append(res.crash, sr), append(crashTL, tl)
+			} else {
+				res.fast = append(res.fast, sr)
+			}
+		}
+		sw, tl, err := w.switchover(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("switchover, round %d: %w\n%s", rep+1, err, tailFile(w.log, 3000))
+		}
+		res.switchover, switchTL = append(res.switchover, sw), append(switchTL, tl)
+	}
+	res.episodes = 3 * b.cfg.failoverReps
+	// pgdns's log has each host state change with a millisecond timestamp.
+	evs := readEvents(w.log)
+	res.fillLogged(evs, w.marks)
+	dumpReps(evs, w.marks, strings.Replace(strings.TrimSuffix(logName, ".log"), "pgdns-failover", "failover-reps", 1)+".txt")
+	res.wrong = w.wrong
+	res.pollGap = median(w.gaps)
+	res.fluxProbes = metric(w.httpAddr, "pgdns_flux_probes_total")
+	res.plotCrash = crashTL[medianIndex(res.crash, func(s stopRep) time.Duration { return s.lastAnswered })]
+	res.plotSwitch = switchTL[medianIndex(res.switchover, func(s switchRep) time.Duration { return s.firstAnswered })]
+	res.done = loadAverage()
+	b.stopProc(cmd)
+	keepLog(w.log)
+	return res, nil
 }
 
 // stopAt and switchAt are kept per repetition to find pgdns's log lines.

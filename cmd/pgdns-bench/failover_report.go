@@ -84,6 +84,9 @@ func (f *failoverResult) markdown(plot string) string {
 		w(" The flux re-probing cost %.0f extra probes in all (`pgdns_flux_probes_total`), about %.0f per fault.", f.fluxProbes, f.fluxProbes/float64(max(1, f.episodes)))
 	}
 	w("\n\n")
+	if f.before != nil {
+		b.WriteString(f.comparison())
+	}
 	if plot != "" {
 		w("![what primary.db.local answered: the median crash and the median switchover](%s)\n\n", plot)
 	}
@@ -128,5 +131,39 @@ func (f *failoverResult) markdown(plot string) string {
 			}
 		}
 	}
+	return b.String()
+}
+
+// comparison is the -failover-before run beside this one: each case's
+// p50, p99 and max, the wrong answers, the load.
+func (f *failoverResult) comparison() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	o := f.before
+	w("**%s, the same run**: the cases above, %d rounds of each, run first with %s on the same cluster (load average %s at its start, %s at its end), then with %s (%s, %s), each pgdns started for its cases and stopped after them:\n\n",
+		o.label, len(o.crash), o.label, o.load, o.done, f.label, f.load, f.done)
+	w("| case, from | %s p50 | p99 | max | %s p50 | p99 | max | p99 ≤ 50 ms |\n|---|---:|---:|---:|---:|---:|---:|---|\n", o.label, f.label)
+	ol, _, _, _ := stopFigures(o.crash)
+	nl, _, _, _ := stopFigures(f.crash)
+	of, _, _, _ := stopFigures(o.fast)
+	nf, _, _, _ := stopFigures(f.fast)
+	first := func(r *failoverResult) (ds []time.Duration) {
+		for _, s := range r.switchover {
+			ds = append(ds, s.firstAnswered)
+		}
+		return ds
+	}
+	for _, c := range []struct {
+		what     string
+		old, new []time.Duration
+	}{
+		{"crash: the stopped primary's last answer, from the postmaster's exit", ol, nl},
+		{"clean stop: the same", of, nf},
+		{"switchover: the new primary's first answer, from `pg_ctl promote` returning", first(o), first(f)},
+	} {
+		w("| %s | %s | %s | %s | %s | %s | %s | %s, %s |\n", c.what, ms(pct(c.old, 0.5)), ms(pct(c.old, 0.99)), ms(pct(c.old, 1)),
+			ms(pct(c.new, 0.5)), ms(pct(c.new, 0.99)), ms(pct(c.new, 1)), verdict(pct(c.old, 0.99) <= 50*time.Millisecond), verdict(pct(c.new, 0.99) <= 50*time.Millisecond))
+	}
+	w("| wrong answers (SERVFAIL, two primaries, another host) | %d | | | %d | | | |\n\n", len(o.wrong), len(f.wrong))
 	return b.String()
 }

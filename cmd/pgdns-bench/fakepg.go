@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,6 +33,8 @@ func runFakePG(args []string) {
 	fs := flag.NewFlagSet("fakepg", flag.ExitOnError)
 	addrsFile := fs.String("addrs", "", "file of the fakes' addresses (host:port), one a line")
 	dsn := fs.String("dsn", "", "a real replica whose answer to the probe the fakes give")
+	control := fs.String("control", "", "where to say, to each connection, how many probe statements the fakes have run: a line, then close")
+	first := fs.Int("first", 0, "the number of the first fake (its start time and application name): the fakes of all processes are different servers")
 	_ = fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	ans, err := learnAnswer(ctx, *dsn)
@@ -46,7 +49,7 @@ func runFakePG(args []string) {
 		os.Exit(1)
 	}
 	for i, addr := range addrs {
-		fake := ans.as(i)
+		fake := ans.as(*first + i)
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "fakepg:", err)
@@ -62,10 +65,51 @@ func runFakePG(args []string) {
 			}
 		}()
 	}
+	if *control != "" {
+		ln, err := net.Listen("tcp", *control)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakepg:", err)
+			os.Exit(1)
+		}
+		go serveCount(ln)
+	}
 	fmt.Println("ready")
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, os.Interrupt)
 	<-c
+}
+
+// probesRun counts the probe statements the fakes ran (not the
+// settings sources' statement), for -control.
+var probesRun atomic.Int64
+
+// serveCount tells each connection to ln probesRun, a line, and closes
+// it.
+func serveCount(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(c, "%d\n", probesRun.Load())
+		c.Close()
+	}
+}
+
+// fakeProbes asks the fakes' process at control how many probe
+// statements it has run.
+func fakeProbes(control string) (int64, error) {
+	c, err := net.DialTimeout("tcp", control, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return 0, fmt.Errorf("fakes' control %s: %w", control, err)
+	}
+	return strconv.ParseInt(strings.TrimSpace(line), 10, 64)
 }
 
 func readLines(path string) ([]string, error) {
@@ -209,6 +253,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 			if m.String != probe.ProbeSQL {
 				be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "42601", Message: "fakepg answers the probe's statement only"})
 			} else {
+				probesRun.Add(1)
 				be.Send(&pgproto3.RowDescription{Fields: ans.fields})
 				be.Send(&pgproto3.DataRow{Values: ans.row})
 				be.Send(complete)
@@ -263,6 +308,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 			if portalSources {
 				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
 			} else {
+				probesRun.Add(1)
 				be.Send(&pgproto3.DataRow{Values: ans.row})
 				be.Send(complete)
 			}

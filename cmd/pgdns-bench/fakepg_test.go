@@ -69,6 +69,16 @@ func TestFakeReplicaAnswersAsPostgreSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fake.Close()
+	ctl, err := net.Listen("tcp", block.Addr(70, 6000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	go serveCount(ctl)
+	n0, err := fakeProbes(ctl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 3 { // and again on the kept connection
 		s, err := probeOnce(fake)
 		if err != nil {
@@ -81,6 +91,10 @@ func TestFakeReplicaAnswersAsPostgreSQL(t *testing.T) {
 		if !equalSamples(s, want) {
 			t.Fatalf("the fake's sample\n%+v\nthe replica's\n%+v", s, want)
 		}
+	}
+	// The scale step counts the probes at the fakes: one per Check.
+	if n1, err := fakeProbes(ctl.Addr().String()); err != nil || n1-n0 != 3 {
+		t.Errorf("the fakes counted %d probe statements (%v) for 3 probes", n1-n0, err)
 	}
 }
 

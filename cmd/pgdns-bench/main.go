@@ -102,8 +102,19 @@ func run(cfg config) error {
 	if err := os.WriteFile(cfg.out, []byte(md), 0o644); err != nil {
 		return err
 	}
-	if b.plotPath != "" {
-		return copyFile(b.plotPath, filepath.Join(filepath.Dir(cfg.out), filepath.Base(b.plotPath)))
+	return b.copyPlots()
+}
+
+// copyPlots copies the plots drawn (failover.png, scale.png) beside the
+// report.
+func (b *bench) copyPlots() error {
+	for _, p := range []string{b.plotPath, b.scalePlot} {
+		if p == "" {
+			continue
+		}
+		if err := copyFile(p, filepath.Join(filepath.Dir(b.cfg.out), filepath.Base(p))); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -135,10 +146,8 @@ func failoverOnly(ctx context.Context, b *bench) (string, error) {
 	if err := b.failover(ctx, r); err != nil {
 		return "", fmt.Errorf("failover: %w", err)
 	}
-	if b.plotPath != "" {
-		if err := copyFile(b.plotPath, filepath.Join(filepath.Dir(b.cfg.out), filepath.Base(b.plotPath))); err != nil {
-			return "", err
-		}
+	if err := b.copyPlots(); err != nil {
+		return "", err
 	}
 	return r.failover.markdown(filepath.Base(b.plotPath)), nil
 }
@@ -275,8 +284,8 @@ func dbCostOnly(ctx context.Context, b *bench) (string, error) {
 	return d.markdown(), nil
 }
 
-// scaleOnly measures pgdns on the three real servers at rest, then with
-// 1,000 hosts.
+// scaleOnly measures pgdns on the three real servers at rest, then the
+// series of fleet sizes.
 func scaleOnly(ctx context.Context, b *bench) (string, error) {
 	var hosts []string
 	for _, n := range b.pg.Nodes {
@@ -296,5 +305,8 @@ func scaleOnly(ctx context.Context, b *bench) (string, error) {
 		return "", fmt.Errorf("scale: %w", err)
 	}
 	r.scale.rss3 = 0 // no load steps ran before
+	if err := b.copyPlots(); err != nil {
+		return "", err
+	}
 	return r.scale.markdown(), nil
 }

@@ -22,9 +22,12 @@ func TestSectionsStampedFromTheirData(t *testing.T) {
 	r.ryow = &ryowResult{stamp: st, rounds: 300, waitP50: time.Millisecond}
 	r.http = []httpResult{{path: "/master", rps: 38000, p99: "4.77ms"}}
 	stop := []stopRep{{lastAnswered: -time.Millisecond, loggedOK: true}}
-	r.failover = &failoverResult{stamp: st, crash: stop, fast: stop, switchover: []switchRep{{firstAnswered: time.Millisecond}},
+	r.failover = &failoverResult{stamp: st, crash: stop, fast: stop, switchover: []switchRep{{firstAnswered: time.Millisecond}}, label: "pgdns at abc1234",
+		before:  &failoverResult{stamp: st, crash: stop, fast: stop, switchover: []switchRep{{firstAnswered: 2 * time.Millisecond}}, label: "pgdns built from c1fc5c0"},
 		patroni: &patroniResult{reps: []patroniRep{{api: 2 * time.Second, dns: 2100 * time.Millisecond, writable: 2090 * time.Millisecond}}}}
-	r.scale = &scaleResult{stamp: st, realHosts: 3, fakes: 997, interval: "250ms", windows: 1, window: 10 * time.Second, cpuPerProbe: []time.Duration{94 * time.Microsecond}}
+	r.scale = &scaleResult{stamp: st, realHosts: 3, windows: 1, window: 10 * time.Second, rss3Idle: 19 * 1024,
+		points: []scalePoint{{hosts: 1000, fakes: 997, interval: 250 * time.Millisecond, probesPerSec: 4000, span: 10 * time.Second, cpu: 1500 * time.Millisecond, shares: []float64{15}}},
+		dns:    &scaleDNS{hosts: 1000, interval: 250 * time.Millisecond, duration: 8 * time.Second, small: []float64{50000}, large: []float64{45000}}}
 	r.dbCost = &dbCostResult{stamp: st, execs: 1000, window: 10 * time.Second, simple: [2]time.Duration{time.Millisecond, time.Millisecond}, prepared: [2]time.Duration{100 * time.Microsecond, 90 * time.Microsecond}}
 	rest := hostileRow{attack: "none (at rest)", udpQPS: 2000, tcpQPS: 50, rssKiB: 20 * 1024}
 	r.hostile = &hostileResult{stamp: st, runs: []hostileRun{{label: "pgdns at abc1234", load: "1", done: "2", rows: []hostileRow{rest, {attack: "lsn- flood", udpQPS: 2000, tcpQPS: 50, rssKiB: 30 * 1024}}}}}

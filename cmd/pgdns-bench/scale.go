@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -15,187 +15,619 @@ import (
 	"strings"
 	"time"
 
-	"github.com/miekg/dns"
-
+	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// scaleResult: memory and CPU of pgdns with 3 and with 1,000 hosts.
-type scaleResult struct {
-	stamp            stamp
-	rss3Idle         int64           // KiB, before any load
-	rss3, rss1000    int64           // KiB, after the load steps (rss3: 0 when scale ran alone)
-	cpuTotal         float64         // percent of one core, 1,000 hosts, median window
-	cpuPerProbe      []time.Duration // CPU time of pgdns per probe done, per window
-	probesPerSec     float64
-	heapInuse        float64 // bytes, go_memstats_heap_inuse_bytes at 1,000 hosts
-	goroutines       float64
-	p50, p99         time.Duration
-	readyIn          time.Duration
-	realHosts, fakes int
-	interval         string
-	windows          int
-	window           time.Duration
-	cpuTop, heapTop  string  // pprof -top summaries, when -pprof is given
-	fakeCPU          float64 // percent of one core the fakes' process used over the windows
+// scaleSize is one point of the scale series: how many hosts (the three
+// real servers, fakes for the rest), probed how often.
+type scaleSize struct {
+	hosts    int
+	interval time.Duration
 }
 
-// rssKiB reads a process's resident set size.
-func rssKiB(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			return strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+// defaultScaleSizes is the series `make bench` measures (-scale-hosts):
+// 100, 1,000 and 3,000 hosts at the default 250 ms, 10,000 at 1 s.
+const defaultScaleSizes = "100,1000,3000,10000@1s"
+
+// The scale step's measuring, per size: after every host is a live
+// replica or the primary, scaleSettle (beyond the 3 s a flux episode of
+// the start lasts), then scaleWindows windows of scaleWindow of pgdns's
+// CPU time. At the largest size the mixed query set's queries/s is
+// measured scaleDNSRounds times beside the pgdns of 3 hosts, in turns.
+const (
+	scaleSettle    = 4 * time.Second
+	scaleWindows   = 3
+	scaleWindow    = 10 * time.Second
+	scaleDNSRounds = 2
+	scaleReadyIn   = 3 * time.Minute // most a size may take until every host is live
+	scalePprofAt   = 1000            // the size whose profiles -pprof takes
+)
+
+// parseScaleSizes reads -scale-hosts: host counts separated by commas,
+// each followed by @interval when it is not probed every 250ms.
+func parseScaleSizes(s string, realHosts int) ([]scaleSize, error) {
+	var out []scaleSize
+	for _, f := range strings.Split(s, ",") {
+		n, iv, hasIv := strings.Cut(strings.TrimSpace(f), "@")
+		hosts, err := strconv.Atoi(n)
+		if err != nil || hosts <= realHosts || hosts-realHosts > pgtest.FleetSize {
+			return nil, fmt.Errorf("-scale-hosts %q: %q is not a number of hosts from %d to %d", s, n, realHosts+1, realHosts+pgtest.FleetSize)
 		}
+		size := scaleSize{hosts: hosts, interval: 250 * time.Millisecond}
+		if hasIv {
+			if size.interval, err = time.ParseDuration(iv); err != nil || size.interval < 10*time.Millisecond {
+				return nil, fmt.Errorf("-scale-hosts %q: %q is not a probe interval of at least 10ms", s, iv)
+			}
+		}
+		out = append(out, size)
 	}
-	return 0, fmt.Errorf("no VmRSS")
+	return out, nil
 }
 
-// cpuTicks reads a process's user+system CPU time in clock ticks (1/100 s).
-func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
+// scalePoint is what one size of the series measured.
+type scalePoint struct {
+	hosts, fakes  int
+	interval      time.Duration
+	readyIn       time.Duration // from pgdns's start until every host was a live replica or the primary
+	fakeProbes    int64         // probe statements the fakes ran over span
+	probesPerSec  float64       // probes done: the fakes', for every host
+	fluxPerSec    float64       // of those, probes asked for beyond the interval (pgdns_flux_probes_total)
+	metricsPerSec float64       // probes done by /metrics (pgdns_probe_duration_seconds_count, around span)
+	metricsErr    string        // why /metrics was not read, or ""
+	page          int           // bytes of the /metrics page after the windows
+	pageTook      time.Duration // how long it took to read
+	span          time.Duration // the windows, end to end
+	cpu           time.Duration // pgdns's CPU time over span (schedstat)
+	cpuTicks      time.Duration // the same from /proc/PID/stat, threads that exited included
+	shares        []float64     // percent of one core, per window
+	mallocs       float64       // heap allocations over span
+	rss           int64         // KiB, at the end
+	heapInuse     float64       // bytes, MemStats.HeapInuse
+	goroutines    float64
+	fakeProcs     int           // the fakes' processes (fakesPerProc each at most)
+	fakeCPU       time.Duration // their CPU time over span, together
+	fakeRSS       int64         // KiB, together
+	p50, p99      time.Duration // answer latency at 5,000 queries/s
+}
+
+// configured is the probes per second the configuration asks for.
+func (p scalePoint) configured() float64 { return float64(p.hosts) / p.interval.Seconds() }
+
+// probes is how many probes were done over the windows.
+func (p scalePoint) probes() float64 { return p.probesPerSec * p.span.Seconds() }
+
+// perProbe is pgdns's CPU time per probe done.
+func (p scalePoint) perProbe() time.Duration {
+	if p.probes() <= 0 {
+		return 0
 	}
-	f := strings.Fields(string(b)[strings.LastIndexByte(string(b), ')')+2:])
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s, nil
+	return time.Duration(float64(p.cpu) / p.probes())
+}
+
+// share is pgdns's CPU time as a percentage of one core.
+func (p scalePoint) share() float64 { return pctOfCore(p.cpu, p.span) }
+
+// fakeShare is the fakes' processes', the same way.
+func (p scalePoint) fakeShare() float64 { return pctOfCore(p.fakeCPU, p.span) }
+
+// allocsPerProbe is pgdns's heap allocations per probe done (everything
+// it allocated meanwhile: nothing else asked it anything).
+func (p scalePoint) allocsPerProbe() float64 {
+	if p.probes() <= 0 {
+		return 0
+	}
+	return p.mallocs / p.probes()
+}
+
+// rateKept is the probes done as a share of the probes configured.
+func (p scalePoint) rateKept() float64 { return p.probesPerSec / p.configured() }
+
+func pctOfCore(cpu, span time.Duration) float64 {
+	if span <= 0 {
+		return 0
+	}
+	return cpu.Seconds() / span.Seconds() * 100
+}
+
+// scaleDNS is the mixed query set's queries/s at the largest size of the
+// series beside the same figure of the pgdns of 3 hosts, in turns.
+type scaleDNS struct {
+	hosts         int
+	interval      time.Duration
+	duration      time.Duration
+	small, large  []float64 // queries/s per round: 3 hosts, hosts
+	probesPerSec  float64   // the large one's probes/s meanwhile
+	configuredPer float64
+}
+
+// scaleResult is the scale step: the 3 real hosts at rest, then the
+// series.
+type scaleResult struct {
+	stamp           stamp
+	realHosts       int
+	rss3Idle        int64 // KiB, before any load
+	rss3            int64 // KiB, after the load steps (0 when scale ran alone)
+	points          []scalePoint
+	windows         int
+	window          time.Duration
+	dns             *scaleDNS
+	cpuTop, heapTop string // pprof -top summaries, when -pprof is given
+	pprofHosts      int
+	plot            string // the plot's file name, "" when none was drawn
 }
 
 func (b *bench) scale(ctx context.Context, r *report) error {
-	res := &scaleResult{stamp: b.stampNow(), realHosts: 3, interval: "250ms", rss3Idle: b.rssIdle}
-	var err error
+	res := &scaleResult{stamp: b.stampNow(), realHosts: len(b.pg.Nodes), rss3Idle: b.rssIdle, windows: scaleWindows, window: scaleWindow}
+	began := time.Now()
+	sizes, err := parseScaleSizes(b.cfg.scaleHosts, res.realHosts)
+	if err != nil {
+		return err
+	}
 	if res.rss3, err = rssKiB(b.pgdnsPID); err != nil {
 		return err
 	}
-
-	// 997 fake replicas beside the 3 real servers, on addresses of the
-	// run's block, each answering the probe as the first real replica
-	// does.
-	res.fakes = 997
-	hosts := make([]string, 0, res.realHosts+res.fakes)
-	for _, n := range b.pg.Nodes {
-		hosts = append(hosts, n.Addr())
-	}
-	for i := range res.fakes {
-		hosts = append(hosts, b.addr.fleet(i)+":5432")
-	}
-	fakeList := filepath.Join(b.dir, "fakes.txt")
-	if err := writeFile(fakeList, strings.Join(hosts[res.realHosts:], "\n")+"\n"); err != nil {
+	largest := slices.MaxFunc(sizes, func(a, b scaleSize) int { return a.hosts - b.hosts })
+	// pgdns holds a socket per host, a fakes' process a listener and an
+	// accepted connection per fake; the rest is headroom.
+	if err := raiseNoFile(uint64(max(largest.hosts, 2*min(largest.hosts, fakesPerProc)) + 1024)); err != nil {
 		return err
 	}
-	self, _ := os.Executable()
-	fake, err := b.start(self, []string{"fakepg", "-addrs", fakeList, "-dsn", b.pg.Nodes[1].DSN()})
-	if err != nil {
-		return err
-	}
-	if !testkit.Poll(30*time.Second, 50*time.Millisecond, func() bool {
-		c, err := net.Dial("tcp", hosts[len(hosts)-1])
-		if err == nil {
-			c.Close()
+	if b.lsn == "" {
+		if err := b.takeLSN(ctx); err != nil {
+			return err
 		}
-		return err == nil
-	}) {
-		return fmt.Errorf("fake replicas did not start")
 	}
-	path := filepath.Join(b.dir, "pgdns-1000.yaml")
-	if err := writeFile(path, fmt.Sprintf("dns: {listen: %q}\nhttp: {listen: %q}\nprobe: {interval: %s, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
-		b.addr.bigDNS, b.addr.bigHTTP, res.interval, strings.Join(hosts, ", "))); err != nil {
+	// The fakes learn their answer from a replica when they start: one
+	// that has replayed the mixed set's LSN answers lsn- names too.
+	if err := waitDNS(b.addr.pgdnsDNS, b.lsnName()+".db.local.", 2, 10*time.Second); err != nil {
 		return err
 	}
-	start := time.Now()
-	cmd, err := b.start(b.pgdns, []string{"-config", path})
-	if err != nil {
+	mixed := filepath.Join(b.dir, "queries-mixed.txt")
+	if err := writeFile(mixed, strings.Join(b.queryNames(), " A\n")+" A\n"); err != nil {
 		return err
 	}
-	defer b.stopProc(cmd)
-	// Every replica answered; not lag-50ms: on a loaded machine a few
-	// fakes' lag bounds may stay above 50 ms for long.
-	if err := waitDNSTCP(b.addr.bigDNS, "replica.db.local.", res.realHosts-1+res.fakes, 3*time.Minute); err != nil {
-		return err
-	}
-	res.readyIn = time.Since(start)
-	time.Sleep(2 * time.Second)
-	// CPU per probe: pgdns's own CPU time (/proc, so the fakes' CPU is
-	// not counted) over the probes it finished meanwhile. Other load on
-	// the machine slows both alike, so the ratio holds where a share of a
-	// core would not. The scrapes of /metrics fall outside each window.
-	res.windows, res.window = 3, 10*time.Second
-	var shares []float64
-	f0, err := cpuTicks(fake.Process.Pid)
-	if err != nil {
-		return err
-	}
-	fw0 := time.Now()
-	for range res.windows {
-		n0, err0 := probesDone(b.addr.bigHTTP)
-		t0, err := cpuTicks(cmd.Process.Pid)
+	for _, size := range sizes {
+		fmt.Fprintf(os.Stderr, "bench: scale, %d hosts every %v (load average %s)\n", size.hosts, size.interval, loadAverage())
+		var dnsAt *scaleDNS
+		if size == largest && res.dns == nil {
+			dnsAt = &scaleDNS{hosts: size.hosts, interval: size.interval, duration: b.cfg.dnsTime}
+		}
+		p, err := b.scaleAt(ctx, res, size, mixed, dnsAt)
 		if err != nil {
-			return err
+			return fmt.Errorf("%d hosts: %w", size.hosts, err)
 		}
-		w0 := time.Now()
-		time.Sleep(res.window)
-		t1, _ := cpuTicks(cmd.Process.Pid)
-		took := time.Since(w0)
-		n1, err1 := probesDone(b.addr.bigHTTP)
-		if err := errors.Join(err0, err1); err != nil {
-			return err
-		}
-		if n1 <= n0 {
-			return fmt.Errorf("no probes counted in a window (%v → %v)", n0, n1)
-		}
-		cpu := time.Duration(t1-t0) * 10 * time.Millisecond
-		res.cpuPerProbe = append(res.cpuPerProbe, time.Duration(float64(cpu)/(n1-n0)))
-		shares = append(shares, cpu.Seconds()/took.Seconds()*100)
-		res.probesPerSec += (n1 - n0) / took.Seconds() / float64(res.windows)
-	}
-	f1, err := cpuTicks(fake.Process.Pid)
-	if err != nil {
-		return err
-	}
-	res.fakeCPU = (time.Duration(f1-f0) * 10 * time.Millisecond).Seconds() / time.Since(fw0).Seconds() * 100
-	slices.Sort(shares)
-	res.cpuTotal = shares[len(shares)/2]
-	if res.rss1000, err = rssKiB(cmd.Process.Pid); err != nil {
-		return err
-	}
-	if res.heapInuse, err = scrapeSum(b.addr.bigHTTP, "go_memstats_heap_inuse_bytes"); err != nil {
-		return err
-	}
-	if res.goroutines, err = scrapeSum(b.addr.bigHTTP, "go_goroutines"); err != nil {
-		return err
-	}
-	if b.cfg.pprofDir != "" {
-		if res.cpuTop, res.heapTop, err = takeProfiles(b.addr.bigHTTP, b.cfg.pprofDir, b.pgdns); err != nil {
-			return err
+		res.points = append(res.points, p)
+		if dnsAt != nil {
+			res.dns = dnsAt
 		}
 	}
-	queries := filepath.Join(b.dir, "queries-1000.txt")
-	if err := writeFile(queries, "primary.db.local A\nlag-50ms.replica.db.local A\n"); err != nil {
-		return err
-	}
-	if res.p50, res.p99, err = dnsperfLatency(ctx, b.addr.bigDNS, queries); err != nil {
-		return err
+	res.stamp.took = time.Since(began)
+	if png, err := plotScale(b.dir, res); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: no scale plot:", err)
+	} else {
+		b.scalePlot, res.plot = png, filepath.Base(png)
 	}
 	r.scale = res
 	return nil
 }
 
-// waitDNSTCP is waitDNS over TCP, for answers too large for UDP.
-func waitDNSTCP(addr, name string, want int, timeout time.Duration) error {
-	if testkit.Poll(timeout, 100*time.Millisecond, func() bool {
-		req := new(dns.Msg)
-		req.SetQuestion(name, dns.TypeA)
-		m, _, err := (&dns.Client{Net: "tcp", Timeout: time.Second}).Exchange(req, addr)
-		return err == nil && m.Rcode == dns.RcodeSuccess && len(m.Answer) >= want
+// scaleAt measures one size: the fakes' processes and a pgdns of their
+// own, all stopped at the end.
+func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, mixed string, dnsAt *scaleDNS) (scalePoint, error) {
+	p := scalePoint{hosts: size.hosts, fakes: size.hosts - res.realHosts, interval: size.interval}
+	hosts := make([]string, 0, size.hosts)
+	for _, n := range b.pg.Nodes {
+		hosts = append(hosts, n.Addr())
+	}
+	for i := range p.fakes {
+		hosts = append(hosts, b.addr.fleet(i)+":5432")
+	}
+	tag := strconv.Itoa(size.hosts)
+	fakes, err := b.startFakes(hosts[res.realHosts:], tag)
+	defer func() {
+		for _, f := range fakes {
+			b.stopProc(f)
+		}
+	}()
+	if err != nil {
+		return p, err
+	}
+	p.fakeProcs = len(fakes)
+	path := filepath.Join(b.dir, "pgdns-"+tag+".yaml")
+	if err := writeFile(path, fmt.Sprintf("dns: {listen: %q}\nhttp: {listen: %q}\nprobe: {interval: %s, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
+		b.addr.bigDNS, b.addr.bigHTTP, size.interval, strings.Join(hosts, ", "))); err != nil {
+		return p, err
+	}
+	log := filepath.Join(b.dir, "pgdns-scale-"+tag+".log")
+	start := time.Now()
+	cmd, err := b.startLogged(log, b.pgdns, "-config", path)
+	if err != nil {
+		return p, err
+	}
+	defer b.stopProc(cmd)
+	pid := cmd.Process.Pid
+	if err := waitReplicas(b.addr.bigHTTP, size.hosts-1, scaleReadyIn); err != nil {
+		return p, fmt.Errorf("%w\n%s", err, tailFile(log, 2000))
+	}
+	p.readyIn = time.Since(start)
+	time.Sleep(scaleSettle)
+
+	// The probes are counted where they are answered, by the fakes'
+	// processes, at the edges of the windows: pgdns's /metrics, whose
+	// page grows with the hosts (a histogram each), is read before and
+	// after, outside the windows, for the flux probes and as a
+	// cross-check, and its garbage is given a second to be collected
+	// before the first window.
+	before, metricsErr := scrapeFigures(b.addr.bigHTTP)
+	time.Sleep(time.Second)
+	m0, err := mallocsSince(b.addr.bigHTTP)
+	if err != nil {
+		return p, err
+	}
+	c0, err := fakeCounts(len(fakes), b.addr.fakeControl)
+	if err != nil {
+		return p, err
+	}
+	t0, err := cpuTime(pid)
+	if err != nil {
+		return p, err
+	}
+	k0, _ := cpuTicks(pid)
+	f0, err := cpuTimes(fakes)
+	if err != nil {
+		return p, err
+	}
+	w0 := time.Now()
+	last, lastAt := t0, w0
+	for range res.windows {
+		time.Sleep(res.window)
+		t, err := cpuTime(pid)
+		if err != nil {
+			return p, err
+		}
+		now := time.Now()
+		p.shares = append(p.shares, pctOfCore(t-last, now.Sub(lastAt)))
+		last, lastAt = t, now
+	}
+	c1, err := fakeCounts(len(fakes), b.addr.fakeControl)
+	if err != nil {
+		return p, err
+	}
+	f1, err := cpuTimes(fakes)
+	if err != nil {
+		return p, err
+	}
+	k1, _ := cpuTicks(pid)
+	p.span, p.cpu, p.cpuTicks, p.fakeCPU = lastAt.Sub(w0), last-t0, time.Duration(k1-k0)*10*time.Millisecond, f1-f0
+	if p.mallocs, err = m0(); err != nil {
+		return p, err
+	}
+	// The 3 real hosts are probed as often as the fakes are.
+	p.fakeProbes = c1 - c0
+	p.probesPerSec = float64(p.fakeProbes) * float64(p.hosts) / float64(p.fakes) / p.span.Seconds()
+	if p.probesPerSec <= 0 {
+		return p, fmt.Errorf("the fakes counted no probes (%d, then %d)", c0, c1)
+	}
+	after, err := scrapeFigures(b.addr.bigHTTP)
+	if metricsErr == nil {
+		metricsErr = err
+	}
+	p.page, p.pageTook = after.bytes, after.took
+	if metricsErr != nil {
+		p.metricsErr = metricsErr.Error()
+	} else {
+		between := after.at.Sub(before.at).Seconds()
+		p.metricsPerSec = (after.probes - before.probes) / between
+		p.fluxPerSec = (after.flux - before.flux) / between
+	}
+	ms, err := readMemStats(b.addr.bigHTTP)
+	if err != nil {
+		return p, err
+	}
+	p.heapInuse = ms.heapInuse
+	if p.goroutines, err = readGoroutines(b.addr.bigHTTP); err != nil {
+		return p, err
+	}
+	if p.rss, err = rssKiB(pid); err != nil {
+		return p, err
+	}
+	for _, f := range fakes {
+		rss, err := rssKiB(f.Process.Pid)
+		if err != nil {
+			return p, err
+		}
+		p.fakeRSS += rss
+	}
+	if b.cfg.pprofDir != "" && size.hosts == scalePprofAt {
+		if res.cpuTop, res.heapTop, err = takeProfiles(b.addr.bigHTTP, b.cfg.pprofDir, b.pgdns); err != nil {
+			return p, err
+		}
+		res.pprofHosts = size.hosts
+	}
+	queries := filepath.Join(b.dir, "queries-latency.txt")
+	if err := writeFile(queries, "primary.db.local A\nlag-50ms.replica.db.local A\n"); err != nil {
+		return p, err
+	}
+	if p.p50, p.p99, err = dnsperfLatency(ctx, b.addr.bigDNS, queries); err != nil {
+		return p, err
+	}
+	if dnsAt != nil {
+		n0, err := fakeCounts(len(fakes), b.addr.fakeControl)
+		if err != nil {
+			return p, err
+		}
+		began := time.Now()
+		for round := range scaleDNSRounds {
+			for _, t := range []struct {
+				qps  *[]float64
+				addr string
+			}{{&dnsAt.small, b.addr.pgdnsDNS}, {&dnsAt.large, b.addr.bigDNS}} {
+				fmt.Fprintf(os.Stderr, "bench: scale, mixed set round %d/%d on %s\n", round+1, scaleDNSRounds, t.addr)
+				q, err := dnsperfThroughput(ctx, t.addr, mixed, dnsAt.duration)
+				if err != nil {
+					return p, err
+				}
+				*t.qps = append(*t.qps, q)
+			}
+		}
+		n1, err := fakeCounts(len(fakes), b.addr.fakeControl)
+		if err != nil {
+			return p, err
+		}
+		dnsAt.probesPerSec = float64(n1-n0) * float64(p.hosts) / float64(p.fakes) / time.Since(began).Seconds()
+		dnsAt.configuredPer = p.configured()
+	}
+	keepLog(log)
+	return p, nil
+}
+
+// fakesPerProc is the most fakes one process serves: two descriptors
+// each (a listener, the connection it accepted) stay under a limit of
+// 20,000 open files, which a root without CAP_SYS_RESOURCE cannot raise.
+const fakesPerProc = 5000
+
+// startFakes runs the fakes on addrs, fakesPerProc to a process, each
+// answering as the first real replica does (as a server of its own: fake
+// i of addrs is numbered i whichever process serves it), and waits until each
+// process's last address accepts. It returns the processes started, also
+// with an error.
+func (b *bench) startFakes(addrs []string, tag string) ([]*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var procs []*exec.Cmd
+	for i := 0; i < len(addrs); i += fakesPerProc {
+		chunk := addrs[i:min(i+fakesPerProc, len(addrs))]
+		name := fmt.Sprintf("fakes-%s-%d", tag, len(procs)+1)
+		list, log := filepath.Join(b.dir, name+".txt"), filepath.Join(b.dir, name+".log")
+		if err := writeFile(list, strings.Join(chunk, "\n")+"\n"); err != nil {
+			return procs, err
+		}
+		fake, err := b.startLogged(log, self, "fakepg", "-addrs", list, "-dsn", b.pg.Nodes[1].DSN(),
+			"-first", strconv.Itoa(i), "-control", b.addr.fakeControl(len(procs)))
+		if err != nil {
+			return procs, err
+		}
+		procs = append(procs, fake)
+		last := chunk[len(chunk)-1]
+		if !testkit.Poll(time.Minute, 50*time.Millisecond, func() bool {
+			c, err := net.Dial("tcp", last)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		}) {
+			return procs, fmt.Errorf("the fake replicas did not start:\n%s", tailFile(log, 2000))
+		}
+	}
+	return procs, nil
+}
+
+// cpuTimes is cpuTime of every process, together.
+func cpuTimes(procs []*exec.Cmd) (time.Duration, error) {
+	var sum time.Duration
+	for _, p := range procs {
+		t, err := cpuTime(p.Process.Pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += t
+	}
+	return sum, nil
+}
+
+// pageFigures are the figures the scale step reads from one page of
+// pgdns's /metrics, and when: the middle of the request.
+type pageFigures struct {
+	at           time.Time
+	probes, flux float64
+	bytes        int           // the page's size
+	took         time.Duration // reading it
+}
+
+// scrapeFigures reads pageFigures; the page's size and time are those of
+// the last try, also when it failed.
+func scrapeFigures(httpAddr string) (pageFigures, error) {
+	var (
+		f    pageFigures
+		page string
+		err  error
+	)
+	for range 3 { // a loaded machine may cut a page this long short
+		t0 := time.Now()
+		page, err = scrapePage(httpAddr)
+		f.took, f.bytes = time.Since(t0), len(page)
+		f.at = t0.Add(f.took / 2)
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return f, err
+	}
+	for _, m := range []struct {
+		v    *float64
+		name string
+	}{{&f.probes, "pgdns_probe_duration_seconds_count"}, {&f.flux, "pgdns_flux_probes_total"}} {
+		if *m.v, err = metricSum(page, m.name); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// fakeCounts adds up the probe statements the n fakes' processes ran.
+func fakeCounts(n int, control func(k int) string) (int64, error) {
+	var sum int64
+	for k := range n {
+		c, err := fakeProbes(control(k))
+		if err != nil {
+			return 0, err
+		}
+		sum += c
+	}
+	return sum, nil
+}
+
+// mallocsSince starts counting pgdns's heap allocations; the function it
+// returns says how many were made since. They are read from the Go
+// runtime's MemStats that /debug/pprof/allocs?debug=1 ends with: unlike
+// /metrics, whose page grows with the hosts, that read costs about the
+// same at any size. It allocates too (the request, the profile's records
+// before MemStats is read): two reads back to back at the start measure
+// that, and it is taken off.
+func mallocsSince(httpAddr string) (func() (float64, error), error) {
+	a, err := readMemStats(httpAddr)
+	if err != nil {
+		return nil, err
+	}
+	b, err := readMemStats(httpAddr)
+	if err != nil {
+		return nil, err
+	}
+	return func() (float64, error) {
+		c, err := readMemStats(httpAddr)
+		return c.mallocs - b.mallocs - (b.mallocs - a.mallocs), err
+	}, nil
+}
+
+// memStats are the runtime.MemStats figures the scale step reads.
+type memStats struct{ mallocs, heapInuse float64 }
+
+// readMemStats reads the MemStats of the pgdns serving httpAddr.
+func readMemStats(httpAddr string) (memStats, error) {
+	body, err := debugPage(httpAddr, "/debug/pprof/allocs?debug=1")
+	if err != nil {
+		return memStats{}, err
+	}
+	return parseMemStats(body)
+}
+
+// readGoroutines reads how many goroutines the pgdns serving httpAddr
+// has ("goroutine profile: total N").
+func readGoroutines(httpAddr string) (float64, error) {
+	body, err := debugPage(httpAddr, "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return 0, err
+	}
+	first, _, _ := strings.Cut(body, "\n")
+	n, ok := strings.CutPrefix(first, "goroutine profile: total ")
+	if !ok {
+		return 0, fmt.Errorf("/debug/pprof/goroutine?debug=1 begins %q", first)
+	}
+	return strconv.ParseFloat(strings.TrimSpace(n), 64)
+}
+
+// debugPage reads a page of pgdns's /debug/pprof/.
+func debugPage(httpAddr, path string) (string, error) {
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://" + httpAddr + path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// parseMemStats finds "# Mallocs = N" and "# HeapInuse = N" in a heap
+// profile's text form.
+func parseMemStats(profile string) (memStats, error) {
+	var ms memStats
+	found := 0
+	for _, l := range strings.Split(profile, "\n") {
+		for _, f := range []struct {
+			v      *float64
+			prefix string
+		}{{&ms.mallocs, "# Mallocs = "}, {&ms.heapInuse, "# HeapInuse = "}} {
+			if v, ok := strings.CutPrefix(l, f.prefix); ok {
+				n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					return ms, fmt.Errorf("%q: %w", l, err)
+				}
+				*f.v = n
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return ms, fmt.Errorf("/debug/pprof/allocs?debug=1: no \"# Mallocs = \" and \"# HeapInuse = \" lines")
+	}
+	return ms, nil
+}
+
+// waitReplicas polls pgdns's /v1/hosts until want of its hosts are live
+// (DNS cannot tell past a few thousand: an answer holds 64 KiB).
+func waitReplicas(httpAddr string, want int, timeout time.Duration) error {
+	got, said := 0, time.Now()
+	if testkit.Poll(timeout, time.Second, func() bool {
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://" + httpAddr + "/v1/hosts")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Hosts []struct {
+				Role  string `json:"role"`
+				Alive bool   `json:"alive"`
+			} `json:"hosts"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&body) != nil {
+			return false
+		}
+		got = 0
+		for _, h := range body.Hosts {
+			if h.Alive && (h.Role == "replica" || h.Role == "primary") {
+				got++
+			}
+		}
+		if time.Since(said) > 15*time.Second {
+			fmt.Fprintf(os.Stderr, "bench: scale, %d of %d hosts live\n", got, want+1)
+			said = time.Now()
+		}
+		return got > want
 	}) {
 		return nil
 	}
-	return fmt.Errorf("%s never answered %s with %d records", addr, name, want)
+	return fmt.Errorf("pgdns on %s: %d hosts live after %v, want %d", httpAddr, got, timeout, want+1)
+}
+
+// takeLSN writes on the primary and keeps the LSN, for the mixed query
+// set's lsn- name.
+func (b *bench) takeLSN(ctx context.Context) error {
+	conn, err := pgxConnect(ctx, b.pg.Nodes[0].DSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS bench (id bigserial PRIMARY KEY, v text)"); err != nil {
+		return err
+	}
+	return conn.QueryRow(ctx, "SELECT lower(replace(pg_current_wal_insert_lsn()::text, '/', '-'))").Scan(&b.lsn)
 }
 
 // takeProfiles saves an 8 s CPU profile and a heap profile of the pgdns
@@ -242,13 +674,6 @@ func takeProfiles(httpAddr, dir, bin string) (cpuTop, heapTop string, err error)
 	return cpuTop, heapTop, nil
 }
 
-// probesDone sums pgdns_probe_duration_seconds_count over every host. The
-// page is large with 1,000 hosts: it is read whole, with time to spare,
-// or not at all.
-func probesDone(httpAddr string) (float64, error) {
-	return scrapeSum(httpAddr, "pgdns_probe_duration_seconds_count")
-}
-
 // scrapeSum sums the samples of the metric name on pgdns's /metrics.
 func scrapeSum(httpAddr, name string) (n float64, err error) {
 	for range 3 { // a loaded machine may cut a page this long short
@@ -269,8 +694,13 @@ func scrapeWith(client *http.Client, httpAddr, name string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return metricSum(body, name)
+}
+
+// metricSum sums the samples of the metric name on a /metrics page.
+func metricSum(page, name string) (float64, error) {
 	var sum float64
-	for _, l := range strings.Split(body, "\n") {
+	for _, l := range strings.Split(page, "\n") {
 		if strings.HasPrefix(l, name+"{") || strings.HasPrefix(l, name+" ") {
 			f := strings.Fields(l)
 			v, err := strconv.ParseFloat(f[len(f)-1], 64)

@@ -79,7 +79,7 @@ func describe() string {
 		return "unknown"
 	}
 	commit := strings.TrimSpace(string(out))
-	diff := exec.Command("git", "diff", "--quiet", "HEAD", "--", ".", ":(exclude)BENCHMARKS.md", ":(exclude)failover.png")
+	diff := exec.Command("git", "diff", "--quiet", "HEAD", "--", ".", ":(exclude)BENCHMARKS.md", ":(exclude)failover.png", ":(exclude)scale.png")
 	if diff.Run() != nil {
 		commit += "-dirty"
 	}
