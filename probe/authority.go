@@ -95,17 +95,19 @@ func (p *Prober) ForgetTimeline(ctx context.Context, cluster string, tl uint32) 
 
 // setLeader applies u. Only the aggregator calls it.
 func (p *Prober) setLeader(u leaderUpdate) {
-	for _, c := range p.state {
+	for ci, c := range p.state {
 		if c.Name == u.cluster {
 			c.Leader = u.addr
+			p.rebuild[ci] = true
 		}
 	}
 }
 
 // setTags applies u. Only the aggregator calls it.
 func (p *Prober) setTags(u tagsUpdate) {
-	for _, c := range p.state {
+	for ci, c := range p.state {
 		if c.Name == u.cluster {
+			p.rebuild[ci] = true
 			for i := range c.Hosts {
 				h := &c.Hosts[i]
 				t := u.tags[h.Addr]
@@ -127,6 +129,7 @@ func (p *Prober) forget(r forgetRequest) (ci int, before uint32, err error) {
 		}
 		before = c.NewestTimeline
 		c.NewestTimeline = r.timeline - 1
+		p.rebuild[ci] = true
 		for tl := range p.timelines[ci] {
 			if tl >= r.timeline {
 				delete(p.timelines[ci], tl)
@@ -162,12 +165,9 @@ func (p *Prober) leaderUnsure(snap *zone.Snapshot) {
 	if hook == nil {
 		return
 	}
-	for _, c := range snap.Clusters {
-		for i := range c.Hosts {
-			if c.Hosts[i].Aside == zone.AsideNotLeader {
-				hook(c.Name)
-				break
-			}
+	for ci, c := range snap.Clusters {
+		if ci < len(p.notLeader) && p.notLeader[ci] { // set when c was built (build.go)
+			hook(c.Name)
 		}
 	}
 }

@@ -10,6 +10,17 @@ import (
 // Build and publish: the observed state (intake.go) becomes a snapshot,
 // with roles (zone.Decide), lags (lag.go), timeline histories and SOA
 // serials, and what changed is logged once.
+//
+// A publish costs what changed, not every host: a cluster nothing of which
+// changed since its last build (no result of its hosts, no leader, tags,
+// forgotten timeline or adopted knowledge) and that its last build still
+// describes by the clock (holdsUntil: no live host has gone stale since)
+// is the same *zone.Cluster in the new snapshot as in the last one.
+// Published clusters are never modified, so a reader holding an older
+// snapshot sees what it saw; and comparing two snapshots (serials, flux,
+// logged and reported changes) skips a shared cluster at once. At ten
+// thousand hosts every host rebuilt and compared cluster by cluster by
+// name cost 24 ms a publish (BenchmarkAggregator).
 
 // publish builds a new snapshot from the observed state, derives roles and
 // lags, logs what changed, and stores it.
@@ -22,10 +33,22 @@ func (p *Prober) publish() {
 		StaleAfter: stale,
 		Default:    p.defCluster,
 		Networks:   p.cfg.Networks,
+		Clusters:   make([]*zone.Cluster, 0, len(p.state)),
 	}
+	// Everything is built anew for the first snapshot and when readiness
+	// changes (every serial moves then: zone.StampSerials).
+	all := p.last == nil || p.last.Ready != snap.Ready
 	for ci, src := range p.state {
+		claimed := false
+		if !all && !p.rebuild[ci] && !now.After(p.holdsUntil[ci]) {
+			if claimed = p.claim(ci); !claimed {
+				snap.Clusters = append(snap.Clusters, p.last.Clusters[ci])
+				continue
+			}
+		}
+		p.rebuild[ci] = false
 		c := p.decide(ci, now, stale)
-		if p.claim(ci) {
+		if !claimed && p.claim(ci) {
 			// An identity just established is one remembered under
 			// another name: decide again with what was learned of it,
 			// before anything is published.
@@ -33,6 +56,7 @@ func (p *Prober) publish() {
 		}
 		p.computeLag(src, c, now, stale)
 		p.attachHistories(ci, c)
+		p.holdsUntil[ci], p.notLeader[ci] = holdsUntil(c, stale, p.cfg.MaxFails), notLeader(c)
 		snap.Clusters = append(snap.Clusters, c)
 	}
 	p.dropOrphans()
@@ -55,6 +79,39 @@ func (p *Prober) publish() {
 			hook(prev, snap)
 		}
 	}
+}
+
+// holdsUntil is the last moment the build c of a cluster describes it by
+// the clock alone: until its first live host's last good probe is older
+// than stale (zone.Cluster.Decide then has it down, and a primary's lag
+// figures go with it). A host already down for that reason is noted with
+// the time since its last good probe, which the clock moves: such a
+// cluster is built at every publish, as every cluster once was. A host
+// never seen, or down by maxFails failures, does not age.
+func holdsUntil(c *zone.Cluster, stale time.Duration, maxFails int) time.Time {
+	until := time.Unix(1<<40, 0) // nothing in it ages
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		switch {
+		case !h.Seen || h.Fails >= maxFails:
+		case h.Role == zone.RoleDown:
+			return time.Time{} // down by age
+		case h.ProbedAt.Add(stale).Before(until):
+			until = h.ProbedAt.Add(stale)
+		}
+	}
+	return until
+}
+
+// notLeader reports whether c has a writable host set aside as not the
+// member holding Patroni's leader key (leaderUnsure).
+func notLeader(c *zone.Cluster) bool {
+	for i := range c.Hosts {
+		if c.Hosts[i].Aside == zone.AsideNotLeader {
+			return true
+		}
+	}
+	return false
 }
 
 // decide derives the roles of cluster ci's hosts from the observed state
@@ -139,13 +196,13 @@ func (p *Prober) logChanges(prev, snap *zone.Snapshot) {
 	if prev != nil && !prev.Ready {
 		prev = nil
 	}
-	for _, c := range snap.Clusters {
+	for ci, c := range snap.Clusters {
 		var was *zone.Cluster
 		if prev != nil {
-			was = prev.Cluster(c.Name)
-			if was != nil && was.Name != c.Name {
-				was = nil // Cluster("") is the default one; names are never ""
-			}
+			was = prev.ClusterNear(ci, c.Name)
+		}
+		if was == c {
+			continue // shared by the two snapshots: nothing changed
 		}
 		wasSplit := was != nil && was.SplitBrain
 		switch {
@@ -201,6 +258,9 @@ func (p *Prober) logChanges(prev, snap *zone.Snapshot) {
 // the last snapshot: once per change, never on every probe.
 func (p *Prober) logHidden(snap *zone.Snapshot) {
 	for ci, c := range snap.Clusters {
+		if p.last != nil && p.last.Clusters[ci] == c {
+			continue // shared: nothing changed
+		}
 		for hi := range c.Hosts {
 			h := &c.Hosts[hi]
 			was := p.last != nil && p.last.Clusters[ci].Hosts[hi].StatsHidden

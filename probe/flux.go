@@ -74,7 +74,7 @@ func (p *Prober) fluxRound() bool {
 			continue
 		}
 		any = true
-		base := p.flatIndex(ci, 0)
+		base, kicked := p.flatIndex(ci, 0), 0
 		now := time.Now().UnixNano()
 		for hi := range c.Hosts {
 			// Replicas probed in step with the primary stay driven (rounds.go)
@@ -84,11 +84,14 @@ func (p *Prober) fluxRound() bool {
 			if p.last != nil && p.last.Ready && p.last.Clusters[ci].Hosts[hi].Role == zone.RoleReplica {
 				p.driven[base+hi].Store(now)
 			}
-			p.kick(base + hi)
+			if p.kick(base + hi) {
+				kicked++
+			}
 		}
 		if hook := p.cfg.Hooks.FluxProbes; hook != nil {
 			hook(c.Name, len(c.Hosts))
 		}
+		p.asked(c.Name, ProbeFlux, kicked)
 	}
 	return any
 }

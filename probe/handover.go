@@ -85,6 +85,9 @@ func (p *Prober) export() Knowledge {
 // of the same identity: a cluster renamed in the config keeps what pgdns
 // learned of it. Only the aggregator calls it.
 func (p *Prober) adopt(k Knowledge) {
+	for ci := range p.rebuild {
+		p.rebuild[ci] = true // what each cluster is built from may change
+	}
 	for ci, c := range p.state {
 		old, ok := k.clusters[c.Name]
 		if !ok || (c.IdentityPinned && old.identity != c.Identity) {

@@ -5,10 +5,12 @@ import (
 	"time"
 )
 
-// Publishing a snapshot rebuilds every host of the cluster (zone.Decide,
-// lags, histories): O(hosts). With a thousand hosts whose results arrive
-// in bursts through a probe round, publishing after each burst was a
-// large share of pgdns's CPU and most of its garbage (issue 17). So while
+// Publishing a snapshot builds anew every cluster with a new result
+// (zone.Decide, lags, histories: build.go). With a thousand hosts whose
+// results arrive in bursts through a probe round, publishing after each
+// burst, when a publish rebuilt every host, was a large share of pgdns's
+// CPU and most of its garbage (issue 17); a publish now costs the
+// clusters that changed, and holding saves a build per result. So while
 // a round is under way, results that change no host's standing are held
 // and published together when the round closes (the primary's closing
 // probe), and meanwhile at most once every holdMax (a round waiting only

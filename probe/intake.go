@@ -267,6 +267,7 @@ func (p *Prober) take(r result) bool {
 func (p *Prober) record(r result) {
 	c := p.state[r.cluster]
 	h := &c.Hosts[r.host]
+	p.rebuild[r.cluster] = true // built anew at the next publish (build.go)
 	p.noteRefreshed(r)
 	if idx := p.flatIndex(r.cluster, r.host); !p.done[idx] {
 		p.done[idx] = true

@@ -63,6 +63,12 @@ type Hooks struct {
 	// FluxProbes is called for each round of flux probes of a cluster,
 	// with the number of hosts kicked.
 	FluxProbes func(cluster string, hosts int)
+	// Probes is called with n probes of cluster asked for by why: by
+	// the aggregator as it kicks hosts (round, closing, flux, refresh;
+	// a kick while one is pending asks for nothing), and at the result of
+	// each probe on a host's own tick (tick, tick_driven). Together they
+	// count every probe.
+	Probes func(cluster string, why ProbeCause, n int)
 	// FluxBegan is called once each time a cluster enters flux (an
 	// episode begins: flux.go), by the prober that publishes.
 	FluxBegan func(cluster string)
@@ -153,10 +159,17 @@ type Prober struct {
 	replays   map[*zone.Host]replayWatch      // a replica's earliest reading at its replay position (forks.go)
 	timelines []map[uint32]timelineHistory    // per cluster: what is known of each timeline's history
 	probed    int                             // hosts that have had at least one result
-	done      []bool
-	last      *zone.Snapshot
-	rounds    []*round // per cluster: the probe round under way (rounds.go)
-	flux      []flux   // per cluster: the flux episode (flux.go)
+	base      []int                           // per cluster: the flat index of its first host
+	// Per cluster: something it is built from changed since its last
+	// build (a result, a leader, tags, a forgotten timeline, an adoption),
+	// and until when the last build holds by the clock alone (build.go).
+	rebuild    []bool
+	holdsUntil []time.Time
+	notLeader  []bool // per cluster: its last build set a writable host aside as not Patroni's leader
+	done       []bool
+	last       *zone.Snapshot
+	rounds     []*round // per cluster: the probe round under way (rounds.go)
+	flux       []flux   // per cluster: the flux episode (flux.go)
 	// Per host (flat index): the start of its last result, and when a
 	// round last kicked it (rounds.go).
 	answered, roundKicked []time.Time
@@ -209,8 +222,10 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		p.timelines = append(p.timelines, map[uint32]timelineHistory{})
 	}
 	for _, c := range p.state {
+		p.base = append(p.base, len(p.done))
 		p.done = append(p.done, make([]bool, len(c.Hosts))...)
 	}
+	p.rebuild, p.holdsUntil, p.notLeader = make([]bool, len(p.state)), make([]time.Time, len(p.state)), make([]bool, len(p.state))
 	for range p.done {
 		p.kicks = append(p.kicks, make(chan struct{}, 1))
 	}
@@ -226,10 +241,6 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 // Ready is closed once every host has been probed at least once.
 func (p *Prober) Ready() <-chan struct{} { return p.ready }
 
-func (p *Prober) flatIndex(ci, hi int) int {
-	n := 0
-	for _, c := range p.state[:ci] {
-		n += len(c.Hosts)
-	}
-	return n + hi
-}
+// flatIndex is the index of host hi of cluster ci among all hosts: O(1),
+// as it is used for every result.
+func (p *Prober) flatIndex(ci, hi int) int { return p.base[ci] + hi }

@@ -133,15 +133,16 @@ func (p *Prober) startNext(cluster string, rs *refreshes, now time.Time) {
 		// would only queue behind it.
 		r.primaryFrom = rs.closing
 	}
+	kicked := 0
 	for flat := range r.waiting {
 		if flat == r.primary && !r.primaryFrom.Equal(r.started) {
 			continue
 		}
-		select {
-		case p.kicks[flat] <- struct{}{}:
-		default: // already kicked
+		if p.kick(flat) { // unless already kicked
+			kicked++
 		}
 	}
+	p.asked(cluster, ProbeRefresh, kicked)
 	if hook := p.cfg.Hooks.RefreshRound; hook != nil {
 		hook(cluster)
 	}
@@ -222,7 +223,9 @@ func (p *Prober) finishRefreshes() {
 	for name, rs := range p.refreshing {
 		if r := rs.running; r != nil && len(r.waiting) == 0 {
 			if r.primary >= 0 {
-				p.kick(r.primary)
+				if p.kick(r.primary) {
+					p.asked(name, ProbeRefresh, 1)
+				}
 				rs.closing, rs.closingPrimary, rs.closingPending = now, r.primary, true
 			}
 			close(r.done)

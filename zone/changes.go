@@ -62,10 +62,13 @@ func Changes(prev, next *Snapshot) []Change {
 		prev = nil
 	}
 	var out []Change
-	for _, c := range next.Clusters {
+	for i, c := range next.Clusters {
 		var was *Cluster
 		if prev != nil {
-			was = prev.clusterNamed(c.Name)
+			was = prev.ClusterNear(i, c.Name)
+		}
+		if was == c {
+			continue // shared by the two snapshots: nothing changed
 		}
 		out = append(out, clusterChanges(was, c)...)
 	}

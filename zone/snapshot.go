@@ -63,7 +63,10 @@ func (c *Cluster) PrimaryHost() *Host {
 }
 
 // Snapshot is the whole table at one moment. Once published it is never
-// modified: builders make a new one.
+// modified: builders make a new one. A builder may give the new one the
+// same *Cluster as the one before when nothing of it changed (the probe
+// does: a publish costs what changed, not every host); a cluster, once in
+// a published snapshot, is never modified either.
 type Snapshot struct {
 	// Ready is false until every host has been probed at least once, so
 	// that the first answers are not made from a partial view.

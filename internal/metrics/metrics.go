@@ -33,6 +33,7 @@ type Metrics struct {
 	refreshCoalesced *prometheus.CounterVec
 	lsnUnreachable   *prometheus.CounterVec
 	fluxProbes       *prometheus.CounterVec
+	probesAsked      *prometheus.CounterVec
 
 	httpClosed   [2]prometheus.Counter // by refused: connections the HTTP cap closed
 	lsnWaitsFull prometheus.Counter
@@ -118,6 +119,10 @@ func New(table *zone.Table) *Metrics {
 		Name: "pgdns_flux_probes_total",
 		Help: "Probes asked for beyond the interval while a cluster was in flux (its primary went down or changed, a host changed role): the extra load of fast failover.",
 	}, []string{"cluster"})
+	m.probesAsked = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pgdns_probes_total",
+		Help: "Probes by why they were made then: tick (a host's own probe.interval tick: a primary's opens a probe round, a host without a primary probes alone), tick_driven (a replica's own tick while its cluster has a primary, whose rounds did not drive it then), round (kicked by its primary's probe round), closing (the primary probed again to close a round: its replicas' byte lag bounds), flux, refresh (lsn- lookups).",
+	}, []string{"cluster", "why"})
 	locality := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pgdns_dns_locality_total",
 		Help: "Answers to replica names (replica, prefer-replica, any) that held a host, by where the first host is: in the client's location (local), elsewhere (remote), or the client's location unknown (unlocated: no dns.locations network contains it).",
@@ -134,7 +139,7 @@ func New(table *zone.Table) *Metrics {
 		Name: "pgdns_dns_lsn_waits_full_total",
 		Help: "UDP lsn- lookups that could have waited dns.lsn_wait for a re-probe but were answered at once, as with lsn_wait 0, because the most lookups allowed to wait at once (1024) were waiting.",
 	})
-	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.lsnUnreachable, m.fluxProbes, locality, closed, m.lsnWaitsFull)
+	m.registry.MustRegister(m.refreshRounds, m.refreshCoalesced, m.lsnUnreachable, m.fluxProbes, m.probesAsked, locality, closed, m.lsnWaitsFull)
 	m.registry.MustRegister(m.dnsQueries, m.probeDuration, m.probeFailures, m.roleChanges, m.splitBrains, m.httpRequests,
 		hostCollector{table: table, since: &m.roleSince},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -239,6 +244,11 @@ func (m *Metrics) RefreshCoalesced(cluster string, why probe.Coalesced) {
 // FluxProbes counts the probes of one flux round of a cluster.
 func (m *Metrics) FluxProbes(cluster string, hosts int) {
 	m.fluxProbes.WithLabelValues(cluster).Add(float64(hosts))
+}
+
+// Probes counts n probes of cluster made for why (probe.Hooks.Probes).
+func (m *Metrics) Probes(cluster string, why probe.ProbeCause, n int) {
+	m.probesAsked.WithLabelValues(cluster, string(why)).Add(float64(n))
 }
 
 // TrackState registers the state file's metrics; pgdns calls it when
