@@ -121,6 +121,18 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	// setting put first (ALTER ROLE pgdns SET search_path = ...). A
 	// startup parameter outranks both; the DSN cannot change it.
 	cfg.RuntimeParams["search_path"] = "pg_catalog"
+	// The same for the settings that would stop the probe's statements or
+	// end its session (review 5, F9): with ALTER ROLE pgdns SET
+	// statement_timeout = '1ms' every host was down (57014 at prepare),
+	// with idle_session_timeout = '50ms' the server ended the session
+	// between two probes and the host flapped, and with
+	// default_transaction_isolation = serializable every hot standby
+	// refused the probe. The probe keeps its own deadline (probe.timeout).
+	// default_transaction_read_only is not pinned: it is the server's to
+	// set, not the probe's.
+	for k, v := range pinnedSettings {
+		cfg.RuntimeParams[k] = v
+	}
 	// One round trip per probe: no Parse/Describe before the first Execute.
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	cfg.StatementCacheCapacity = 0
@@ -128,6 +140,20 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	// Know why a connection broke, when pgx's error does not say (socket.go).
 	recordFailures(&cfg.Config)
 	return cfg, nil
+}
+
+// pinnedSettings are the startup parameters every probe session starts
+// with, whatever the role, the database or probe.dsn say (a startup
+// parameter outranks role and database settings; these replace the DSN's
+// own). idle_session_timeout came with PostgreSQL 14: an older server
+// refuses a session that names a setting it does not know, so pgdns probes
+// PostgreSQL 14 or later (docs/operating.md, the probe role).
+var pinnedSettings = map[string]string{
+	"statement_timeout":                   "0",
+	"lock_timeout":                        "0",
+	"idle_in_transaction_session_timeout": "0",
+	"idle_session_timeout":                "0",
+	"default_transaction_isolation":       "read committed",
 }
 
 // forHost is base, parsed for the stand-in host, made the config of host

@@ -74,6 +74,42 @@ func TestProbeSessionSettings(t *testing.T) {
 		}
 	})
 
+	t.Run("timeouts and isolation on the probe role stop no probe and end no session", func(t *testing.T) {
+		// Review 5, F9: before the fix statement_timeout made every host
+		// down (prepare: 57014), idle_session_timeout ended the session
+		// between two probes (a flap), serializable made the hot standbys
+		// refuse the probe.
+		settings := []string{"statement_timeout = '1ms'", "lock_timeout = '1ms'", "idle_in_transaction_session_timeout = '1ms'",
+			"idle_session_timeout = '50ms'", "default_transaction_isolation = serializable"}
+		for _, s := range settings {
+			p.Exec(t, "ALTER ROLE pgdns SET "+s)
+		}
+		defer func() {
+			for _, s := range settings {
+				p.Exec(t, "ALTER ROLE pgdns RESET "+s[:strings.Index(s, " ")])
+			}
+		}()
+		for _, n := range []*pgtest.Node{r1, r2} { // the role's settings reach the replicas
+			testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the role's settings on "+n.Name, func() (int, bool) {
+				var k int
+				err := n.QueryOnce(ctx, "SELECT coalesce(array_length(setconfig, 1), 0) FROM pg_db_role_setting WHERE setrole = 'pgdns'::regrole", &k)
+				return k, err == nil && k == len(settings)
+			})
+		}
+		e := attach(t, pg, o) // fails here before the fix: primary.db.local empty
+		e.waitFor(t, "replica.db.local.", replicas)
+		// Ten probe intervals of 100 ms, each idle for longer than 50 ms: a
+		// session the server ended would have taken its host down.
+		if n, ok := testkit.Holds(2*time.Second, 100*time.Millisecond, func() bool {
+			return slices.Equal(e.ips(t, "primary.db.local."), []string{p.IP}) && slices.Equal(e.ips(t, "replica.db.local."), replicas)
+		}); !ok {
+			t.Fatalf("the answers changed after %d checks:\n%s", n, e.logs.String())
+		}
+		if logs := e.logs.String(); strings.Contains(logs, "to=down") {
+			t.Fatalf("a host went down:\n%s", logs)
+		}
+	})
+
 	t.Run("ALTER ROLE SET pgdns.drain drains every replica until RESET", func(t *testing.T) {
 		p.Exec(t, "ALTER ROLE pgdns SET pgdns.drain = on")
 		e := attach(t, pg, o)
