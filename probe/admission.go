@@ -22,18 +22,41 @@ import (
 // the server, now and then, whether it still admits a new one.
 //
 // The question costs the server a backend start, so it is asked at most
-// once every admitProbes probes and at most once every admitEvery (with
-// the default probe.interval of 250ms: once a second, every fourth
-// probe), and it is asked cheaply: the attempt stops at the server's first
-// reply, which is the refusal (PostgreSQL refuses a session before it
-// authenticates it) or a request for a password. Under trust (or cert,
-// peer) authentication there is nothing to stop at, and the attempt is a
-// whole session, closed at once.
+// once every admitProbes probes and at most once every admission interval
+// (probe.admission_interval, DefaultAdmissionInterval: with the default
+// probe.interval of 250ms, once a second, every fourth probe), and it is
+// asked cheaply: the attempt stops at the server's first reply, which is
+// the refusal (PostgreSQL refuses a session at the end of reading its
+// startup packet, in the forked backend, before it authenticates it) or a
+// request for a password. Under trust (or cert, peer) authentication there
+// is nothing to stop at: the first reply, AuthenticationOk, comes only
+// after the backend has authenticated, and it goes on to load the
+// database's caches without reading the socket again, so leaving then
+// would save the server nothing. The attempt is then a whole session,
+// closed at once, and its cost (docs/operating.md) is what the interval
+// trades against how soon a smart shutdown is seen. Nothing else tells a
+// running session of a smart shutdown: the postmaster stops admitting
+// sessions (and writes "stopping" into postmaster.pid, which only a role
+// that may read server files can see) and changes nothing in shared
+// memory until the last session has ended.
 
-const (
-	admitProbes = 4
-	admitEvery  = time.Second
-)
+const admitProbes = 4
+
+// DefaultAdmissionInterval is the default of probe.admission_interval: a
+// checker asks its server whether it admits a new session at most this
+// often.
+const DefaultAdmissionInterval = time.Second
+
+// A CheckerOption changes how PostgresCheckers' checkers probe.
+type CheckerOption func(*pgChecker)
+
+// AdmissionInterval makes checkers ask whether their server admits a new
+// session at most once every d (and once every 4 probes at most); 0 never
+// asks, and a server stopping smartly then stays in the answers, its open
+// probe session keeping the stop from completing, until that session ends.
+func AdmissionInterval(d time.Duration) CheckerOption {
+	return func(c *pgChecker) { c.admitEvery = d }
+}
 
 // errAsked ends an admission attempt once the server has asked the client
 // to authenticate: it admits the session (see firstReply). It is a
@@ -63,6 +86,9 @@ func (askedError) Temporary() bool { return true }
 // has, and taking it out of the answers would move all its clients onto
 // the others.
 func (c *pgChecker) admission(deadline time.Time) error {
+	if c.admitEvery <= 0 {
+		return nil // asked never (probe.admission_interval: 0)
+	}
 	c.sinceAdmitted++
 	if c.admitting != nil {
 		select {
@@ -75,7 +101,7 @@ func (c *pgChecker) admission(deadline time.Time) error {
 			return nil
 		}
 	}
-	if c.sinceAdmitted < admitProbes || time.Since(c.admittedAt) < admitEvery {
+	if c.sinceAdmitted < admitProbes || time.Since(c.admittedAt) < c.admitEvery {
 		return nil
 	}
 	// The probe's deadline bounds the attempt too, from a context of its

@@ -213,6 +213,7 @@ type pgChecker struct {
 	// When a new session to the server was last admitted (a connect, or
 	// the start of an admission attempt), how many probes have run since,
 	// and the attempt under way: its result, and how to end it.
+	admitEvery    time.Duration // the admission interval; 0: never asked
 	admittedAt    time.Time
 	sinceAdmitted int
 	admitting     chan error

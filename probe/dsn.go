@@ -35,7 +35,8 @@ const standIn = "pgdns-probe-dsn.invalid"
 // using dsn (libpq keyword/value or URL, without host) for everything but
 // the host and port. It fails at once on a DSN pgx cannot parse, and each
 // checker on an address that is not host:port (zone.ParseHostPort).
-func PostgresCheckers(dsn string) (NewCheckerFunc, error) {
+// Options apply to every checker it makes.
+func PostgresCheckers(dsn string, opts ...CheckerOption) (NewCheckerFunc, error) {
 	base, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
@@ -53,7 +54,11 @@ func PostgresCheckers(dsn string) (NewCheckerFunc, error) {
 		if err != nil {
 			return nil, fmt.Errorf("host %q: %w", addr, err)
 		}
-		return &pgChecker{cfg: forHost(base, passfile, host, port)}, nil
+		c := &pgChecker{cfg: forHost(base, passfile, host, port), admitEvery: DefaultAdmissionInterval}
+		for _, o := range opts {
+			o(c)
+		}
+		return c, nil
 	}, nil
 }
 

@@ -195,7 +195,7 @@ func (a *App) refresh(cluster string) <-chan struct{} {
 // remembered, from the state file, seeds the first prober; later ones
 // inherit from their predecessor (swap).
 func (a *App) startProber(cfg *config.Config, active bool, remembered map[string]probe.Remembered) (*runningProber, error) {
-	newChecker, err := probe.PostgresCheckers(cfg.Probe.DSN)
+	newChecker, err := probe.PostgresCheckers(cfg.Probe.DSN, probe.AdmissionInterval(cfg.Probe.AdmissionInterval))
 	if err != nil {
 		return nil, fmt.Errorf("probe.dsn %w", err)
 	}

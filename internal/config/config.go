@@ -99,6 +99,11 @@ type Probe struct {
 	// probed every FluxInterval, for at most FluxDuration.
 	FluxInterval time.Duration
 	FluxDuration time.Duration
+
+	// AdmissionInterval: each host is asked at most this often (and
+	// every fourth probe at most) whether it admits a new session, which
+	// is how a smart shutdown is seen; 0 never asks.
+	AdmissionInterval time.Duration
 }
 
 // State configures what pgdns keeps on disk (internal/state).

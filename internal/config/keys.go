@@ -73,6 +73,9 @@ const (
 	minProbeInterval = 10 * time.Millisecond
 	minProbeTimeout  = 10 * time.Millisecond
 	minLSNRefreshGap = time.Millisecond
+	// probe.admission_interval: each ask may cost the server a whole
+	// session (docs/operating.md); more than ten a second is a mistake.
+	minAdmissionInterval = 100 * time.Millisecond
 )
 
 // topKeys are the keys outside clusters, in the order they are read.
@@ -123,6 +126,8 @@ var topKeys = []key{
 		func(c *Config) *time.Duration { return &c.Probe.FluxInterval }, durationIn(false, time.Millisecond, 0)),
 	field("probe.flux_duration", "3s", onReload, "a flux episode lasts at most this long, then the normal interval",
 		func(c *Config) *time.Duration { return &c.Probe.FluxDuration }, durationIn(false, 0, time.Minute)),
+	field("probe.admission_interval", "1s", onReload, "how often each host is asked for a new session, to see a smart shutdown; 0 = never (a smart shutdown is then not seen)",
+		func(c *Config) *time.Duration { return &c.Probe.AdmissionInterval }, durationIn(true, minAdmissionInterval, 0)),
 
 	field("state.path", "", onRestart, `file where pgdns keeps what it learned across restarts; "" = memory only`,
 		func(c *Config) *string { return &c.State.Path }, text),

@@ -92,10 +92,14 @@ func readPort(r *reader, key string, c *Cluster) {
 }
 
 // Warnings are what is valid but likely wrong in cfg, one line each, for
-// pgdns -check and the start-up log: today, the clusters whose hosts are
-// not all on one port, whose other hosts only SRV answers carry.
+// pgdns -check and the start-up log: the clusters whose hosts are not all
+// on one port, whose other hosts only SRV answers carry, and a
+// probe.admission_interval of 0, which leaves a smart shutdown unseen.
 func (cfg *Config) Warnings() []string {
 	var out []string
+	if cfg.Probe.AdmissionInterval == 0 {
+		out = append(out, AdmissionOffWarning)
+	}
 	for _, c := range cfg.Clusters {
 		if w := c.PortWarning(); w != "" {
 			out = append(out, w)
@@ -103,6 +107,10 @@ func (cfg *Config) Warnings() []string {
 	}
 	return out
 }
+
+// AdmissionOffWarning is the warning of a probe.admission_interval of 0.
+const AdmissionOffWarning = "probe.admission_interval is 0: a host stopping smartly (pg_ctl stop -m smart) is not seen; " +
+	"it stays in the answers while it refuses every new session, and pgdns's open probe session keeps the stop from completing"
 
 // PortWarning says, in one line naming the cluster and the hosts, which
 // of c's hosts no A or AAAA answer holds: those whose IP another host has
