@@ -69,21 +69,22 @@ func parseScaleSizes(s string, realHosts int) ([]scaleSize, error) {
 type scalePoint struct {
 	hosts, fakes  int
 	interval      time.Duration
-	readyIn       time.Duration // from pgdns's start until every host was a live replica or the primary
-	fakeProbes    int64         // probe statements the fakes ran over span
-	probesPerSec  float64       // probes done: the fakes', for every host
-	fluxPerSec    float64       // of those, probes asked for beyond the interval (pgdns_flux_probes_total)
-	metricsPerSec float64       // probes done by /metrics (pgdns_probe_duration_seconds_count, around span)
-	metricsErr    string        // why /metrics was not read, or ""
-	page          int           // bytes of the /metrics page after the windows
-	pageTook      time.Duration // how long it took to read
-	span          time.Duration // the windows, end to end
-	cpu           time.Duration // pgdns's CPU time over span (schedstat)
-	cpuTicks      time.Duration // the same from /proc/PID/stat, threads that exited included
-	shares        []float64     // percent of one core, per window
-	mallocs       float64       // heap allocations over span
-	rss           int64         // KiB, at the end
-	heapInuse     float64       // bytes, MemStats.HeapInuse
+	readyIn       time.Duration      // from pgdns's start until every host was a live replica or the primary
+	fakeProbes    int64              // probe statements the fakes ran over span
+	probesPerSec  float64            // probes done: the fakes', for every host
+	fluxPerSec    float64            // of those, probes asked for beyond the interval (pgdns_flux_probes_total)
+	why           map[string]float64 // probes/s by why they were made (pgdns_probes_total), nil without it
+	metricsPerSec float64            // probes done by /metrics (pgdns_probe_duration_seconds_count, around span)
+	metricsErr    string             // why /metrics was not read, or ""
+	page          int                // bytes of the /metrics page after the windows
+	pageTook      time.Duration      // how long it took to read
+	span          time.Duration      // the windows, end to end
+	cpu           time.Duration      // pgdns's CPU time over span (schedstat)
+	cpuTicks      time.Duration      // the same from /proc/PID/stat, threads that exited included
+	shares        []float64          // percent of one core, per window
+	mallocs       float64            // heap allocations over span
+	rss           int64              // KiB, at the end
+	heapInuse     float64            // bytes, MemStats.HeapInuse
 	goroutines    float64
 	fakeProcs     int           // the fakes' processes (fakesPerProc each at most)
 	fakeCPU       time.Duration // their CPU time over span, together
@@ -320,6 +321,12 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 		between := after.at.Sub(before.at).Seconds()
 		p.metricsPerSec = (after.probes - before.probes) / between
 		p.fluxPerSec = (after.flux - before.flux) / between
+		if len(after.why) > 0 {
+			p.why = map[string]float64{}
+			for k, v := range after.why {
+				p.why[k] = (v - before.why[k]) / between
+			}
+		}
 	}
 	ms, err := readMemStats(b.addr.bigHTTP)
 	if err != nil {
@@ -443,8 +450,9 @@ func cpuTimes(procs []*exec.Cmd) (time.Duration, error) {
 type pageFigures struct {
 	at           time.Time
 	probes, flux float64
-	bytes        int           // the page's size
-	took         time.Duration // reading it
+	why          map[string]float64 // pgdns_probes_total by why, over the clusters; nil without it
+	bytes        int                // the page's size
+	took         time.Duration      // reading it
 }
 
 // scrapeFigures reads pageFigures; the page's size and time are those of
@@ -475,7 +483,35 @@ func scrapeFigures(httpAddr string) (pageFigures, error) {
 			return f, err
 		}
 	}
-	return f, nil
+	f.why, err = probesByWhy(page)
+	return f, err
+}
+
+// probesByWhy sums pgdns_probes_total{cluster,why} over the clusters, by
+// why: nil when pgdns has no such metric (a build before it).
+func probesByWhy(page string) (map[string]float64, error) {
+	var why map[string]float64
+	for _, l := range strings.Split(page, "\n") {
+		rest, ok := strings.CutPrefix(l, "pgdns_probes_total{")
+		if !ok {
+			continue
+		}
+		_, w, ok := strings.Cut(rest, `why="`)
+		if !ok {
+			return nil, fmt.Errorf("/metrics: %q has no why", l)
+		}
+		w, _, _ = strings.Cut(w, `"`)
+		f := strings.Fields(l)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("/metrics: %q: %w", l, err)
+		}
+		if why == nil {
+			why = map[string]float64{}
+		}
+		why[w] += v
+	}
+	return why, nil
 }
 
 // fakeCounts adds up the probe statements the n fakes' processes ran.

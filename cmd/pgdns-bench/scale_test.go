@@ -88,6 +88,10 @@ func TestScaleTargetsTable(t *testing.T) {
 	if strings.Contains(got, "| 100 every") {
 		t.Errorf("a size without targets has a row:\n%s", got)
 	}
+	s.points[2].why = map[string]float64{"tick": 100, "round": 9700, "closing": 300}
+	if !strings.Contains(s.targetsTable(), "| 10,000 every 1s | probes/s on the interval (tick + round) | 9800 (98.0% of 10000) | within 2% | met |") {
+		t.Errorf("the interval's probes are not tick and round's:\n%s", s.targetsTable())
+	}
 	s.points[1].probesPerSec = 3900 // 97.5%
 	if !strings.Contains(s.targetsTable(), "| 1,000 every 250ms | probes/s on the interval (done less flux) | 3900 (97.5% of 4000) | within 2% | **missed** |") {
 		t.Errorf("a rate 2.5%% short is not missed:\n%s", s.targetsTable())
@@ -99,13 +103,14 @@ func TestScaleMarkdown(t *testing.T) {
 	q := 250 * time.Millisecond
 	s := &scaleResult{realHosts: 3, windows: 3, window: 10 * time.Second, rss3Idle: 19 * 1024, plot: "scale.png", points: []scalePoint{
 		{hosts: 100, interval: q, probesPerSec: 400, span: 30 * time.Second, cpu: 600 * time.Millisecond, cpuTicks: 610 * time.Millisecond, shares: []float64{2, 2, 2}, rss: 20 * 1024, mallocs: 120000},
-		{hosts: 3000, interval: q, probesPerSec: 12000, span: 30 * time.Second, cpu: 18 * time.Second, shares: []float64{60, 60, 60}, rss: 100 * 1024},
+		{hosts: 3000, interval: q, probesPerSec: 12000, span: 30 * time.Second, cpu: 18 * time.Second, shares: []float64{60, 60, 60}, rss: 100 * 1024,
+			why: map[string]float64{"tick": 10, "round": 11990, "closing": 30, "other": 1}},
 	}, dns: &scaleDNS{hosts: 3000, interval: q, duration: 8 * time.Second, small: []float64{50000, 52000}, large: []float64{40000, 42000}, probesPerSec: 11900, configuredPer: 12000}}
 	md := s.markdown()
 	for _, want := range []string{
-		"| 100 every 250ms | 400 (400) | 0 | 50.0 µs | 2.0% (2.0, 2.0, 2.0) | 20.0 MiB |",
+		"| 100 every 250ms | 400 (400) | flux 0 | 50.0 µs | 2.0% (2.0, 2.0, 2.0) | 20.0 MiB |",
 		"| 10.0 |", // allocations per probe: 120,000 over 12,000 probes
-		"| 3,000 every 250ms | 12000 (12000) |",
+		"| 3,000 every 250ms | 12000 (12000) | tick 10, round 11990, closing 30, tick_driven 0, flux 0, refresh 0, other 1 |",
 		"give 50.8 µs, 0.0 µs per probe",
 		"![pgdns's CPU time per probe and its resident set against the hosts it probes](scale.png)",
 		"| 3 hosts | 52000 (50000, 52000) |",
@@ -144,6 +149,17 @@ func TestScalePlot(t *testing.T) {
 		if _, err := plotScale(dir, res); err != nil {
 			t.Errorf("plotScale: %v", err)
 		}
+	}
+}
+
+func TestProbesByWhy(t *testing.T) {
+	page := "# HELP pgdns_probes_total x\npgdns_probes_total{cluster=\"a\",why=\"tick\"} 5\npgdns_probes_total{cluster=\"b\",why=\"tick\"} 2\npgdns_probes_total{cluster=\"a\",why=\"round\"} 40\npgdns_probes_totalx 1\n"
+	got, err := probesByWhy(page)
+	if err != nil || len(got) != 2 || got["tick"] != 7 || got["round"] != 40 {
+		t.Errorf("probesByWhy = %v, %v", got, err)
+	}
+	if got, err := probesByWhy("go_goroutines 5\n"); err != nil || got != nil {
+		t.Errorf("without the metric: %v, %v", got, err)
 	}
 }
 
