@@ -135,7 +135,9 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // pgdns.offline are read with missing_ok (NULL when no placeholder
 // exists): an operator drains a host in its own database, and a session
 // already open sees a new value after pg_reload_conf(), so the watched
-// connection needs no reconnect. Every function, view, type and operator
+// connection needs no reconnect. Only their first 65 characters are read
+// (zone.SwitchLimit and one more, to know a longer value is cut): a 5 MB
+// value was sent on every probe and logged whole (review 5, F10). Every function, view, type and operator
 // is named with its schema, pg_catalog, and the session's search_path is
 // pg_catalog too (parseDSN): a search_path that a role or database setting
 // gives the probe's session (ALTER ROLE pgdns SET search_path = evil,
@@ -188,8 +190,8 @@ const probeSQL = `SELECT
   pg_catalog.current_setting('synchronous_standby_names') OPERATOR(pg_catalog.<>) '',
   pg_catalog.current_setting('wal_block_size')::integer,
   pg_catalog.pg_size_bytes(pg_catalog.current_setting('wal_segment_size')),
-  coalesce(pg_catalog.current_setting('pgdns.drain', true), ''),
-  coalesce(pg_catalog.current_setting('pgdns.offline', true), ''),
+  coalesce(pg_catalog.left(pg_catalog.current_setting('pgdns.drain', true), 65), ''),
+  coalesce(pg_catalog.left(pg_catalog.current_setting('pgdns.offline', true), 65), ''),
   coalesce(w.status OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_port::pg_catalog.text, '')
     OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_host, ''), ''),
   pg_catalog.current_setting('cluster_name')

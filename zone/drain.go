@@ -3,6 +3,7 @@ package zone
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Drains and the offline class are read from the database itself (the
@@ -44,13 +45,27 @@ func (d DrainSource) String() string {
 	return strings.Join(parts, ",")
 }
 
+// SwitchLimit is how many characters of a pgdns setting's value pgdns
+// reads: the probe's statement reads one more
+// (pg_catalog.left(current_setting(...), SwitchLimit+1)), so that a value
+// longer than this is known to be cut (review 5, F10: a 5 MB pgdns.drain
+// was read on every probe and logged whole, and took the hosts out). A
+// value this long is no boolean: ParseSwitch does not read its first
+// characters as one ("on" followed by 5 MB is not on), and the note
+// quotes only the first SwitchLimit characters.
+const SwitchLimit = 64
+
 // ParseSwitch reads the value of a pgdns custom setting as PostgreSQL
 // reads a boolean (parse_bool, src/backend/utils/adt/bool.c): true,
 // false, yes, no, on, off, 1, 0, and any prefix of the words that tells
 // them apart (t, tr, y, ye, n, of, but not o), in any case, around
 // spaces. set is false for "" (not set); ok is false for anything else,
-// which counts as off.
+// which counts as off, a value longer than SwitchLimit characters
+// included (it may be a prefix of a longer one).
 func ParseSwitch(v string) (on, set, ok bool) {
+	if utf8.RuneCountInString(v) > SwitchLimit {
+		return false, true, false
+	}
 	v = strings.ToLower(strings.TrimSpace(v))
 	switch {
 	case v == "":
@@ -111,9 +126,22 @@ func (c *Cluster) markDrains() {
 func (h *Host) switchOn(name, v string) bool {
 	on, _, ok := ParseSwitch(v)
 	if !ok {
-		h.addNote(name + " is " + strconv.Quote(v) + ", not a boolean: counted as off")
+		h.addNote(name + " is " + quoteSwitch(v) + ", not a boolean: counted as off")
 	}
 	return on
+}
+
+// quoteSwitch quotes a setting's value as read, cut to its first
+// SwitchLimit characters and "..." when it is longer.
+func quoteSwitch(v string) string {
+	n := 0
+	for i := range v {
+		if n == SwitchLimit {
+			return strconv.Quote(v[:i]) + "..."
+		}
+		n++
+	}
+	return strconv.Quote(v)
 }
 
 // addNote adds note to h's Note, after what is there.

@@ -56,3 +56,28 @@ func TestShadowedSettingDrains(t *testing.T) {
 		t.Errorf("primary %+v: a drained primary stays the primary", p)
 	}
 }
+
+// A value longer than SwitchLimit characters is what the probe reads of a
+// longer one, cut (review 5, F10): never a boolean, whatever it starts
+// with, and its note quotes only its first SwitchLimit characters.
+func TestLongSwitchIsNoBoolean(t *testing.T) {
+	at := " on" + strings.Repeat(" ", SwitchLimit-3)
+	if on, set, ok := ParseSwitch(at); !on || !set || !ok {
+		t.Errorf("ParseSwitch of %d characters = %v, %v, %v; want on", len(at), on, set, ok)
+	}
+	for _, v := range []string{at + " ", "on" + strings.Repeat("y", SwitchLimit), "1" + strings.Repeat("é", SwitchLimit)} {
+		if on, set, ok := ParseSwitch(v); on || !set || ok {
+			t.Errorf("ParseSwitch(%.10q...) = %v, %v, %v; want no boolean", v, on, set, ok)
+		}
+	}
+	s := drainCluster(func(i int, h *Host) {
+		if i == 1 {
+			h.DrainSetting = "on" + strings.Repeat("é", SwitchLimit)
+		}
+	})
+	h := s.Clusters[0].Hosts[1]
+	want := `pgdns.drain is "on` + strings.Repeat("é", SwitchLimit-2) + `"..., not a boolean: counted as off`
+	if h.Drained || h.Note != want {
+		t.Errorf("drained %v, note %q; want not drained, note %q", h.Drained, h.Note, want)
+	}
+}
