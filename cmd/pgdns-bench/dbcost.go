@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
@@ -43,6 +45,25 @@ type dbCostResult struct {
 	// ticks) per session.
 	sessions   int
 	perSession time.Duration
+	// The same check under password authentication: the startup packet
+	// of a role the server asks a password of, and the connection closed
+	// at the request, as pgdns's admission check does; asks times.
+	asks   int
+	perAsk time.Duration
+	// floor: a prepared SELECT 1 on a session of its own every 250 ms
+	// over the rest window, the server CPU a backend costs each time it is
+	// woken for the least statement, [0] primary, [1] replica.
+	floor [2]time.Duration
+	// admitRate: new sessions per second the server saw over the rest
+	// window (pg_stat_database.sessions of pgdns's database): pgdns's
+	// admission checks.
+	admitRate [2]float64
+}
+
+// perSecond is the server CPU pgdns costs host i each second at rest: its
+// probes and, under trust authentication, its admission checks' sessions.
+func (d *dbCostResult) perSecond(i int) time.Duration {
+	return time.Duration(float64(d.rest[i])*d.restRate[i] + float64(d.perSession)*d.admitRate[i])
 }
 
 // dbCostStep is dbCost as a step of the whole run.
@@ -76,13 +97,43 @@ func (b *bench) dbCost(ctx context.Context) (*dbCostResult, error) {
 			return nil, fmt.Errorf("%s: %w", n.Name, err)
 		}
 	}
-	res.sessions = 300
+	res.sessions, res.asks = 300, 300
 	var err error
 	if res.perSession, err = sessionCost(ctx, nodes[1], res.sessions); err != nil {
 		return nil, fmt.Errorf("%s: %w", nodes[1].Name, err)
 	}
-	if res.rest, res.restRate, err = b.probeSessionCost(ctx, nodes, res.window); err != nil {
+	if res.perAsk, err = askCost(ctx, nodes[1], res.asks); err != nil {
+		return nil, fmt.Errorf("%s: password request: %w", nodes[1].Name, err)
+	}
+	var sessions0 [2]int64
+	for i, n := range nodes {
+		if sessions0[i], err = sessionCount(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	floorDone := make(chan error, 2)
+	for i, n := range nodes {
+		go func() {
+			var err error
+			res.floor[i], err = floorCost(ctx, n, res.window)
+			floorDone <- err
+		}()
+	}
+	restStart := time.Now()
+	res.rest, res.restRate, err = b.probeSessionCost(ctx, nodes, res.window)
+	restTook := time.Since(restStart)
+	err = errors.Join(err, <-floorDone, <-floorDone)
+	if err != nil {
 		return nil, err
+	}
+	for i, n := range nodes {
+		// Three sessions are the bench's own: the first count's, the
+		// floor's and probeSessionCost's look-up of pgdns's session.
+		s1, err := sessionCount(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		res.admitRate[i] = float64(s1-sessions0[i]-3) / restTook.Seconds()
 	}
 	// Under the refresh bound: writers on the primary each look up the
 	// LSN they just wrote (lsn-….replica), which the last snapshot's
@@ -168,7 +219,11 @@ func (d *dbCostResult) markdown() string {
 	w("| pgdns's probe session at rest (`probe.interval: 250ms`), over %v | %s (%.1f probes/s) | %s (%.1f probes/s) |\n", d.window, us(d.rest[0]), d.restRate[0], us(d.rest[1]), d.restRate[1])
 	w("| pgdns's probe session under the `lsn-` refresh bound (%.0f lookups/s of LSNs just written, `dns.lsn_refresh_min_gap` default), over %v | %s (%.1f probes/s) | %s (%.1f probes/s) |\n\n", d.refreshLookups, d.window, us(d.refresh[0]), d.refreshRate[0], us(d.refresh[1]), d.refreshRate[1])
 	w("Per probe of pgdns's own sessions, target ≤ %s: %s (the most: %s).\n\n", us(dbCostTarget), verdict(worst <= dbCostTarget), us(worst))
-	w("Beside its probes, pgdns asks each host whether it still admits a new session (a server stopping smartly refuses new ones while the open one keeps working) once every 4 probes and at most once a second. A new session opened and closed at once, as that check does under trust authentication (with a password the check stops at the server's request for it, before the backend loads its caches), cost the replica %s of CPU (its postmaster's and the exited backends', `/proc/PID/stat`, over %d sessions in a row).\n\n", us(d.perSession), d.sessions)
+	w("What a backend costs each time it is woken, whatever the statement: a prepared `SELECT 1` every 250 ms on a session of its own, over the same %v: %s on the primary, %s on the replica. What a probe at rest costs beyond it is the statement's own.\n\n", d.window, us(d.floor[0]), us(d.floor[1]))
+	w("Beside its probes, pgdns asks each host whether it still admits a new session (a server stopping smartly refuses new ones while the open one keeps working) once every 4 probes and at most once every `probe.admission_interval` (default 1s; 0 never asks). The servers saw %.2f (primary) and %.2f (replica) new sessions a second over the rest window (`pg_stat_database.sessions`). A new session opened and closed at once, as that check does under trust authentication, cost the replica %s of CPU (its postmaster's and the exited backends', `/proc/PID/stat`, over %d sessions in a row); under password authentication the check stops at the server's request for the password, which cost %s (over %d in a row).\n\n", d.admitRate[0], d.admitRate[1], us(d.perSession), d.sessions, us(d.perAsk), d.asks)
+	pct := func(t time.Duration) string { return fmt.Sprintf("%.2f%%", float64(t)/float64(time.Second)*100) }
+	w("So at rest, per pgdns instance, under trust authentication: the primary spends %s of CPU a second on pgdns (%s of a core), the replica %s (%s): probes per second × CPU per probe, plus admission sessions per second × CPU per session. With `probe.admission_interval: 0`, or under password authentication, the sessions' part (%s a second per host) goes, or shrinks to %s per ask.\n\n",
+		us(d.perSecond(0)), pct(d.perSecond(0)), us(d.perSecond(1)), pct(d.perSecond(1)), us(time.Duration(float64(d.perSession)*d.admitRate[1])), us(d.perAsk))
 	return b.String()
 }
 
@@ -327,4 +382,116 @@ func scrapeLabelled(httpAddr, name, label string) (float64, error) {
 		}
 	}
 	return sum, nil
+}
+
+// askCost sends n startup packets, one after the other, for a role node
+// asks a password of (a pg_hba.conf line put first for the run, and taken
+// out again), and closes each connection at the server's request, as
+// pgdns's admission check does under password authentication; it returns
+// the server CPU time each cost, as sessionCost counts it.
+func askCost(ctx context.Context, node *pgtest.Node, n int) (time.Duration, error) {
+	const role = "bench_password"
+	hba := node.Dir + "/pg_hba.conf"
+	orig, err := os.ReadFile(hba)
+	if err != nil {
+		return 0, err
+	}
+	if err := node.WriteFile("pg_hba.conf", append([]byte("host all "+role+" 0.0.0.0/0 scram-sha-256\n"), orig...)); err != nil {
+		return 0, err
+	}
+	defer func() {
+		_ = node.WriteFile("pg_hba.conf", orig)
+		var ok bool
+		_ = node.QueryOnce(context.Background(), "SELECT pg_reload_conf()", &ok)
+	}()
+	var ok bool
+	if err := node.QueryOnce(ctx, "SELECT pg_reload_conf()", &ok); err != nil {
+		return 0, err
+	}
+	time.Sleep(200 * time.Millisecond) // the postmaster rereads pg_hba.conf
+	pm, err := node.PostmasterPID()
+	if err != nil {
+		return 0, err
+	}
+	ask := func() error {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", node.Addr())
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		fe := pgproto3.NewFrontend(conn, conn)
+		fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber,
+			Parameters: map[string]string{"user": role, "database": "postgres", "application_name": "pgdns-bench"}})
+		if err := fe.Flush(); err != nil {
+			return err
+		}
+		msg, err := fe.Receive()
+		if err != nil {
+			return err
+		}
+		if _, ok := msg.(*pgproto3.AuthenticationSASL); !ok {
+			return fmt.Errorf("first reply %T, want a password request (AuthenticationSASL)", msg)
+		}
+		return nil
+	}
+	if err := ask(); err != nil {
+		return 0, err
+	}
+	t0, err := familyTicks(pm)
+	if err != nil {
+		return 0, err
+	}
+	for range n {
+		if err := ask(); err != nil {
+			return 0, err
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the last backends reaped
+	t1, err := familyTicks(pm)
+	return time.Duration(t1-t0) * 10 * time.Millisecond / time.Duration(n), err
+}
+
+// floorCost runs a prepared SELECT 1 every 250 ms for window on a new
+// session to n and returns the server CPU time of each execution.
+func floorCost(ctx context.Context, n *pgtest.Node, window time.Duration) (time.Duration, error) {
+	pc, err := pgconn.Connect(ctx, n.DSN())
+	if err != nil {
+		return 0, err
+	}
+	defer pc.Close(context.Background())
+	rows, err := pc.Exec(ctx, "SELECT pg_backend_pid()").ReadAll()
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(string(rows[0].Rows[0][0]))
+	if err != nil {
+		return 0, err
+	}
+	sd, err := pc.Prepare(ctx, "floor", "SELECT 1", nil)
+	if err != nil {
+		return 0, err
+	}
+	t0, err := schedNS(pid)
+	if err != nil {
+		return 0, err
+	}
+	execs := int64(0)
+	for deadline := time.Now().Add(window); time.Now().Before(deadline); execs++ {
+		time.Sleep(250 * time.Millisecond)
+		if _, err := pc.ExecStatement(ctx, sd, nil, nil, nil).Close(); err != nil {
+			return 0, err
+		}
+	}
+	t1, err := schedNS(pid)
+	return time.Duration((t1 - t0) / execs), err
+}
+
+// sessionCount is the number of sessions node has started in pgdns's
+// database so far (pg_stat_database.sessions, PostgreSQL 14 or later).
+func sessionCount(ctx context.Context, n *pgtest.Node) (int64, error) {
+	var c int64
+	err := n.QueryOnce(ctx, "SELECT sessions FROM pg_stat_database WHERE datname = current_database()", &c)
+	return c, err
 }
