@@ -125,3 +125,34 @@ func TestPublishAllocationsDoNotGrowWithTheFleet(t *testing.T) {
 		t.Fatalf("a publish with one cluster changed allocated %.0f times at 1000 clusters, want at most 40", allocs)
 	}
 }
+
+// A result is held for the round under way only when it changes no
+// answer: a drain or offline setting that changed, or one now hidden by a
+// role or database setting, and a host back from down by age, are
+// published at once, as the other changes of an answer's membership are.
+func TestSteadyResults(t *testing.T) {
+	f := newBenchFleet(t, 2, 3)
+	if r := f.result(0, 1, false); !f.p.steady(r) {
+		t.Fatal("a replica's newer position is not steady")
+	}
+	for name, change := range map[string]func(*Sample){
+		"drain":    func(s *Sample) { s.DrainSetting = "on" },
+		"offline":  func(s *Sample) { s.OfflineSetting = "on" },
+		"shadowed": func(s *Sample) { s.SettingShadowed = "ALTER ROLE pgdns SET pgdns.drain" },
+	} {
+		r := f.result(0, 1, false)
+		change(&r.sample)
+		if f.p.steady(r) {
+			t.Errorf("%s: a changed setting held as steady", name)
+		}
+	}
+	later := time.Now().Add(f.p.cfg.StaleAfter() + time.Second)
+	f.p.now = func() time.Time { return later }
+	f.p.publish()
+	if h := f.p.last.Clusters[1].Hosts[2]; h.Role != zone.RoleDown {
+		t.Fatalf("host not down by age: %v", h.Role)
+	}
+	if r := f.result(1, 2, false); f.p.steady(r) {
+		t.Error("a host back from down by age held as steady")
+	}
+}

@@ -3,6 +3,8 @@ package probe
 import (
 	"slices"
 	"time"
+
+	"github.com/pgdns/pgdns/zone"
 )
 
 // Publishing a snapshot builds anew every cluster with a new result
@@ -16,8 +18,9 @@ import (
 // probe), and meanwhile at most once every holdMax (a round waiting only
 // for its closing probe is waited for, up to holdMax after it was asked
 // for: its replicas' byte bounds come with it). Anything that may change an answer's
-// membership — a failure, a host coming back, a role, timeline, server
-// run or standby change — is published at once, as are all results while
+// membership — a failure, a host coming back (from failures, or from
+// down by age), a role, timeline, server run, standby, drain or offline
+// setting change — is published at once, as are all results while
 // a cluster is in flux or a Refresh (lsn_wait) is waiting for them; and
 // the Interval tick still publishes at least once an interval. What is
 // held is only a host's newer position: its answers are as of its
@@ -27,15 +30,17 @@ import (
 func (p *Prober) holdMax() time.Duration { return p.cfg.Interval / 4 }
 
 // steady reports whether result r, not yet recorded, only moves a host
-// along: a good probe of a host that was good before, in the same role,
-// timeline, server run and (for a primary) standbys.
+// along: a good probe of a host that was good and not down (by the age of
+// its last good probe) before, in the same role, timeline, server run,
+// (for a primary) standbys and pgdns.drain, pgdns.offline settings.
 func (p *Prober) steady(r result) bool {
-	if r.err != nil || p.last == nil || !p.last.Ready {
+	if r.err != nil || p.last == nil || !p.last.Ready || p.last.Clusters[r.cluster].Hosts[r.host].Role == zone.RoleDown {
 		return false
 	}
 	h := &p.state[r.cluster].Hosts[r.host]
 	s := &r.sample
 	if !h.Seen || h.Fails != 0 || h.InRecovery != s.InRecovery || h.SystemID != s.SystemID ||
+		h.DrainSetting != s.DrainSetting || h.OfflineSetting != s.OfflineSetting || h.SettingShadowed != s.SettingShadowed ||
 		!h.StartedAt.Equal(s.StartedAt) || h.IP != s.IP || !slices.Equal(h.Standbys, s.Standbys) ||
 		h.StatsHidden != s.StatsHidden || h.TimelineHidden != s.TimelineHidden || h.SyncNamesSet != s.SyncNamesSet ||
 		h.AppName != s.AppName || h.AppNameWhy != s.AppNameWhy || h.SlotName != s.SlotName ||
