@@ -30,7 +30,11 @@ func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, t
 	}
 	r, err := c.sess.exchange(historyRequest(tl), done, expiry)
 	if err != nil {
-		return nil // the session's end is the next probe's to report
+		// Its reply may still come, and must not be taken for the next
+		// probe's: the next probe opens a new session (the session's end,
+		// if that was it, is the next probe's to report).
+		c.Close()
+		return nil
 	}
 	var col [1][]byte
 	var null [1]bool

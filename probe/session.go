@@ -125,9 +125,9 @@ func (s *session) ended() bool {
 // exchange sends req, one or more messages ending with a Sync, and waits
 // for the reply: nil when it came (the server's error, if any, is in
 // reply.err), else why it did not: the session's end (the server's FATAL
-// error, or the socket's), or the caller's deadline (errTimedOut): done
-// closing or expiry firing, either may be nil. The reply's row is valid
-// until the next exchange.
+// error, or the socket's), or the caller's deadline (errTimedOut, and the
+// session is closed): done closing or expiry firing, either may be nil.
+// The reply's row is valid until the next exchange.
 func (s *session) exchange(req []byte, done <-chan struct{}, expiry <-chan time.Time) (reply, error) {
 	s.mu.Lock()
 	s.reply.rows, s.reply.err = 0, nil
@@ -140,16 +140,24 @@ func (s *session) exchange(req []byte, done <-chan struct{}, expiry <-chan time.
 	case <-s.gone:
 		return reply{}, s.end
 	case <-done:
-		return reply{}, errTimedOut
+		return reply{}, s.abandon()
 	case <-expiry:
-		return reply{}, errTimedOut
+		return reply{}, s.abandon()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reply, nil
 }
 
-// errTimedOut: an exchange's done channel closed before its reply came.
+// abandon ends the session under a reply that may still come: nothing
+// could tell it from the reply to the next request. It returns
+// errTimedOut.
+func (s *session) abandon() error {
+	_ = s.conn.Close()
+	return errTimedOut
+}
+
+// errTimedOut: an exchange's deadline came (done closed, expiry fired) before its reply.
 var errTimedOut = errors.New("timed out")
 
 // terminateMessage is the Terminate message a client ends a session with.
@@ -184,6 +192,9 @@ func (s *session) read() {
 		case 'D': // DataRow
 			s.mu.Lock()
 			if s.reply.rows == 0 {
+				if cap(s.reply.row) > largeReadBuffer && len(body) <= largeReadBuffer {
+					s.reply.row = nil // a large row was read once (a history file): not kept for every one after
+				}
 				s.reply.row = append(s.reply.row[:0], body...)
 			}
 			s.reply.rows++

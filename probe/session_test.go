@@ -306,6 +306,16 @@ func TestHistoryReadOnTheSession(t *testing.T) {
 	if s, err := c.Check(ctx); err != nil || s.SystemID == 0 {
 		t.Fatalf("the probe after the history reads: %+v, %v", s, err)
 	}
+	// A read past its deadline leaves no reply behind for the next probe
+	// to take for its own.
+	expired := make(chan struct{})
+	close(expired)
+	if h := pc.readHistory(expired, nil, 44); h != nil {
+		t.Fatalf("a history read past its deadline read %v", h)
+	}
+	if s, err := c.Check(ctx); err != nil || s.SystemID == 0 {
+		t.Fatalf("the probe after a history read past its deadline: %+v, %v", s, err)
+	}
 
 	node.Exec(t, "CREATE ROLE watcher LOGIN IN ROLE pg_monitor")
 	w := pgCheckerOf(t, "user=watcher dbname=postgres sslmode=disable", node.Addr())
