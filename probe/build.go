@@ -60,7 +60,11 @@ func (p *Prober) publish() {
 		snap.Clusters = append(snap.Clusters, c)
 	}
 	p.dropOrphans()
+	first := p.last == nil
 	snap.StampSerials(p.serialBase())
+	if first {
+		p.followSerials(snap)
+	}
 	p.logHidden(snap)
 	p.updateFlux(snap, now)
 	p.driveOnReady(snap)

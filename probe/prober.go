@@ -181,6 +181,9 @@ type Prober struct {
 	orphans                         map[string]clusterKnowledge
 	orphansChanged, orphansReported uint64 // changes of orphans, and the last one Hooks.Learned heard of
 	seeded                          []bool // per cluster: its identity came from Config.Remembered (remember.go)
+	// Per cluster: the SOA serial a previous run of pgdns last gave it
+	// (Config.Remembered), which the first snapshot's follows (remember.go).
+	serialFloor []uint32
 }
 
 // New returns a Prober. Run starts it. defaultCluster names the cluster
@@ -234,6 +237,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	p.rounds = make([]*round, len(p.state))
 	p.flux = make([]flux, len(p.state))
 	p.seeded = make([]bool, len(p.state))
+	p.serialFloor = make([]uint32, len(p.state))
 	p.seed(cfg.Remembered)
 	return p
 }

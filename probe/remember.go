@@ -26,6 +26,11 @@ type Remembered struct {
 	// host's timeline (forks.go), by address: a proof that holds for the
 	// server run that showed it, which may outlive a restart of pgdns.
 	Forks map[string]Fork
+	// Serial is the cluster's SOA serial (0: none known). A burst of
+	// changes runs the serial ahead of the clock (zone.NextSerial), and
+	// a restart that started from the clock gave a lower one (review 5,
+	// F5): the next run's first serial follows this one instead.
+	Serial uint32
 }
 
 // Fork is a replica proven to be on another branch than writable host
@@ -81,7 +86,40 @@ func (p *Prober) seed(remembered map[string]Remembered) {
 	p.adopt(k)
 	for ci, c := range p.state {
 		p.seeded[ci] = c.Identity != 0 && !c.IdentityPinned
+		// A serial is the zone's, by name: it follows whatever the
+		// identity (a dropped one included).
+		p.serialFloor[ci] = remembered[c.Name].Serial
 	}
+}
+
+// followSerials makes the serial of each cluster of snap, the prober's
+// first snapshot (StampSerials gave a cluster new to this run of pgdns the
+// clock), follow the one a previous run last gave it: max(clock,
+// remembered+1), so that the serial never goes back across a restart.
+// Only the first prober has remembered serials; one started by a reload
+// carries on from the snapshot served.
+func (p *Prober) followSerials(snap *zone.Snapshot) {
+	for ci, c := range snap.Clusters {
+		if ci < len(p.serialFloor) && p.serialFloor[ci] != 0 && !zone.SerialLess(p.serialFloor[ci], c.Serial) {
+			c.Serial = p.serialFloor[ci] + 1
+		}
+	}
+}
+
+// serialOf is cluster ci's serial in the last snapshot built (0: none).
+func (p *Prober) serialOf(ci int) uint32 {
+	if p.last == nil || ci >= len(p.last.Clusters) || p.last.Clusters[ci] == nil {
+		return 0
+	}
+	return p.last.Clusters[ci].Serial
+}
+
+// serialAhead reports whether cluster ci's serial is ahead of the clock of
+// the last snapshot: only then would a restart starting from the clock go
+// back, so only then is a new serial worth a write of the state file (a
+// change at a quiet time takes the clock's second and writes nothing).
+func (p *Prober) serialAhead(ci int) bool {
+	return p.last != nil && zone.SerialLess(uint32(p.last.Built.Unix()), p.serialOf(ci))
 }
 
 // rememberedFrom says where cluster ci's identity came from, for the logs.
@@ -139,6 +177,7 @@ func (p *Prober) remembered() map[string]Remembered {
 			r.Timelines[tl] = TimelineHistory{Ends: h.ends, FromFile: h.fromFile}
 		}
 		r.Forks = p.forksOf(c)
+		r.Serial = p.serialOf(ci)
 		out[c.Name] = r
 	}
 	for name, o := range p.orphans {
@@ -201,6 +240,9 @@ func (p *Prober) remembersAsReported() bool {
 			}
 		}
 		if !p.forksAsReported(c, r.Forks) {
+			return false
+		}
+		if r.Serial != p.serialOf(ci) && p.serialAhead(ci) {
 			return false
 		}
 	}

@@ -10,8 +10,10 @@ import (
 // are down), never on lag movements, so that a client polling the SOA
 // (PgBouncer's dns_zone_check_period) re-resolves exactly when it is worth
 // it. It comes from the wall clock of the change, bumped past the previous
-// serial: it only grows, does not go back across a restart, and instances
-// watching the same clusters give close values.
+// serial: it only grows, and instances watching the same clusters give
+// close values. A burst of changes runs it ahead of the clock; with
+// state.path a restart starts after the serial the stopped run last gave
+// (probe's followSerials), without it from the clock, which may be lower.
 
 // StampSerials sets the Serial of every cluster of s, built after prev
 // (nil for the first snapshot): carried over from the cluster of the same

@@ -22,8 +22,9 @@ import (
 
 // Version is the format this pgdns writes and the newest it reads. A
 // change that an older pgdns would misread bumps it; the older one then
-// refuses the file instead of acting on half of it.
-const Version = 1
+// refuses the file instead of acting on half of it. Version 2 added each
+// cluster's "serial"; a version 1 file (none) is read as it was.
+const Version = 2
 
 // file is the state file as JSON. System identifiers are strings: they
 // exceed 2^53, which JSON tools such as jq round.
@@ -37,6 +38,8 @@ type clusterJSON struct {
 	NewestTimeline   uint32                  `json:"newest_timeline"`
 	Timelines        map[string]timelineJSON `json:"timelines,omitempty"` // by timeline, in decimal
 	Forks            map[string]forkJSON     `json:"forks,omitempty"`     // by host address
+	// Serial is the cluster's last SOA serial (version 2; absent: none).
+	Serial uint32 `json:"serial,omitempty"`
 }
 
 // forkJSON is a replica proven to be on another branch of a writable
@@ -66,7 +69,7 @@ type endJSON struct {
 func Encode(m map[string]probe.Remembered) []byte {
 	f := file{Version: Version, Clusters: map[string]clusterJSON{}}
 	for name, r := range m {
-		c := clusterJSON{SystemIdentifier: strconv.FormatUint(r.Identity, 10), NewestTimeline: r.NewestTimeline}
+		c := clusterJSON{SystemIdentifier: strconv.FormatUint(r.Identity, 10), NewestTimeline: r.NewestTimeline, Serial: r.Serial}
 		for _, tl := range slices.Sorted(maps.Keys(r.Timelines)) {
 			h := r.Timelines[tl]
 			t := timelineJSON{FromHistoryFile: h.FromFile, Ends: []endJSON{}}
@@ -139,7 +142,7 @@ func (c clusterJSON) remembered() (probe.Remembered, error) {
 	if err != nil || id == 0 {
 		return probe.Remembered{}, fmt.Errorf("system_identifier %q is not a system identifier (a positive whole number)", c.SystemIdentifier)
 	}
-	r := probe.Remembered{Identity: id, NewestTimeline: c.NewestTimeline, Timelines: map[uint32]probe.TimelineHistory{}}
+	r := probe.Remembered{Identity: id, NewestTimeline: c.NewestTimeline, Timelines: map[uint32]probe.TimelineHistory{}, Serial: c.Serial}
 	for key, t := range c.Timelines {
 		tl, err := strconv.ParseUint(key, 10, 32)
 		if err != nil || tl == 0 {

@@ -40,7 +40,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, sample()) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", got, sample())
 	}
-	for _, want := range []string{`"version": 1`, `"system_identifier": "7713995393360043562"`, `"end": "1/A0"`, `"from_history_file": true`} {
+	for _, want := range []string{`"version": 2`, `"system_identifier": "7713995393360043562"`, `"end": "1/A0"`, `"from_history_file": true`} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("encoded state lacks %s:\n%s", want, data)
 		}
@@ -62,8 +62,8 @@ func TestDecodeRefusesBadFiles(t *testing.T) {
 		{"no version", `{"clusters": {}}`, `has no "version"`},
 		{"version zero", `{"version": 0}`, `"version" is 0`},
 		{"version text", `{"version": "1"}`, `"version" is "1"`},
-		{"future version", `{"version": 2, "clusters": {"main": {"something": "new"}}}`,
-			"was written by a newer pgdns (format version 2; this one reads up to 1)"},
+		{"future version", `{"version": 3, "clusters": {"main": {"something": "new"}}}`,
+			"was written by a newer pgdns (format version 3; this one reads up to 2)"},
 		{"unknown field", `{"version": 1, "clusters": {"main": {"system_identifier": "1", "colour": "red"}}}`, `unknown field "colour"`},
 		{"bad identifier", `{"version": 1, "clusters": {"main": {"system_identifier": "x"}}}`, `clusters.main.system_identifier "x"`},
 		{"zero identifier", `{"version": 1, "clusters": {"main": {"system_identifier": "0"}}}`, `clusters.main.system_identifier "0"`},
