@@ -32,7 +32,7 @@ const defaultScaleSizes = "100,1000,3000,10000@1s"
 
 // The scale step's measuring, per size: after every host is a live
 // replica or the primary, scaleSettle (beyond the 3 s a flux episode of
-// the start lasts), then scaleWindows windows of scaleWindow of pgdns's
+// the start lasts, and a /metrics page's garbage), then scaleWindows windows of scaleWindow of pgdns's
 // CPU time. At the largest size the mixed query set's queries/s is
 // measured scaleDNSRounds times beside the pgdns of 3 hosts, in turns.
 const (
@@ -252,16 +252,15 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 		return p, fmt.Errorf("%w\n%s", err, tailFile(log, 2000))
 	}
 	p.readyIn = time.Since(start)
-	time.Sleep(scaleSettle)
 
 	// The probes are counted where they are answered, by the fakes'
-	// processes, at the edges of the windows: pgdns's /metrics, whose
-	// page grows with the hosts (a histogram each), is read before and
-	// after, outside the windows, for the flux probes and as a
-	// cross-check, and its garbage is given a second to be collected
-	// before the first window.
+	// processes, at the edges of the windows. pgdns's /metrics, whose
+	// page grows with the hosts (a histogram each: tens of MiB at
+	// 10,000), is read outside the windows, for the probes by why and
+	// as a cross-check: before the settling time, which lets the page's
+	// garbage be collected, and after the windows.
 	before, metricsErr := scrapeFigures(b.addr.bigHTTP)
-	time.Sleep(time.Second)
+	time.Sleep(scaleSettle)
 	m0, err := mallocsSince(b.addr.bigHTTP)
 	if err != nil {
 		return p, err
