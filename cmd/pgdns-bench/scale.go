@@ -40,7 +40,7 @@ const (
 	scaleWindows   = 3
 	scaleWindow    = 10 * time.Second
 	scaleDNSRounds = 2
-	scaleReadyIn   = 3 * time.Minute // most a size may take until every host is live
+	scaleReadyIn   = 2 * time.Minute // most a size waits for every host to be live before it is measured all the same
 	scalePprofAt   = 1000            // the size whose profiles -pprof takes
 )
 
@@ -70,6 +70,8 @@ type scalePoint struct {
 	hosts, fakes  int
 	interval      time.Duration
 	readyIn       time.Duration      // from pgdns's start until every host was a live replica or the primary
+	notReady      string             // "5,003 of 10,000 live after 3m0s" when they were not, or ""
+	liveAfter     int                // hosts live right after the windows
 	fakeProbes    int64              // probe statements the fakes ran over span
 	probesPerSec  float64            // probes done: the fakes', for every host
 	fluxPerSec    float64            // of those, probes asked for beyond the interval (pgdns_flux_probes_total)
@@ -247,11 +249,16 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 		return p, err
 	}
 	defer b.stopProc(cmd)
+	defer keepLog(log)
 	pid := cmd.Process.Pid
-	if err := waitReplicas(b.addr.bigHTTP, size.hosts-1, scaleReadyIn); err != nil {
-		return p, fmt.Errorf("%w\n%s", err, tailFile(log, 2000))
-	}
+	// A pgdns that cannot keep every host live (a machine too loaded for
+	// the size) is measured all the same, and the report says so.
+	live, ok := waitReplicas(b.addr.bigHTTP, size.hosts, scaleReadyIn)
 	p.readyIn = time.Since(start)
+	if !ok {
+		p.notReady = fmt.Sprintf("%s of %s live after %v", thousands(live), thousands(size.hosts), scaleReadyIn)
+		fmt.Fprintf(os.Stderr, "bench: scale, %s; measuring all the same\n", p.notReady)
+	}
 
 	// The probes are counted where they are answered, by the fakes'
 	// processes, at the edges of the windows. pgdns's /metrics, whose
@@ -327,6 +334,9 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 			}
 		}
 	}
+	if p.liveAfter, err = liveHosts(b.addr.bigHTTP); err != nil {
+		return p, err
+	}
 	ms, err := readMemStats(b.addr.bigHTTP)
 	if err != nil {
 		return p, err
@@ -384,7 +394,6 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 		dnsAt.probesPerSec = float64(n1-n0) * float64(p.hosts) / float64(p.fakes) / time.Since(began).Seconds()
 		dnsAt.configuredPer = p.configured()
 	}
-	keepLog(log)
 	return p, nil
 }
 
@@ -616,39 +625,51 @@ func parseMemStats(profile string) (memStats, error) {
 }
 
 // waitReplicas polls pgdns's /v1/hosts until want of its hosts are live
-// (DNS cannot tell past a few thousand: an answer holds 64 KiB).
-func waitReplicas(httpAddr string, want int, timeout time.Duration) error {
+// (DNS cannot tell past a few thousand: an answer holds 64 KiB), at most
+// for timeout; it returns the last count and whether it got there. The
+// page grows with the hosts: it is read every 0.3 ms per host, at least
+// every second.
+func waitReplicas(httpAddr string, want int, timeout time.Duration) (int, bool) {
 	got, said := 0, time.Now()
-	if testkit.Poll(timeout, time.Second, func() bool {
-		resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://" + httpAddr + "/v1/hosts")
+	ok := testkit.Poll(timeout, max(time.Second, time.Duration(want)*300*time.Microsecond), func() bool {
+		n, err := liveHosts(httpAddr)
 		if err != nil {
 			return false
 		}
-		defer resp.Body.Close()
-		var body struct {
-			Hosts []struct {
-				Role  string `json:"role"`
-				Alive bool   `json:"alive"`
-			} `json:"hosts"`
-		}
-		if json.NewDecoder(resp.Body).Decode(&body) != nil {
-			return false
-		}
-		got = 0
-		for _, h := range body.Hosts {
-			if h.Alive && (h.Role == "replica" || h.Role == "primary") {
-				got++
-			}
-		}
+		got = n
 		if time.Since(said) > 15*time.Second {
-			fmt.Fprintf(os.Stderr, "bench: scale, %d of %d hosts live\n", got, want+1)
+			fmt.Fprintf(os.Stderr, "bench: scale, %d of %d hosts live\n", got, want)
 			said = time.Now()
 		}
-		return got > want
-	}) {
-		return nil
+		return got >= want
+	})
+	return got, ok
+}
+
+// liveHosts counts the hosts pgdns's /v1/hosts says are live replicas or
+// primaries.
+func liveHosts(httpAddr string) (int, error) {
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://" + httpAddr + "/v1/hosts")
+	if err != nil {
+		return 0, err
 	}
-	return fmt.Errorf("pgdns on %s: %d hosts live after %v, want %d", httpAddr, got, timeout, want+1)
+	defer resp.Body.Close()
+	var body struct {
+		Hosts []struct {
+			Role  string `json:"role"`
+			Alive bool   `json:"alive"`
+		} `json:"hosts"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return 0, fmt.Errorf("/v1/hosts: %w", err)
+	}
+	n := 0
+	for _, h := range body.Hosts {
+		if h.Alive && (h.Role == "replica" || h.Role == "primary") {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // takeLSN writes on the primary and keeps the LSN, for the mixed query

@@ -112,13 +112,20 @@ func (s *scaleResult) markdown() string {
 		for _, sh := range p.shares {
 			each = append(each, fmt.Sprintf("%.1f", sh))
 		}
+		ready := p.readyIn.Round(100 * time.Millisecond).String()
+		if p.notReady != "" {
+			ready = "**not all**: " + p.notReady
+		}
+		if p.liveAfter < p.hosts {
+			ready += fmt.Sprintf("; %s live after the windows", thousands(p.liveAfter))
+		}
 		procs := ""
 		if p.fakeProcs > 1 {
 			procs = fmt.Sprintf(" (%d processes)", p.fakeProcs)
 		}
-		w("| %s every %v | %.0f (%.0f) | %s | %s | %.1f%% (%s) | %s | %.1f MiB | %.0f | %.1f | %.1f%%, %s%s | %v | %s / %s |\n",
+		w("| %s every %v | %.0f (%.0f) | %s | %s | %.1f%% (%s) | %s | %.1f MiB | %.0f | %.1f | %.1f%%, %s%s | %s | %s / %s |\n",
 			thousands(p.hosts), p.interval, p.probesPerSec, p.configured(), p.whyCell(), us(p.perProbe()), p.share(), strings.Join(each, ", "),
-			mib(p.rss), p.heapInuse/(1<<20), p.goroutines, p.allocsPerProbe(), p.fakeShare(), mib(p.fakeRSS), procs, p.readyIn.Round(100*time.Millisecond), ms(p.p50), ms(p.p99))
+			mib(p.rss), p.heapInuse/(1<<20), p.goroutines, p.allocsPerProbe(), p.fakeShare(), mib(p.fakeRSS), procs, ready, ms(p.p50), ms(p.p99))
 	}
 	var ticks []string
 	for _, p := range s.points {

@@ -102,14 +102,17 @@ func TestScaleTargetsTable(t *testing.T) {
 func TestScaleMarkdown(t *testing.T) {
 	q := 250 * time.Millisecond
 	s := &scaleResult{realHosts: 3, windows: 3, window: 10 * time.Second, rss3Idle: 19 * 1024, plot: "scale.png", points: []scalePoint{
-		{hosts: 100, interval: q, probesPerSec: 400, span: 30 * time.Second, cpu: 600 * time.Millisecond, cpuTicks: 610 * time.Millisecond, shares: []float64{2, 2, 2}, rss: 20 * 1024, mallocs: 120000},
+		{hosts: 100, interval: q, probesPerSec: 400, span: 30 * time.Second, cpu: 600 * time.Millisecond, cpuTicks: 610 * time.Millisecond, shares: []float64{2, 2, 2}, rss: 20 * 1024, mallocs: 120000,
+			readyIn: 1234 * time.Millisecond, liveAfter: 100},
 		{hosts: 3000, interval: q, probesPerSec: 12000, span: 30 * time.Second, cpu: 18 * time.Second, shares: []float64{60, 60, 60}, rss: 100 * 1024,
-			why: map[string]float64{"tick": 10, "round": 11990, "closing": 30, "other": 1}},
+			why: map[string]float64{"tick": 10, "round": 11990, "closing": 30, "other": 1}, notReady: "2,000 of 3,000 live after 2m0s", liveAfter: 2500},
 	}, dns: &scaleDNS{hosts: 3000, interval: q, duration: 8 * time.Second, small: []float64{50000, 52000}, large: []float64{40000, 42000}, probesPerSec: 11900, configuredPer: 12000}}
 	md := s.markdown()
 	for _, want := range []string{
 		"| 100 every 250ms | 400 (400) | flux 0 | 50.0 µs | 2.0% (2.0, 2.0, 2.0) | 20.0 MiB |",
 		"| 10.0 |", // allocations per probe: 120,000 over 12,000 probes
+		"| 1.2s |",
+		"| **not all**: 2,000 of 3,000 live after 2m0s; 2,500 live after the windows |",
 		"| 3,000 every 250ms | 12000 (12000) | tick 10, round 11990, closing 30, tick_driven 0, flux 0, refresh 0, other 1 |",
 		"give 50.8 µs, 0.0 µs per probe",
 		"![pgdns's CPU time per probe and its resident set against the hosts it probes](scale.png)",
