@@ -302,7 +302,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 				start = time.Now()
 				r, err = c.sess.exchange(probeRequest, done, expiry)
 			} else {
-				err = fmt.Errorf("prepare: %w", err)
+				err = fmt.Errorf("prepare: %w", poolerHint(err))
 			}
 		}
 	}
@@ -392,11 +392,34 @@ func (c *pgChecker) failure(err error) error {
 // database for every fallback, to their last cause, keeping the cause for
 // errors.Is and errors.As.
 func connectError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "08P01" && strings.HasPrefix(pgErr.Message, "unsupported startup parameter") {
+		// PgBouncer's: the message's tail alone would be the name.
+		return shortError{msg: "connect: " + pgErr.Message + " (SQLSTATE 08P01): the host is a pooler (PgBouncer?) refusing the probe's startup parameters; " +
+			"hosts must be the PostgreSQL servers themselves", err: err}
+	}
 	msg := err.Error()
 	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.HasPrefix(msg, "failed to connect") {
 		return shortError{msg: "connect: " + msg[i+2:], err: err}
 	}
 	return fmt.Errorf("connect: %w", err)
+}
+
+// poolerHint says what a 42P05 (duplicate_prepared_statement) at the
+// probe's prepare means: a PostgreSQL session starts with no prepared
+// statement, so a session that has pgdns_probe already is not one
+// session of one server but a transaction pooler's (PgBouncer, pool_mode
+// = transaction) handing it a server connection another client (another
+// pgdns) prepared on. The probe relies on session state (its statement,
+// the settings sources read once per session, the watched socket): hosts
+// must be the PostgreSQL servers themselves (review 5, F7).
+func poolerHint(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P05" {
+		return fmt.Errorf("%w: a new PostgreSQL session has no prepared statement, so this host is a transaction pooler (PgBouncer pool_mode = transaction?) "+
+			"handing the probe another client's server connection; hosts must be the PostgreSQL servers themselves", err)
+	}
+	return err
 }
 
 // shortError is an error with a shorter message than its cause's.

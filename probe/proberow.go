@@ -82,7 +82,7 @@ func (c *pgChecker) prepare(ctx context.Context, pc *pgconn.PgConn) error {
 	sd, err := pipelineResult[*pgconn.StatementDescription](p)
 	if err != nil {
 		_ = p.Close()
-		return fmt.Errorf("prepare: %w", err)
+		return fmt.Errorf("prepare: %w", poolerHint(err))
 	}
 	rr, err := pipelineResult[*pgconn.ResultReader](p)
 	if err == nil {
