@@ -50,7 +50,9 @@ func (h *Handler) nsRecord(target string) dns.RR {
 // host=127.0.0.12:5432 role=replica lag_ms=3 lag_bytes=0 replay_lsn=0/3000060 age_ms=120,
 // then what marks the host, only when it holds: drained=true with
 // drained_by (pgdns.drain, noloadbalance, or both), offline=true,
-// sync=true (a synchronous standby, as the sync filter proves it); then
+// sync=true (a synchronous standby, as the sync filter proves it),
+// read_only=true (a primary that refuses writes: primary does not answer
+// it); then
 // the host's own name (name=pg-2.host.main.db.local.) and note, when not
 // "" (srv_only=port).
 func txtRecord(name string, ttl uint32, v zone.View, c *zone.Cluster, host *zone.Host, hostName, note string) dns.RR {
@@ -84,6 +86,9 @@ func txtRecord(name string, ttl uint32, v zone.View, c *zone.Cluster, host *zone
 	}
 	if host.SyncProven {
 		b = append(b, " sync=true"...)
+	}
+	if host.ReadOnly {
+		b = append(b, " read_only=true"...)
 	}
 	b = append(b, " name="...)
 	b = append(b, hostName...)

@@ -30,6 +30,7 @@ type hostJSON struct {
 	Drained     bool    `json:"drained"`                       // no replica name answers it (a primary stays the primary)
 	DrainedBy   string  `json:"drained_by,omitempty"`          // pgdns.drain, noloadbalance, or both joined by ","
 	Offline     bool    `json:"offline"`                       // a replica answered only by offline names (pgdns.offline)
+	ReadOnly    bool    `json:"read_only,omitempty"`           // a primary that refuses writes (default_transaction_read_only): primary does not answer it
 	LastProbe   *string `json:"last_probe"`                    // RFC 3339, the last successful probe
 	ProbeAgeMS  *int64  `json:"probe_age_ms"`
 	Fails       int     `json:"fails"`
@@ -51,7 +52,7 @@ func (a *API) newHostJSON(v zone.View, c *zone.Cluster, h *zone.Host) hostJSON {
 	j := hostJSON{
 		Cluster: h.Cluster, Addr: h.Addr, Port: h.Port, Name: a.hostName(h), Location: h.Location, Role: h.Role.String(), Alive: v.Live(h),
 		Sync: h.Sync, SyncUnsure: h.SyncUnsure, SyncProven: h.SyncProven, StatsHidden: h.Seen && h.StatsHidden, Fails: h.Fails, LastError: h.LastError, Aside: h.Aside.String(), Note: h.Note,
-		Drained: h.Drained, DrainedBy: h.DrainedBy.String(), Offline: h.Offline,
+		Drained: h.Drained, DrainedBy: h.DrainedBy.String(), Offline: h.Offline, ReadOnly: h.ReadOnly,
 	}
 	if h.IP.IsValid() {
 		j.IP = h.IP.String()

@@ -145,8 +145,10 @@ func roundRobin(v zone.View, c *zone.Cluster, hosts []*zone.Host) *zone.Host {
 	return v.Primary(c)
 }
 
+// pickMaster: the primary, for writes: never one that refuses them
+// (zone.Host.ReadOnly), as primary.<cluster> does not answer it.
 func pickMaster(_ *API, v zone.View, c *zone.Cluster, _ lagLimits) *zone.Host {
-	return v.Primary(c)
+	return v.WritablePrimary(c)
 }
 
 // query turns limits into a zone query; time and bytes say which of the

@@ -72,6 +72,14 @@ type Sample struct {
 	// from the server's configuration (shadow.go): the server's value is
 	// hidden from the probe, and zone counts the host as drained.
 	SettingShadowed string
+	// DefaultReadOnly is default_transaction_read_only as the probe's
+	// session has it: on a writable server, whether a new session's
+	// transactions are read-only (zone: such a host is not answered by
+	// primary). ReadOnlyShadowed, when not "", says that the session's
+	// value comes from a role, database or client setting (shadow.go),
+	// which hides the server's.
+	DefaultReadOnly  bool
+	ReadOnlyShadowed string
 
 	// Primary only: one row per WAL sender (pg_stat_replication).
 	Standbys []zone.Standby
@@ -150,6 +158,11 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // spaces) and cluster_name (the application name a receiver without one
 // gives, else "walreceiver") tie a replica to its WAL sender on the
 // primary (walReceiverAppName, zone's senderIndex).
+// default_transaction_read_only is what a new session's transactions are
+// (libpq's target_session_attrs=read-write refuses a server with it on):
+// a writable server with it on refuses writes, and is not answered as the
+// primary; a role, database or client setting of it would hide the
+// server's (shadow.go).
 //
 // The WAL receiver is read once per probe, from pg_stat_get_wal_receiver()
 // in FROM: the function pg_stat_wal_receiver shows, which gives one row
@@ -194,7 +207,8 @@ const probeSQL = `SELECT
   coalesce(pg_catalog.left(pg_catalog.current_setting('pgdns.offline', true), 65), ''),
   coalesce(w.status OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_port::pg_catalog.text, '')
     OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_host, ''), ''),
-  pg_catalog.current_setting('cluster_name')
+  pg_catalog.current_setting('cluster_name'),
+  pg_catalog.current_setting('default_transaction_read_only')
 FROM pg_catalog.pg_stat_get_wal_receiver() w`
 
 // historySQL reads a timeline history file. pg_read_file needs superuser
@@ -229,9 +243,11 @@ type pgChecker struct {
 	row probeRow // the last probe's columns, kept to reuse their buffers
 
 	// When the session was opened, and whether its pgdns settings hide
-	// the server's (shadow.go): the note, read once per session.
+	// the server's (shadow.go): the note, read once per session; and
+	// the same for default_transaction_read_only.
 	connectedAt time.Time
 	shadow      string
+	roShadow    string
 
 	timer *time.Timer // CheckWithin's deadline, one timer for every probe
 }
@@ -268,7 +284,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 	// startup (behind a catalog lock, say) each probe.
 	connected := true
 	defer func() { c.rewatch = connected && !errors.Is(err, ErrNotServing) }()
-	if c.sess != nil && (c.sess.ended() || c.shadow != "" && time.Since(c.connectedAt) >= shadowReopen) {
+	if c.sess != nil && (c.sess.ended() || (c.shadow != "" || c.roShadow != "") && time.Since(c.connectedAt) >= shadowReopen) {
 		// Ended since the last probe, unwatched (the host was not idle
 		// when its reader saw it), or due for a new session that shows
 		// whether its settings still hide the server's.
@@ -326,7 +342,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 		return Sample{}, fmt.Errorf("probe query: %w", err)
 	}
 	s.History = c.readHistory(done, expiry, s.Timeline)
-	s.SettingShadowed = c.shadow
+	s.SettingShadowed, s.ReadOnlyShadowed = c.shadow, c.roShadow
 	return s, nil
 }
 

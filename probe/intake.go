@@ -312,6 +312,7 @@ func (p *Prober) record(r result) {
 	h.WALBlockSize, h.WALSegmentSize = s.WALBlockSize, s.WALSegmentSize
 	h.DrainSetting, h.OfflineSetting = s.DrainSetting, s.OfflineSetting
 	h.SettingShadowed = s.SettingShadowed
+	h.DefaultReadOnly, h.ReadOnlyShadowed = s.DefaultReadOnly, s.ReadOnlyShadowed
 
 	// The WAL clock of a writable host. It starts over when the host
 	// changes timeline or goes back into recovery: positions on another

@@ -42,7 +42,7 @@ const ProbeSQL = probeSQL
 const SourcesSQL = sourcesSQL
 
 // probeColumns is the number of columns of probeSQL.
-const probeColumns = 19
+const probeColumns = 20
 
 // probeRow is one row of probeSQL in text format: its columns are slices
 // of the session's reply (set), and what is kept of them from probe to
@@ -279,7 +279,20 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 	s.StatsHidden = !visible
 	var err6 error
 	s.SyncNamesSet, err6 = parseBool(v[12])
-	return errors.Join(err5, err6)
+	var err7 error
+	s.DefaultReadOnly, err7 = parseOnOff(v[19])
+	return errors.Join(err5, err6, err7)
+}
+
+// parseOnOff reads a boolean setting as current_setting shows it.
+func parseOnOff(v []byte) (bool, error) {
+	switch {
+	case bytes.Equal(v, []byte("on")):
+		return true, nil
+	case bytes.Equal(v, []byte("off")):
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not on or off", v)
 }
 
 // reuse returns last when it holds v, else v as a new string: a setting

@@ -26,9 +26,9 @@ func textRow(cols ...string) *probeRow {
 var (
 	replicaCols = []string{"t", "", "0/3000060", "0/3000028", "1", "1", "7000000000000000001", "1700000000000000",
 		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 fallback_application_name=walreceiver sslmode=prefer", "r1_slot", "t", "f", "8192", "16777216", "on", "",
-		"streaming 5432 10.0.0.1", ""}
+		"streaming 5432 10.0.0.1", "", "off"}
 	primaryCols = []string{"f", "0/5000000", "", "", "3", "2", "7000000000000000001", "1700000000000123",
-		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus", "", "pg1"}
+		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus", "", "pg1", "on"}
 )
 
 // TestWALReceiverAppName: the application name a WAL receiver gives the
@@ -83,7 +83,8 @@ func TestParseProbeRow(t *testing.T) {
 	if s.InRecovery != want.InRecovery || s.InsertLSN != 0 || s.ReceiveLSN != want.ReceiveLSN || s.ReplayLSN != want.ReplayLSN ||
 		s.Timeline != 1 || s.CheckpointTimeline != 1 || s.SystemID != want.SystemID || !s.StartedAt.Equal(want.StartedAt) ||
 		s.Standbys == nil || len(s.Standbys) != 0 || s.AppName != "r1" || s.SlotName != "r1_slot" ||
-		s.DrainSetting != "on" || s.OfflineSetting != "" || s.Receiver != "streaming" || s.SenderHost != "10.0.0.1" || s.SenderPort != 5432 {
+		s.DrainSetting != "on" || s.OfflineSetting != "" || s.Receiver != "streaming" || s.SenderHost != "10.0.0.1" || s.SenderPort != 5432 ||
+		s.DefaultReadOnly {
 		t.Errorf("replica: %+v", s)
 	}
 
@@ -94,7 +95,7 @@ func TestParseProbeRow(t *testing.T) {
 	if s.InRecovery || s.InsertLSN != 0x5000000 || s.ReplayLSN != 0x5000000 || s.Timeline != 3 || s.CheckpointTimeline != 2 ||
 		s.AppName != "" || s.AppNameWhy != "it has no WAL receiver" || s.Receiver != "" || s.SlotName != "" || len(s.Standbys) != 2 ||
 		s.Standbys[0] != (zone.Standby{Addr: netip.MustParseAddr("10.0.0.2"), AppName: "r1", Sync: true, Slot: "r1_slot"}) ||
-		s.Standbys[1] != (zone.Standby{AppName: "r2"}) || s.DrainSetting != "" || s.OfflineSetting != "bogus" {
+		s.Standbys[1] != (zone.Standby{AppName: "r2"}) || s.DrainSetting != "" || s.OfflineSetting != "bogus" || !s.DefaultReadOnly {
 		t.Errorf("primary: %+v", s)
 	}
 
@@ -165,6 +166,8 @@ func TestParseProbeRow(t *testing.T) {
 		{13, "0", "bad wal_block_size"},
 		{14, "16MB", "wal_segment_size"},
 		{14, "10000", "wal_segment_size"}, // not whole pages
+		{19, "true", "not on or off"},     // current_setting shows a boolean setting as on or off
+		{19, "NULL", "column 20 is NULL"},
 	} {
 		cols := append([]string(nil), primaryCols...)
 		cols[tc.col] = tc.val

@@ -24,13 +24,22 @@ import (
 // counted as drained (zone, Host.SettingShadowed), the note says why, and
 // the session is reopened every shadowReopen, so that removing the role
 // or database setting undrains the host without a restart of pgdns.
+//
+// default_transaction_read_only is read the same careful way: a writable
+// server with it on refuses writes (zone does not answer it as primary),
+// and a role, database or client setting of it, whatever its value, hides
+// the server's from the probe (a fence set with ALTER SYSTEM would not be
+// seen through ALTER ROLE pgdns SET default_transaction_read_only = off),
+// so the host counts as refusing writes until the session, reopened every
+// shadowReopen, shows the setting gone. (An application's own role or
+// database setting is its own: pgdns cannot see it.)
 
 // shadowReopen is how often a session whose pgdns settings are shadowed
 // is reopened, to see whether they still are.
 const shadowReopen = 10 * time.Second
 
-// sourcesSQL reads the role and database settings of pgdns.drain and
-// pgdns.offline that apply to the probe's session (pg_db_role_setting,
+// sourcesSQL reads the role and database settings of pgdns.drain,
+// pgdns.offline and default_transaction_read_only that apply to the probe's session (pg_db_role_setting,
 // readable by any role). pg_settings would say a setting's source, but it
 // does not list a placeholder (a custom setting no module defines, as
 // pgdns's are): the catalog is read instead. Each row: whether it is
@@ -41,7 +50,7 @@ const sourcesSQL = `SELECT d.setdatabase OPERATOR(pg_catalog.<>) 0::pg_catalog.o
       (SELECT oid FROM pg_catalog.pg_database WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
     AND d.setrole OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
       (SELECT oid FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) session_user)])
-    AND pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) OPERATOR(pg_catalog.=) ANY (ARRAY['pgdns.drain', 'pgdns.offline'])
+    AND pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) OPERATOR(pg_catalog.=) ANY (ARRAY['pgdns.drain', 'pgdns.offline', 'default_transaction_read_only'])
   ORDER BY 1, 2, 3`
 
 // settingOrigins names a role/database setting by where it is bound
@@ -51,11 +60,11 @@ var settingOrigins = [2][2]string{
 	{"ALTER DATABASE ... SET", "ALTER ROLE ... IN DATABASE ... SET"},
 }
 
-// clientShadow says which of pgdns's settings the probe's own startup
-// parameters set (a key of the DSN, options=-c ..., PGOPTIONS), or "".
-func clientShadow(params map[string]string) string {
+// clientShadow says which of settings the probe's own startup parameters
+// set (a key of the DSN, options=-c ..., PGOPTIONS), or "".
+func clientShadow(params map[string]string, settings ...string) string {
 	var set []string
-	for _, name := range []string{"pgdns.drain", "pgdns.offline"} {
+	for _, name := range settings {
 		_, direct := params[name]
 		if direct || strings.Contains(strings.ToLower(params["options"]), name) {
 			set = append(set, name+" is set by the probe's connection options (probe.dsn, PGOPTIONS)")
@@ -66,12 +75,16 @@ func clientShadow(params map[string]string) string {
 
 // readSources sets c.shadow: "" when the session's pgdns settings are the
 // server's, else the note that says which are not and why the host
-// counts as drained. Called once per session with the result of
-// sourcesSQL, pipelined with the probe statement's preparation.
+// counts as drained; and c.roShadow the same for
+// default_transaction_read_only. Called once per session with the result
+// of sourcesSQL, pipelined with the probe statement's preparation.
 func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
-	var shadowed []string
-	if cs := clientShadow(c.cfg.RuntimeParams); cs != "" {
+	var shadowed, readOnly []string
+	if cs := clientShadow(c.cfg.RuntimeParams, "pgdns.drain", "pgdns.offline"); cs != "" {
 		shadowed = append(shadowed, cs)
+	}
+	if cs := clientShadow(c.cfg.RuntimeParams, readOnlySetting); cs != "" {
+		readOnly = append(readOnly, cs)
 	}
 	for rr.NextRow() {
 		v := rr.Values()
@@ -79,18 +92,31 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 			continue
 		}
 		db, role := string(v[0]) == "t", string(v[1]) == "t"
-		shadowed = append(shadowed, fmt.Sprintf("%q is set by %s", v[2], settingOrigins[b2i(db)][b2i(role)]))
+		note := fmt.Sprintf("%q is set by %s", v[2], settingOrigins[b2i(db)][b2i(role)])
+		if name, _, _ := strings.Cut(string(v[2]), "="); strings.EqualFold(strings.TrimSpace(name), readOnlySetting) {
+			readOnly = append(readOnly, note)
+		} else {
+			shadowed = append(shadowed, note)
+		}
 	}
 	if _, err := rr.Close(); err != nil {
 		return fmt.Errorf("reading pg_db_role_setting: %w", err)
 	}
-	c.shadow = ""
+	c.shadow, c.roShadow = "", ""
 	if len(shadowed) > 0 {
 		c.shadow = strings.Join(shadowed, ", ") + " for pgdns's session, which hides the server's value: counted as drained" +
 			fmt.Sprintf(" (the session is reopened every %s)", shadowReopen)
 	}
+	if len(readOnly) > 0 {
+		c.roShadow = strings.Join(readOnly, ", ") + " for pgdns's session, which hides the server's value: counted as refusing writes" +
+			fmt.Sprintf(" (the session is reopened every %s)", shadowReopen)
+	}
 	return nil
 }
+
+// readOnlySetting is the setting that makes a new session's transactions
+// read-only.
+const readOnlySetting = "default_transaction_read_only"
 
 func b2i(b bool) int {
 	if b {

@@ -23,6 +23,8 @@ const (
 	OfflineEnded       ChangeReason = "offline_ended"       // an offline host is not any more (its mark is off, or it is drained, which wins)
 	SyncBegan          ChangeReason = "sync_began"          // a replica is proven a synchronous standby: the sync filter passes it
 	SyncEnded          ChangeReason = "sync_ended"          // a replica the sync filter passed no longer does (Detail: why, when it is still a replica)
+	ReadOnlyBegan      ChangeReason = "read_only_began"     // the primary refuses writes (Host.ReadOnly): primary answers no host (Detail: why)
+	ReadOnlyEnded      ChangeReason = "read_only_ended"     // a primary that refused writes accepts them, or is the primary no longer
 )
 
 // ClassStale is the Class of a HostDown whose host failed no probe but has
@@ -46,7 +48,8 @@ type Change struct {
 // going down, split brain beginning, the primary (vanished, moved or
 // appeared), the newest timeline, split brain ending, drains beginning or
 // ending, offline marks beginning or ending, proven synchronous standbys
-// beginning or ending, hosts coming back. Each of these changes a role
+// beginning or ending, a primary refusing writes or no longer, hosts
+// coming back. Each of these changes a role
 // answer (and moves the SOA serial, serial.go).
 // Clusters are matched by name and hosts by address, so a reload that
 // adds, drops or reorders them is compared as it should be; a cluster or
@@ -174,12 +177,26 @@ func clusterChanges(was, c *Cluster) []Change {
 	}
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
+		old := was.HostNear(i, h.Addr)
+		now, before := refusesWrites(h), old != nil && refusesWrites(old)
+		switch {
+		case now && !before:
+			add(Change{Reason: ReadOnlyBegan, Host: h.Addr, Detail: h.Note})
+		case !now && before:
+			add(Change{Reason: ReadOnlyEnded, Host: h.Addr})
+		}
+	}
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
 		if old := was.HostNear(i, h.Addr); old != nil && old.Role == RoleDown && h.Role != RoleDown {
 			add(Change{Reason: HostUp, Host: h.Addr, To: h.Role.String(), Detail: h.Note})
 		}
 	}
 	return out
 }
+
+// refusesWrites: h is the primary, and refuses writes.
+func refusesWrites(h *Host) bool { return h.Role == RolePrimary && h.ReadOnly }
 
 // provenReplica: h is a replica the sync filter passes.
 func provenReplica(h *Host) bool { return h.Role == RoleReplica && h.SyncProven }

@@ -47,7 +47,10 @@ import (
 //   - a replica on the primary's timeline number but another branch of it
 //     (see forkedFrom): set aside; so is one on a timeline above 1 that
 //     neither history files nor one of the primary's WAL senders prove on
-//     the primary's branch (setAsideUnprovenBranch).
+//     the primary's branch (setAsideUnprovenBranch);
+//   - a primary whose new sessions are read-only (default_transaction_read_only,
+//     or a setting that hides it) is ReadOnly: primary does not answer it
+//     (readonly.go).
 func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) {
 	c.Primary = -1
 	c.ipsDistinct = distinctIPs(c.Hosts)
@@ -162,6 +165,7 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 	c.setAsideUnprovenBranch()
 	c.markSyncStandbys()
 	c.markDrains()
+	c.markReadOnly()
 }
 
 // forkedFrom says why replica h is not primary p's replica although it

@@ -82,6 +82,9 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 	if h == primary {
 		switch q.Target {
 		case TargetPrimary, TargetAny:
+			if q.Target == TargetPrimary && h.ReadOnly && (q.DC == "" || h.Location == q.DC) {
+				return readOnlyWhy(h)
+			}
 			if q.DC != "" && h.Location != q.DC {
 				return "primary: " + locationWhy(h, q.DC)
 			}

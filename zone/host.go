@@ -151,6 +151,13 @@ type Host struct {
 	// from a role, database or client setting. The host then counts as
 	// drained (drain.go), and the note says so.
 	SettingShadowed string
+	// DefaultReadOnly is the server's default_transaction_read_only as
+	// the probe read it: on a writable host, its new sessions' transactions
+	// are read-only, so it refuses writes (readonly.go). ReadOnlyShadowed,
+	// when not "", says why the probe cannot see the server's value: its
+	// session's comes from a role, database or client setting.
+	DefaultReadOnly  bool
+	ReadOnlyShadowed string
 	// TagNoLoadBalance: the Patroni member list tags this host
 	// noloadbalance (a true value, as Patroni reads it); TagNote says
 	// what was odd about the tag ("" when nothing). Set by whoever reads
@@ -189,6 +196,11 @@ type Host struct {
 	Drained   bool
 	DrainedBy DrainSource
 	Offline   bool
+	// ReadOnly: a writable host whose new sessions are read-only (or may
+	// be: the server's setting is hidden). It stays the cluster's primary
+	// (its WAL is the cluster's), but primary does not answer it: a client
+	// sent there to write would be refused (readonly.go).
+	ReadOnly bool
 	// SyncProven: the primary's pg_stat_replication proves this replica a
 	// synchronous standby, as the sync filter needs it (its one row is
 	// provably its own and reports sync or quorum); SyncWhy says why not

@@ -127,7 +127,9 @@ func (c *Cluster) aboveTimelines(q *Query) bool {
 // Select appends to dst the hosts that answer q at the view's moment and
 // returns the extended slice. The primary fits every filter but dc- (it
 // has all the data there is, but it is where it is), except an lsn- filter
-// whose timeline no host has (aboveTimelines). Replicas come in an
+// whose timeline no host has (aboveTimelines); a primary that refuses
+// writes (ReadOnly) is answered by any and prefer-replica's fallback, never
+// by primary. Replicas come in an
 // order rotated by the view's turn, so that successive answers spread
 // clients across them; when the client's location is known (q.From),
 // the hosts in it come first, rotated among themselves, then the others,
@@ -169,7 +171,7 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 	primaryFits := primary != nil && (q.DC == "" || primary.Location == q.DC)
 	start := len(dst)
 	if q.Target == TargetPrimary {
-		if primaryFits {
+		if primaryFits && !primary.ReadOnly { // a client would be refused its writes (readonly.go)
 			dst = append(dst, primary)
 		}
 		return c.forAddresses(q, dst, start), nil

@@ -94,7 +94,8 @@ func SerialLess(a, b uint32) bool {
 }
 
 // SameRoleAnswer reports whether a and b, the same cluster at two moments,
-// give the same role answers: the same primary, the same replicas that
+// give the same role answers: the same primary (refusing writes or not:
+// primary answers it only when it does not), the same replicas that
 // replica names may answer (drained, offline and synchronous ones told
 // apart), the same hosts down, each at the same address.
 // Lag, replay positions and notes do not count.
@@ -140,11 +141,13 @@ type answerState struct {
 	drained bool // a replica that no replica name answers
 	offline bool // a replica that only offline answers
 	sync    bool // a replica the sync filter passes
+	refuses bool // a primary that refuses writes, which primary does not answer
 	ip      netip.Addr
 }
 
 func (c *Cluster) answerState(h *Host) answerState {
 	r := h.Role == RoleReplica
 	return answerState{role: h.Role, hidden: r && c.AsyncOnly && h.Sync,
-		drained: r && h.Drained, offline: r && h.Offline, sync: r && h.SyncProven, ip: h.IP}
+		drained: r && h.Drained, offline: r && h.Offline, sync: r && h.SyncProven,
+		refuses: h.Role == RolePrimary && h.ReadOnly, ip: h.IP}
 }

@@ -34,8 +34,8 @@ func (v View) Live(h *Host) bool { return live(h, v.Now, v.Snap.StaleAfter) }
 func (v View) Primary(c *Cluster) *Host { return c.livePrimary(v.Now, v.Snap.StaleAfter) }
 
 // AnsweredPrimary returns the host primary.<cluster>'s A and AAAA answer
-// holds now, else nil: c's primary when it may be answered and a client of
-// its address names reaches it (Cluster.Addressable). Select answers the
+// holds now, else nil: c's primary when it may be answered (WritablePrimary)
+// and a client of its address names reaches it (Cluster.Addressable). Select answers the
 // same host; what reports "primary answered" (metrics, the status page)
 // reads this, so that it never says a primary is answered when the address
 // answer is empty.
@@ -43,12 +43,18 @@ func (v View) AnsweredPrimary(c *Cluster) *Host {
 	if !v.Snap.Ready {
 		return nil
 	}
-	p := v.Primary(c)
+	p := c.writablePrimary(v.Now, v.Snap.StaleAfter)
 	if p == nil || !c.Addressable(p) {
 		return nil
 	}
 	return p
 }
+
+// WritablePrimary returns c's primary if primary.<cluster> may answer it
+// now (SRV included: whatever its port): live, and not refusing writes
+// (Host.ReadOnly); else nil. What hands out the primary for writes (the
+// pg-status /master endpoint) reads this.
+func (v View) WritablePrimary(c *Cluster) *Host { return c.writablePrimary(v.Now, v.Snap.StaleAfter) }
 
 // Lag returns h's time lag, and whether it may be shown or used now (the
 // rule selection applies: see lagVouched). h belongs to c.
