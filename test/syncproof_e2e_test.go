@@ -100,7 +100,7 @@ func TestSyncProof(t *testing.T) {
 
 	t.Run("R2: a cascading standby is not proven by another standby's row with its name", func(t *testing.T) {
 		// r3, which pgdns is not told about, streams from the primary as
-		// "s3"; r2 cascades from r1 under the same name.
+		// "s3"; r2 cascades from r1 under the same name, then from r3.
 		setConninfo(t, r3, "host="+p.IP+" port="+strconv.Itoa(p.Port)+" user=postgres application_name=s3")
 		setConninfo(t, r2, "host="+r1.IP+" port="+strconv.Itoa(r1.Port)+" user=postgres application_name=s3")
 		streaming(t, r2, r1.IP)
@@ -108,12 +108,22 @@ func TestSyncProof(t *testing.T) {
 		syncNames(t, "FIRST 1 (s3)", "s3")
 		// Before: sync.replica answered r2 (sync=true).
 		all.waitFor(t, "sync.replica.db.local.", nil)
+		// r1 is listed and in recovery: a standby's WAL senders are never
+		// synchronous, so r2 is provably async (review 5, F8; before, sync
+		// unknown, and "replicas: async" answered r1 alone).
 		reason(t, all, "sync.replica", r2.Addr(),
-			"sync unknown: its WAL receiver streams from "+r1.IP+":"+strconv.Itoa(r1.Port)+", not from the primary "+p.Addr())
-		// Unknown fails closed for "replicas: async" too; r1's own row
-		// says async now.
+			"not a synchronous standby: its WAL receiver streams from "+r1.Addr()+", a standby")
+		async.waitFor(t, "replica.db.local.", []string{r1.IP, r2.IP})
+		// Cascading from r3, which pgdns is not told about: unknown, which
+		// fails closed for "replicas: async" too, and /v1/resolve says so
+		// (before: "synchronous standby").
+		setConninfo(t, r2, "host="+r3.IP+" port="+strconv.Itoa(r3.Port)+" user=postgres application_name=s3")
+		streaming(t, r2, r3.IP)
+		reason(t, all, "sync.replica", r2.Addr(),
+			"sync unknown: its WAL receiver streams from "+r3.IP+":"+strconv.Itoa(r3.Port)+", not from the primary "+p.Addr())
 		async.waitFor(t, "replica.db.local.", []string{r1.IP})
 		note(t, async, r2.Addr(), `"sync_standby":true`, "sync unknown: its WAL receiver streams from", "counted as synchronous")
+		reason(t, async, "replica", r2.Addr(), "sync unknown: its WAL receiver streams from "+r3.IP, "counted as synchronous (replicas: async)")
 		r2.Follow(t, p)
 		streaming(t, r2, p.IP)
 	})

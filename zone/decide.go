@@ -274,9 +274,11 @@ func (c *Cluster) duplicateOf(i int, runs map[serverRun]int) int {
 // unknown fails closed both ways: no sync answer, and counted as
 // synchronous (SyncUnsure) for "replicas: async", which costs a replica
 // but never sends reads to a standby that commits wait for. It is surely
-// not synchronous only when its own row says so, or when no commit waits
-// for any standby: synchronous_standby_names is empty, or no row of the
-// primary reports sync or quorum. Without a primary nobody is one.
+// not synchronous only when its own row says so, when no commit waits
+// for any standby (synchronous_standby_names is empty, or no row of the
+// primary reports sync or quorum), or when its WAL receiver streams from
+// another listed host seen in recovery (cascadesFrom: a standby's WAL
+// senders are never synchronous). Without a primary nobody is one.
 func (c *Cluster) markSyncStandbys() {
 	p := c.PrimaryHost()
 	senders := c.senderIndex(p)
@@ -295,6 +297,13 @@ func (c *Cluster) markSyncStandbys() {
 		}
 		unknown := false
 		h.SyncProven, unknown, h.SyncWhy = provenSync(p, h, senders)
+		if unknown && p != nil && !p.StatsHidden {
+			if up := c.cascadesFrom(h); up != nil {
+				unknown = false
+				h.SyncWhy = "not a synchronous standby: its WAL receiver streams from " + up.Addr +
+					", a standby, and only the primary's own WAL senders are synchronous"
+			}
+		}
 		switch {
 		case p == nil:
 		case p.StatsHidden:

@@ -113,6 +113,9 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 		}
 		return h.SyncWhy
 	case SyncStandby:
+		if h.SyncUnsure {
+			return h.SyncWhy + "; counted as synchronous (replicas: async)"
+		}
 		return "synchronous standby (replicas: async)"
 	case OtherLocation:
 		return locationWhy(h, q.DC)

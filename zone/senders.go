@@ -164,20 +164,52 @@ func streamsFrom(h, p *Host) string {
 	case h.Receiver != "streaming":
 		return "its WAL receiver is " + strconv.Quote(h.Receiver) + ", not streaming"
 	}
-	host, port, err := ParseHostPort(p.Addr)
-	if err != nil {
-		host, port = "", p.Port
-	}
-	sameHost := host != "" && strings.EqualFold(h.SenderHost, host)
-	if ip, perr := netip.ParseAddr(h.SenderHost); perr == nil && p.IP.IsValid() && ip.Unmap() == p.IP.Unmap() {
-		sameHost = true
-	}
-	if !sameHost || h.SenderPort != int(port) {
-		from := h.SenderHost + ":" + strconv.Itoa(h.SenderPort)
-		if strings.Contains(h.SenderHost, ":") {
-			from = "[" + h.SenderHost + "]:" + strconv.Itoa(h.SenderPort)
-		}
-		return "its WAL receiver streams from " + from + ", not from the primary " + p.Addr
+	if !receivesFrom(h, p) {
+		return "its WAL receiver streams from " + senderAddr(h) + ", not from the primary " + p.Addr
 	}
 	return ""
+}
+
+// receivesFrom reports whether replica h's WAL receiver is connected to
+// host o: to o's configured host name or address (compared without case:
+// a host name) or to o's IP, on o's port.
+func receivesFrom(h, o *Host) bool {
+	host, port, err := ParseHostPort(o.Addr)
+	if err != nil {
+		host, port = "", o.Port
+	}
+	sameHost := host != "" && strings.EqualFold(h.SenderHost, host)
+	if ip, perr := netip.ParseAddr(h.SenderHost); perr == nil && o.IP.IsValid() && ip.Unmap() == o.IP.Unmap() {
+		sameHost = true
+	}
+	return sameHost && h.SenderPort == int(port)
+}
+
+// senderAddr is where replica h's WAL receiver is connected, host:port.
+func senderAddr(h *Host) string {
+	if strings.Contains(h.SenderHost, ":") {
+		return "[" + h.SenderHost + "]:" + strconv.Itoa(h.SenderPort)
+	}
+	return h.SenderHost + ":" + strconv.Itoa(h.SenderPort)
+}
+
+// cascadesFrom returns the host of c, other than replica h, that h's WAL
+// receiver streams from when that host is a standby: seen in recovery by
+// its last probe and not down (review 5, F8). nil when h's receiver is not
+// shown streaming (StatsHidden, no receiver) or streams from no such
+// host. PostgreSQL makes only the primary's own WAL senders synchronous
+// (SyncRepWaitForLSN waits on the primary alone; a standby's walsenders
+// never are), so such a replica is provably not a synchronous standby,
+// whatever synchronous_standby_names says.
+func (c *Cluster) cascadesFrom(h *Host) *Host {
+	if h.StatsHidden || h.Receiver != "streaming" {
+		return nil
+	}
+	for i := range c.Hosts {
+		o := &c.Hosts[i]
+		if o != h && o.Seen && o.InRecovery && o.Role != RoleDown && receivesFrom(h, o) {
+			return o
+		}
+	}
+	return nil
 }
