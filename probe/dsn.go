@@ -117,6 +117,13 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	if cfg.ValidateConnect != nil {
 		return nil, targetSessionAttrsError(dsn)
 	}
+	// replication=database (or true) makes the server start a WAL sender,
+	// which refuses the probe's prepared statement (08P01: "extended
+	// query protocol not supported in a replication connection"): every
+	// host was down, and each session took a max_wal_senders slot.
+	if _, ok := cfg.RuntimeParams["replication"]; ok {
+		return nil, errors.New("must not set replication: the probe's statements need an ordinary session, which a replication connection is not")
+	}
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "pgdns"
 	}

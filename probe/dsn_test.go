@@ -359,3 +359,20 @@ func TestDSNWithTargetSessionAttrsIsRefused(t *testing.T) {
 		t.Errorf("target_session_attrs=any: %v", err)
 	}
 }
+
+// A DSN asking for a replication connection is refused: the server then
+// starts a WAL sender, which refuses the probe's prepared statement
+// ("extended query protocol not supported in a replication connection",
+// 08P01), so every host was down while -check said OK (review 5, against
+// PostgreSQL 15), and each session took a max_wal_senders slot.
+func TestDSNWithReplicationIsRefused(t *testing.T) {
+	for _, dsn := range []string{
+		"user=u replication=database",
+		"user=u replication=true",
+		"postgres://u@/db?replication=database",
+	} {
+		if _, err := PostgresCheckers(dsn); err == nil || !strings.Contains(err.Error(), "replication") {
+			t.Errorf("%q: got %v, want an error naming replication", dsn, err)
+		}
+	}
+}
