@@ -130,7 +130,7 @@ func tooManyForUDP() *zone.Snapshot {
 		c.Hosts = append(c.Hosts, h)
 	}
 	c.Decide(t0, 2*time.Second, 3)
-	return &zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{c}, Default: "main", StaleAfter: 2 * time.Second}
+	return &zone.Snapshot{Ready: true, Clusters: []*zone.Cluster{c}, Default: "main", StaleAfter: 2 * time.Second, Interval: zonetest.Interval}
 }
 
 var cases = []Case{

@@ -202,6 +202,9 @@ func (a *API) hostStatus(v zone.View, c *zone.Cluster, h, primary *zone.Host) ho
 	if lag, ok := v.Lag(c, h); ok {
 		hv.Lag = "≤ " + fmtDuration(lag)
 		hv.LagTitle = "at most " + fmtDuration(lag) + " behind the primary: a bound proved at the probe " + age + " ago, what lag- filters compare"
+		if lag > h.Lag {
+			hv.LagTitle += " (" + fmtDuration(h.Lag) + " then, plus what the sample has aged beyond probe.interval)"
+		}
 	} else {
 		hv.Lag = "unknown"
 		hv.LagTitle = "lag unknown: " + lagUnknownWhy(v, h, primary) + "; lag- filters never pass it (fail closed)"

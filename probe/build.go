@@ -31,6 +31,7 @@ func (p *Prober) publish() {
 		Ready:      p.probed == len(p.done),
 		Built:      now,
 		StaleAfter: stale,
+		Interval:   p.cfg.Interval,
 		Default:    p.defCluster,
 		Networks:   p.cfg.Networks,
 		Clusters:   make([]*zone.Cluster, 0, len(p.state)),

@@ -55,7 +55,7 @@ func (v View) Explain(q *Query) ([]Verdict, error) {
 			v.SRVOnly = true
 			v.Why = "address " + h.IP.String() + " is already in the answer: answered by SRV only (_postgresql._tcp.)"
 		default:
-			v.Why = c.why(h, q, primary, now, s.StaleAfter)
+			v.Why = c.why(h, q, primary, now, s.StaleAfter, s.Interval)
 		}
 		out[i] = v
 	}
@@ -63,7 +63,7 @@ func (v View) Explain(q *Query) ([]Verdict, error) {
 }
 
 // why says why h is not in the answer to q.
-func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfter time.Duration) string {
+func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfter, interval time.Duration) string {
 	if !live(h, now, staleAfter) {
 		switch {
 		case h.Note != "":
@@ -98,7 +98,7 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 	if q.Target == TargetPrimary {
 		return "replica: not the primary"
 	}
-	switch c.Check(h, q, primary, now, staleAfter) {
+	switch c.Check(h, q, primary, now, staleAfter, interval) {
 	case Fits:
 		if q.Target == TargetOffline && !h.Offline {
 			return "not offline: offline replicas fit"
@@ -125,6 +125,10 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 		}
 		return "lag unknown"
 	case LagTooHigh:
+		if old := now.Sub(h.ProbedAt) - interval; old > 0 {
+			return "lag " + ms(h.lagAt(now, interval)) + " > " + ms(q.MaxLag) + " (" + ms(h.Lag) + " as of its last probe, " +
+				ms(now.Sub(h.ProbedAt)) + " ago: " + ms(old) + " more than probe.interval, added)"
+		}
 		return "lag " + ms(h.Lag) + " > " + ms(q.MaxLag)
 	case BytesTooHigh:
 		return "lag " + strconv.FormatUint(h.LagBytes, 10) + " bytes > " + strconv.FormatUint(q.MaxBytes, 10) + " bytes"

@@ -225,6 +225,23 @@ func (h *Host) Age(now time.Time) time.Duration {
 	return now.Sub(h.ProbedAt)
 }
 
+// lagAt is h's time lag bound at now. Lag is proven as of the end of h's
+// last good probe (ProbedAt): a replica that stopped replaying right after
+// it has fallen behind since by the sample's age. One probe interval of
+// that is tolerated, the time until the next probe is due (docs/probe.md:
+// a replica that stalls right after it is seen is answered until the next
+// probe); the age beyond it is added. A sample stays usable for up to
+// StaleAfter (max_fails × interval + timeout): a slow path, or a frozen
+// or loaded host, whose probes take longer than the interval, would
+// otherwise vouch for a bound long past.
+// A primary's lag is 0 however old its sample: it has all the data there is.
+func (h *Host) lagAt(now time.Time, interval time.Duration) time.Duration {
+	if !h.InRecovery {
+		return h.Lag
+	}
+	return h.Lag + max(0, now.Sub(h.ProbedAt)-interval)
+}
+
 // Fresh reports whether h's last successful probe is recent enough to
 // vouch for it at now: at most staleAfter ago. The one staleness rule:
 // Decide marks a host that is not fresh down, and selection (live)

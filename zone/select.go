@@ -63,8 +63,9 @@ func (c *Cluster) livePrimary(now time.Time, staleAfter time.Duration) *Host {
 // Check decides whether replica h fits q. primary is the live primary or
 // nil; without one no lag can be vouched for, so lag and byte filters fail
 // closed. The LSN filter needs no primary: replay position is the
-// replica's own.
-func (c *Cluster) Check(h *Host, q *Query, primary *Host, now time.Time, staleAfter time.Duration) Reason {
+// replica's own. staleAfter and interval are the snapshot's (StaleAfter,
+// Interval).
+func (c *Cluster) Check(h *Host, q *Query, primary *Host, now time.Time, staleAfter, interval time.Duration) Reason {
 	if !live(h, now, staleAfter) {
 		return NotLive
 	}
@@ -86,17 +87,17 @@ func (c *Cluster) Check(h *Host, q *Query, primary *Host, now time.Time, staleAf
 	if q.Sync && !(h.SyncProven && primary != nil) {
 		return NotSync
 	}
-	return c.passes(h, q, primary, now, staleAfter)
+	return c.passes(h, q, primary, now, staleAfter, interval)
 }
 
 // passes decides whether h's data passes the lag, byte and LSN filters of
-// q, whatever h's role.
-func (c *Cluster) passes(h *Host, q *Query, primary *Host, now time.Time, staleAfter time.Duration) Reason {
+// q, whatever h's role. The time lag is h's bound at now (Host.lagAt).
+func (c *Cluster) passes(h *Host, q *Query, primary *Host, now time.Time, staleAfter, interval time.Duration) Reason {
 	vouched := lagVouched(h, primary, now, staleAfter)
 	if (q.HasLag && !(vouched && h.LagKnown)) || (q.HasBytes && !(vouched && h.BytesKnown)) {
 		return LagUnknown
 	}
-	if q.HasLag && h.Lag > q.MaxLag {
+	if q.HasLag && h.lagAt(now, interval) > q.MaxLag {
 		return LagTooHigh
 	}
 	if q.HasBytes && h.LagBytes > q.MaxBytes {
@@ -182,7 +183,7 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 	}
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		if h.Role == RoleReplica && c.Check(h, q, primary, now, s.StaleAfter) == Fits {
+		if h.Role == RoleReplica && c.Check(h, q, primary, now, s.StaleAfter, s.Interval) == Fits {
 			dst = append(dst, h)
 		}
 	}

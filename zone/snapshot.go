@@ -78,6 +78,9 @@ type Snapshot struct {
 	// StaleAfter is how old a host's last good probe may be before its
 	// state cannot be vouched for: max_fails × interval + timeout.
 	StaleAfter time.Duration
+	// Interval is probe.interval: how old a replica's sample may be before
+	// the time it has aged beyond it counts against its lag (Host.lagAt).
+	Interval time.Duration
 
 	// Networks maps client addresses to locations (dns.locations); nil
 	// when none are configured.

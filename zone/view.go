@@ -56,13 +56,14 @@ func (v View) AnsweredPrimary(c *Cluster) *Host {
 // pg-status /master endpoint) reads this.
 func (v View) WritablePrimary(c *Cluster) *Host { return c.writablePrimary(v.Now, v.Snap.StaleAfter) }
 
-// Lag returns h's time lag, and whether it may be shown or used now (the
-// rule selection applies: see lagVouched). h belongs to c.
+// Lag returns h's time lag bound at the view's moment (Host.lagAt: what
+// selection compares with a lag filter), and whether it may be shown or
+// used now (the rule selection applies: see lagVouched). h belongs to c.
 func (v View) Lag(c *Cluster, h *Host) (time.Duration, bool) {
 	if !h.LagKnown || !lagVouched(h, v.Primary(c), v.Now, v.Snap.StaleAfter) {
 		return 0, false
 	}
-	return h.Lag, true
+	return h.lagAt(v.Now, v.Snap.Interval), true
 }
 
 // LagBytes returns h's WAL byte lag, and whether it may be shown or used
@@ -86,7 +87,7 @@ func (v View) Within(c *Cluster, h *Host, q *Query) bool {
 	if p != nil && h == p {
 		return true
 	}
-	return h.Role == RoleReplica && v.Live(h) && c.passes(h, q, p, v.Now, v.Snap.StaleAfter) == Fits
+	return h.Role == RoleReplica && v.Live(h) && c.passes(h, q, p, v.Now, v.Snap.StaleAfter, v.Snap.Interval) == Fits
 }
 
 // maxWALRate bounds how fast one PostgreSQL server can insert WAL, in bytes

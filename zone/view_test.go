@@ -2,6 +2,7 @@ package zone
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,8 +37,8 @@ func TestViewLagFollowsSelection(t *testing.T) {
 			if tc.v.Live(h) != tc.live || lagOK != tc.vouched || bytesOK != tc.vouched {
 				t.Fatalf("live %v, lag shown %v, bytes shown %v; want live %v, shown %v", tc.v.Live(h), lagOK, bytesOK, tc.live, tc.vouched)
 			}
-			if lagOK && (lag != h.Lag || bytes != h.LagBytes) {
-				t.Errorf("shown %v %d, have %v %d", lag, bytes, h.Lag, h.LagBytes)
+			if want := h.lagAt(tc.v.Now, tc.v.Snap.Interval); lagOK && (lag != want || bytes != h.LagBytes) {
+				t.Errorf("shown %v %d, have %v %d", lag, bytes, want, h.LagBytes)
 			}
 			for _, q := range []*Query{anyLag, anyBytes} {
 				got, err := tc.v.Select(q, nil)
@@ -64,5 +65,52 @@ func TestViewWithin(t *testing.T) {
 	v.Now = t0.Add(time.Hour)
 	if v.Within(c, &c.Hosts[0], &Query{}) || v.Primary(c) != nil {
 		t.Error("a primary whose last good probe is an hour old passes a filter")
+	}
+}
+
+// A replica's lag bound holds as of its sample's end; the sample may be
+// used until StaleAfter, long after the next probe was due (a slow path,
+// a frozen host: review 5 F2). One probe interval of age is tolerated,
+// what it ages beyond that is added to the bound, in Select, Within,
+// Lag and /v1/resolve's reason alike; a primary's lag does not age.
+func TestLagGrowsWithTheSampleAgeBeyondAnInterval(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	p, r := seen("10.0.0.1", false, 0x5000), seen("10.0.0.2", true, 0x5000)
+	r.Lag = 800 * time.Millisecond
+	s := cluster(p, r)
+	s.Interval = interval
+	c := s.Clusters[0]
+	q, err := Parse("lag-1s.replica.db.local.", origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		age    time.Duration
+		lag    time.Duration
+		passes bool
+	}{
+		{0, 800 * time.Millisecond, true},
+		{interval, 800 * time.Millisecond, true}, // the next probe is due: tolerated
+		{interval + 200*time.Millisecond, time.Second, true},
+		{interval + 201*time.Millisecond, 1001 * time.Millisecond, false}, // the reviewer's 817 ms as of 432 ms ago fails the same way
+		{stale, 800*time.Millisecond + stale - interval, false},
+	} {
+		v := View{Snap: s, Now: t0.Add(tc.age)}
+		h := &c.Hosts[1]
+		lag, ok := v.Lag(c, h)
+		got, _ := v.Select(&q, nil)
+		if !ok || lag != tc.lag || (len(got) == 1) != tc.passes || v.Within(c, h, &q) != tc.passes {
+			t.Errorf("sample %v old: lag %v (shown %v), lag-1s answers %d, within %v; want %v, passes %v",
+				tc.age, lag, ok, len(got), v.Within(c, h, &q), tc.lag, tc.passes)
+		}
+		if lag, _ := v.Lag(c, &c.Hosts[0]); lag != 0 {
+			t.Errorf("sample %v old: the primary's lag %v, want 0", tc.age, lag)
+		}
+		if !tc.passes {
+			verdicts, _ := v.Explain(&q)
+			if why := verdicts[1].Why; !strings.HasPrefix(why, "lag "+ms(tc.lag)+" > 1000ms (800ms as of its last probe") {
+				t.Errorf("sample %v old: /v1/resolve says %q", tc.age, why)
+			}
+		}
 	}
 }

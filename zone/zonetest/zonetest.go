@@ -62,12 +62,17 @@ func Main(probedAt time.Time, behindLag time.Duration, behindBytes uint64) *zone
 	return Cluster("main", primary, fresh, behind)
 }
 
+// Interval is the probe.interval of Ready's snapshots, the default one: a
+// sample younger than it vouches for its lag as it is (zone.View.Lag).
+const Interval = 250 * time.Millisecond
+
 // Ready decides each cluster at now (hosts older than staleAfter are
 // stale, three failed probes make a host down) and returns them as a
-// ready snapshot whose default cluster is the first.
+// ready snapshot whose default cluster is the first, probed every
+// Interval.
 func Ready(now time.Time, staleAfter time.Duration, clusters ...*zone.Cluster) *zone.Snapshot {
 	for _, c := range clusters {
 		c.Decide(now, staleAfter, 3)
 	}
-	return &zone.Snapshot{Ready: true, Clusters: clusters, Default: clusters[0].Name, StaleAfter: staleAfter}
+	return &zone.Snapshot{Ready: true, Clusters: clusters, Default: clusters[0].Name, StaleAfter: staleAfter, Interval: Interval}
 }
