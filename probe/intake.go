@@ -41,6 +41,7 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 	kick := p.kicks[flat]
 	tick := time.NewTicker(p.cfg.Interval)
 	defer tick.Stop()
+	slowTick := false // the tick is every 2.5 intervals: rounds drive the host
 	fails := 0
 	var notBefore, lastStart time.Time
 	for kicked := false; ; {
@@ -55,6 +56,21 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 				hook(p.state[ci].Name, addr, time.Since(start), err)
 			}
 			p.send(ctx, result{cluster: ci, host: hi, started: start, ticked: !kicked, sample: s, err: err})
+			// A host that rounds drive leaves its own tick to them until
+			// they stop, two intervals after its last probe (skipTick):
+			// every tick before that would only wake it to skip it. So
+			// its tick comes two and a half intervals after each probe
+			// (past the two a late round may take: a tick at two would
+			// race it), and every interval again once it probes on its
+			// own: as before, within three intervals of the last round.
+			if driven := p.drivenRecently(flat); driven || slowTick {
+				if driven {
+					tick.Reset(p.cfg.Interval * 5 / 2)
+				} else {
+					tick.Reset(p.cfg.Interval)
+				}
+				slowTick = driven
+			}
 			if err == nil {
 				fails = 0
 				notBefore = time.Time{}
@@ -328,4 +344,11 @@ func (p *Prober) record(r result) {
 	}
 	w.add(s.Start, s.InsertLSN) // the primary was at most there at Start (lag.go)
 	p.checkForks(r.cluster, h, r.started, s.InsertLSN)
+}
+
+// drivenRecently reports whether a round (or a flux) kicked host flat less
+// than two intervals ago: skipTick's first half, which holds as long as
+// rounds drive the host.
+func (p *Prober) drivenRecently(flat int) bool {
+	return time.Since(time.Unix(0, p.driven[flat].Load())) < 2*p.cfg.Interval
 }
