@@ -211,9 +211,15 @@ const probeSQL = `SELECT
   pg_catalog.current_setting('default_transaction_read_only')
 FROM pg_catalog.pg_stat_get_wal_receiver() w`
 
-// historySQL reads a timeline history file. pg_read_file needs superuser
-// or pg_read_server_files; without them the probe does without.
-const historySQL = `SELECT pg_catalog.pg_read_file('pg_wal/' OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) '.history', 0, 1048576, true)`
+// historySQL reads a timeline history file: "" when there is none, NULL
+// when the role may not call pg_read_file (PostgreSQL 11+ revokes it from
+// PUBLIC: a superuser, or GRANT EXECUTE ON FUNCTION pg_read_file(text,
+// bigint, bigint, boolean), which reads pg_wal/ without
+// pg_read_server_files). The privilege is asked, not tried, so that
+// trying again now and then (readHistory) writes no ERROR to the server's
+// log; without it the probe does without.
+const historySQL = `SELECT CASE WHEN pg_catalog.has_function_privilege('pg_catalog.pg_read_file(pg_catalog.text, bigint, bigint, boolean)', 'EXECUTE')
+  THEN coalesce(pg_catalog.pg_read_file('pg_wal/' OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) '.history', 0, 1048576, true), '') END`
 
 // pgChecker keeps one session with one host and opens another when it
 // ends. pgx opens it; then the checker drives its socket (session.go).
@@ -235,10 +241,17 @@ type pgChecker struct {
 	admitting     chan error
 	admitStop     context.CancelFunc
 
-	// The history of historyTL, read once per timeline, not every probe.
-	historyTL   uint32
-	history     []zone.TimelineEnd
-	noHistories bool // reading history files is not permitted: stop trying
+	// The history of historyTL on the server run historyRun, read once
+	// per timeline and run, not every probe (facts.go).
+	historyTL  uint32
+	historyRun serverRun
+	history    []zone.TimelineEnd
+	// noHistories: reading history files is not permitted to the session
+	// opened at deniedIn (as of deniedAt): not tried again in it before
+	// historyRetry (0: the default one) has passed, at once in another.
+	noHistories        bool
+	deniedIn, deniedAt time.Time
+	historyRetry       time.Duration
 
 	row probeRow // the last probe's columns, kept to reuse their buffers
 
@@ -341,7 +354,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 	if err := parseProbeRow(&c.row, &s); err != nil {
 		return Sample{}, fmt.Errorf("probe query: %w", err)
 	}
-	s.History = c.readHistory(done, expiry, s.Timeline)
+	s.History = c.readHistory(done, expiry, &s)
 	s.SettingShadowed, s.ReadOnlyShadowed = c.shadow, c.roShadow
 	return s, nil
 }

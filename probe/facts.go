@@ -2,6 +2,7 @@ package probe
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -18,15 +19,24 @@ import (
 // Facts the probe reads beside positions: timeline history and the name a
 // replica streams under.
 
-// readHistory returns the history of timeline tl, reading the file only
-// when the timeline changes. Failing to read it is not a failed probe.
-// done and expiry end the wait for the file as they end the probe's.
-func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, tl uint32) []zone.TimelineEnd {
-	if tl <= 1 || c.noHistories {
+// readHistory returns the history of s's timeline, reading the file only
+// when the timeline or the server run (system identifier and start time:
+// a re-cloned or restored server at the same address may have another
+// history under the same timeline number) changes. Failing to read it is
+// not a failed probe. A role that may not read files is asked again once
+// per session and every historyRetry within one, so that a GRANT takes
+// effect without a restart of pgdns. done and expiry end the wait for the
+// file as they end the probe's.
+func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, s *Sample) []zone.TimelineEnd {
+	tl, run := s.Timeline, serverRun{s.SystemID, s.StartedAt.UnixMicro()}
+	if tl <= 1 {
 		return nil
 	}
-	if tl == c.historyTL {
+	if tl == c.historyTL && run == c.historyRun {
 		return c.history
+	}
+	if c.noHistories && c.deniedIn.Equal(c.connectedAt) && time.Since(c.deniedAt) < cmp.Or(c.historyRetry, historyRetry) {
+		return nil
 	}
 	r, err := c.sess.exchange(historyRequest(tl), done, expiry)
 	if err != nil {
@@ -38,16 +48,23 @@ func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, t
 	}
 	var col [1][]byte
 	var null [1]bool
-	switch n, rerr := dataRowColumns(r.row, col[:], null[:]); {
-	case r.err != nil && strings.Contains(r.err.Error(), "permission denied"):
-		c.noHistories = true
+	n, rerr := dataRowColumns(r.row, col[:], null[:])
+	c.noHistories = (r.err == nil && r.rows == 1 && rerr == nil && n == 1 && null[0]) ||
+		(r.err != nil && strings.Contains(r.err.Error(), "permission denied"))
+	if c.noHistories {
+		c.deniedIn, c.deniedAt = c.connectedAt, time.Now()
 		return nil
-	case r.err != nil || r.rows != 1 || rerr != nil || n != 1 || null[0]:
-		return nil // try again on the next probe
 	}
-	c.historyTL, c.history = tl, ParseHistory(string(col[0]))
+	if r.err != nil || r.rows != 1 || rerr != nil || n != 1 || len(col[0]) == 0 {
+		return nil // no such file (yet), or no answer: try again on the next probe
+	}
+	c.historyTL, c.historyRun, c.history = tl, run, ParseHistory(string(col[0]))
 	return c.history
 }
+
+// historyRetry is how often a session that may not read history files
+// asks again (a GRANT takes effect within it).
+const historyRetry = 10 * time.Second
 
 // historyRequest reads the history file of timeline tl with historySQL,
 // as the unnamed statement: Parse, Bind, Execute, Sync.
@@ -287,4 +304,12 @@ func parseStandbys(text []byte) ([]zone.Standby, error) {
 		out = append(out, sb)
 	}
 	return out, nil
+}
+
+// serverRun is one run of one server: its system identifier and its
+// postmaster's start time (µs), which a restart, a re-clone or a restore
+// changes.
+type serverRun struct {
+	systemID uint64
+	started  int64
 }

@@ -297,10 +297,10 @@ func TestHistoryReadOnTheSession(t *testing.T) {
 	}
 	pc := c.(*pgChecker)
 	want := []zone.TimelineEnd{{Timeline: 1, End: 0x5000080}, {Timeline: 41, End: 0x7000000}}
-	if h := pc.readHistory(ctx.Done(), nil, 42); !slices.Equal(h, want) || pc.noHistories {
+	if h := pc.readHistory(ctx.Done(), nil, &Sample{Timeline: 42}); !slices.Equal(h, want) || pc.noHistories {
 		t.Fatalf("timeline 42's history read as %v (files not permitted: %v), want %v", h, pc.noHistories, want)
 	}
-	if h := pc.readHistory(ctx.Done(), nil, 43); h != nil || pc.noHistories {
+	if h := pc.readHistory(ctx.Done(), nil, &Sample{Timeline: 43}); h != nil || pc.noHistories {
 		t.Fatalf("a timeline without a history file read as %v (files not permitted: %v)", h, pc.noHistories)
 	}
 	if s, err := c.Check(ctx); err != nil || s.SystemID == 0 {
@@ -310,7 +310,7 @@ func TestHistoryReadOnTheSession(t *testing.T) {
 	// to take for its own.
 	expired := make(chan struct{})
 	close(expired)
-	if h := pc.readHistory(expired, nil, 44); h != nil {
+	if h := pc.readHistory(expired, nil, &Sample{Timeline: 44}); h != nil {
 		t.Fatalf("a history read past its deadline read %v", h)
 	}
 	if s, err := c.Check(ctx); err != nil || s.SystemID == 0 {
@@ -322,7 +322,7 @@ func TestHistoryReadOnTheSession(t *testing.T) {
 	if _, err := w.Check(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if h := w.readHistory(ctx.Done(), nil, 42); h != nil || !w.noHistories {
+	if h := w.readHistory(ctx.Done(), nil, &Sample{Timeline: 42}); h != nil || !w.noHistories {
 		t.Fatalf("a role that may not call pg_read_file read %v (files not permitted: %v)", h, w.noHistories)
 	}
 }
