@@ -130,6 +130,7 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 	src := p.state[ci]
 	c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...),
 		Port: src.Port, Identity: src.Identity, IdentityPinned: src.IdentityPinned, NewestTimeline: src.NewestTimeline,
+		Forked: src.Forked, Writer: src.Writer, WriterTimeline: src.WriterTimeline,
 		MinTimeline: p.cfg.Clusters[ci].MinTimeline, LeaderKey: src.LeaderKey, Leader: src.Leader}
 	c.Decide(now, stale, p.cfg.MaxFails)
 	if c.Identity != src.Identity {
@@ -145,6 +146,7 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 		p.seeded[ci] = false
 	}
 	src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline
+	src.Forked, src.Writer, src.WriterTimeline = c.Forked, c.Writer, c.WriterTimeline
 	return c
 }
 

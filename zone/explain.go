@@ -132,6 +132,8 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 		return "lag " + ms(h.Lag) + " > " + ms(q.MaxLag)
 	case BytesTooHigh:
 		return "lag " + strconv.FormatUint(h.LagBytes, 10) + " bytes > " + strconv.FormatUint(q.MaxBytes, 10) + " bytes"
+	case BranchUnknown:
+		return forkedWhy(q, c)
 	case OtherTimeline:
 		return "timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + ": " + q.MinLSN.String() +
 			" on timeline " + strconv.FormatUint(uint64(q.Timeline), 10) + " is not in its history"

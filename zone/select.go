@@ -31,6 +31,7 @@ const (
 	Drained              // drained (pgdns.drain, or Patroni's noloadbalance): no replica name answers it
 	OfflineClass         // an offline replica (pgdns.offline), asked by a name other than offline
 	NotSync              // the sync filter was asked and the host is not provably a synchronous standby
+	BranchUnknown        // the LSN is on a timeline that has two branches (Cluster.Forked): which one is not known
 )
 
 // live reports whether h may be answered at all: a primary or replica whose
@@ -104,6 +105,9 @@ func (c *Cluster) passes(h *Host, q *Query, primary *Host, now time.Time, staleA
 		return BytesTooHigh
 	}
 	if q.HasLSN {
+		if c.forkedToken(q) {
+			return BranchUnknown
+		}
 		want := h.token(q.MinLSN)
 		if q.Timeline != 0 && !h.hasHistory(q.Timeline, want) {
 			return OtherTimeline

@@ -28,6 +28,12 @@ type Cluster struct {
 	Identity       uint64 // the cluster's system identifier, 0 until established
 	IdentityPinned bool   // Identity comes from the configuration
 	NewestTimeline uint32 // the highest timeline proven on a live host of Identity (see Decide)
+	// Forked lists the timelines seen with two branches (forks.go), and
+	// Writer is the host last seen writable on WriterTimeline: another
+	// host writable on that timeline forks it.
+	Forked         []uint32
+	Writer         string
+	WriterTimeline uint32
 
 	// LeaderKey says Patroni's leader key decides which host may be the
 	// primary (the cluster is read from Patroni); Leader is the address of
