@@ -211,15 +211,19 @@ const probeSQL = `SELECT
   pg_catalog.current_setting('default_transaction_read_only')
 FROM pg_catalog.pg_stat_get_wal_receiver() w`
 
-// historySQL reads a timeline history file: "" when there is none, NULL
-// when the role may not call pg_read_file (PostgreSQL 11+ revokes it from
-// PUBLIC: a superuser, or GRANT EXECUTE ON FUNCTION pg_read_file(text,
-// bigint, bigint, boolean), which reads pg_wal/ without
-// pg_read_server_files). The privilege is asked, not tried, so that
-// trying again now and then (readHistory) writes no ERROR to the server's
-// log; without it the probe does without.
-const historySQL = `SELECT CASE WHEN pg_catalog.has_function_privilege('pg_catalog.pg_read_file(pg_catalog.text, bigint, bigint, boolean)', 'EXECUTE')
-  THEN coalesce(pg_catalog.pg_read_file('pg_wal/' OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) '.history', 0, 1048576, true), '') END`
+// historySQL reads a timeline history file ("" when there is none). It
+// needs EXECUTE on pg_read_file (PostgreSQL 11+ revokes it from PUBLIC: a
+// superuser, or GRANT EXECUTE ON FUNCTION pg_read_file(text, bigint,
+// bigint, boolean), which reads pg_wal/ without pg_read_server_files).
+// historyPrivilegeSQL asks for it first, in a statement of its own: the
+// executor checks EXECUTE on every function of an expression when it
+// initialises it, whichever CASE branch runs, so only a statement without
+// pg_read_file asks without an ERROR in the server's log (readHistory asks
+// again now and then); without it the probe does without.
+const (
+	historySQL          = `SELECT coalesce(pg_catalog.pg_read_file('pg_wal/' OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) '.history', 0, 1048576, true), '')`
+	historyPrivilegeSQL = `SELECT pg_catalog.has_function_privilege('pg_catalog.pg_read_file(pg_catalog.text, bigint, bigint, boolean)', 'EXECUTE')`
+)
 
 // pgChecker keeps one session with one host and opens another when it
 // ends. pgx opens it; then the checker drives its socket (session.go).
@@ -247,10 +251,12 @@ type pgChecker struct {
 	historyRun serverRun
 	history    []zone.TimelineEnd
 	// noHistories: reading history files is not permitted to the session
-	// opened at deniedIn (as of deniedAt): not tried again in it before
+	// opened at deniedIn (as of deniedAt): not asked again in it before
 	// historyRetry (0: the default one) has passed, at once in another.
+	// permittedIn: the session opened then may read them.
 	noHistories        bool
 	deniedIn, deniedAt time.Time
+	permittedIn        time.Time
 	historyRetry       time.Duration
 
 	row probeRow // the last probe's columns, kept to reuse their buffers

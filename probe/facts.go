@@ -35,7 +35,7 @@ func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, s
 	if tl == c.historyTL && run == c.historyRun {
 		return c.history
 	}
-	if c.noHistories && c.deniedIn.Equal(c.connectedAt) && time.Since(c.deniedAt) < cmp.Or(c.historyRetry, historyRetry) {
+	if !c.historyPermitted(done, expiry) {
 		return nil
 	}
 	r, err := c.sess.exchange(historyRequest(tl), done, expiry)
@@ -49,18 +49,56 @@ func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, s
 	var col [1][]byte
 	var null [1]bool
 	n, rerr := dataRowColumns(r.row, col[:], null[:])
-	c.noHistories = (r.err == nil && r.rows == 1 && rerr == nil && n == 1 && null[0]) ||
-		(r.err != nil && strings.Contains(r.err.Error(), "permission denied"))
-	if c.noHistories {
-		c.deniedIn, c.deniedAt = c.connectedAt, time.Now()
+	if r.err != nil && strings.Contains(r.err.Error(), "permission denied") {
+		c.denied() // revoked since it was asked
 		return nil
 	}
-	if r.err != nil || r.rows != 1 || rerr != nil || n != 1 || len(col[0]) == 0 {
+	if r.err != nil || r.rows != 1 || rerr != nil || n != 1 || null[0] || len(col[0]) == 0 {
 		return nil // no such file (yet), or no answer: try again on the next probe
 	}
 	c.historyTL, c.historyRun, c.history = tl, run, ParseHistory(string(col[0]))
 	return c.history
 }
+
+// historyPermitted reports whether c's session may read history files,
+// asking the server (historyPrivilegeSQL) once per session while it may,
+// and, while it may not, once per session and every historyRetry.
+func (c *pgChecker) historyPermitted(done <-chan struct{}, expiry <-chan time.Time) bool {
+	if !c.permittedIn.IsZero() && c.permittedIn.Equal(c.connectedAt) {
+		return true
+	}
+	if c.noHistories && c.deniedIn.Equal(c.connectedAt) && time.Since(c.deniedAt) < cmp.Or(c.historyRetry, historyRetry) {
+		return false
+	}
+	r, err := c.sess.exchange(historyPrivilegeRequest, done, expiry)
+	if err != nil {
+		c.Close() // as readHistory does
+		return false
+	}
+	var col [1][]byte
+	var null [1]bool
+	if n, rerr := dataRowColumns(r.row, col[:], null[:]); r.err != nil || r.rows != 1 || rerr != nil || n != 1 || null[0] || string(col[0]) != "t" {
+		c.denied()
+		return false
+	}
+	c.noHistories, c.permittedIn = false, c.connectedAt
+	return true
+}
+
+// denied records that c's session may not read history files.
+func (c *pgChecker) denied() {
+	c.noHistories, c.permittedIn = true, time.Time{}
+	c.deniedIn, c.deniedAt = c.connectedAt, time.Now()
+}
+
+// historyPrivilegeRequest asks historyPrivilegeSQL, as the unnamed
+// statement: Parse, Bind, Execute, Sync.
+var historyPrivilegeRequest = encode(
+	&pgproto3.Parse{Query: historyPrivilegeSQL},
+	&pgproto3.Bind{},
+	&pgproto3.Execute{},
+	&pgproto3.Sync{},
+)
 
 // historyRetry is how often a session that may not read history files
 // asks again (a GRANT takes effect within it).

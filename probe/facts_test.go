@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,12 @@ func TestHistoryDenialAndCacheDoNotOutliveTheirSessionAndRun(t *testing.T) {
 		})
 		if !c.connectedAt.Equal(session) {
 			t.Error("the session was reopened: this case proves nothing of a retry within one")
+		}
+		// Asking writes nothing to the server's log (review 5 F15: a
+		// pg_read_file in the asking statement, even in a CASE branch not
+		// taken, logged a permission ERROR at every ask).
+		if log := node.Log(); strings.Contains(log, "permission denied for function pg_read_file") {
+			t.Errorf("the server logged a permission error for the history reads:\n%s", log)
 		}
 	})
 
