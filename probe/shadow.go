@@ -25,14 +25,19 @@ import (
 // the session is reopened every shadowReopen, so that removing the role
 // or database setting undrains the host without a restart of pgdns.
 //
-// default_transaction_read_only is read the same careful way: a writable
-// server with it on refuses writes (zone does not answer it as primary),
-// and a role, database or client setting of it, whatever its value, hides
-// the server's from the probe (a fence set with ALTER SYSTEM would not be
-// seen through ALTER ROLE pgdns SET default_transaction_read_only = off),
-// so the host counts as refusing writes until the session, reopened every
-// shadowReopen, shows the setting gone. (An application's own role or
-// database setting is its own: pgdns cannot see it.)
+// default_transaction_read_only is read with the same care, to another
+// end: a writable server with it on refuses writes (zone does not answer
+// it as primary), and what counts is what the applications' sessions get.
+// A setting for every role (ALTER ROLE ALL SET) is theirs as much as
+// pgdns's: the session's value is it. One bound to pgdns's role or to its
+// database (ALTER ROLE pgdns SET, ALTER DATABASE ... SET), or set by the
+// probe's connection options, is pgdns's own: it says nothing of the
+// applications' sessions and hides the server's value (a read-only probe
+// role, a usual hardening, would otherwise take every write answer away:
+// review 5 F16). The session's value is then not used, the host is not
+// counted as refusing writes, and its note says that a fence of the
+// server's cannot be seen; the session is reopened every shadowReopen, so
+// that removing the setting shows the server's value again.
 
 // shadowReopen is how often a session whose pgdns settings are shadowed
 // is reopened, to see whether they still are.
@@ -94,7 +99,9 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 		db, role := string(v[0]) == "t", string(v[1]) == "t"
 		note := fmt.Sprintf("%q is set by %s", v[2], settingOrigins[b2i(db)][b2i(role)])
 		if name, _, _ := strings.Cut(string(v[2]), "="); strings.EqualFold(strings.TrimSpace(name), readOnlySetting) {
-			readOnly = append(readOnly, note)
+			if db || role { // ALTER ROLE ALL's is every session's: not pgdns's own
+				readOnly = append(readOnly, note)
+			}
 		} else {
 			shadowed = append(shadowed, note)
 		}
@@ -108,7 +115,7 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 			fmt.Sprintf(" (the session is reopened every %s)", shadowReopen)
 	}
 	if len(readOnly) > 0 {
-		c.roShadow = strings.Join(readOnly, ", ") + " for pgdns's session, which hides the server's value: counted as refusing writes" +
+		c.roShadow = strings.Join(readOnly, ", ") + " for pgdns's session, which hides the server's value: a fence of the server's (ALTER SYSTEM SET default_transaction_read_only = on) cannot be seen" +
 			fmt.Sprintf(" (the session is reopened every %s)", shadowReopen)
 	}
 	return nil

@@ -49,8 +49,8 @@ import (
 //     neither history files nor one of the primary's WAL senders prove on
 //     the primary's branch (setAsideUnprovenBranch);
 //   - a primary whose new sessions are read-only (default_transaction_read_only,
-//     or a setting that hides it) is ReadOnly: primary does not answer it
-//     (readonly.go).
+//     unless a setting of pgdns's own hides the server's) is ReadOnly:
+//     primary does not answer it (readonly.go).
 func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) {
 	c.Primary = -1
 	c.ipsDistinct = distinctIPs(c.Hosts)

@@ -196,8 +196,8 @@ type Host struct {
 	Drained   bool
 	DrainedBy DrainSource
 	Offline   bool
-	// ReadOnly: a writable host whose new sessions are read-only (or may
-	// be: the server's setting is hidden). It stays the cluster's primary
+	// ReadOnly: a writable host whose new sessions are read-only (not
+	// counted when pgdns's own setting hides the server's). It stays the cluster's primary
 	// (its WAL is the cluster's), but primary does not answer it: a client
 	// sent there to write would be refused (readonly.go).
 	ReadOnly bool

@@ -18,21 +18,27 @@ import "time"
 // libpq's any and prefer-standby would connect to it.
 //
 // When the probe's own session takes default_transaction_read_only from a
-// role, database or client setting (Host.ReadOnlyShadowed), the server's
-// value is hidden from pgdns, and the host counts as refusing writes (fail
-// closed), with a note that says which setting hides it.
+// setting bound to pgdns's role or database, or from its connection
+// options (Host.ReadOnlyShadowed), the value it reads is pgdns's own and
+// says nothing of the applications' sessions: it is not used. The host is
+// not counted as refusing writes (a read-only probe role, a usual
+// hardening, would otherwise take every write answer away: review 5 F16),
+// and its note says that a fence of the server's cannot be seen. A fence
+// pgdns cannot see sends writers to a server that refuses them loudly
+// (libpq's read-write check, or the first write); failing closed would
+// refuse every write through DNS.
 
-// markReadOnly sets ReadOnly on the primary whose new sessions are, or may
-// be, read-only, and says why in its note.
+// markReadOnly sets ReadOnly on the primary whose new sessions are
+// read-only, and says why in its note; or notes that it cannot tell.
 func (c *Cluster) markReadOnly() {
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		h.ReadOnly = h.Role == RolePrimary && (h.DefaultReadOnly || h.ReadOnlyShadowed != "")
+		h.ReadOnly = h.Role == RolePrimary && h.DefaultReadOnly && h.ReadOnlyShadowed == ""
 		switch {
-		case !h.ReadOnly:
+		case h.Role != RolePrimary:
 		case h.ReadOnlyShadowed != "":
 			h.addNote(h.ReadOnlyShadowed)
-		default:
+		case h.ReadOnly:
 			h.addNote(readOnlyNote)
 		}
 	}
@@ -55,8 +61,5 @@ func (c *Cluster) writablePrimary(now time.Time, staleAfter time.Duration) *Host
 // readOnlyWhy says why primary p, which refuses writes, is not answered by
 // primary.
 func readOnlyWhy(p *Host) string {
-	if p.ReadOnlyShadowed != "" {
-		return "primary: refuses writes (read_only): " + p.ReadOnlyShadowed
-	}
 	return "primary: refuses writes (read_only): " + readOnlyNote
 }

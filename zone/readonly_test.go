@@ -10,69 +10,69 @@ import (
 // A primary whose new sessions are read-only (default_transaction_read_only
 // on, review 5 F3) stays the cluster's primary, but primary answers no
 // host: libpq's target_session_attrs=read-write refuses it, and a writer
-// sent there is refused its first write. Reads go on as before: any and
-// prefer-replica's fallback still answer it. A setting that hides the
-// server's value from the probe counts as read-only.
+// sent there is refused its first write. Reads go on: any and
+// prefer-replica's fallback still answer it.
 func TestReadOnlyPrimaryIsNotAnsweredByPrimary(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		change func(h *Host)
-		why    string
-	}{
-		{"default_transaction_read_only on", func(h *Host) { h.DefaultReadOnly = true }, "default_transaction_read_only is on"},
-		{"hidden by a role setting", func(h *Host) {
-			h.ReadOnlyShadowed = `"default_transaction_read_only=off" is set by ALTER ROLE ... SET for pgdns's session, which hides the server's value: counted as refusing writes`
-		}, "ALTER ROLE ... SET"},
+	const why = "default_transaction_read_only is on"
+	s := drainCluster(func(i int, h *Host) { h.DefaultReadOnly = i == 0 })
+	cl := s.Clusters[0]
+	p := cl.PrimaryHost()
+	if p == nil || p.Addr != cl.Hosts[0].Addr || !p.ReadOnly || !strings.Contains(p.Note, why) {
+		t.Fatalf("primary %+v: want 10.0.0.1, read-only, its note saying %q", p, why)
+	}
+	for name, want := range map[string][]string{
+		"primary.db.local.":                  {},
+		"_postgresql._tcp.primary.db.local.": {},
+		"any.db.local.":                      {"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"},
+		"lag-50ms.replica.db.local.":         {"10.0.0.2", "10.0.0.3", "10.0.0.4"},
+		"dc-east.any.db.local.":              {"10.0.0.1", "10.0.0.2", "10.0.0.3"},
+		"dc-north.prefer-replica.db.local.":  {"10.0.0.1"}, // no replica there: the fallback reads from the primary
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			s := drainCluster(func(i int, h *Host) {
-				if i == 0 {
-					c.change(h)
-				}
-			})
-			cl := s.Clusters[0]
-			p := cl.PrimaryHost()
-			if p == nil || p.Addr != cl.Hosts[0].Addr || !p.ReadOnly || !strings.Contains(p.Note, c.why) {
-				t.Fatalf("primary %+v: want 10.0.0.1, read-only, its note saying %q", p, c.why)
-			}
-			for name, want := range map[string][]string{
-				"primary.db.local.":                 {},
-				"_postgresql._tcp.primary.db.local": {},
-				"any.db.local.":                     {"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"},
-				"lag-50ms.replica.db.local.":        {"10.0.0.2", "10.0.0.3", "10.0.0.4"},
-				"dc-east.any.db.local.":             {"10.0.0.1", "10.0.0.2", "10.0.0.3"},
-				"dc-north.prefer-replica.db.local.": {"10.0.0.1"}, // no replica there: the fallback reads from the primary
-			} {
-				if !strings.HasSuffix(name, ".") {
-					name += "."
-				}
-				if got := sorted(selectIPs(t, withNorth(s), name, t0, 0)); !slices.Equal(got, want) {
-					t.Errorf("%s = %v, want %v", name, got, want)
-				}
-			}
-			v := View{Snap: s, Now: t0}
-			if got := v.AnsweredPrimary(cl); got != nil {
-				t.Errorf("AnsweredPrimary = %s, want none: primary answers no host", got.Addr)
-			}
-			if got := v.WritablePrimary(cl); got != nil {
-				t.Errorf("WritablePrimary = %s, want none", got.Addr)
-			}
-			if got := v.Primary(cl); got != p {
-				t.Errorf("Primary = %v, want the read-only primary: it is still the cluster's", got)
-			}
-			q, _ := Parse("primary.db.local.", origin)
-			verdicts, err := v.Explain(&q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if why := verdicts[0].Why; verdicts[0].Selected || !strings.HasPrefix(why, "primary: refuses writes (read_only): ") || !strings.Contains(why, c.why) {
-				t.Errorf("/v1/resolve says %q for the primary, want why it refuses writes", why)
+		if got := sorted(selectIPs(t, withNorth(s), name, t0, 0)); !slices.Equal(got, want) {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	v := View{Snap: s, Now: t0}
+	if got := v.AnsweredPrimary(cl); got != nil {
+		t.Errorf("AnsweredPrimary = %s, want none: primary answers no host", got.Addr)
+	}
+	if got := v.WritablePrimary(cl); got != nil {
+		t.Errorf("WritablePrimary = %s, want none", got.Addr)
+	}
+	if got := v.Primary(cl); got != p {
+		t.Errorf("Primary = %v, want the read-only primary: it is still the cluster's", got)
+	}
+	q, _ := Parse("primary.db.local.", origin)
+	verdicts, err := v.Explain(&q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := verdicts[0].Why; verdicts[0].Selected || !strings.HasPrefix(why, "primary: refuses writes (read_only): "+readOnlyNote) {
+		t.Errorf("/v1/resolve says %q for the primary, want why it refuses writes", why)
+	}
+
+	// A value of pgdns's own (a role, database or connection setting for
+	// its session) says nothing of the applications' sessions: it is not
+	// used, whatever it says, and the note says a fence cannot be seen
+	// (review 5 F16: a read-only probe role emptied primary).
+	const hidden = `"default_transaction_read_only=on" is set by ALTER ROLE ... SET for pgdns's session, which hides the server's value: a fence of the server's (ALTER SYSTEM SET default_transaction_read_only = on) cannot be seen`
+	for _, on := range []bool{true, false} {
+		s := drainCluster(func(i int, h *Host) {
+			if i == 0 {
+				h.DefaultReadOnly, h.ReadOnlyShadowed = on, hidden
 			}
 		})
+		p := s.Clusters[0].PrimaryHost()
+		if p == nil || p.ReadOnly || !strings.Contains(p.Note, hidden) {
+			t.Fatalf("session value %v, hidden: primary %+v, want answered, its note saying the fence cannot be seen", on, p)
+		}
+		if got := selectIPs(t, s, "primary.db.local.", t0, 0); !slices.Equal(got, []string{"10.0.0.1"}) {
+			t.Errorf("session value %v, hidden: primary.db.local = %v, want 10.0.0.1", on, got)
+		}
 	}
 	// default_transaction_read_only on a replica changes nothing: every
 	// replica's sessions are read-only anyway.
-	s := drainCluster(func(i int, h *Host) { h.DefaultReadOnly = i > 0 })
+	s = drainCluster(func(i int, h *Host) { h.DefaultReadOnly = i > 0 })
 	if got := selectIPs(t, s, "primary.db.local.", t0, 0); !slices.Equal(got, []string{"10.0.0.1"}) {
 		t.Errorf("primary.db.local = %v with read-only replicas, want 10.0.0.1", got)
 	}
