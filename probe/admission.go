@@ -1,11 +1,14 @@
 package probe
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,20 +60,6 @@ type CheckerOption func(*pgChecker)
 func AdmissionInterval(d time.Duration) CheckerOption {
 	return func(c *pgChecker) { c.admitEvery = d }
 }
-
-// errAsked ends an admission attempt once the server has asked the client
-// to authenticate: it admits the session (see firstReply). It is a
-// timeout to pgx, on purpose: after any other read error pgx sends the
-// server a cancel request on yet another new connection (one more backend
-// started for nothing, and a goroutine draining the socket for up to 15
-// s); after a timeout it just closes the socket.
-var errAsked error = askedError{}
-
-type askedError struct{}
-
-func (askedError) Error() string   { return "the server asks for authentication: it admits new sessions" }
-func (askedError) Timeout() bool   { return true }
-func (askedError) Temporary() bool { return true }
 
 // admission tells whether the server of c's open session still admits a
 // new session (the probe's deadline, zero when it has none, bounds the
@@ -132,65 +121,202 @@ func (c *pgChecker) stopAdmission() {
 	c.admitting, c.admitStop = nil, nil
 }
 
-// tryAdmission starts a new session to the server of base (which it does
-// not change) and stops at the server's first reply: nil when it asks for
-// authentication (or, without any, completes the session), else the
-// refusal or the failure.
-func tryAdmission(ctx context.Context, base *pgx.ConnConfig) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var asked atomic.Bool
-	cfg := base.Copy()
-	cfg.AfterNetConnect = func(_ context.Context, _ *pgconn.Config, conn net.Conn) (net.Conn, error) {
-		// After TLS: the reader sees PostgreSQL's messages in clear.
-		return &firstReply{Conn: conn, asked: func() {
-			asked.Store(true)
-			cancel() // no fallback configuration (sslmode=prefer) is tried after it
-		}}, nil
+// tryAdmission starts a new session to the server of cfg (which it does
+// not change) and stops at the server's first decisive reply: nil when it
+// asks for authentication (or, without any, completes the session), else
+// the refusal or the failure. It speaks the protocol itself on a socket
+// dialed as pgx dials it (cfg's DialFunc, address and connect_timeout),
+// not through pgx.ConnectConfig, whose config copy, fallbacks, buffers and
+// message decoding were 37% of pgdns's CPU at 1,000 hosts (issue 28).
+//
+// The startup packet is the one the probe's own session sends (user,
+// database and every runtime parameter: application_name, search_path,
+// the pinned settings), so the server answers as it would answer the
+// probe. PostgreSQL decides admission right after reading it
+// (ProcessStartupPacket: 57P03 while it shuts down or starts up, 53300
+// when full), before pg_hba or authentication. Under an sslmode that
+// asks for TLS the attempt asks for it as pgx does (SSLRequest, then the
+// handshake with cfg's TLS configuration), so no user or database name
+// goes out in clear where the DSN says it must not; when the server
+// declines and the DSN allows plaintext (sslmode=prefer) the startup
+// packet follows on the same socket, which PostgreSQL accepts after an
+// 'N'.
+func tryAdmission(ctx context.Context, cfg *pgx.ConnConfig) error {
+	c := &cfg.Config
+	if c.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.ConnectTimeout)
+		defer cancel()
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err == nil {
-		cctx, ccancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer ccancel()
-		return conn.Close(cctx) // a whole session (trust): end it cleanly, as a client does
+	dial := c.DialFunc
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
 	}
-	if asked.Load() {
+	network, addr := pgconn.NetworkAddress(c.Host, c.Port)
+	conn, err := dial(ctx, network, addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	// A cancelled attempt (stopAdmission) ends its wait at once.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	a := &admitter{conn: conn}
+	if c.TLSConfig != nil {
+		if err := a.startTLS(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	return a.exchange(cfg)
+}
+
+// admitter is one admission attempt's connection and buffer.
+type admitter struct {
+	conn net.Conn
+	buf  []byte
+}
+
+// sslRequest is PostgreSQL's SSLRequest: length 8, code 80877103.
+var sslRequest = []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}
+
+func (a *admitter) startTLS(ctx context.Context, cfg *pgx.ConnConfig) error {
+	if _, err := a.conn.Write(sslRequest); err != nil {
+		return err
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(a.conn, b[:]); err != nil {
+		return err
+	}
+	switch b[0] {
+	case 'S':
+		tc := tls.Client(a.conn, cfg.TLSConfig)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return err
+		}
+		a.conn = tc
 		return nil
+	case 'N':
+		for _, f := range cfg.Fallbacks {
+			if f.TLSConfig == nil { // sslmode=prefer: plaintext is allowed
+				return nil
+			}
+		}
+		return errors.New("server refused TLS connection")
 	}
-	return err
+	return fmt.Errorf("unexpected answer %q to an SSLRequest", b[0])
 }
 
-// firstReply reads a new session's connection and fails the first read
-// that completes an authentication request other than AuthenticationOk:
-// the server has admitted the session, and leaving before sending a
-// password costs it nothing more (it logs nothing when a client goes away
-// there). Every other first message (a refusal, AuthenticationOk, a
-// protocol negotiation) passes through unread.
-type firstReply struct {
-	net.Conn
-	head  [9]byte // message type, length, authentication code
-	n     int
-	done  bool
-	asked func()
+// maxAdmissionMessage bounds a message the attempt reads: an error
+// response or a parameter status is far shorter.
+const maxAdmissionMessage = 1 << 16
+
+// exchange writes the startup packet and reads until the first decisive
+// message.
+func (a *admitter) exchange(cfg *pgx.ConnConfig) error {
+	b := make([]byte, 8, 256)
+	binary.BigEndian.PutUint32(b[4:], 196608) // protocol 3.0
+	b = append(append(append(b, "user"...), 0), cfg.User...)
+	b = append(b, 0)
+	if cfg.Database != "" {
+		b = append(append(append(b, "database"...), 0), cfg.Database...)
+		b = append(b, 0)
+	}
+	for k, v := range cfg.RuntimeParams {
+		b = append(append(append(b, k...), 0), v...)
+		b = append(b, 0)
+	}
+	b = append(b, 0)
+	binary.BigEndian.PutUint32(b, uint32(len(b)))
+	if _, err := a.conn.Write(b); err != nil {
+		return err
+	}
+	a.buf = b[:cap(b)]
+	authenticated := false
+	for {
+		typ, body, err := a.next()
+		if err != nil {
+			return err
+		}
+		switch typ {
+		case 'E':
+			return pgErrorOf(body)
+		case 'R':
+			if len(body) < 4 {
+				return errors.New("a short authentication message")
+			}
+			if binary.BigEndian.Uint32(body) != 0 {
+				// A request for a password (or SASL, GSS): the server
+				// admits the session, and leaving now costs it nothing
+				// more; it logs nothing when a client goes away there.
+				return nil
+			}
+			authenticated = true // AuthenticationOk (trust): read on
+		case 'Z':
+			if !authenticated {
+				return errors.New("ReadyForQuery before authentication")
+			}
+			// A whole session (trust): end it as a client does, so
+			// that the server logs nothing (a reset before it has read
+			// the Terminate would log "could not receive data").
+			_, err := a.conn.Write([]byte{'X', 0, 0, 0, 4})
+			return err
+		case 'S', 'K', 'N', 'v':
+			// ParameterStatus, BackendKeyData, NoticeResponse,
+			// NegotiateProtocolVersion: read on.
+		default:
+			return fmt.Errorf("unexpected message %q in a new session", typ)
+		}
+	}
 }
 
-func (r *firstReply) Read(b []byte) (int, error) {
-	n, err := r.Conn.Read(b)
-	if r.done || n == 0 {
-		return n, err
+// next reads one message: its type and body (valid until the next call).
+func (a *admitter) next() (byte, []byte, error) {
+	if _, err := io.ReadFull(a.conn, a.buf[:5]); err != nil {
+		return 0, nil, err
 	}
-	r.n += copy(r.head[r.n:], b[:n])
-	if r.head[0] != 'R' {
-		r.done = true
-		return n, err
+	typ, n := a.buf[0], int(binary.BigEndian.Uint32(a.buf[1:5]))-4
+	if n < 0 || n > maxAdmissionMessage {
+		return 0, nil, fmt.Errorf("a message %q of %d bytes in a new session", typ, n)
 	}
-	if r.n < len(r.head) {
-		return n, err
+	if n > cap(a.buf) {
+		a.buf = make([]byte, n)
 	}
-	r.done = true
-	if binary.BigEndian.Uint32(r.head[5:]) == 0 { // AuthenticationOk: no password asked
-		return n, err
+	body := a.buf[:n]
+	if _, err := io.ReadFull(a.conn, body); err != nil {
+		return 0, nil, err
 	}
-	r.asked()
-	return 0, errAsked
+	return typ, body, nil
+}
+
+// pgErrorOf decodes an ErrorResponse's fields into the *pgconn.PgError
+// that classify and definitive read, as pgx would have returned it.
+func pgErrorOf(body []byte) error {
+	e := &pgconn.PgError{}
+	for len(body) > 1 {
+		f := body[0]
+		end := bytes.IndexByte(body[1:], 0)
+		if end < 0 {
+			break
+		}
+		v := string(body[1 : 1+end])
+		body = body[2+end:]
+		switch f {
+		case 'S':
+			e.Severity = v
+		case 'V':
+			e.SeverityUnlocalized = v
+		case 'C':
+			e.Code = v
+		case 'M':
+			e.Message = v
+		case 'D':
+			e.Detail = v
+		case 'H':
+			e.Hint = v
+		}
+	}
+	return e
 }

@@ -1,0 +1,111 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+// One admission attempt against a real server under trust (a whole
+// session, the dearest case for pgdns): its time and allocations.
+func BenchmarkAdmissionAttempt(b *testing.B) {
+	cl := pgtest.New(b, pgtest.Options{IPs: pgtest.Addrs(b).IPs(1)})
+	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cc, err := newChecker(cl.Nodes[0].Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Close()
+	c := cc.(*pgChecker)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := tryAdmission(ctx, c.cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A server that accepts the connection and never answers: the attempt
+// ends at its deadline, and that proves nothing (not definitive).
+func TestAdmissionOfASilentServer(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", pgtest.Addrs(t).IPs(1)[0]+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+		}
+	}()
+	c := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", ln.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = tryAdmission(ctx, c.cfg)
+	if err == nil || definitive(err) {
+		t.Fatalf("admission of a silent server: %v, want a failure that is not definitive", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("admission of a silent server took %v, its deadline was 300ms", d)
+	}
+}
+
+// Under sslmode=require the attempt asks for TLS as pgx does and sends
+// its startup packet inside it: a server whose pg_hba.conf rejects the
+// role over plaintext admits the attempt, and a plaintext attempt of the
+// same role is rejected (28000, which proves nothing about admission).
+// One attempt in plaintext allocates a bounded, small amount (it was 160
+// allocations through pgx.ConnectConfig).
+func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: AllocsPerRun
+	bl := pgtest.Addrs(t)
+	_, certPEM, keyPEM := issue(t, net.ParseIP(bl.IP(1)))
+	cl := pgtest.New(t, pgtest.Options{IPs: []string{bl.IP(1)},
+		Conf:  []string{"ssl = on", "ssl_cert_file = 'server.crt'", "ssl_key_file = 'server.key'", "log_connections = on"},
+		Files: map[string][]byte{"server.crt": certPEM, "server.key": keyPEM},
+		HBA:   []string{"hostnossl all guarded 127.0.0.0/8 reject"},
+	})
+	node := cl.Nodes[0]
+	node.Exec(t, "CREATE ROLE guarded LOGIN")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tlsChecker := pgCheckerOf(t, "user=guarded dbname=postgres sslmode=require", node.Addr())
+	if err := tryAdmission(ctx, tlsChecker.cfg); err != nil {
+		t.Fatalf("admission under sslmode=require: %v", err)
+	}
+	if !strings.Contains(node.Log(), "user=guarded database=postgres application_name=pgdns SSL enabled") {
+		t.Fatalf("the server did not log an authorized TLS session of guarded:\n%s", node.Log())
+	}
+	plain := pgCheckerOf(t, "user=guarded dbname=postgres sslmode=disable", node.Addr())
+	var pgErr *pgconn.PgError
+	if err := tryAdmission(ctx, plain.cfg); !errors.As(err, &pgErr) || pgErr.Code != "28000" || definitive(err) {
+		t.Fatalf("admission in plaintext where pg_hba.conf rejects it: %v, want 28000, not definitive", err)
+	}
+
+	trusted := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := tryAdmission(ctx, trusted.cfg); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 40 {
+		t.Fatalf("one admission attempt allocates %.0f times, want at most 40", allocs)
+	}
+}
