@@ -35,7 +35,10 @@ func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, s
 	if tl == c.historyTL && run == c.historyRun {
 		return c.history
 	}
-	if !c.historyPermitted(done, expiry) {
+	if permitted, asked := c.historyPermitted(done, expiry); !permitted || asked {
+		// Asked in this probe: the file is read at the next one, so that a
+		// probe costs at most one exchange beyond its own (a new timeline's
+		// first probe on a slow path must still end within probe.timeout).
 		return nil
 	}
 	r, err := c.sess.exchange(historyRequest(tl), done, expiry)
@@ -62,27 +65,28 @@ func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, s
 
 // historyPermitted reports whether c's session may read history files,
 // asking the server (historyPrivilegeSQL) once per session while it may,
-// and, while it may not, once per session and every historyRetry.
-func (c *pgChecker) historyPermitted(done <-chan struct{}, expiry <-chan time.Time) bool {
+// and, while it may not, once per session and every historyRetry; asked
+// says that it asked now.
+func (c *pgChecker) historyPermitted(done <-chan struct{}, expiry <-chan time.Time) (permitted, asked bool) {
 	if !c.permittedIn.IsZero() && c.permittedIn.Equal(c.connectedAt) {
-		return true
+		return true, false
 	}
 	if c.noHistories && c.deniedIn.Equal(c.connectedAt) && time.Since(c.deniedAt) < cmp.Or(c.historyRetry, historyRetry) {
-		return false
+		return false, false
 	}
 	r, err := c.sess.exchange(historyPrivilegeRequest, done, expiry)
 	if err != nil {
 		c.Close() // as readHistory does
-		return false
+		return false, true
 	}
 	var col [1][]byte
 	var null [1]bool
 	if n, rerr := dataRowColumns(r.row, col[:], null[:]); r.err != nil || r.rows != 1 || rerr != nil || n != 1 || null[0] || string(col[0]) != "t" {
 		c.denied()
-		return false
+		return false, true
 	}
 	c.noHistories, c.permittedIn = false, c.connectedAt
-	return true
+	return true, true
 }
 
 // denied records that c's session may not read history files.

@@ -43,7 +43,11 @@ func TestHistoryDenialAndCacheDoNotOutliveTheirSessionAndRun(t *testing.T) {
 		})
 		at := s
 		at.Timeline = 42
-		return c.readHistory(ctx.Done(), nil, &at), s
+		h := c.readHistory(ctx.Done(), nil, &at)
+		if h == nil && !c.noHistories {
+			h = c.readHistory(ctx.Done(), nil, &at) // the first read only asked for the privilege
+		}
+		return h, s
 	}
 
 	t.Run("a GRANT is seen by the next session", func(t *testing.T) {

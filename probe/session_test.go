@@ -297,6 +297,9 @@ func TestHistoryReadOnTheSession(t *testing.T) {
 	}
 	pc := c.(*pgChecker)
 	want := []zone.TimelineEnd{{Timeline: 1, End: 0x5000080}, {Timeline: 41, End: 0x7000000}}
+	if h := pc.readHistory(ctx.Done(), nil, &Sample{Timeline: 42}); h != nil || pc.noHistories {
+		t.Fatalf("the first read, which asks for the privilege, read %v (files not permitted: %v)", h, pc.noHistories)
+	}
 	if h := pc.readHistory(ctx.Done(), nil, &Sample{Timeline: 42}); !slices.Equal(h, want) || pc.noHistories {
 		t.Fatalf("timeline 42's history read as %v (files not permitted: %v), want %v", h, pc.noHistories, want)
 	}
