@@ -120,3 +120,25 @@ func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: Allo
 		t.Fatalf("one admission attempt allocates %.0f times, want at most 40", allocs)
 	}
 }
+
+// A server with no free connection slot refuses a new session with 53300
+// (too many clients): load, not a shutdown, so not definitive.
+func TestAdmissionOfAFullServer(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1),
+		Conf: []string{"max_connections = 2", "superuser_reserved_connections = 0"}})
+	node := cl.Nodes[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	held := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
+	other := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable application_name=other", node.Addr())
+	for _, c := range []*pgChecker{held, other} {
+		if _, err := c.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pgErr *pgconn.PgError
+	if err := tryAdmission(ctx, held.cfg); !errors.As(err, &pgErr) || pgErr.Code != "53300" || definitive(err) {
+		t.Fatalf("admission of a full server: %v, want 53300, not definitive", err)
+	}
+}
