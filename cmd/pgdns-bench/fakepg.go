@@ -19,25 +19,37 @@ import (
 	"github.com/pgdns/pgdns/probe"
 )
 
-// runFakePG serves cheap fake PostgreSQL replicas, one per address of the
-// file given by -addrs: enough of the wire protocol to answer the probe's
-// statement, prepared or sent as a query, exactly as the real replica of
-// -dsn answers it (its row description and its row, learned at start).
-// They let the scale run configure thousands of hosts on a machine that
-// runs three real servers.
+// runFakePG serves cheap fake PostgreSQL servers, one per address of the
+// file given by -addrs from -first on (-n of them, all when 0): enough of
+// the wire protocol to answer the probe's statement, prepared or sent as
+// a query, exactly as the real servers of -primary-dsn and -dsn answer it
+// (their row descriptions and rows, learned at start). They let the scale
+// run configure thousands of hosts on a machine that runs three real
+// servers.
 //
-// Each fake is its own server run (its own postmaster start time, its own
-// application name), so that pgdns does not take them for one server
-// listed many times.
+// The fakes of the file form clusters of 3 (fakeClusters, fleetAnswers):
+// a primary answering as the real primary does and two replicas
+// answering as the real replica does, each cluster with a system
+// identifier of its own, each fake its own server run (its own
+// postmaster start time, its own application name), so that pgdns takes
+// them for a fleet of small clusters and not for one server listed many
+// times. Every process reads the whole file, so that a cluster may
+// straddle two processes.
 func runFakePG(args []string) {
 	fs := flag.NewFlagSet("fakepg", flag.ExitOnError)
-	addrsFile := fs.String("addrs", "", "file of the fakes' addresses (host:port), one a line")
-	dsn := fs.String("dsn", "", "a real replica whose answer to the probe the fakes give")
+	addrsFile := fs.String("addrs", "", "file of every fake's address (host:port), one a line, in fakeClusters order")
+	dsn := fs.String("dsn", "", "a real replica whose answer to the probe the fake replicas give")
+	primaryDSN := fs.String("primary-dsn", "", "the real primary whose answer to the probe the fake primaries give")
 	control := fs.String("control", "", "where to say, to each connection, how many probe statements the fakes have run: a line, then close")
-	first := fs.Int("first", 0, "the number of the first fake (its start time and application name): the fakes of all processes are different servers")
+	first := fs.Int("first", 0, "the first fake of -addrs this process serves")
+	n := fs.Int("n", 0, "how many fakes of -addrs this process serves (0: all from -first)")
 	_ = fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	ans, err := learnAnswer(ctx, *dsn)
+	rep, err := learnAnswer(ctx, *dsn)
+	var prim *fakeAnswer
+	if err == nil {
+		prim, err = learnPrimaryAnswer(ctx, *primaryDSN)
+	}
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakepg:", err)
@@ -48,9 +60,18 @@ func runFakePG(args []string) {
 		fmt.Fprintln(os.Stderr, "fakepg:", err)
 		os.Exit(1)
 	}
-	for i, addr := range addrs {
-		fake := ans.as(*first + i)
-		ln, err := net.Listen("tcp", addr)
+	answers, err := fleetAnswers(prim, rep, addrs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakepg:", err)
+		os.Exit(1)
+	}
+	last := len(addrs)
+	if *n > 0 {
+		last = min(last, *first+*n)
+	}
+	for i := *first; i < last; i++ {
+		fake := answers[i]
+		ln, err := net.Listen("tcp", addrs[i])
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "fakepg:", err)
 			os.Exit(1)
@@ -147,6 +168,25 @@ const (
 // learnAnswer prepares and runs the probe's statement on the replica of
 // dsn and keeps what it answered.
 func learnAnswer(ctx context.Context, dsn string) (*fakeAnswer, error) {
+	ans, err := learnRow(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if len(ans.row) <= fakeSenderColumn || string(ans.row[0]) != "t" {
+		return nil, fmt.Errorf("not a replica's row: %q", ans.row)
+	}
+	if _, err := strconv.ParseInt(string(ans.row[fakeStartedColumn]), 10, 64); err != nil {
+		return nil, fmt.Errorf("column %d is not the start time: %q", fakeStartedColumn+1, ans.row[fakeStartedColumn])
+	}
+	if !strings.Contains(string(ans.row[fakeConninfoColumn]), "application_name=") {
+		return nil, fmt.Errorf("column %d is not a conninfo: %q", fakeConninfoColumn+1, ans.row[fakeConninfoColumn])
+	}
+	return ans, nil
+}
+
+// learnRow prepares and runs the probe's statement on the server of dsn
+// and keeps what it answered.
+func learnRow(ctx context.Context, dsn string) (*fakeAnswer, error) {
 	pc, err := pgconn.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
@@ -168,15 +208,6 @@ func learnAnswer(ctx context.Context, dsn string) (*fakeAnswer, error) {
 		ans.fields = append(ans.fields, pgproto3.FieldDescription{Name: []byte(f.Name), TableOID: f.TableOID,
 			TableAttributeNumber: f.TableAttributeNumber, DataTypeOID: f.DataTypeOID, DataTypeSize: f.DataTypeSize,
 			TypeModifier: f.TypeModifier, Format: f.Format})
-	}
-	if len(ans.row) <= fakeConninfoColumn || string(ans.row[0]) != "t" {
-		return nil, fmt.Errorf("not a replica's row: %q", ans.row)
-	}
-	if _, err := strconv.ParseInt(string(ans.row[fakeStartedColumn]), 10, 64); err != nil {
-		return nil, fmt.Errorf("column %d is not the start time: %q", fakeStartedColumn+1, ans.row[fakeStartedColumn])
-	}
-	if !strings.Contains(string(ans.row[fakeConninfoColumn]), "application_name=") {
-		return nil, fmt.Errorf("column %d is not a conninfo: %q", fakeConninfoColumn+1, ans.row[fakeConninfoColumn])
 	}
 	return ans, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -101,4 +102,107 @@ func TestFakeReplicaAnswersAsPostgreSQL(t *testing.T) {
 // equalSamples compares two samples field by field (they hold slices).
 func equalSamples(a, b probe.Sample) bool {
 	return reflect.DeepEqual(a, b)
+}
+
+// A fake cluster of the scale run (fleetAnswers) must pass pgdns's real
+// probe as a real cluster does: its primary answers as the real primary
+// it learned from but for what makes it a server and a cluster of its
+// own (start time, system identifier, pg_stat_replication naming its own
+// replicas, the insert LSN its replicas replayed), and its replicas
+// stream from it (sender host and port) with lag 0.
+func TestFakePrimaryAnswersAsPostgreSQL(t *testing.T) {
+	block := pgtest.Addrs(t)
+	cl := pgtest.New(t, pgtest.Options{IPs: block.IPs(2)})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	newChecker, err := probe.PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	probeOnce := func(c probe.Checker) probe.Sample {
+		t.Helper()
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer pcancel()
+		s, err := c.Check(pctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	checker := func(addr string) probe.Checker {
+		t.Helper()
+		c, err := newChecker(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	realPrimary, realReplica := checker(cl.Nodes[0].Addr()), checker(cl.Nodes[1].Addr())
+	testkit.Eventually(t, 30*time.Second, 100*time.Millisecond, "the replica streaming, listed by the primary", func() (probe.Sample, bool) {
+		s := probeOnce(realPrimary)
+		return s, len(s.Standbys) == 1 && probeOnce(realReplica).Timeline != 0
+	})
+	rep, err := learnAnswer(ctx, cl.Nodes[1].DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prim, err := learnPrimaryAnswer(ctx, cl.Nodes[0].DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantReplica := probeOnce(realPrimary), probeOnce(realReplica)
+
+	addrs := []string{block.Fleet(0) + ":5432", block.Fleet(1) + ":5432", block.Fleet(2) + ":5432"}
+	answers, err := fleetAnswers(prim, rep, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, addr := range addrs {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go serveFake(c, answers[i])
+			}
+		}()
+	}
+	fakes := []probe.Checker{checker(addrs[0]), checker(addrs[1]), checker(addrs[2])}
+	for range 2 { // and again on the kept connections
+		p := probeOnce(fakes[0])
+		if p.InRecovery || p.SystemID == want.SystemID || p.IP.String() != block.Fleet(0) || !p.StartedAt.Before(wantReplica.StartedAt) {
+			t.Fatalf("the fake primary is not a primary of a cluster of its own: %+v", p)
+		}
+		if p.InsertLSN != wantReplica.ReplayLSN || p.ReplayLSN != p.InsertLSN {
+			t.Fatalf("the fake primary's insert LSN %v, the real replica's replay LSN %v", p.InsertLSN, wantReplica.ReplayLSN)
+		}
+		if len(p.Standbys) != 2 {
+			t.Fatalf("the fake primary lists %d standbys: %+v", len(p.Standbys), p.Standbys)
+		}
+		for k, sb := range p.Standbys {
+			r := probeOnce(fakes[k+1])
+			if sb.Addr.String() != block.Fleet(k+1) || sb.AppName != r.AppName || sb.AppName != "fake"+strconv.Itoa(k+1) ||
+				sb.Sync != want.Standbys[0].Sync || (sb.Slot != "") != (want.Standbys[0].Slot != "") || sb.Slot != r.SlotName {
+				t.Fatalf("standby %d of the fake primary %+v, the fake replica %+v, the real primary's %+v", k, sb, r, want.Standbys[0])
+			}
+			if !r.InRecovery || r.SystemID != p.SystemID || r.SenderHost != block.Fleet(0) || r.SenderPort != 5432 ||
+				r.ReplayLSN != p.InsertLSN || r.ReceiveLSN != p.InsertLSN || r.StartedAt.Equal(p.StartedAt) || r.Timeline != p.Timeline {
+				t.Fatalf("fake replica %d does not stream from its fake primary %+v: %+v", k+1, p, r)
+			}
+		}
+		started := p.StartedAt
+		p.Start, p.End, p.IP, p.StartedAt, p.SystemID, p.Standbys = want.Start, want.End, want.IP, want.StartedAt, want.SystemID, want.Standbys
+		p.InsertLSN, p.ReplayLSN = want.InsertLSN, want.ReplayLSN
+		if !equalSamples(p, want) {
+			t.Fatalf("the fake primary's sample\n%+v\nthe primary's\n%+v", p, want)
+		}
+		p.StartedAt = started
+	}
 }

@@ -68,6 +68,7 @@ func parseScaleSizes(s string, realHosts int) ([]scaleSize, error) {
 // scalePoint is what one size of the series measured.
 type scalePoint struct {
 	hosts, fakes  int
+	clusters      int // the fakes' clusters (fakeClusters)
 	interval      time.Duration
 	readyIn       time.Duration      // from pgdns's start until every host was a live replica or the primary
 	notReady      string             // "5,003 of 10,000 live after 3m0s" when they were not, or ""
@@ -238,8 +239,7 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 	}
 	p.fakeProcs = len(fakes)
 	path := filepath.Join(b.dir, "pgdns-"+tag+".yaml")
-	if err := writeFile(path, fmt.Sprintf("dns: {listen: %q}\nhttp: {listen: %q}\nprobe: {interval: %s, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
-		b.addr.bigDNS, b.addr.bigHTTP, size.interval, strings.Join(hosts, ", "))); err != nil {
+	if err := writeFile(path, scaleConfig(b.addr.bigDNS, b.addr.bigHTTP, size.interval, hosts[:res.realHosts], hosts[res.realHosts:])); err != nil {
 		return p, err
 	}
 	log := filepath.Join(b.dir, "pgdns-scale-"+tag+".log")
@@ -259,6 +259,14 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 		p.notReady = fmt.Sprintf("%s of %s live after %v", thousands(live), thousands(size.hosts), scaleReadyIn)
 		fmt.Fprintf(os.Stderr, "bench: scale, %s; measuring all the same\n", p.notReady)
 	}
+	// The fleet must be what it models: every fake cluster a primary
+	// and its replicas, all answered. A fake pgdns does not take for
+	// such (a proof that fails) would measure something else: the run
+	// stops here, saying which.
+	if err := checkFleet(b.addr.bigHTTP, len(fakeClusters(p.fakes)), p.fakes, scaleReadyIn); err != nil {
+		return p, fmt.Errorf("the fake fleet: %w (pgdns log %s)", err, log)
+	}
+	p.clusters = len(fakeClusters(p.fakes))
 
 	// The probes are counted where they are answered, by the fakes'
 	// processes, at the edges of the windows. pgdns's /metrics, whose
@@ -402,9 +410,11 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 // 20,000 open files, which a root without CAP_SYS_RESOURCE cannot raise.
 const fakesPerProc = 5000
 
-// startFakes runs the fakes on addrs, fakesPerProc to a process, each
-// answering as the first real replica does (as a server of its own: fake
-// i of addrs is numbered i whichever process serves it), and waits until each
+// startFakes runs the fakes on addrs, fakesPerProc to a process, in
+// clusters of 3 (fakeClusters: a primary answering as the real primary
+// does, two replicas as the first real replica does, each a server of
+// its own: fake i of addrs is numbered i whichever process serves it,
+// every process reading the whole list), and waits until each
 // process's last address accepts. It returns the processes started, also
 // with an error.
 func (b *bench) startFakes(addrs []string, tag string) ([]*exec.Cmd, error) {
@@ -413,15 +423,16 @@ func (b *bench) startFakes(addrs []string, tag string) ([]*exec.Cmd, error) {
 		return nil, err
 	}
 	var procs []*exec.Cmd
+	list := filepath.Join(b.dir, "fakes-"+tag+".txt")
+	if err := writeFile(list, strings.Join(addrs, "\n")+"\n"); err != nil {
+		return procs, err
+	}
 	for i := 0; i < len(addrs); i += fakesPerProc {
 		chunk := addrs[i:min(i+fakesPerProc, len(addrs))]
 		name := fmt.Sprintf("fakes-%s-%d", tag, len(procs)+1)
-		list, log := filepath.Join(b.dir, name+".txt"), filepath.Join(b.dir, name+".log")
-		if err := writeFile(list, strings.Join(chunk, "\n")+"\n"); err != nil {
-			return procs, err
-		}
-		fake, err := b.startLogged(log, self, "fakepg", "-addrs", list, "-dsn", b.pg.Nodes[1].DSN(),
-			"-first", strconv.Itoa(i), "-control", b.addr.fakeControl(len(procs)))
+		log := filepath.Join(b.dir, name+".log")
+		fake, err := b.startLogged(log, self, "fakepg", "-addrs", list, "-dsn", b.pg.Nodes[1].DSN(), "-primary-dsn", b.pg.Nodes[0].DSN(),
+			"-first", strconv.Itoa(i), "-n", strconv.Itoa(len(chunk)), "-control", b.addr.fakeControl(len(procs)))
 		if err != nil {
 			return procs, err
 		}

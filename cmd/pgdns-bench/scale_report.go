@@ -103,8 +103,8 @@ func (s *scaleResult) markdown() string {
 	for _, p := range s.points {
 		sizes = append(sizes, fmt.Sprintf("%s hosts every %v", thousands(p.hosts), p.interval))
 	}
-	w("pgdns probing fleets of each size (%s): the %d real servers of the cluster and, for the rest, fake replicas beside them in one cluster. The fakes are processes of up to %s each (`pgdns-bench fakepg`; two descriptors a fake keep a process under 20,000 open files) serving just enough of the PostgreSQL wire protocol (`pgproto3`: startup, then the probe's statements, prepared or plain) on addresses of the run's block from the allocator (`pgtest.Block.Fleet`), each answering with the row description and the row a real replica of the cluster gave it (its own start time and application name), so the probe cannot tell them from that replica. Each size has a pgdns and fakes' processes of its own, started for it and stopped after it: pgdns is restarted per size, not reloaded, so that each size's memory is its own and not the largest before it. Once every host is live (`/v1/hosts`), and %v later (the first read of `/metrics` below, then time for its garbage and a flux episode of the start), %d windows of %v: pgdns's CPU time (time on a CPU, user and system, the sum of its threads' `/proc/PID/task/*/schedstat`, in ns), its heap allocations (the Go runtime's `Mallocs`, read from `/debug/pprof/allocs?debug=1` before and after, less what one read costs), and the probes it did, counted where they are answered: the probe statements the fakes' processes ran between the windows' edges, times hosts/fakes for the 3 real hosts, probed as often (pgdns's `/metrics` is read before and after the windows, outside them, for `pgdns_probes_total`, the probes by why they were made: `tick` and `round` are the interval's, about hosts / `probe.interval` together, `closing` the primary's probe closing each round, `tick_driven`, `flux` and `refresh` others beyond it; and as a cross-check). RSS from `/proc/PID/status`, Go heap in use (`HeapInuse`) and goroutines from `/debug/pprof/`, at the end. Nothing else asks that pgdns anything during the windows. CPU per probe is the figure to compare across runs: load from other processes slows probes and pgdns alike, while the share of a core follows how many probes got done.\n\n",
-		strings.Join(sizes, ", "), s.realHosts, thousands(fakesPerProc), scaleSettle, s.windows, s.window)
+	w("pgdns probing fleets of each size (%s): the %d real servers as cluster `main` and, for the rest, a fleet of small fake clusters beside it (%s): each cluster a fake primary, answering the probe with the row the real primary gave (its own system identifier, start time, and `pg_stat_replication` rows naming its own two replicas), and two fake replicas answering with the row a real replica gave (that system identifier, their own start time and application name, their WAL receiver streaming from their fake primary's address and port, replayed up to its insert LSN: lag 0), a fake left over joining the last cluster as a replica; before measuring, `/v1/hosts` must show every fake cluster's primary and replicas live and answered, or the run stops. The fakes are processes of up to %s each (`pgdns-bench fakepg`; two descriptors a fake keep a process under 20,000 open files) serving just enough of the PostgreSQL wire protocol (`pgproto3`: startup, then the probe's statements, prepared or plain) on addresses of the run's block from the allocator (`pgtest.Block.Fleet`), each answering with the row description and the row a real server of the cluster gave it, rewritten as above, so the probe cannot tell them from a real cluster. Each size has a pgdns and fakes' processes of its own, started for it and stopped after it: pgdns is restarted per size, not reloaded, so that each size's memory is its own and not the largest before it. Once every host is live (`/v1/hosts`), and %v later (the first read of `/metrics` below, then time for its garbage and a flux episode of the start), %d windows of %v: pgdns's CPU time (time on a CPU, user and system, the sum of its threads' `/proc/PID/task/*/schedstat`, in ns), its heap allocations (the Go runtime's `Mallocs`, read from `/debug/pprof/allocs?debug=1` before and after, less what one read costs), and the probes it did, counted where they are answered: the probe statements the fakes' processes ran between the windows' edges, times hosts/fakes for the 3 real hosts, probed as often (pgdns's `/metrics` is read before and after the windows, outside them, for `pgdns_probes_total`, the probes by why they were made: `tick` and `round` are the interval's, about hosts / `probe.interval` together, `closing` the primary's probe closing each round, `tick_driven`, `flux` and `refresh` others beyond it; and as a cross-check). RSS from `/proc/PID/status`, Go heap in use (`HeapInuse`) and goroutines from `/debug/pprof/`, at the end. Nothing else asks that pgdns anything during the windows. CPU per probe is the figure to compare across runs: load from other processes slows probes and pgdns alike, while the share of a core follows how many probes got done.\n\n",
+		strings.Join(sizes, ", "), s.realHosts, s.fleetShape(), thousands(fakesPerProc), scaleSettle, s.windows, s.window)
 	w("| hosts | probes/s done (configured) | by why (`pgdns_probes_total`, per second) | CPU per probe | share of a core (windows) | RSS | Go heap in use | goroutines | allocations per probe | the fakes' processes: CPU, RSS | ready in | answers p50 / p99 |\n")
 	w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range s.points {
@@ -225,4 +225,26 @@ func trimTop(top string) string {
 		}
 	}
 	return strings.Join(keep, "\n") + "\n"
+}
+
+// fleetShape is the fake clusters of each size: "100 hosts: 32 clusters
+// of 3 and one of 4, ...".
+func (s *scaleResult) fleetShape() string {
+	var each []string
+	for _, p := range s.points {
+		cs := fakeClusters(p.fakes)
+		if len(cs) == 0 {
+			continue
+		}
+		var sizes []int
+		for _, c := range cs {
+			sizes = append(sizes, len(c))
+		}
+		shape := fmt.Sprintf("%s of %d", count(len(cs), "cluster"), fakeClusterSize)
+		if last := sizes[len(sizes)-1]; last != fakeClusterSize {
+			shape = fmt.Sprintf("%s of %d and one of %d", count(len(cs)-1, "cluster"), fakeClusterSize, last)
+		}
+		each = append(each, fmt.Sprintf("%s hosts: %s", thousands(p.hosts), shape))
+	}
+	return strings.Join(each, "; ")
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,7 +66,7 @@ func TestScalePointFigures(t *testing.T) {
 func TestScaleTargetsTable(t *testing.T) {
 	q := 250 * time.Millisecond
 	s := &scaleResult{realHosts: 3, rss3Idle: 19 * 1024, points: []scalePoint{
-		{hosts: 100, interval: q, probesPerSec: 400, span: 10 * time.Second, cpu: time.Second, rss: 30 * 1024},
+		{hosts: 100, fakes: 97, interval: q, probesPerSec: 400, span: 10 * time.Second, cpu: time.Second, rss: 30 * 1024},
 		// 36 µs per probe, 14.4% of a core, 47 MiB, 3,940 of 4,000 probes/s: the rate misses
 		{hosts: 1000, interval: q, probesPerSec: 3940, span: 10 * time.Second, cpu: time.Duration(36e-6 * 3940 * 10 * float64(time.Second)), rss: 47 * 1024},
 		// 60% of a core, 200 MiB, the rate kept
@@ -102,14 +104,15 @@ func TestScaleTargetsTable(t *testing.T) {
 func TestScaleMarkdown(t *testing.T) {
 	q := 250 * time.Millisecond
 	s := &scaleResult{realHosts: 3, windows: 3, window: 10 * time.Second, rss3Idle: 19 * 1024, plot: "scale.png", points: []scalePoint{
-		{hosts: 100, interval: q, probesPerSec: 400, span: 30 * time.Second, cpu: 600 * time.Millisecond, cpuTicks: 610 * time.Millisecond, shares: []float64{2, 2, 2}, rss: 20 * 1024, mallocs: 120000,
+		{hosts: 100, fakes: 97, interval: q, probesPerSec: 400, span: 30 * time.Second, cpu: 600 * time.Millisecond, cpuTicks: 610 * time.Millisecond, shares: []float64{2, 2, 2}, rss: 20 * 1024, mallocs: 120000,
 			readyIn: 1234 * time.Millisecond, liveAfter: 100},
-		{hosts: 3000, interval: q, probesPerSec: 12000, span: 30 * time.Second, cpu: 18 * time.Second, shares: []float64{60, 60, 60}, rss: 100 * 1024,
+		{hosts: 3000, fakes: 2997, interval: q, probesPerSec: 12000, span: 30 * time.Second, cpu: 18 * time.Second, shares: []float64{60, 60, 60}, rss: 100 * 1024,
 			why: map[string]float64{"tick": 10, "round": 11990, "closing": 30, "other": 1}, notReady: "2,000 of 3,000 live after 2m0s", liveAfter: 2500},
 	}, dns: &scaleDNS{hosts: 3000, interval: q, duration: 8 * time.Second, small: []float64{50000, 52000}, large: []float64{40000, 42000}, probesPerSec: 11900, configuredPer: 12000}}
 	md := s.markdown()
 	for _, want := range []string{
 		"| 100 every 250ms | 400 (400) | flux 0 | 50.0 µs | 2.0% (2.0, 2.0, 2.0) | 20.0 MiB |",
+		"(100 hosts: 31 clusters of 3 and one of 4; 3,000 hosts: 999 clusters of 3)",
 		"| 10.0 |", // allocations per probe: 120,000 over 12,000 probes
 		"| 1.2s |",
 		"| **not all**: 2,000 of 3,000 live after 2m0s; 2,500 live after the windows |",
@@ -132,7 +135,7 @@ func TestScalePlot(t *testing.T) {
 	q := 250 * time.Millisecond
 	pts := []scalePoint{
 		{hosts: 1000, interval: time.Second, probesPerSec: 4000, span: 10 * time.Second, cpu: 1200 * time.Millisecond, rss: 48 * 1024},
-		{hosts: 100, interval: q, probesPerSec: 400, span: 10 * time.Second, cpu: 160 * time.Millisecond, rss: 20 * 1024},
+		{hosts: 100, fakes: 97, interval: q, probesPerSec: 400, span: 10 * time.Second, cpu: 160 * time.Millisecond, rss: 20 * 1024},
 	}
 	if got, want := scalePlotData(pts), "# hosts cpu_us_per_probe rss_mib core_pct interval\n100 40.00 20.00 1.60 \"\"\n1000 30.00 48.00 12.00 \"every 1s\"\n"; got != want {
 		t.Errorf("data %q, want %q", got, want)
@@ -212,5 +215,34 @@ func TestRaiseNoFileInherited(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); got != strconv.FormatUint(lim.Max, 10) {
 		t.Errorf("a child's ulimit -n is %s, want %d", got, lim.Max)
+	}
+}
+
+// The fakes form clusters of 3, a leftover fake or two joining the last
+// as replicas; fleetWrong passes only such a fleet, every host answered.
+func TestFakeClusters(t *testing.T) {
+	for n, want := range map[int]string{1: "[[0]]", 3: "[[0 1 2]]", 4: "[[0 1 2 3]]", 6: "[[0 1 2] [3 4 5]]", 8: "[[0 1 2] [3 4 5 6 7]]"} {
+		if got := fmt.Sprint(fakeClusters(n)); got != want {
+			t.Errorf("fakeClusters(%d) = %s, want %s", n, got, want)
+		}
+	}
+	lag := int64(0)
+	hosts := []fleetHost{{Cluster: "main", Role: "primary", Alive: true},
+		{Cluster: "fake0000", Role: "primary", Alive: true}, {Cluster: "fake0000", Role: "replica", Alive: true, LagMS: &lag}, {Cluster: "fake0000", Role: "replica", Alive: true, LagMS: &lag}}
+	if why := fleetWrong(hosts, 1, 3); why != "" {
+		t.Errorf("a good fleet: %s", why)
+	}
+	for name, h := range map[string]fleetHost{
+		"set aside":   {Cluster: "fake0000", Role: "replica", Alive: true, LagMS: &lag, Aside: "foreign"},
+		"no lag":      {Cluster: "fake0000", Role: "replica", Alive: true},
+		"two primary": {Cluster: "fake0000", Role: "primary", Alive: true},
+	} {
+		bad := append(slices.Clone(hosts[:3]), h)
+		if why := fleetWrong(bad, 1, 3); why == "" {
+			t.Errorf("%s: passed", name)
+		}
+	}
+	if why := fleetWrong(hosts, 2, 6); why == "" {
+		t.Error("a missing cluster passed")
 	}
 }
