@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -25,6 +26,12 @@ type clusterKnowledge struct {
 	timelines map[uint32]timelineHistory
 	clocks    map[string]*walHistory // by host address
 	forks     map[string]fork        // by host address: replicas proven on another branch (forks.go)
+	// The timelines seen with two branches and the host last seen
+	// writable on writerTimeline (zone/forks.go); Forked is never
+	// modified in place.
+	forked         []uint32
+	writer         string
+	writerTimeline uint32
 }
 
 // fork is what proved a replica to be on another branch than a writable
@@ -58,7 +65,8 @@ func (p *Prober) export() Knowledge {
 	k := Knowledge{clusters: map[string]clusterKnowledge{}}
 	for ci, c := range p.state {
 		ck := clusterKnowledge{identity: c.Identity, newest: c.NewestTimeline,
-			timelines: map[uint32]timelineHistory{}, clocks: map[string]*walHistory{}, forks: map[string]fork{}}
+			timelines: map[uint32]timelineHistory{}, clocks: map[string]*walHistory{}, forks: map[string]fork{},
+			forked: c.Forked, writer: c.Writer, writerTimeline: c.WriterTimeline}
 		for tl, h := range p.timelines[ci] {
 			ck.timelines[tl] = h // entries are never modified in place
 		}
@@ -125,6 +133,14 @@ func (p *Prober) adopt(k Knowledge) {
 func (p *Prober) inherit(ci int, old clusterKnowledge) {
 	c := p.state[ci]
 	c.NewestTimeline = max(c.NewestTimeline, old.newest)
+	for _, tl := range old.forked {
+		if !slices.Contains(c.Forked, tl) {
+			c.Forked = append(slices.Clip(c.Forked), tl)
+		}
+	}
+	if old.writerTimeline > c.WriterTimeline {
+		c.Writer, c.WriterTimeline = old.writer, old.writerTimeline
+	}
 	for tl, h := range old.timelines {
 		if cur, ok := p.timelines[ci][tl]; !ok || !cur.fromFile {
 			p.timelines[ci][tl] = h

@@ -68,7 +68,18 @@ func TestTokenOfTheOtherBranch(t *testing.T) {
 		t.Fatalf("n4 has the write made on n2 (%d rows): the branches did not fork", has)
 	}
 
-	for _, name := range []string{"lsn-" + onA + "-t2.replica.db.local.", "lsn-" + onA + "-t2.prefer-replica.db.local."} {
+	names := []string{"lsn-" + onA + "-t2.replica.db.local.", "lsn-" + onA + "-t2.prefer-replica.db.local.", "lsn-" + onA + ".replica.db.local."}
+	for _, name := range names {
 		e.holds(t, name, time.Second, without(n4.IP), "n4, on n3's branch of timeline 2, which lacks the write of the token (made on n2's)")
+	}
+
+	// A reload that changes nothing hands what pgdns knows to the new
+	// prober: the fork too (review 5, F12b: it was forgotten).
+	next := *e.cfg
+	if err := e.app.Reload(&next); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		e.holds(t, name, time.Second, without(n4.IP), "n4 after a reload: the fork of timeline 2 must be remembered")
 	}
 }

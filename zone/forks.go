@@ -20,7 +20,8 @@ import (
 // replica answers a token on N, nor a token without a timeline while N is
 // the newest (fail closed; /v1/resolve says why). The primary still passes
 // (it has all the data there is now). What is learned is carried from
-// snapshot to snapshot, and forgotten at a reload or restart of pgdns.
+// snapshot to snapshot and across a reload (probe/handover.go), and
+// forgotten at a restart of pgdns.
 
 // markForks learns c's forked timelines from what Decide found: a split
 // brain on the newest timeline, or a primary other than the host last
