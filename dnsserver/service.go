@@ -108,6 +108,15 @@ func (h *Handler) evidence(m *dns.Msg, owner string, parsed *zone.Query, hosts [
 		}
 		m.Answer = append(m.Answer, txtRecord(owner, h.ttl, v, c, host, h.hostFQDN(host), note))
 	}
+	if why := v.Snap.TokenUnprovable(parsed); why != "" {
+		// No host proves the token (a forked timeline): say why, since
+		// no host's string does.
+		b := []byte("unprovable=" + why)
+		if len(b) > 255 { // one character-string holds at most 255 bytes
+			b = b[:255]
+		}
+		m.Answer = append(m.Answer, &dns.TXT{Hdr: header(owner, dns.TypeTXT, h.ttl), Txt: []string{string(b)}})
+	}
 }
 
 // fitAdditional drops, from the end, the additional records of an SRV

@@ -130,7 +130,6 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 	src := p.state[ci]
 	c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...),
 		Port: src.Port, Identity: src.Identity, IdentityPinned: src.IdentityPinned, NewestTimeline: src.NewestTimeline,
-		Forked: src.Forked, Writer: src.Writer, WriterTimeline: src.WriterTimeline,
 		MinTimeline: p.cfg.Clusters[ci].MinTimeline, LeaderKey: src.LeaderKey, Leader: src.Leader}
 	c.Decide(now, stale, p.cfg.MaxFails)
 	if c.Identity != src.Identity {
@@ -143,10 +142,11 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 				"remembered_from", p.rememberedFrom(ci))
 		}
 		p.timelines[ci] = map[uint32]timelineHistory{}
+		p.branches[ci], p.forks[ci] = map[uint32]Branch{}, nil
 		p.seeded[ci] = false
 	}
 	src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline
-	src.Forked, src.Writer, src.WriterTimeline = c.Forked, c.Writer, c.WriterTimeline
+	p.watchBranches(ci, c)
 	return c
 }
 

@@ -2,7 +2,7 @@ package probe
 
 import (
 	"context"
-	"slices"
+	"maps"
 	"time"
 )
 
@@ -26,12 +26,7 @@ type clusterKnowledge struct {
 	timelines map[uint32]timelineHistory
 	clocks    map[string]*walHistory // by host address
 	forks     map[string]fork        // by host address: replicas proven on another branch (forks.go)
-	// The timelines seen with two branches and the host last seen
-	// writable on writerTimeline (zone/forks.go); Forked is never
-	// modified in place.
-	forked         []uint32
-	writer         string
-	writerTimeline uint32
+	branches  map[uint32]Branch      // by timeline: who wrote it, and whether it forked (branches.go)
 }
 
 // fork is what proved a replica to be on another branch than a writable
@@ -66,7 +61,7 @@ func (p *Prober) export() Knowledge {
 	for ci, c := range p.state {
 		ck := clusterKnowledge{identity: c.Identity, newest: c.NewestTimeline,
 			timelines: map[uint32]timelineHistory{}, clocks: map[string]*walHistory{}, forks: map[string]fork{},
-			forked: c.Forked, writer: c.Writer, writerTimeline: c.WriterTimeline}
+			branches: maps.Clone(p.branches[ci])}
 		for tl, h := range p.timelines[ci] {
 			ck.timelines[tl] = h // entries are never modified in place
 		}
@@ -115,6 +110,7 @@ func (p *Prober) adopt(k Knowledge) {
 			// under the other identity is that cluster's, not this one's.
 			c.Identity, c.NewestTimeline = old.identity, 0
 			p.timelines[ci] = map[uint32]timelineHistory{}
+			p.branches[ci], p.forks[ci] = map[uint32]Branch{}, nil
 		}
 		p.inherit(ci, old)
 	}
@@ -129,18 +125,12 @@ func (p *Prober) adopt(k Knowledge) {
 // knows of it: the newer of the two newest timelines, the histories p
 // lacks (a history file's replaces a watched one), the forks of its hosts
 // (applied to a host seen in the same server run, or restored at an unseen
-// host's first sample) and their WAL clocks.
+// host's first sample), their WAL clocks, and who wrote each timeline
+// (mergeBranches: a fork either knew stays).
 func (p *Prober) inherit(ci int, old clusterKnowledge) {
 	c := p.state[ci]
 	c.NewestTimeline = max(c.NewestTimeline, old.newest)
-	for _, tl := range old.forked {
-		if !slices.Contains(c.Forked, tl) {
-			c.Forked = append(slices.Clip(c.Forked), tl)
-		}
-	}
-	if old.writerTimeline > c.WriterTimeline {
-		c.Writer, c.WriterTimeline = old.writer, old.writerTimeline
-	}
+	mergeBranches(p.branches[ci], old.branches)
 	for tl, h := range old.timelines {
 		if cur, ok := p.timelines[ci][tl]; !ok || !cur.fromFile {
 			p.timelines[ci][tl] = h

@@ -158,6 +158,8 @@ type Prober struct {
 	lastExact map[*zone.Host]zone.TimelineEnd // a replica\'s last exact timeline and its replay there (timelines.go)
 	replays   map[*zone.Host]replayWatch      // a replica's earliest reading at its replay position (forks.go)
 	timelines []map[uint32]timelineHistory    // per cluster: what is known of each timeline's history
+	branches  []map[uint32]Branch             // per cluster: who wrote each timeline (branches.go)
+	forks     [][]zone.TimelineFork           // per cluster: its forked timelines as last published (branches.go)
 	probed    int                             // hosts that have had at least one result
 	base      []int                           // per cluster: the flat index of its first host
 	// Per cluster: something it is built from changed since its last
@@ -223,6 +225,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		c.Port = zone.ClientPort(ports, cc.Port)
 		p.state = append(p.state, c)
 		p.timelines = append(p.timelines, map[uint32]timelineHistory{})
+		p.branches = append(p.branches, map[uint32]Branch{})
 	}
 	for _, c := range p.state {
 		p.base = append(p.base, len(p.done))
@@ -235,6 +238,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	p.driven = make([]atomic.Int64, len(p.done))
 	p.answered, p.roundKicked = make([]time.Time, len(p.done)), make([]time.Time, len(p.done))
 	p.rounds = make([]*round, len(p.state))
+	p.forks = make([][]zone.TimelineFork, len(p.state))
 	p.flux = make([]flux, len(p.state))
 	p.seeded = make([]bool, len(p.state))
 	p.serialFloor = make([]uint32, len(p.state))

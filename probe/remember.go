@@ -31,6 +31,11 @@ type Remembered struct {
 	// a restart that started from the clock gave a lower one (review 5,
 	// F5): the next run's first serial follows this one instead.
 	Serial uint32
+	// Branches says, by timeline, the first server seen writable on it
+	// and whether another was too (branches.go): a fork, and the memory
+	// that would see one, must outlive a restart of pgdns between the two
+	// promotions.
+	Branches map[uint32]Branch
 }
 
 // Fork is a replica proven to be on another branch than writable host
@@ -63,7 +68,8 @@ func (p *Prober) seed(remembered map[string]Remembered) {
 		if r.Identity == 0 {
 			continue // nothing learned: timelines belong to an identity
 		}
-		ck := clusterKnowledge{identity: r.Identity, newest: r.NewestTimeline, timelines: map[uint32]timelineHistory{}}
+		ck := clusterKnowledge{identity: r.Identity, newest: r.NewestTimeline, timelines: map[uint32]timelineHistory{},
+			branches: maps.Clone(r.Branches)}
 		for tl, h := range r.Timelines {
 			ck.timelines[tl] = timelineHistory{ends: slices.Clone(h.Ends), fromFile: h.FromFile}
 		}
@@ -178,10 +184,12 @@ func (p *Prober) remembered() map[string]Remembered {
 		}
 		r.Forks = p.forksOf(c)
 		r.Serial = p.serialOf(ci)
+		r.Branches = maps.Clone(p.branches[ci])
 		out[c.Name] = r
 	}
 	for name, o := range p.orphans {
-		r := Remembered{Identity: o.identity, NewestTimeline: o.newest, Timelines: make(map[uint32]TimelineHistory, len(o.timelines))}
+		r := Remembered{Identity: o.identity, NewestTimeline: o.newest, Timelines: make(map[uint32]TimelineHistory, len(o.timelines)),
+			Branches: maps.Clone(o.branches)}
 		for tl, h := range o.timelines {
 			r.Timelines[tl] = TimelineHistory{Ends: h.ends, FromFile: h.fromFile}
 		}
@@ -239,7 +247,7 @@ func (p *Prober) remembersAsReported() bool {
 				return false
 			}
 		}
-		if !p.forksAsReported(c, r.Forks) {
+		if !p.forksAsReported(c, r.Forks) || !maps.EqualFunc(p.branches[ci], r.Branches, Branch.equal) {
 			return false
 		}
 		if r.Serial != p.serialOf(ci) && p.serialAhead(ci) {

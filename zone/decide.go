@@ -166,7 +166,6 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 	c.markSyncStandbys()
 	c.markDrains()
 	c.markReadOnly()
-	c.markForks()
 }
 
 // forkedFrom says why replica h is not primary p's replica although it
@@ -394,7 +393,6 @@ func (c *Cluster) settleIdentity(live []bool) {
 		byLive := c.Identity == 0 && probedAll && n >= 2 && 2*n > nLive
 		if 2*n > nHosts || byLive {
 			c.Identity, c.NewestTimeline = id, 0
-			c.Forked, c.Writer, c.WriterTimeline = nil, "", 0 // another cluster's forks are not this one's
 			return
 		}
 	}

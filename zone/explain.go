@@ -79,6 +79,9 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 		return "primary: timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + ": " + q.MinLSN.String() +
 			" on timeline " + strconv.FormatUint(uint64(q.Timeline), 10) + " is above every timeline of the cluster"
 	}
+	if f := c.hostFork(h, q); f != nil && h == primary {
+		return "primary: " + f.why()
+	}
 	if h == primary {
 		switch q.Target {
 		case TargetPrimary, TargetAny:
@@ -132,11 +135,11 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 		return "lag " + ms(h.Lag) + " > " + ms(q.MaxLag)
 	case BytesTooHigh:
 		return "lag " + strconv.FormatUint(h.LagBytes, 10) + " bytes > " + strconv.FormatUint(q.MaxBytes, 10) + " bytes"
-	case BranchUnknown:
-		return forkedWhy(q, c)
 	case OtherTimeline:
 		return "timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + ": " + q.MinLSN.String() +
 			" on timeline " + strconv.FormatUint(uint64(q.Timeline), 10) + " is not in its history"
+	case ForkedTimeline:
+		return c.hostFork(h, q).why()
 	case NotReplayed:
 		return "replay " + h.ReplayLSN.String() + " < " + q.MinLSN.String()
 	}

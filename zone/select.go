@@ -18,20 +18,20 @@ type Reason uint8
 
 // Reasons returned by Cluster.Check.
 const (
-	Fits          Reason = iota
-	NotLive              // down, unknown, set aside, or its last good probe is too old
-	NotReplica           // a live host that is not a replica
-	SyncStandby          // a synchronous standby in a cluster that answers async ones only
-	LagUnknown           // a lag filter was asked and the lag cannot be vouched for
-	LagTooHigh           // time lag above the filter's bound
-	BytesTooHigh         // byte lag above the filter's bound
-	NotReplayed          // has not replayed the LSN yet
-	OtherTimeline        // the LSN is not part of this host's timeline history
-	OtherLocation        // a dc- filter was asked and the host is not in that location
-	Drained              // drained (pgdns.drain, or Patroni's noloadbalance): no replica name answers it
-	OfflineClass         // an offline replica (pgdns.offline), asked by a name other than offline
-	NotSync              // the sync filter was asked and the host is not provably a synchronous standby
-	BranchUnknown        // the LSN is on a timeline that has two branches (Cluster.Forked): which one is not known
+	Fits           Reason = iota
+	NotLive               // down, unknown, set aside, or its last good probe is too old
+	NotReplica            // a live host that is not a replica
+	SyncStandby           // a synchronous standby in a cluster that answers async ones only
+	LagUnknown            // a lag filter was asked and the lag cannot be vouched for
+	LagTooHigh            // time lag above the filter's bound
+	BytesTooHigh          // byte lag above the filter's bound
+	NotReplayed           // has not replayed the LSN yet
+	OtherTimeline         // the LSN is not part of this host's timeline history
+	OtherLocation         // a dc- filter was asked and the host is not in that location
+	Drained               // drained (pgdns.drain, or Patroni's noloadbalance): no replica name answers it
+	OfflineClass          // an offline replica (pgdns.offline), asked by a name other than offline
+	NotSync               // the sync filter was asked and the host is not provably a synchronous standby
+	ForkedTimeline        // the LSN's timeline, or the host's, is forked: which branch the token's write is on is unknown
 )
 
 // live reports whether h may be answered at all: a primary or replica whose
@@ -105,8 +105,8 @@ func (c *Cluster) passes(h *Host, q *Query, primary *Host, now time.Time, staleA
 		return BytesTooHigh
 	}
 	if q.HasLSN {
-		if c.forkedToken(q) {
-			return BranchUnknown
+		if c.hostFork(h, q) != nil {
+			return ForkedTimeline
 		}
 		want := h.token(q.MinLSN)
 		if q.Timeline != 0 && !h.hasHistory(q.Timeline, want) {
@@ -132,7 +132,8 @@ func (c *Cluster) aboveTimelines(q *Query) bool {
 // Select appends to dst the hosts that answer q at the view's moment and
 // returns the extended slice. The primary fits every filter but dc- (it
 // has all the data there is, but it is where it is), except an lsn- filter
-// whose timeline no host has (aboveTimelines); a primary that refuses
+// whose timeline no host has (aboveTimelines) or that is on a forked
+// timeline (forked.go: no host proves it); a primary that refuses
 // writes (ReadOnly) is answered by any and prefer-replica's fallback, never
 // by primary. Replicas come in an
 // order rotated by the view's turn, so that successive answers spread
@@ -169,11 +170,14 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 	if q.DC != "" && !s.KnownLocation(q.DC) {
 		return dst, ErrUnknownLocation
 	}
-	if c.aboveTimelines(q) {
-		return dst, nil // no host has the position: not even the primary
+	if c.aboveTimelines(q) || c.tokenFork(q) != nil {
+		return dst, nil // no host has (or proves) the position: not even the primary
 	}
 	primary := c.livePrimary(now, s.StaleAfter)
-	primaryFits := primary != nil && (q.DC == "" || primary.Location == q.DC)
+	// A primary on a forked timeline may be on the other branch of the
+	// token's history (forked.go): it passes no such lsn- filter.
+	primaryProves := primary != nil && (!q.HasLSN || c.hostFork(primary, q) == nil)
+	primaryFits := primaryProves && (q.DC == "" || primary.Location == q.DC)
 	start := len(dst)
 	if q.Target == TargetPrimary {
 		if primaryFits && !primary.ReadOnly { // a client would be refused its writes (readonly.go)
@@ -196,7 +200,7 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 	}
 	arrange(dst[start:], q.From, turn)
 	dst = c.forAddresses(q, dst, start)
-	if q.Target == TargetPreferReplica && len(dst) == start && primary != nil {
+	if q.Target == TargetPreferReplica && len(dst) == start && primaryProves {
 		dst = c.forAddresses(q, append(dst, primary), start)
 	}
 	return dst, nil

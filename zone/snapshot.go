@@ -21,6 +21,11 @@ type Cluster struct {
 	// newest timeline: no primary is answered until it is resolved.
 	SplitBrain bool
 
+	// ForkedTimelines are the timelines seen written by two different servers
+	// (forked.go), set by the probe, which remembers them: no host proves
+	// an lsn- token on one. Nil while there are none.
+	ForkedTimelines []TimelineFork
+
 	// What pgdns has learned of the cluster over time. Decide keeps them
 	// current; the probe carries them from one snapshot to the next, and
 	// across reloads. A restart of pgdns forgets them (docs/state.md: "What pgdns
@@ -28,12 +33,6 @@ type Cluster struct {
 	Identity       uint64 // the cluster's system identifier, 0 until established
 	IdentityPinned bool   // Identity comes from the configuration
 	NewestTimeline uint32 // the highest timeline proven on a live host of Identity (see Decide)
-	// Forked lists the timelines seen with two branches (forks.go), and
-	// Writer is the host last seen writable on WriterTimeline: another
-	// host writable on that timeline forks it.
-	Forked         []uint32
-	Writer         string
-	WriterTimeline uint32
 
 	// LeaderKey says Patroni's leader key decides which host may be the
 	// primary (the cluster is read from Patroni); Leader is the address of

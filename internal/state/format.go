@@ -23,7 +23,8 @@ import (
 // Version is the format this pgdns writes and the newest it reads. A
 // change that an older pgdns would misread bumps it; the older one then
 // refuses the file instead of acting on half of it. Version 2 added each
-// cluster's "serial"; a version 1 file (none) is read as it was.
+// cluster's "serial" and, optionally, its "branches" (who wrote each
+// timeline, and the forked ones); a version 1 file (none) is read as it was.
 const Version = 2
 
 // file is the state file as JSON. System identifiers are strings: they
@@ -40,6 +41,18 @@ type clusterJSON struct {
 	Forks            map[string]forkJSON     `json:"forks,omitempty"`     // by host address
 	// Serial is the cluster's last SOA serial (version 2; absent: none).
 	Serial uint32 `json:"serial,omitempty"`
+	// Branches are, by timeline in decimal, the first server seen
+	// writable on it and, when another was too, the fork (version 2,
+	// optional; probe.Branch).
+	Branches map[string]branchJSON `json:"branches,omitempty"`
+}
+
+// branchJSON is who wrote one timeline.
+type branchJSON struct {
+	Writer        string     `json:"writer"`                   // the first writable server's address
+	ServerStarted *time.Time `json:"server_started,omitempty"` // its postmaster start time then
+	At            string     `json:"at"`                       // its insert position when first seen writable
+	Forked        string     `json:"forked,omitempty"`         // what shows the fork: no lsn- token on it is answered
 }
 
 // forkJSON is a replica proven to be on another branch of a writable
@@ -86,6 +99,20 @@ func Encode(m map[string]probe.Remembered) []byte {
 				c.Forks = map[string]forkJSON{}
 			}
 			c.Forks[addr] = forkJSON{ServerStarted: fk.Run, DivergedFrom: fk.From, Note: fk.Note}
+		}
+		for tl, b := range r.Branches {
+			if c.Branches == nil {
+				c.Branches = map[string]branchJSON{}
+			}
+			j := branchJSON{Writer: b.Writer, At: b.At.String(), Forked: b.Forked}
+			if !b.Run.IsZero() {
+				// In UTC, whatever zone the server reported it in: a
+				// restarted pgdns encodes what it read back the same,
+				// and writes nothing new.
+				run := b.Run.UTC()
+				j.ServerStarted = &run
+			}
+			c.Branches[strconv.FormatUint(uint64(tl), 10)] = j
 		}
 		f.Clusters[name] = c
 	}
@@ -166,6 +193,24 @@ func (c clusterJSON) remembered() (probe.Remembered, error) {
 			r.Forks = map[string]probe.Fork{}
 		}
 		r.Forks[addr] = probe.Fork{Run: fk.ServerStarted, From: fk.DivergedFrom, Note: fk.Note}
+	}
+	for key, b := range c.Branches {
+		tl, err := strconv.ParseUint(key, 10, 32)
+		if err != nil || tl == 0 {
+			return probe.Remembered{}, fmt.Errorf("branches: %q is not a timeline", key)
+		}
+		at, err := zone.ParseLSN(b.At)
+		if err != nil || b.Writer == "" {
+			return probe.Remembered{}, fmt.Errorf("branches.%s needs a writer and its position at (an LSN), got %q and %q", key, b.Writer, b.At)
+		}
+		if r.Branches == nil {
+			r.Branches = map[uint32]probe.Branch{}
+		}
+		pb := probe.Branch{Writer: b.Writer, At: at, Forked: b.Forked}
+		if b.ServerStarted != nil {
+			pb.Run = *b.ServerStarted
+		}
+		r.Branches[uint32(tl)] = pb
 	}
 	return r, nil
 }
