@@ -263,8 +263,12 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 	// and its replicas, all answered. A fake pgdns does not take for
 	// such (a proof that fails) would measure something else: the run
 	// stops here, saying which.
-	if err := checkFleet(b.addr.bigHTTP, len(fakeClusters(p.fakes)), p.fakes, scaleReadyIn); err != nil {
-		return p, fmt.Errorf("the fake fleet: %w (pgdns log %s)", err, log)
+	// A fleet not all live (a machine too loaded for the size, above) is
+	// measured as it is, and said so.
+	if ok {
+		if err := checkFleet(b.addr.bigHTTP, len(fakeClusters(p.fakes)), p.fakes, scaleReadyIn); err != nil {
+			return p, fmt.Errorf("the fake fleet: %w (pgdns log %s)", err, log)
+		}
 	}
 	p.clusters = len(fakeClusters(p.fakes))
 
