@@ -40,7 +40,7 @@ const (
 	scaleWindows   = 3
 	scaleWindow    = 10 * time.Second
 	scaleDNSRounds = 2
-	scaleReadyIn   = 2 * time.Minute // most a size waits for every host to be live before it is measured all the same
+	scaleReadyIn   = 3 * time.Minute // most a size waits for every host to be live before it is measured all the same
 	scalePprofAt   = 1000            // the size whose profiles -pprof takes
 )
 
