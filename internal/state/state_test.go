@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgdns/pgdns/internal/testkit"
 	"github.com/pgdns/pgdns/probe"
 	"github.com/pgdns/pgdns/zone"
 )
@@ -261,5 +262,64 @@ func TestWriterWritesWhenItStopsWithNothingPending(t *testing.T) {
 	w.Run(ctx)
 	if got, _, err := Load(path); err != nil || !reflect.DeepEqual(got, sample()) {
 		t.Errorf("after Run: %+v, %v", got, err)
+	}
+}
+
+// A restart's first serial is never the file's (max(clock, remembered+1)),
+// but a serial the clock has reached needs no write: a restart from the
+// older one starts at least there. Such an offer writes nothing, so a
+// read-only state folder does not warn for ever after a restart; a serial
+// ahead of the clock is written (and fails here), and once the clock
+// catches up with it the pending write is dropped and the status is OK.
+func TestWriterWritesASerialOnlyWhileAheadOfTheClock(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.WriteFile(dir, nil, 0o600); err != nil { // a file where the folder should be: every write fails
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "state.json")
+	loaded := sample()
+	main := loaded["main"]
+	main.Serial = uint32(time.Now().Unix()) - 100
+	loaded["main"] = main
+	var results []error
+	w := NewWriter(path, loaded, slog.New(slog.NewTextHandler(io.Discard, nil)), func(err error) { results = append(results, err) })
+	with := func(serial uint32) map[string]probe.Remembered {
+		m := sample()
+		r := m["main"]
+		r.Serial = serial
+		m["main"] = r
+		return m
+	}
+
+	w.Offer(with(uint32(time.Now().Unix())))
+	if err := w.Flush(); err != nil || len(results) != 0 || !w.Status().OK {
+		t.Fatalf("a serial at the clock was written: %v %v %+v", err, results, w.Status())
+	}
+
+	ahead := uint32(time.Now().Unix()) + 2
+	w.Offer(with(ahead))
+	if err := w.Flush(); err == nil || w.Status().OK {
+		t.Fatalf("a serial ahead of the clock was not written: %v %+v", err, w.Status())
+	}
+	testkit.Eventually(t, 20*time.Second, 100*time.Millisecond, "the pending serial dropped once the clock reached it", func() (Status, bool) {
+		w.dropUnneeded()
+		st := w.Status()
+		return st, st.OK
+	})
+	if err := w.Flush(); err != nil {
+		t.Errorf("the dropped write was tried again: %v", err)
+	}
+	if last := results[len(results)-1]; last != nil {
+		t.Errorf("the last result %v, want nil (pgdns_state_write_ok back to 1)", last)
+	}
+
+	// Anything else new is written whatever the serial.
+	other := with(uint32(time.Now().Unix()))
+	r := other["orders"]
+	r.NewestTimeline = 2
+	other["orders"] = r
+	w.Offer(other)
+	if err := w.Flush(); err == nil {
+		t.Error("a newer timeline was not written")
 	}
 }

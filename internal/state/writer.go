@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/probe"
+	"github.com/pgdns/pgdns/zone"
 )
 
 // RetryEvery is how often a failed write is tried again while pgdns has
@@ -31,7 +32,11 @@ type Writer struct {
 	next []byte // encoded knowledge not yet in the file; nil: the file is current
 	last []byte // the newest knowledge, encoded: what the stop-time write writes
 	disk []byte // what the file holds, as far as this pgdns knows
-	fail Status
+	// nextM and diskM are next and disk decoded (nil: none), so that a
+	// pending write that differs from the file only by serials the clock
+	// has caught up with is dropped (needed).
+	nextM, diskM map[string]probe.Remembered
+	fail         Status
 }
 
 // Status is how the last write went.
@@ -50,9 +55,35 @@ func NewWriter(path string, loaded map[string]probe.Remembered, log *slog.Logger
 	w := &Writer{path: path, log: log, onResult: onResult, wake: make(chan struct{}, 1), fail: Status{OK: true}}
 	w.last = Encode(loaded)
 	if loaded != nil {
-		w.disk = w.last
+		w.disk, w.diskM = w.last, loaded
 	}
 	return w
+}
+
+// needed reports whether m (encoded as data) holds anything the file
+// lacks that a restart needs. A cluster's serial alone is needed only while
+// it is ahead of the clock (docs/state.md): a restart starts at
+// max(clock, remembered+1), so a serial the clock has reached is not
+// lowered by one that reads the older serial from the file. Without this,
+// every restart (whose first serial is never the file's) wrote the file,
+// and on a read-only state folder /readyz warned for ever with nothing to
+// save. Called with w.mu held.
+func (w *Writer) needed(m map[string]probe.Remembered, data []byte, now time.Time) bool {
+	if bytes.Equal(data, w.disk) {
+		return false
+	}
+	if w.diskM == nil {
+		return true
+	}
+	clock := uint32(now.Unix())
+	same := make(map[string]probe.Remembered, len(m))
+	for name, r := range m {
+		if d, ok := w.diskM[name]; ok && r.Serial != d.Serial && !zone.SerialLess(clock, r.Serial) {
+			r.Serial = d.Serial
+		}
+		same[name] = r
+	}
+	return !bytes.Equal(Encode(same), w.disk)
 }
 
 // Path is the file written.
@@ -64,10 +95,10 @@ func (w *Writer) Offer(m map[string]probe.Remembered) {
 	data := Encode(m)
 	w.mu.Lock()
 	w.last = data
-	if bytes.Equal(data, w.disk) {
-		w.next = nil
+	if w.needed(m, data, time.Now()) {
+		w.next, w.nextM = data, m
 	} else {
-		w.next = data
+		w.next, w.nextM = nil, nil
 	}
 	w.mu.Unlock()
 	select {
@@ -95,22 +126,45 @@ func (w *Writer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			w.mu.Lock()
 			if w.next == nil {
-				w.next = w.last
+				w.next, w.nextM = w.last, nil
 			}
 			w.mu.Unlock()
 			w.Flush()
 			return
 		case <-w.wake:
 		case <-retry.C:
+			w.dropUnneeded()
 		}
 		w.Flush()
+	}
+}
+
+// dropUnneeded forgets a pending write that holds nothing a restart needs
+// any more (a serial the clock has caught up with), and says the file is
+// current again if a failed write left it marked otherwise: a read-only
+// folder then stops warning once nothing is lost by not writing.
+func (w *Writer) dropUnneeded() {
+	w.mu.Lock()
+	if w.next != nil && w.nextM != nil && !w.needed(w.nextM, w.next, time.Now()) {
+		w.next, w.nextM = nil, nil
+	}
+	recovered := w.next == nil && !w.fail.OK
+	if recovered {
+		w.fail.OK, w.fail.Err, w.fail.Since = true, "", time.Time{}
+	}
+	w.mu.Unlock()
+	if recovered {
+		w.log.Info("state file current again: what it lacked needs no write any more (a serial the clock has caught up with)", "file", w.path)
+		if w.onResult != nil {
+			w.onResult(nil)
+		}
 	}
 }
 
 // Flush writes what is pending, if anything, and returns the write's error.
 func (w *Writer) Flush() error {
 	w.mu.Lock()
-	data := w.next
+	data, dataM := w.next, w.nextM
 	w.mu.Unlock()
 	if data == nil {
 		return nil
@@ -118,9 +172,9 @@ func (w *Writer) Flush() error {
 	err := WriteFile(w.path, data)
 	w.mu.Lock()
 	if err == nil {
-		w.disk = data
+		w.disk, w.diskM = data, dataM
 		if bytes.Equal(w.next, data) {
-			w.next = nil
+			w.next, w.nextM = nil, nil
 		}
 	}
 	was := w.fail
