@@ -329,7 +329,42 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 		return Sample{}, err
 	}
 	done := ctx.Done()
-	start := time.Now()
+	start, end, err := c.query(done, expiry)
+	if err != nil {
+		c.Close()
+		if !late(ctx, by) && unproven(err) {
+			// Our session ended, and nothing in how it ended proves the
+			// server is not serving (review 5, F6 and F11): a new session
+			// tells, as between probes (Watch). One that is admitted
+			// shows it serves, and is probed; a server stopping or
+			// crashed refuses it at once (refused, 57P03), which keeps
+			// that failure definitive and as quick as before.
+			start, end, err = c.retry(ctx, by, err, done, expiry)
+		} else {
+			err = classify(err)
+		}
+		if err != nil {
+			if late(ctx, by) && !errors.Is(err, ErrNotServing) {
+				return Sample{}, errors.New("probe query: timed out (probe.timeout)")
+			}
+			return Sample{}, err
+		}
+	}
+	s.Start, s.End = start, end
+	s.IP = c.sess.ip
+	if err := parseProbeRow(&c.row, &s); err != nil {
+		return Sample{}, fmt.Errorf("probe query: %w", err)
+	}
+	s.History = c.readHistory(done, expiry, &s)
+	s.SettingShadowed, s.ReadOnlyShadowed = c.shadow, c.roShadow
+	return s, nil
+}
+
+// query runs the probe's statement on c's session, preparing it again
+// if the session lost it, and keeps its columns in c.row: start and end
+// frame the round trip that read them. The session is left as it is.
+func (c *pgChecker) query(done <-chan struct{}, expiry <-chan time.Time) (start, end time.Time, err error) {
+	start = time.Now()
 	r, err := c.sess.exchange(probeRequest, done, expiry)
 	if err == nil && statementLost(r.err) {
 		if r, err = c.sess.exchange(prepareRequest, done, expiry); err == nil {
@@ -341,29 +376,70 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 			}
 		}
 	}
-	end := time.Now()
+	end = time.Now()
 	if err == nil {
 		if err = r.err; err == nil {
 			err = c.row.set(r)
 		}
 	}
 	if err != nil {
-		err = c.failure(err)
-		c.Close()
-		if late(ctx, by) {
-			return Sample{}, errors.New("probe query: timed out (probe.timeout)")
-		}
-		return Sample{}, classify(fmt.Errorf("probe query: %w", err))
+		return start, end, fmt.Errorf("probe query: %w", c.failure(err))
 	}
-	s.Start, s.End = start, end
-	s.IP = c.sess.ip
-	if err := parseProbeRow(&c.row, &s); err != nil {
-		return Sample{}, fmt.Errorf("probe query: %w", err)
-	}
-	s.History = c.readHistory(done, expiry, &s)
-	s.SettingShadowed, s.ReadOnlyShadowed = c.shadow, c.roShadow
-	return s, nil
+	return start, end, nil
 }
+
+// unproven reports whether err, the end of our session in the middle of
+// a probe, leaves open that the server still serves: pg_terminate_backend
+// ends one session with the same 57P01 that a fast shutdown sends to all,
+// and a reset or an end of the socket without a word from the server is
+// also what a middlebox, a conntrack flush or a load balancer's idle
+// timeout do to one connection. A crash (57P02) and the server's other
+// errors are the server's word and stand.
+func unproven(err error) bool {
+	if terminated(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr) && definitive(err) && !errors.Is(err, net.ErrClosed)
+}
+
+// retry follows a probe whose session ended with err (unproven): it opens
+// a new session by by and probes on it, and returns the probe's failure,
+// classified. A new session refused as a stopping or crashed server
+// refuses it (connection refused, 57P03, its end while it starts) makes
+// err definitive; one that fails otherwise (a timeout, authentication)
+// leaves the probe failed ambiguously, since nothing proved the server
+// gone; so does an unproven end of the new session too (killed again):
+// it was admitted, so the server served.
+func (c *pgChecker) retry(ctx context.Context, by time.Time, err error, done <-chan struct{}, expiry <-chan time.Time) (start, end time.Time, _ error) {
+	if oerr := c.openBy(ctx, by); oerr != nil {
+		var cf connectFailure
+		if errors.As(oerr, &cf) {
+			oerr = connectError(cf.err)
+		}
+		if errors.Is(classify(oerr), ErrNotServing) {
+			return start, end, classify(err)
+		}
+		return start, end, ambiguous{fmt.Errorf("%w; and a new session: %v", err, oerr)}
+	}
+	start, end, qerr := c.query(done, expiry)
+	if qerr != nil {
+		c.Close()
+		if unproven(qerr) {
+			return start, end, ambiguous{qerr}
+		}
+		return start, end, classify(qerr)
+	}
+	return start, end, nil
+}
+
+// ambiguous is a failure that proves nothing about the server, whatever
+// its cause says: errors.Is and errors.As still see the cause, classify
+// leaves it as it is.
+type ambiguous struct{ err error }
+
+func (e ambiguous) Error() string { return e.err.Error() }
+func (e ambiguous) Unwrap() error { return e.err }
 
 // connectFailure is a failure to open a new session before the server
 // accepted it: no session at all.

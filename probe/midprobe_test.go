@@ -1,0 +1,187 @@
+package probe
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+// cutProxy forwards connections to a server and can cut every one it
+// carries, as a middlebox, a conntrack flush or a load balancer's idle
+// timeout does: with a reset (RST) or a plain end (FIN), without a word
+// from the server. It keeps accepting new connections.
+type cutProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	pairs [][2]net.Conn
+}
+
+func startCutProxy(t *testing.T, listen, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); p.cut(true); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.DialTimeout("tcp", target, 5*time.Second)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.pairs = append(p.pairs, [2]net.Conn{client, server})
+			p.mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(client, server) }()
+			go func() { defer wg.Done(); _, _ = io.Copy(server, client) }()
+		}
+	}()
+	return p
+}
+
+// cut ends every connection carried so far: with a reset when rst, else
+// with a plain end of the stream. The server's side is closed too.
+func (p *cutProxy) cut(rst bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pair := range p.pairs {
+		if tc, ok := pair[0].(*net.TCPConn); ok && rst {
+			_ = tc.SetLinger(0)
+		}
+		pair[0].Close()
+		pair[1].Close()
+	}
+	p.pairs = nil
+}
+
+// probeHeld starts a probe of c that waits in its query behind locker's
+// lock, returns once the server shows it waiting, and gives the probe's
+// outcome on the channel.
+func probeHeld(t *testing.T, ctx context.Context, c Checker, locker *pgx.Conn) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Check(ctx)
+		done <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, 10*time.Millisecond, "the probe to wait for the lock (pgdns sessions waiting)", func() (int, bool) {
+		var n int
+		if err := locker.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns' AND wait_event_type = 'Lock'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n, n == 1
+	})
+	return done
+}
+
+// wantProbed waits for a probe's outcome on done and fails t unless it
+// succeeded.
+func wantProbed(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: the probe failed with %v, while the server serves", what, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: the probe did not return", what)
+	}
+}
+
+// A probe whose own session ends under it without proof that the server
+// stopped (review 5, F11 and F6) probes on a new session instead of
+// failing definitively: pg_terminate_backend sends the same 57P01 as a
+// fast shutdown, and a middlebox's reset or end of the connection is no
+// word from the server at all. A fast shutdown under a probe is still
+// definitive at once: its new session is refused.
+func TestProbeSurvivesItsSessionsEndMidQuery(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
+	node := cl.Nodes[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	direct := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
+	if _, err := direct.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	proxy := startCutProxy(t, pgtestAddr(t), node.Addr())
+	proxied := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", proxy.ln.Addr().String())
+	if _, err := proxied.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	locker, err := pgx.Connect(ctx, node.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(context.Background())
+	// lock holds the probe's next query on c, whose session is opened
+	// first (a new session would wait in its startup).
+	lock := func(c Checker) {
+		t.Helper()
+		if _, err := c.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_stat_replication IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unlock := func() {
+		t.Helper()
+		if _, err := locker.Exec(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("pg_terminate_backend", func(t *testing.T) {
+		proxied.Close() // one pgdns session on the server: the direct one
+		lock(direct)
+		done := probeHeld(t, ctx, direct, locker)
+		var n int
+		if err := locker.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'pgdns' AND wait_event_type = 'Lock'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("terminated %d pgdns sessions, want 1", n)
+		}
+		unlock()
+		wantProbed(t, done, "pgdns's session terminated mid-probe")
+	})
+	for _, rst := range []bool{true, false} {
+		name := map[bool]string{true: "reset", false: "end of stream"}[rst]
+		t.Run(name, func(t *testing.T) {
+			direct.Close() // one pgdns session on the server: the proxied one
+			lock(proxied)
+			done := probeHeld(t, ctx, proxied, locker)
+			proxy.cut(rst)
+			unlock()
+			wantProbed(t, done, "the proxied connection cut mid-probe ("+name+")")
+		})
+	}
+	t.Run("fast shutdown", func(t *testing.T) {
+		proxied.Close()
+		lock(direct)
+		done := probeHeld(t, ctx, direct, locker)
+		if err := node.Stop(context.Background(), "fast"); err != nil {
+			t.Fatal(err)
+		}
+		wantNotServing(t, done, 10*time.Second, "a probe cut by a fast shutdown failed with %v, want a definitive failure", "the probe did not return after the fast shutdown")
+	})
+}
