@@ -309,41 +309,59 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 		// whether its settings still hide the server's.
 		c.Close()
 	}
+	done := ctx.Done()
+	var start, end time.Time
+	// cut: our session ended (or a new one was ended in its setup) with
+	// nothing that proves the server is not serving; see below.
+	var cut error
 	if c.sess == nil {
 		if err := c.openBy(ctx, by); err != nil {
 			var cf connectFailure
 			if errors.As(err, &cf) {
-				connected = false
+				err = connectError(cf.err)
 				if late(ctx, by) {
+					connected = false
 					return Sample{}, errors.New("connect: timed out (probe.timeout): the host accepted no session")
 				}
-				return Sample{}, classify(connectError(cf.err))
+				if !terminated(err) {
+					connected = false
+					return Sample{}, classify(err)
+				}
+			} else {
+				err = fmt.Errorf("probe query: %w", err)
+				if late(ctx, by) {
+					return Sample{}, errors.New("probe query: timed out (probe.timeout)")
+				}
+				if !unproven(err) {
+					return Sample{}, classify(err)
+				}
 			}
-			if late(ctx, by) {
-				return Sample{}, errors.New("probe query: timed out (probe.timeout)")
-			}
-			return Sample{}, classify(fmt.Errorf("probe query: %w", err))
+			cut = err
 		}
 	} else if err := c.admission(by); err != nil {
 		c.Close() // a server stopping smartly waits for every open session to end
 		return Sample{}, err
 	}
-	done := ctx.Done()
-	start, end, err := c.query(done, expiry)
-	if err != nil {
-		c.Close()
-		if !late(ctx, by) && unproven(err) {
-			// Our session ended, and nothing in how it ended proves the
-			// server is not serving (review 5, F6 and F11): a new session
-			// tells, as between probes (Watch). One that is admitted
-			// shows it serves, and is probed; a server stopping or
-			// crashed refuses it at once (refused, 57P03), which keeps
-			// that failure definitive and as quick as before.
-			start, end, err = c.retry(ctx, by, err, done, expiry)
-		} else {
-			err = classify(err)
+	if cut == nil {
+		if start, end, err = c.query(done, expiry); err != nil {
+			c.Close()
+			if late(ctx, by) {
+				return Sample{}, errors.New("probe query: timed out (probe.timeout)")
+			}
+			if !unproven(err) {
+				return Sample{}, classify(err)
+			}
+			cut = err
 		}
-		if err != nil {
+	}
+	if cut != nil {
+		// Our session ended, and nothing in how it ended proves the
+		// server is not serving (review 5, F6 and F11): a new session
+		// tells, as between probes (Watch). One that is admitted shows
+		// it serves, and is probed; a server stopping or crashed refuses
+		// it at once (refused, 57P03), which keeps that failure
+		// definitive and as quick as before. Once per probe.
+		if start, end, err = c.retry(ctx, by, cut, done, expiry); err != nil {
 			if late(ctx, by) && !errors.Is(err, ErrNotServing) {
 				return Sample{}, errors.New("probe query: timed out (probe.timeout)")
 			}
@@ -414,19 +432,27 @@ func unproven(err error) bool {
 func (c *pgChecker) retry(ctx context.Context, by time.Time, err error, done <-chan struct{}, expiry <-chan time.Time) (start, end time.Time, _ error) {
 	if oerr := c.openBy(ctx, by); oerr != nil {
 		var cf connectFailure
-		if errors.As(oerr, &cf) {
+		refused := errors.As(oerr, &cf)
+		if refused {
 			oerr = connectError(cf.err)
+		} else {
+			oerr = fmt.Errorf("probe query: %w", oerr)
 		}
-		if errors.Is(classify(oerr), ErrNotServing) {
-			return start, end, classify(err)
+		switch {
+		case refused && !terminated(oerr) && errors.Is(classify(oerr), ErrNotServing):
+			return start, end, classify(err) // refused: as a stopping or crashed server does
+		case !refused && !unproven(oerr):
+			return start, end, classify(oerr) // admitted, and then the server's own word
 		}
+		// Not admitted for another reason (a timeout), or admitted and
+		// ended again without proof (killed again in its setup).
 		return start, end, ambiguous{fmt.Errorf("%w; and a new session: %v", err, oerr)}
 	}
 	start, end, qerr := c.query(done, expiry)
 	if qerr != nil {
 		c.Close()
 		if unproven(qerr) {
-			return start, end, ambiguous{qerr}
+			return start, end, ambiguous{qerr} // admitted, so serving: ended again
 		}
 		return start, end, classify(qerr)
 	}

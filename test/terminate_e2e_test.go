@@ -1,0 +1,44 @@
+package test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/dnspoll"
+)
+
+// pg_terminate_backend of pgdns's sessions, over and over while probes
+// run every 20 ms (so many a termination lands mid-probe), never takes the
+// primary out of primary.db.local (review 5, F11): a probe whose session
+// ends with 57P01 probes on a new one, which the serving server admits.
+// Terminating every session of a role or database is routine (before
+// DROP DATABASE, in "kill all but me" scripts).
+func TestTerminatedSessionsKeepThePrimary(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Interval: "20ms"})
+	primary := e.pg.Nodes[0]
+	e.waitFor(t, "primary.db.local.", []string{primary.IP})
+	pl := dnspoll.Start(e.app.DNSAddr(), "primary.db.local.", 2*time.Millisecond, 500*time.Millisecond)
+	killed := 0
+	for range 40 {
+		var n int
+		primary.Query(t, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'pgdns' AND pid <> pg_backend_pid()", &n)
+		killed += n
+		time.Sleep(25 * time.Millisecond)
+	}
+	polls := pl.Finish()
+	if killed < 20 {
+		t.Fatalf("terminated %d pgdns sessions in 40 tries, want most of them", killed)
+	}
+	missing := 0
+	for _, p := range polls {
+		if !slices.Equal(p.IPs, []string{primary.IP}) {
+			missing++
+			if missing <= 3 {
+				t.Errorf("primary.db.local answered %v (rcode %d) at %v while pgdns's sessions were terminated, want the serving primary %s", p.IPs, p.Rcode, p.At.Format("15:04:05.000"), primary.IP)
+			}
+		}
+	}
+	t.Logf("%d sessions terminated, %d answers, %d without the primary", killed, len(polls), missing)
+}
