@@ -373,7 +373,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 	if err := parseProbeRow(&c.row, &s); err != nil {
 		return Sample{}, fmt.Errorf("probe query: %w", err)
 	}
-	s.History = c.readHistory(done, expiry, &s)
+	s.History = c.readHistoryBy(done, expiry, by, end.Sub(start), &s)
 	s.SettingShadowed, s.ReadOnlyShadowed = c.shadow, c.roShadow
 	return s, nil
 }

@@ -28,12 +28,32 @@ import (
 // effect without a restart of pgdns. done and expiry end the wait for the
 // file as they end the probe's.
 func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, s *Sample) []zone.TimelineEnd {
+	return c.readHistoryBy(done, expiry, time.Time{}, 0, s)
+}
+
+// readHistoryBy is readHistory within a probe due by by (zero: no
+// deadline but done's and expiry's) whose own round trip took rtt: it
+// asks the server only while the time left holds another round trip and
+// a half, and otherwise leaves the file to a later probe, returning nil
+// as when it cannot be read (review 5, F14: on a path whose round trip
+// is over half the probe's timeout, the first probe on a new timeline
+// lost its session to the history read, and the next one, needing a new
+// session, missed its deadline: the new primary was lost right after a
+// failover). A sample without History is one whose file was not read,
+// as for a role that may not read files: timelines are then learnt from
+// the switches watched (timelines.go), and no fork is claimed from files.
+// Never started, the read leaves nothing pending on the session.
+func (c *pgChecker) readHistoryBy(done <-chan struct{}, expiry <-chan time.Time, by time.Time, rtt time.Duration, s *Sample) []zone.TimelineEnd {
+	affordable := func() bool { return by.IsZero() || time.Until(by) >= rtt+rtt/2 }
 	tl, run := s.Timeline, serverRun{s.SystemID, s.StartedAt.UnixMicro()}
 	if tl <= 1 {
 		return nil
 	}
 	if tl == c.historyTL && run == c.historyRun {
 		return c.history
+	}
+	if !affordable() {
+		return nil // no room left in this probe: a later one asks
 	}
 	if permitted, asked := c.historyPermitted(done, expiry); !permitted || asked {
 		// Asked in this probe: the file is read at the next one, so that a
