@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -172,16 +173,24 @@ func TestWatchReopensALostConnection(t *testing.T) {
 	t.Parallel()
 	node, c, _ := probedNode(t, 5*time.Second)
 	pc := c.(*pgChecker)
+	var lost int
+	node.Query(t, "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgdns'", &lost)
 	_ = pc.sess.conn.Close() // lost, and nobody said so
 	done := make(chan error, 1)
 	wctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
 	defer stop()
 	go func() { done <- c.(Watcher).Watch(wctx) }()
-	// Watch's new session shows in pg_stat_activity under pgdns's name.
-	testkit.Eventually(t, 5*time.Second, 10*time.Millisecond, "Watch to open a connection after the last one was lost (pgdns sessions)", func() (int, bool) {
-		var n int
-		node.Query(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns'", &n)
-		return n, n == 1
+	// Watch's new session shows in pg_stat_activity under pgdns's name,
+	// another backend than the lost one (which lingers until its server
+	// process reads the EOF: counting sessions saw it under load, and the
+	// server was stopped while Watch was still opening, a failure the
+	// next probe sees, not Watch), done with its opening pipeline (idle
+	// after sourcesSQL): a server stopped before that fails the open.
+	testkit.Eventually(t, 20*time.Second, 10*time.Millisecond, "Watch to open a new session after the last one was lost (pgdns sessions: pid, state)", func() (string, bool) {
+		var rows string
+		node.Query(t, fmt.Sprintf("SELECT coalesce(string_agg(pid || ' ' || coalesce(state, '') || CASE WHEN query = $q$%s$q$ THEN ' opened' ELSE '' END, ', '), '') "+
+			"FROM pg_stat_activity WHERE application_name = 'pgdns' AND pid <> %d", sourcesSQL, lost), &rows)
+		return rows, strings.HasSuffix(rows, " idle opened") && !strings.Contains(rows, ", ")
 	})
 	if err := node.Stop(context.Background(), "immediate"); err != nil {
 		t.Fatal(err)
