@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // One admission attempt against a real server under trust (a whole
@@ -111,7 +112,7 @@ func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: Allo
 	}
 
 	trusted := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
-	allocs := testing.AllocsPerRun(20, func() {
+	allocs := testkit.FewestAllocs(20, 40, func() {
 		if err := tryAdmission(ctx, trusted.cfg); err != nil {
 			t.Fatal(err)
 		}

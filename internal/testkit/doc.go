@@ -2,7 +2,8 @@
 // owns: one polling loop (Poll, Eventually), one gate for missing
 // dependencies and for go test -short (Require, SkipShort), and one
 // log buffer safe for concurrent writers (Buffer), and a TCP proxy that
-// delays what clients send (DelayProxy). Test addresses and
+// delays what clients send (DelayProxy), and an allocation count that
+// other goroutines cannot inflate (FewestAllocs). Test addresses and
 // PostgreSQL clusters are internal/pgtest's; zone fixtures are
 // zone/zonetest's.
 package testkit
