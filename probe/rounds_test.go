@@ -43,9 +43,15 @@ func (c *lateEveryOther) Check(ctx context.Context) (Sample, error) {
 // and the late round's kick, probed it once more (tick_driven) when its
 // last probe was 1.5 intervals old, and the late round again right after:
 // at 1,000 hosts on a loaded machine, 7% over the configured rate (issue
-// 28). Here the rounds open 0.1 and 1.9 intervals apart.
+// 28). Here the rounds open 0.3 and 1.7 intervals apart: later than the
+// 1.5 intervals that probed twice, and 0.8 intervals (320 ms) short of a
+// driven replica's own tick at 2.5, a margin a loaded machine's stalls
+// rarely eat (at 200 ms and 1.9 apart, 120 ms: a stall beyond it ticked
+// all ten replicas, seen once under load). A stall that does is a tick by
+// design (the rounds seem stopped), hence the 5% bound, far below the one
+// tick per replica per late round (half the round probes) of the fault.
 func TestLateRoundProbesReplicasOnce(t *testing.T) {
-	const interval = 200 * time.Millisecond
+	const interval = 400 * time.Millisecond
 	hosts := map[string]*fakeHost{"p:1": {ip: "10.0.0.1", lsn: 100}}
 	addrs := []string{"p:1"}
 	for i := range 10 {
@@ -64,9 +70,9 @@ func TestLateRoundProbesReplicasOnce(t *testing.T) {
 		}}}
 	newChecker := func(addr string) (Checker, error) {
 		if addr == "p:1" {
-			// Late by 0.9 intervals every other probe: the rounds open
-			// 0.1 and 1.9 intervals apart.
-			return &lateEveryOther{fakeChecker: fakeChecker{hosts[addr]}, interval: interval, late: interval * 9 / 10}, nil
+			// Late by 0.7 intervals every other probe: the rounds open
+			// 0.3 and 1.7 intervals apart.
+			return &lateEveryOther{fakeChecker: fakeChecker{hosts[addr]}, interval: interval, late: interval * 7 / 10}, nil
 		}
 		// Each replica's own ticks at another phase of the interval, as
 		// the hosts of a fleet connect at different moments.
@@ -87,14 +93,14 @@ func TestLateRoundProbesReplicasOnce(t *testing.T) {
 	mu.Lock()
 	clear(asked)
 	mu.Unlock()
-	time.Sleep(20 * interval)
+	time.Sleep(12 * interval)
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("probes asked for in 20 intervals: %v", asked)
-	if asked[ProbeRound] < 10*10 {
-		t.Fatalf("%d round probes of 10 replicas in 20 intervals, want at least 100", asked[ProbeRound])
+	t.Logf("probes asked for in 12 intervals: %v", asked)
+	if asked[ProbeRound] < 10*6 {
+		t.Fatalf("%d round probes of 10 replicas in 12 intervals, want at least 60", asked[ProbeRound])
 	}
-	if asked[ProbeTickDriven]*50 > asked[ProbeRound] {
-		t.Errorf("%d probes on driven replicas' own ticks beside %d round probes, want at most 2%%", asked[ProbeTickDriven], asked[ProbeRound])
+	if asked[ProbeTickDriven]*20 > asked[ProbeRound] {
+		t.Errorf("%d probes on driven replicas' own ticks beside %d round probes, want at most 5%%", asked[ProbeTickDriven], asked[ProbeRound])
 	}
 }
