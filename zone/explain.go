@@ -133,6 +133,9 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 				ms(now.Sub(h.ProbedAt)) + " ago: " + ms(old) + " more than probe.interval, added)"
 		}
 		return "lag " + ms(h.Lag) + " > " + ms(q.MaxLag)
+	case BytesStale:
+		return "byte lag unknown: its last probe ended " + ms(now.Sub(h.ProbedAt)) + " ago, more than 1.5 × probe.interval (" +
+			ms(interval) + "), and a byte bound holds only as of its sample"
 	case BytesTooHigh:
 		return "lag " + strconv.FormatUint(h.LagBytes, 10) + " bytes > " + strconv.FormatUint(q.MaxBytes, 10) + " bytes"
 	case OtherTimeline:

@@ -242,6 +242,23 @@ func (h *Host) lagAt(now time.Time, interval time.Duration) time.Duration {
 	return h.Lag + max(0, now.Sub(h.ProbedAt)-interval)
 }
 
+// bytesHeldAt reports whether h's byte lag bound may still be used at now.
+// Like the time lag, it is proven as of the end of h's last good probe,
+// and one probe interval of the sample's age is tolerated (the next probe
+// is due by then), with half an interval more for that probe's own round
+// trip and scheduling, so that a healthy replica's bound does not blink
+// out just before each new sample. Unlike time, bytes cannot be aged: no
+// rate bounds how much the primary wrote meanwhile (maxWALRate is a
+// ceiling for forged tokens, 16 MB a millisecond, not a bound a filter
+// could use). So beyond that the bound is not used at all: a slow path, a
+// frozen or loaded host, whose probes take longer than that, would
+// otherwise vouch for a replica far behind (review 5 F2b: bytes-2mb
+// answered a paused replica 2.69 MB behind through a 400 ms path). A
+// primary's byte lag is 0 however old its sample.
+func (h *Host) bytesHeldAt(now time.Time, interval time.Duration) bool {
+	return !h.InRecovery || now.Sub(h.ProbedAt) <= interval+interval/2
+}
+
 // Fresh reports whether h's last successful probe is recent enough to
 // vouch for it at now: at most staleAfter ago. The one staleness rule:
 // Decide marks a host that is not fresh down, and selection (live)

@@ -32,6 +32,7 @@ const (
 	OfflineClass          // an offline replica (pgdns.offline), asked by a name other than offline
 	NotSync               // the sync filter was asked and the host is not provably a synchronous standby
 	ForkedTimeline        // the LSN's timeline, or the host's, is forked: which branch the token's write is on is unknown
+	BytesStale            // a byte filter was asked and the replica's sample is too old to bound its byte lag (Host.bytesHeldAt)
 )
 
 // live reports whether h may be answered at all: a primary or replica whose
@@ -100,6 +101,9 @@ func (c *Cluster) passes(h *Host, q *Query, primary *Host, now time.Time, staleA
 	}
 	if q.HasLag && h.lagAt(now, interval) > q.MaxLag {
 		return LagTooHigh
+	}
+	if q.HasBytes && !h.bytesHeldAt(now, interval) {
+		return BytesStale
 	}
 	if q.HasBytes && h.LagBytes > q.MaxBytes {
 		return BytesTooHigh

@@ -69,7 +69,7 @@ func (v View) Lag(c *Cluster, h *Host) (time.Duration, bool) {
 // LagBytes returns h's WAL byte lag, and whether it may be shown or used
 // now, by the same rule as Lag.
 func (v View) LagBytes(c *Cluster, h *Host) (uint64, bool) {
-	if !h.BytesKnown || !lagVouched(h, v.Primary(c), v.Now, v.Snap.StaleAfter) {
+	if !h.BytesKnown || !lagVouched(h, v.Primary(c), v.Now, v.Snap.StaleAfter) || !h.bytesHeldAt(v.Now, v.Snap.Interval) {
 		return 0, false
 	}
 	return h.LagBytes, true
