@@ -650,15 +650,19 @@ func (c *pgChecker) Watch(ctx context.Context) error {
 		}
 		err = c.failure(err)
 		c.Close()
-		if !terminated(err) {
+		if !unproven(err) {
 			return classify(err)
 		}
 		// pg_terminate_backend ends one session with the same 57P01 that
-		// a fast shutdown sends to all: only a new session tells them
-		// apart. A server shutting down refuses it (57P03), one that
-		// ended our session alone (a DBA, a job killing idle sessions)
-		// accepts it, and is still serving: watch the new one. Once per
-		// termination, so no faster than sessions are killed.
+		// a fast shutdown sends to all, and a reset or end of the socket
+		// without a word from the server is what a crash does and also
+		// what a middlebox, a conntrack flush or a load balancer's idle
+		// timeout do to one connection (review 5 F6): only a new session
+		// tells them apart. A server shutting down or crashed refuses it
+		// (57P03, connection refused), one that lost only our session (a
+		// DBA, a job killing idle sessions, the network) accepts it, and
+		// is still serving: watch the new one. Once per end, so no faster
+		// than sessions are cut.
 		cerr := c.open(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err() // a session opened is kept
