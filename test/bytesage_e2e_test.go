@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgdns/pgdns/internal/pgtest"
-	"github.com/pgdns/pgdns/internal/testkit"
 	"github.com/pgdns/pgdns/zone"
 )
 
@@ -30,14 +28,8 @@ func TestByteBoundAgesOutWithItsSample(t *testing.T) {
 		maxBytes = 64 << 10
 		slack    = 20 * time.Millisecond // the judge's own sampling of the primary's position
 	)
-	b := pgtest.Addrs(t)
-	pg := pgtest.New(t, pgtest.Options{IPs: []string{b.IP(11), b.IP(12)}})
-	primary, replica := pg.Nodes[0], pg.Nodes[1]
-	proxy := b.Addr(31, 5432) // the replica as pgdns reaches it: every query 800 ms late
-	testkit.DelayProxy(t, proxy, replica.Addr(), delay)
-	e := attach(t, pg, envOptions{Interval: interval.String(), Timeout: "6s", Hosts: []string{primary.Addr(), proxy}})
-	proxied := b.IP(31)
-
+	sr := startSlowReplica(t, delay, interval)
+	e, primary, replica, proxied := sr.e, sr.primary, sr.replica, sr.proxied
 	e.waitFor(t, "bytes-64kb.replica.db.local.", []string{proxied})
 	writer := primary.Conn(t)
 	if _, err := writer.Exec(context.Background(), "CREATE TABLE w (v text); ALTER TABLE w ALTER v SET STORAGE EXTERNAL"); err != nil {
@@ -91,35 +83,15 @@ func TestByteBoundAgesOutWithItsSample(t *testing.T) {
 		}
 		return best, ok
 	}
-	replica.Exec(t, "SELECT pg_wal_replay_pause()")
-	t.Cleanup(func() { replica.Exec(t, "SELECT pg_wal_replay_resume()") })
-	testkit.Eventually(t, 10*time.Second, 5*time.Millisecond, "replay paused", func() (string, bool) {
-		var state string
-		replica.Query(t, "SELECT pg_get_wal_replay_pause_state()", &state)
-		return state, state == "paused"
-	})
+	paused := sr.pauseReplay(t)
 	var replayText string
 	replica.Query(t, "SELECT pg_last_wal_replay_lsn()::text", &replayText)
 	replay, err := zone.ParseLSN(replayText)
 	if err != nil {
 		t.Fatal(err)
 	}
-	paused := time.Now()
 
-	type lookup struct {
-		sent     time.Time
-		answered bool
-	}
-	var lookups []lookup
-	for time.Since(paused) < 3*time.Second && len(lookups) < 300 {
-		sent := time.Now()
-		answered := false
-		for _, ev := range e.answerEvidence(t, "bytes-64kb.replica.db.local.") {
-			answered = answered || ev.host == proxied
-		}
-		lookups = append(lookups, lookup{sent, answered})
-		time.Sleep(10 * time.Millisecond)
-	}
+	lookups := sr.lookups(t, "bytes-64kb.replica.db.local.", paused)
 	wrong, last := 0, time.Duration(0)
 	for _, l := range lookups {
 		if !l.answered {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/pgdns/pgdns/internal/pgtest"
-	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // A lag bound is proven as of the end of the replica's probe; the sample
@@ -25,13 +22,8 @@ func TestLagBoundAgesWithItsSample(t *testing.T) {
 		interval = 100 * time.Millisecond
 		maxLag   = time.Second
 	)
-	b := pgtest.Addrs(t)
-	pg := pgtest.New(t, pgtest.Options{IPs: []string{b.IP(11), b.IP(12)}})
-	primary, replica := pg.Nodes[0], pg.Nodes[1]
-	proxy := b.Addr(31, 5432) // the replica as pgdns reaches it: every query 800 ms late
-	testkit.DelayProxy(t, proxy, replica.Addr(), delay)
-	e := attach(t, pg, envOptions{Interval: interval.String(), Timeout: "6s", Hosts: []string{primary.Addr(), proxy}})
-	proxied := b.IP(31)
+	sr := startSlowReplica(t, delay, interval)
+	e, primary, proxied := sr.e, sr.primary, sr.proxied
 
 	conn := primary.Conn(t)
 	if _, err := conn.Exec(context.Background(), "CREATE TABLE t (id serial PRIMARY KEY, v text)"); err != nil {
@@ -40,30 +32,8 @@ func TestLagBoundAgesWithItsSample(t *testing.T) {
 	writes := writeTicks(t, conn, 2000, 20*time.Millisecond)
 	e.waitFor(t, "lag-1s.replica.db.local.", []string{proxied})
 
-	replica.Exec(t, "SELECT pg_wal_replay_pause()")
-	t.Cleanup(func() { replica.Exec(t, "SELECT pg_wal_replay_resume()") })
-	testkit.Eventually(t, 10*time.Second, 5*time.Millisecond, "replay paused", func() (string, bool) {
-		var state string
-		replica.Query(t, "SELECT pg_get_wal_replay_pause_state()", &state)
-		return state, state == "paused"
-	})
-	// Replay stopped by now: the replica lacks every commit begun since.
-	paused := time.Now()
-
-	type lookup struct {
-		sent     time.Time
-		answered bool
-	}
-	var lookups []lookup
-	for time.Since(paused) < 3*time.Second && len(lookups) < 300 {
-		sent := time.Now()
-		answered := false
-		for _, ev := range e.answerEvidence(t, "lag-1s.replica.db.local.") {
-			answered = answered || ev.host == proxied
-		}
-		lookups = append(lookups, lookup{sent, answered})
-		time.Sleep(10 * time.Millisecond)
-	}
+	paused := sr.pauseReplay(t)
+	lookups := sr.lookups(t, "lag-1s.replica.db.local.", paused)
 	wrong, before, last := 0, 0, time.Duration(0)
 	for _, l := range lookups {
 		if !l.answered {
