@@ -54,10 +54,10 @@ func (a *API) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "the admin token cannot be read"})
 		return
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	got, ok := bearerToken(r.Header.Get("Authorization"))
 	// Hashes first: ConstantTimeCompare is constant-time only for equal
 	// lengths, and the token's length is a secret too.
-	gh, wh := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256(want)
+	gh, wh := sha256.Sum256([]byte(got)), sha256.Sum256(want)
 	if !ok || len(want) == 0 || subtle.ConstantTimeCompare(gh[:], wh[:]) != 1 {
 		a.log.Warn("admin: request refused: missing or wrong bearer token", "path", r.URL.Path, "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="pgdns admin"`)
@@ -89,4 +89,17 @@ func (a *API) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		"newest_before", before, "newest_after", after, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, map[string]any{"cluster": cluster, "forgotten": tl,
 		"newest_timeline_before": before, "newest_timeline_after": after})
+}
+
+// bearerToken returns the token of an Authorization header value in the
+// Bearer scheme: "Bearer", one or more spaces, the token (RFC 6750 §2.1).
+// The scheme's name is case-insensitive (RFC 9110 §11.1), so "bearer x"
+// is "Bearer x"; whitespace around the value is not part of it (RFC 9110
+// §5.5). It compares only the scheme, never the secret.
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(tok, " "), true
 }
