@@ -146,3 +146,30 @@ func TestCheckWarnsOfHostsOnTwoPorts(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want stdout %q", code, out, errOut, want)
 	}
 }
+
+// pgdns -check warns when two configured hosts are one server written two
+// ways: an IPv4 address and its IPv4-mapped IPv6 form ([::ffff:a.b.c.d])
+// on one port are one server listed twice, in one cluster or in two; on
+// two ports they share an address, as two spellings of one IPv6 address
+// already did. The config stays valid: exit 0.
+func TestCheckSeesAnIPv4MappedAddress(t *testing.T) {
+	for _, c := range []struct {
+		what, config, want string
+	}{
+		{"one cluster, one port",
+			"clusters:\n  main:\n    hosts: [\"[::ffff:10.0.0.11]:5432\", 10.0.0.11:5432, 10.0.0.12:5432]\n",
+			"pgdns: warning: clusters.main.hosts: 10.0.0.11:5432 is clusters.main's [::ffff:10.0.0.11]:5432 written another way (one address and port: one server listed twice); list it once\n"},
+		{"two clusters, one port",
+			"clusters:\n  a:\n    hosts: [10.0.0.11:5432]\n  b:\n    hosts: [\"[::FFFF:a00:b]:5432\"]\ndns:\n  default_cluster: a\n",
+			"pgdns: warning: clusters.b.hosts: [::FFFF:a00:b]:5432 is clusters.a's 10.0.0.11:5432 written another way (one address and port: one server listed twice); list it once\n"},
+		{"two ports",
+			"clusters:\n  main:\n    hosts: [\"[::ffff:10.0.0.11]:5433\", 10.0.0.11:5432, 10.0.0.12:5432]\n",
+			"pgdns: warning: clusters.main: [::ffff:10.0.0.11]:5433, 10.0.0.11:5432 share an address on different ports: answered by SRV only (_postgresql._tcp.<name>), never by A or AAAA, whatever the client port (give each its own address)\n"},
+	} {
+		conf := writeConfig(t, c.config)
+		code, out, errOut := runMain(t, context.Background(), "-config", conf, "-check")
+		if want := c.want + conf + ": OK ("; code != 0 || !strings.HasPrefix(out, want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want stdout from %q", c.what, code, out, errOut, want)
+		}
+	}
+}

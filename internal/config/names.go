@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-
+	"strconv"
 	"strings"
 
 	"github.com/pgdns/pgdns/zone"
@@ -93,8 +93,9 @@ func readPort(r *reader, key string, c *Cluster) {
 
 // Warnings are what is valid but likely wrong in cfg, one line each, for
 // pgdns -check and the start-up log: the clusters whose hosts are not all
-// on one port, whose other hosts only SRV answers carry, and a
-// probe.admission_interval of 0, which leaves a smart shutdown unseen.
+// on one port, whose other hosts only SRV answers carry, one server listed
+// twice in two spellings, and a probe.admission_interval of 0, which
+// leaves a smart shutdown unseen.
 func (cfg *Config) Warnings() []string {
 	var out []string
 	if cfg.Probe.AdmissionInterval == 0 {
@@ -103,6 +104,35 @@ func (cfg *Config) Warnings() []string {
 	for _, c := range cfg.Clusters {
 		if w := c.PortWarning(); w != "" {
 			out = append(out, w)
+		}
+	}
+	return append(out, cfg.repeatWarnings()...)
+}
+
+// repeatWarnings says which configured hosts are an earlier one written
+// another way: one address and port, as "[::ffff:10.0.0.11]:5432" is
+// "10.0.0.11:5432" (an IPv4-mapped IPv6 address is the IPv4 address a
+// session reaches). readHosts refuses a host written twice alike; two
+// spellings load, and would be probed and named as two hosts (in two
+// clusters, one server would be in both).
+func (cfg *Config) repeatWarnings() []string {
+	type where struct{ cluster, host string }
+	var out []string
+	first := map[string]where{} // addrKey|port → where it was first listed
+	for _, c := range cfg.Clusters {
+		for _, h := range c.Hosts {
+			host, p, err := zone.ParseHostPort(h)
+			if err != nil {
+				continue
+			}
+			key := addrKey(host) + "|" + strconv.Itoa(int(p))
+			switch other, dup := first[key]; {
+			case !dup:
+				first[key] = where{c.Name, h}
+			case other.host != h: // the same text twice is readHosts's error
+				out = append(out, fmt.Sprintf("clusters.%s.hosts: %s is clusters.%s's %s written another way (one address and port: one server listed twice); list it once",
+					c.Name, h, other.cluster, other.host))
+			}
 		}
 	}
 	return out
@@ -160,13 +190,15 @@ func (c *Cluster) PortWarning() string {
 }
 
 // addrKey is host as compared for a shared address: an IP in its
-// canonical form (so that two spellings of one IPv6 address meet), a DNS
-// name as written.
+// canonical form, IPv4-mapped IPv6 as the IPv4 address it maps (so that
+// "::1" meets "0:0::1", and "::ffff:10.0.0.11" meets "10.0.0.11": one
+// server, as the probe sees it once connected), a DNS name in lower case
+// (DNS names are case-insensitive).
 func addrKey(host string) string {
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return ip.WithZone("").String()
+		return ip.Unmap().WithZone("").String()
 	}
-	return host
+	return strings.ToLower(host)
 }
 
 func portWhy(cluster string, configured uint16) string {
