@@ -199,11 +199,12 @@ func TestHTTPAgainstRealCluster(t *testing.T) {
 		wants := []string{
 			`pgdns_dns_queries_total{rcode="NOERROR",role="primary"}`,
 			`pgdns_dns_queries_total{rcode="NXDOMAIN",role="invalid"}`,
-			`pgdns_probe_duration_seconds_bucket{cluster="main",host="` + r1 + `:5432"`,
+			`pgdns_probe_duration_seconds_bucket{cluster="main",le=`,
+			`pgdns_host_probes_total{cluster="main",host="` + r1 + `:5432"}`,
 			`pgdns_host_up{cluster="main",host="` + p + `:5432"} 1`,
 			`pgdns_host_role{cluster="main",host="` + p + `:5432",role="primary"} 1`,
 			`pgdns_host_lag_seconds{cluster="main",host="` + r2 + `:5432"}`,
-			`pgdns_role_changes_total{cluster="main",from="unknown",host="` + r1 + `:5432",to="replica"} 1`,
+			`pgdns_role_changes_total{cluster="main",from="unknown",to="replica"} `,
 			`pgdns_http_requests_total{code="200",route="/master"}`,
 			`pgdns_ready 1`,
 		}

@@ -38,7 +38,7 @@ func (e *env) metricSum(t *testing.T, prefix string) float64 {
 // probes is how many probes of addr pgdns has made so far.
 func (e *env) probes(t *testing.T, addr string) float64 {
 	t.Helper()
-	return e.metricSum(t, `pgdns_probe_duration_seconds_count{cluster="main",host="`+addr+`"}`)
+	return e.metricSum(t, `pgdns_host_probes_total{cluster="main",host="`+addr+`"}`)
 }
 
 // hammer asks name from clients goroutines, back to back, for d, and

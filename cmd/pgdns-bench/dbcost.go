@@ -335,7 +335,7 @@ func (b *bench) probeSessionCost(ctx context.Context, nodes [2]*pgtest.Node, win
 			var err1, err2 error
 			t[i], err1 = schedNS(pids[i])
 			var probes float64
-			probes, err2 = scrapeLabelled(b.addr.pgdnsHTTP, "pgdns_probe_duration_seconds_count", `host="`+n.Addr()+`"`)
+			probes, err2 = scrapeLabelled(b.addr.pgdnsHTTP, "pgdns_host_probes_total", `host="`+n.Addr()+`"`)
 			c[i] = int64(probes)
 			if err := errors.Join(err1, err2); err != nil {
 				return err
