@@ -431,22 +431,7 @@ func unproven(err error) bool {
 // it was admitted, so the server served.
 func (c *pgChecker) retry(ctx context.Context, by time.Time, err error, done <-chan struct{}, expiry <-chan time.Time) (start, end time.Time, _ error) {
 	if oerr := c.openBy(ctx, by); oerr != nil {
-		var cf connectFailure
-		refused := errors.As(oerr, &cf)
-		if refused {
-			oerr = connectError(cf.err)
-		} else {
-			oerr = fmt.Errorf("probe query: %w", oerr)
-		}
-		switch {
-		case refused && !terminated(oerr) && errors.Is(classify(oerr), ErrNotServing):
-			return start, end, classify(err) // refused: as a stopping or crashed server does
-		case !refused && !unproven(oerr):
-			return start, end, classify(oerr) // admitted, and then the server's own word
-		}
-		// Not admitted for another reason (a timeout), or admitted and
-		// ended again without proof (killed again in its setup).
-		return start, end, ambiguous{fmt.Errorf("%w; and a new session: %v", err, oerr)}
+		return start, end, reopenFailed(err, oerr)
 	}
 	start, end, qerr := c.query(done, expiry)
 	if qerr != nil {
@@ -457,6 +442,31 @@ func (c *pgChecker) retry(ctx context.Context, by time.Time, err error, done <-c
 		return start, end, classify(qerr)
 	}
 	return start, end, nil
+}
+
+// reopenFailed is what a session that ended with err (unproven) and a
+// new session that then failed to open with oerr prove, classified (retry,
+// Watch): refused as a stopping or crashed server refuses it (connection
+// refused, 57P03, its end while it starts), err is definitive; admitted
+// and then answered with the server's own word, that word; otherwise (a
+// timeout, a login the server refused, admitted and ended again without
+// proof: killed again in its setup) nothing proved the server gone, and
+// the failure is ambiguous.
+func reopenFailed(err, oerr error) error {
+	var cf connectFailure
+	refused := errors.As(oerr, &cf)
+	if refused {
+		oerr = connectError(cf.err)
+	} else {
+		oerr = fmt.Errorf("probe query: %w", oerr)
+	}
+	switch {
+	case refused && !terminated(oerr) && errors.Is(classify(oerr), ErrNotServing):
+		return classify(err) // refused: as a stopping or crashed server does
+	case !refused && !unproven(oerr):
+		return classify(oerr) // admitted, and then the server's own word
+	}
+	return ambiguous{fmt.Errorf("%w; and a new session: %v", err, oerr)}
 }
 
 // ambiguous is a failure that proves nothing about the server, whatever
@@ -588,7 +598,8 @@ func (c *pgChecker) Close() {
 // Watcher is a Checker that can also watch its connection between probes.
 type Watcher interface {
 	// Watch blocks until ctx is done (it then returns ctx's error) or the
-	// connection reports that the server went away (a definitive error).
+	// connection reports that the server went away (a definitive error),
+	// or ended with what only a probe can tell (another error).
 	Watch(ctx context.Context) error
 	// Watching, when ok, is all Watch would do until ctx is done: wait
 	// for lost to close (never, when nil), with nothing to reopen. The
@@ -662,20 +673,16 @@ func (c *pgChecker) Watch(ctx context.Context) error {
 		// (57P03, connection refused), one that lost only our session (a
 		// DBA, a job killing idle sessions, the network) accepts it, and
 		// is still serving: watch the new one. Once per end, so no faster
-		// than sessions are cut.
+		// than sessions are cut. A new session that fails otherwise (a
+		// timeout, a login refused, ended again in its setup) proves
+		// nothing either: the host's next probe tells (intake.go's
+		// idle returns, and the host probes at once unless rounds drive it).
 		cerr := c.open(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err() // a session opened is kept
 		}
 		if cerr != nil {
-			var cf connectFailure
-			if errors.As(cerr, &cf) {
-				cerr = connectError(cf.err)
-			}
-			if cerr := classify(cerr); errors.Is(cerr, ErrNotServing) {
-				return cerr
-			}
-			return classify(err) // no session either way: as before, gone
+			return reopenFailed(err, cerr)
 		}
 	}
 }
