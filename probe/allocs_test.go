@@ -29,8 +29,9 @@ func TestCheckAllocations(t *testing.T) {
 		}
 	}
 	c.(*pgChecker).admittedAt = time.Now().Add(time.Hour) // no admission check while measured
+	var s Sample
 	allocs := testkit.FewestAllocs(100, 0, func() {
-		if _, err := checkWithin(ctx, c, 30*time.Second); err != nil { // as a host's goroutine probes
+		if err := checkWithin(ctx, c, 30*time.Second, &s); err != nil { // as a host's goroutine probes
 			t.Fatal(err)
 		}
 	})

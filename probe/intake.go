@@ -32,7 +32,7 @@ const maxBackoff = 2 * time.Second
 func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 	checker, err := p.newChecker(addr)
 	if err != nil {
-		p.send(ctx, result{cluster: ci, host: hi, started: time.Now(), err: err})
+		p.sendFailure(ctx, ci, hi, err)
 		return
 	}
 	defer checker.Close()
@@ -46,16 +46,11 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 	var notBefore, lastStart time.Time
 	for kicked := false; ; {
 		if kicked || (!time.Now().Before(notBefore) && !p.skipTick(flat, lastStart)) {
-			start := time.Now()
-			lastStart = start
-			s, err := checkWithin(ctx, checker, p.cfg.Timeout)
+			var err error
+			lastStart, err = p.probe(ctx, checker, ci, hi, addr, kicked)
 			if ctx.Err() != nil {
 				return
 			}
-			if hook := p.cfg.Hooks.ProbeDone; hook != nil {
-				hook(p.state[ci].Name, addr, time.Since(start), err)
-			}
-			p.send(ctx, result{cluster: ci, host: hi, started: start, ticked: !kicked, sample: s, err: err})
 			// A host that rounds drive leaves its own tick to them until
 			// they stop, two intervals after its last probe (skipTick):
 			// every tick before that would only wake it to skip it. So
@@ -89,27 +84,75 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 			// The server went away between probes: say so now, and let
 			// the next probe (on the tick, or sooner in flux) reconnect.
 			fails++
-			p.send(ctx, result{cluster: ci, host: hi, started: time.Now(), err: seen})
+			p.sendFailure(ctx, ci, hi, seen)
 		}
 	}
+}
+
+// A host's goroutine spends nearly all its life waiting in idle, and the
+// runtime halves a goroutine's stack at a collection only while less than
+// a quarter of it is in use, and doubles it whenever a call does not fit:
+// so watch's own frame is kept small, and the probe path passes the Sample
+// by pointer into the host's slot of the prober's outbox. Then a host
+// holds a 4 KiB stack, probing or parked, where a watch frame of 2 KiB and
+// the Sample copied on every level kept every host at 8 KiB or more
+// (issue 28: stacks were a fifth of pgdns's memory at a thousand hosts).
+// probe and sendFailure are not inlined, so that their frames stay out of
+// watch's.
+
+// probe probes the host once, tells Hooks.ProbeDone and sends the result
+// (unless ctx ended meanwhile); it returns when it started and how it
+// failed.
+//
+//go:noinline
+func (p *Prober) probe(ctx context.Context, checker Checker, ci, hi int, addr string, kicked bool) (time.Time, error) {
+	r := &p.outbox[p.flatIndex(ci, hi)]
+	r.cluster, r.host, r.started, r.ticked = ci, hi, time.Now(), !kicked
+	r.err = checkWithin(ctx, checker, p.cfg.Timeout, &r.sample)
+	if ctx.Err() != nil {
+		return r.started, r.err
+	}
+	if hook := p.cfg.Hooks.ProbeDone; hook != nil {
+		hook(p.state[ci].Name, addr, time.Since(r.started), r.err)
+	}
+	p.send(ctx, r)
+	return r.started, r.err
+}
+
+// sendFailure sends a result of the host that is err alone.
+//
+//go:noinline
+func (p *Prober) sendFailure(ctx context.Context, ci, hi int, err error) {
+	var r result
+	r.cluster, r.host, r.started, r.err = ci, hi, time.Now(), err
+	p.send(ctx, &r)
 }
 
 // timedChecker is a Checker that keeps a probe's deadline itself (a timer
 // of its own, reset for each probe) rather than by a context made for each
 // probe, which cost a host's goroutine more than the rest of its loop.
 type timedChecker interface {
-	// CheckWithin is Check(ctx), with a deadline timeout from now.
-	CheckWithin(ctx context.Context, timeout time.Duration) (Sample, error)
+	// checkInto is Check(ctx) into s, with a deadline timeout from now.
+	checkInto(ctx context.Context, timeout time.Duration, s *Sample) error
 }
 
-// checkWithin probes with checker, by timeout from now.
-func checkWithin(ctx context.Context, checker Checker, timeout time.Duration) (Sample, error) {
+// checkWithin probes with checker, by timeout from now, into s.
+func checkWithin(ctx context.Context, checker Checker, timeout time.Duration, s *Sample) error {
 	if tc, ok := checker.(timedChecker); ok {
-		return tc.CheckWithin(ctx, timeout)
+		return tc.checkInto(ctx, timeout, s)
 	}
+	return checkByContext(ctx, checker, timeout, s)
+}
+
+// checkByContext is checkWithin for a checker without a timer of its own.
+//
+//go:noinline
+func checkByContext(ctx context.Context, checker Checker, timeout time.Duration, s *Sample) error {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return checker.Check(pctx)
+	var err error
+	*s, err = checker.Check(pctx)
+	return err
 }
 
 // idle waits for the host's next probe: its tick, a kick, or the end of
@@ -162,9 +205,9 @@ func (p *Prober) idleWatching(ctx context.Context, w Watcher, tick <-chan time.T
 	return kicked, nil
 }
 
-func (p *Prober) send(ctx context.Context, r result) {
+func (p *Prober) send(ctx context.Context, r *result) {
 	select {
-	case p.results <- r:
+	case p.results <- *r:
 	case <-ctx.Done():
 	}
 }

@@ -137,6 +137,9 @@ type Prober struct {
 	results chan result
 	kicks   []chan struct{} // per host (flat index): probe now
 	driven  []atomic.Int64  // per host: when a round last kicked it (Unix ns)
+	// Per host: the result its goroutine fills and sends, kept here
+	// rather than on that goroutine's stack (intake.go, probe).
+	outbox []result
 
 	active       atomic.Bool
 	activate     chan Knowledge // tells the aggregator to adopt it, then publish at once
@@ -236,6 +239,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		p.kicks = append(p.kicks, make(chan struct{}, 1))
 	}
 	p.driven = make([]atomic.Int64, len(p.done))
+	p.outbox = make([]result, len(p.done))
 	p.answered, p.roundKicked = make([]time.Time, len(p.done)), make([]time.Time, len(p.done))
 	p.rounds = make([]*round, len(p.state))
 	p.forks = make([][]zone.TimelineFork, len(p.state))

@@ -223,7 +223,8 @@ func TestCheckTimesOutOnAFrozenServer(t *testing.T) {
 	}
 	defer thaw()
 	start := time.Now()
-	_, err := checkWithin(ctx, c, 300*time.Millisecond) // as a host's goroutine probes: the checker's own timer
+	var probed Sample
+	err := checkWithin(ctx, c, 300*time.Millisecond, &probed) // as a host's goroutine probes: the checker's own timer
 	if err == nil || errors.Is(err, ErrNotServing) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("a probe of a frozen server failed with %v, want an ambiguous timeout", err)
 	}
