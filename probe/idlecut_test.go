@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // An idle session cut without a word from the server (a middlebox's
@@ -20,27 +21,19 @@ func TestWatchSurvivesAnIdleSessionCut(t *testing.T) {
 	node := cl.Nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	proxy := startCutProxy(t, pgtestAddr(t), node.Addr())
-	proxied := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", proxy.ln.Addr().String())
+	proxy := testkit.StartProxy(t, pgtestAddr(t), node.Addr(), 0)
+	proxied := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", proxy.Addr())
 	// watch runs c's Watch for a while, cutting the idle connection with
 	// cut once it waits, and returns what Watch returned.
 	watch := func(c *pgChecker, cut func()) error {
 		t.Helper()
-		if _, err := c.Check(ctx); err != nil {
-			t.Fatal(err)
-		}
-		wctx, stop := context.WithTimeout(ctx, 3*time.Second)
-		defer stop()
-		done := make(chan error, 1)
-		go func() { done <- c.Watch(wctx) }()
-		time.Sleep(100 * time.Millisecond) // Watch waits on the session's reader
-		cut()
-		return <-done
+		_, err := watchThrough(t, ctx, c, 3*time.Second, cut)
+		return err
 	}
 	for _, rst := range []bool{true, false} {
 		name := map[bool]string{true: "reset", false: "end of stream"}[rst]
 		t.Run(name, func(t *testing.T) {
-			err := watch(proxied, func() { proxy.cut(rst) })
+			err := watch(proxied, func() { proxy.Cut(rst) })
 			if errors.Is(err, ErrNotServing) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("the idle connection cut (%s): Watch returned %v, want it to keep watching until its context ends", name, err)
 			}
@@ -62,4 +55,22 @@ func TestWatchSurvivesAnIdleSessionCut(t *testing.T) {
 			t.Fatalf("a fast shutdown seen by the idle session: Watch returned %v, want a definitive failure", err)
 		}
 	})
+}
+
+// watchThrough probes with c, runs its Watch for within, does what once
+// Watch waits on the idle session, and returns whether Watch returned
+// before within ran out, and what it returned.
+func watchThrough(t *testing.T, ctx context.Context, c *pgChecker, within time.Duration, what func()) (early bool, err error) {
+	t.Helper()
+	if _, err := c.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithTimeout(ctx, within)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- c.Watch(wctx) }()
+	time.Sleep(100 * time.Millisecond) // Watch waits on the session's reader
+	what()
+	err = <-done
+	return wctx.Err() == nil, err
 }

@@ -2,9 +2,6 @@ package probe
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,64 +10,6 @@ import (
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
-
-// cutProxy forwards connections to a server and can cut every one it
-// carries, as a middlebox, a conntrack flush or a load balancer's idle
-// timeout does: with a reset (RST) or a plain end (FIN), without a word
-// from the server. It keeps accepting new connections.
-type cutProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	pairs [][2]net.Conn
-}
-
-func startCutProxy(t *testing.T, listen, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); p.cut(true); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			server, err := net.DialTimeout("tcp", target, 5*time.Second)
-			if err != nil {
-				client.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.pairs = append(p.pairs, [2]net.Conn{client, server})
-			p.mu.Unlock()
-			wg.Add(2)
-			go func() { defer wg.Done(); _, _ = io.Copy(client, server) }()
-			go func() { defer wg.Done(); _, _ = io.Copy(server, client) }()
-		}
-	}()
-	return p
-}
-
-// cut ends every connection carried so far: with a reset when rst, else
-// with a plain end of the stream. The server's side is closed too.
-func (p *cutProxy) cut(rst bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, pair := range p.pairs {
-		if tc, ok := pair[0].(*net.TCPConn); ok && rst {
-			_ = tc.SetLinger(0)
-		}
-		pair[0].Close()
-		pair[1].Close()
-	}
-	p.pairs = nil
-}
 
 // probeHeld starts a probe of c that waits in its query behind locker's
 // lock, returns once the server shows it waiting, and gives the probe's
@@ -122,8 +61,8 @@ func TestProbeSurvivesItsSessionsEndMidQuery(t *testing.T) {
 	if _, err := direct.Check(ctx); err != nil {
 		t.Fatal(err)
 	}
-	proxy := startCutProxy(t, pgtestAddr(t), node.Addr())
-	proxied := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", proxy.ln.Addr().String())
+	proxy := testkit.StartProxy(t, pgtestAddr(t), node.Addr(), 0)
+	proxied := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", proxy.Addr())
 	if _, err := proxied.Check(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +109,7 @@ func TestProbeSurvivesItsSessionsEndMidQuery(t *testing.T) {
 			direct.Close() // one pgdns session on the server: the proxied one
 			lock(proxied)
 			done := probeHeld(t, ctx, proxied, locker)
-			proxy.cut(rst)
+			proxy.Cut(rst)
 			unlock()
 			wantProbed(t, done, "the proxied connection cut mid-probe ("+name+")")
 		})

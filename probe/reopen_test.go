@@ -30,23 +30,6 @@ func TestWatchLeavesAnAmbiguousNewSessionToTheProbe(t *testing.T) {
 	defer cancel()
 	node.Exec(t, "CREATE ROLE prober LOGIN IN ROLE pg_monitor")
 	const dsn = "user=prober dbname=postgres sslmode=disable connect_timeout=1"
-	// watch probes with c, runs its Watch, does what once Watch waits on
-	// the idle session, and returns what Watch returned, and whether it
-	// returned before its own context ended.
-	watch := func(c *pgChecker, what func()) (error, bool) {
-		t.Helper()
-		if _, err := c.Check(ctx); err != nil {
-			t.Fatal(err)
-		}
-		wctx, stop := context.WithTimeout(ctx, 20*time.Second)
-		defer stop()
-		done := make(chan error, 1)
-		go func() { done <- c.Watch(wctx) }()
-		time.Sleep(100 * time.Millisecond) // Watch waits on the session's reader
-		what()
-		err := <-done
-		return err, wctx.Err() == nil
-	}
 	terminate := func(t *testing.T, q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) {
@@ -56,9 +39,9 @@ func TestWatchLeavesAnAmbiguousNewSessionToTheProbe(t *testing.T) {
 			t.Fatalf("terminated %d pgdns sessions (%v), want 1", n, err)
 		}
 	}
-	ambiguous := func(t *testing.T, err error, early bool, want string) {
+	ambiguous := func(t *testing.T, early bool, err error, want string) {
 		t.Helper()
-		if errors.Is(err, ErrNotServing) || !early || !strings.Contains(err.Error(), want) {
+		if err == nil || errors.Is(err, ErrNotServing) || !early || !strings.Contains(err.Error(), want) {
 			t.Fatalf("Watch returned %v (before its context ended: %v); want a failure that is not definitive, saying %q, at once", err, early, want)
 		}
 	}
@@ -71,7 +54,7 @@ func TestWatchLeavesAnAmbiguousNewSessionToTheProbe(t *testing.T) {
 		t.Run(c.what, func(t *testing.T) {
 			pc := pgCheckerOf(t, dsn, node.Addr())
 			admin := node.Conn(t)
-			err, early := watch(pc, func() {
+			early, err := watchThrough(t, ctx, pc, 20*time.Second, func() {
 				if _, err := admin.Exec(ctx, c.alter); err != nil {
 					t.Fatal(err)
 				}
@@ -80,7 +63,7 @@ func TestWatchLeavesAnAmbiguousNewSessionToTheProbe(t *testing.T) {
 			if _, uerr := admin.Exec(ctx, c.undo); uerr != nil {
 				t.Fatal(uerr)
 			}
-			ambiguous(t, err, early, c.want)
+			ambiguous(t, early, err, c.want)
 			if _, err := pc.Check(ctx); err != nil {
 				t.Fatalf("the probe after the login was allowed again: %v", err)
 			}
@@ -95,7 +78,7 @@ func TestWatchLeavesAnAmbiguousNewSessionToTheProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err, early := watch(pc, func() {
+		early, err := watchThrough(t, ctx, pc, 20*time.Second, func() {
 			if _, err := tx.Exec(ctx, "LOCK TABLE pg_authid IN ACCESS EXCLUSIVE MODE"); err != nil {
 				t.Fatal(err)
 			}
@@ -104,14 +87,14 @@ func TestWatchLeavesAnAmbiguousNewSessionToTheProbe(t *testing.T) {
 		if rerr := tx.Rollback(ctx); rerr != nil {
 			t.Fatal(rerr)
 		}
-		ambiguous(t, err, early, "connect: context deadline exceeded")
+		ambiguous(t, early, err, "connect: context deadline exceeded")
 		if _, err := pc.Check(ctx); err != nil {
 			t.Fatalf("the probe after the lock went: %v", err)
 		}
 	})
 	t.Run("a crash refuses the new session: definitive at once", func(t *testing.T) {
 		pc := pgCheckerOf(t, dsn, node.Addr())
-		err, early := watch(pc, func() {
+		early, err := watchThrough(t, ctx, pc, 20*time.Second, func() {
 			if err := node.KillPostmaster(); err != nil {
 				t.Fatal(err)
 			}

@@ -28,44 +28,19 @@ import (
 func TestTokenOfTheOtherBranch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{Nodes: 4})
-	n1, n2, n3, n4 := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2], e.pg.Nodes[3]
-	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP, n4.IP})
-	ctx := context.Background()
-
-	common := e.insertAndTakeLSN(t, n1)
-	for _, n := range []*pgtest.Node{n2, n3, n4} {
-		waitStreaming(t, n, 1, common)
-	}
-	if err := n1.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = n1.Signal(syscall.SIGCONT) }()
-	e.waitFor(t, "primary.db.local.", nil)
-
-	if err := n2.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", []string{n2.IP})
-	onA := writeAndTakeLSN(t, n2.Conn(t), "INSERT INTO t (v) VALUES ('on n2')") // the client's write, on n2's branch
-	if err := n2.Stop(ctx, "immediate"); err != nil {
+	n2, n3, n4, onA := firstBranch(t, e)
+	if err := n2.Stop(context.Background(), "immediate"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "primary.db.local.", nil)
 
-	if err := n3.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var tl int
-	n3.Query(t, "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int", &tl)
-	if tl != 2 {
-		t.Fatalf("n3 promoted to timeline %d, want 2 (the number n2 took)", tl)
-	}
-	n4.Follow(t, n3)
-	onB := writeAndTakeLSN(t, n3.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 1000)")
-	waitStreaming(t, n4, 2, onB)
-	if parseLSN(t, onB) <= parseLSN(t, onA) {
-		t.Fatalf("n3's branch %s is not past the token %s", onB, onA)
-	}
+	secondBranch(t, n3, n4, onA, func() {
+		var tl int
+		n3.Query(t, "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int", &tl)
+		if tl != 2 {
+			t.Fatalf("n3 promoted to timeline %d, want 2 (the number n2 took)", tl)
+		}
+	})
 	e.waitFor(t, "primary.db.local.", []string{n3.IP})
 	e.waitFor(t, "replica.db.local.", []string{n4.IP})
 	var has int
@@ -119,24 +94,8 @@ func TestForkSeenAcrossARestart(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "state.json")
 	e := newEnv(t, envOptions{Nodes: 4, State: path})
-	n1, n2, n3, n4 := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2], e.pg.Nodes[3]
-	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP, n4.IP})
 	ctx := context.Background()
-
-	common := e.insertAndTakeLSN(t, n1)
-	for _, n := range []*pgtest.Node{n2, n3, n4} {
-		waitStreaming(t, n, 1, common)
-	}
-	if err := n1.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = n1.Signal(syscall.SIGCONT) }()
-	e.waitFor(t, "primary.db.local.", nil)
-	if err := n2.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", []string{n2.IP})
-	onA := writeAndTakeLSN(t, n2.Conn(t), "INSERT INTO t (v) VALUES ('on n2')")
+	n2, n3, n4, onA := firstBranch(t, e)
 	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the state file to name n2 timeline 2's writer", func() (string, bool) {
 		m, _, err := state.Load(path)
 		if err != nil {
@@ -151,15 +110,7 @@ func TestForkSeenAcrossARestart(t *testing.T) {
 	if err := n2.Stop(ctx, "immediate"); err != nil {
 		t.Fatal(err)
 	}
-	if err := n3.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	n4.Follow(t, n3)
-	onB := writeAndTakeLSN(t, n3.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 1000)")
-	waitStreaming(t, n4, 2, onB)
-	if parseLSN(t, onB) <= parseLSN(t, onA) {
-		t.Fatalf("n3's branch %s is not past the token %s", onB, onA)
-	}
+	secondBranch(t, n3, n4, onA, nil)
 
 	again := launch(t, e.pg, envOptions{State: path})
 	again.waitFor(t, "primary.db.local.", []string{n3.IP})
@@ -174,4 +125,50 @@ func TestForkSeenAcrossARestart(t *testing.T) {
 		}
 		return string(state.Encode(m)), strings.Contains(m["main"].Branches[2].Forked, "then "+n3.Addr())
 	})
+}
+
+// firstBranch is the first half of the double promotion both tests make:
+// e's n1 is the primary and n2, n3 and n4 its replicas, all streaming a
+// common write; n1 hangs (SIGSTOP, until the test ends) and pgdns answers
+// no primary; n2 is promoted (timeline 2) and answered as the primary; a
+// client writes there and takes its token: onA.
+func firstBranch(t *testing.T, e *env) (n2, n3, n4 *pgtest.Node, onA string) {
+	t.Helper()
+	n1, n2, n3, n4 := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2], e.pg.Nodes[3]
+	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP, n4.IP})
+	common := e.insertAndTakeLSN(t, n1)
+	for _, n := range []*pgtest.Node{n2, n3, n4} {
+		waitStreaming(t, n, 1, common)
+	}
+	if err := n1.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n1.Signal(syscall.SIGCONT) })
+	e.waitFor(t, "primary.db.local.", nil)
+	if err := n2.Promote(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{n2.IP})
+	onA = writeAndTakeLSN(t, n2.Conn(t), "INSERT INTO t (v) VALUES ('on n2')") // the client's write, on n2's branch
+	return n2, n3, n4, onA
+}
+
+// secondBranch is its second half, n2 gone: n3, which never saw n2's
+// history file, is promoted and takes timeline 2 as well (promoted, when
+// not nil, checks it then); n4 follows n3 and replays n3's branch past
+// the token onA.
+func secondBranch(t *testing.T, n3, n4 *pgtest.Node, onA string, promoted func()) {
+	t.Helper()
+	if err := n3.Promote(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if promoted != nil {
+		promoted()
+	}
+	n4.Follow(t, n3)
+	onB := writeAndTakeLSN(t, n3.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 1000)")
+	waitStreaming(t, n4, 2, onB)
+	if parseLSN(t, onB) <= parseLSN(t, onA) {
+		t.Fatalf("n3's branch %s is not past the token %s", onB, onA)
+	}
 }

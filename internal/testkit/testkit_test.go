@@ -2,11 +2,13 @@ package testkit
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -104,26 +106,9 @@ func TestHoldsStopsAtTheFirstFailure(t *testing.T) {
 // DelayProxy holds what the client sends for the delay, and passes what
 // the server sends back at once.
 func TestDelayProxy(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = c.Write([]byte("hello\n")) // unprompted: not delayed
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
+	echo := echoServer(t, "hello\n") // unprompted: not delayed
 	const delay = 300 * time.Millisecond
-	proxy := DelayProxy(t, "127.0.0.1:0", echo.Addr().String(), delay)
+	proxy := DelayProxy(t, "127.0.0.1:0", echo, delay)
 	c, err := net.Dial("tcp", proxy.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -145,4 +130,55 @@ func TestDelayProxy(t *testing.T) {
 			t.Fatalf("echo of %q: %q %v after %v, want it after at least %v", msg, line, err, took, delay)
 		}
 	}
+}
+
+// Cut ends the connections the proxy carries, with a reset or a plain
+// end, and the proxy keeps carrying new ones.
+func TestProxyCut(t *testing.T) {
+	proxy := StartProxy(t, "127.0.0.1:0", echoServer(t, ""), 0)
+	for _, rst := range []bool{true, false} {
+		c, err := net.Dial("tcp", proxy.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(c)
+		if _, err := c.Write([]byte("ping\n")); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := r.ReadString('\n'); err != nil || line != "ping\n" {
+			t.Fatalf("echo through the proxy: %q %v", line, err)
+		}
+		proxy.Cut(rst)
+		_, err = r.ReadString('\n')
+		if rst && !errors.Is(err, syscall.ECONNRESET) || !rst && err != io.EOF {
+			t.Errorf("read after Cut(%v): %v, want %s", rst, err, map[bool]string{true: "a reset", false: "EOF"}[rst])
+		}
+	}
+}
+
+// echoServer listens on a loopback port until the test ends, sends each
+// connection greeting, then echoes what it reads; it returns the address.
+func echoServer(t *testing.T, greeting string) string {
+	t.Helper()
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = c.Write([]byte(greeting))
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return echo.Addr().String()
 }
