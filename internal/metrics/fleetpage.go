@@ -173,10 +173,22 @@ func (m *Metrics) writeClusterGauges(p *pageWriter, v zone.View) {
 		p.sample("pgdns_cluster_primary_answered", boolValue(v.AnsweredPrimary(cl) != nil), "cluster", cl.Name)
 	}
 	p.family("pgdns_cluster_replicas_answered", "gauge", "How many hosts replica.<cluster>'s A/AAAA answer holds now (no lag filter).")
+	// Each cluster is selected in a copy of the snapshot holding it
+	// alone: the answer of a cluster's name depends on that cluster only,
+	// and Select finds a cluster by name in a list, which over every
+	// cluster of a fleet made the page quadratic (3,334 clusters: 11
+	// million name comparisons, 30% of a scrape).
+	one := *v.Snap
+	alone := v
+	alone.Snap = &one
+	one.Clusters = []*zone.Cluster{nil}
+	var replicas []*zone.Host
 	for _, cl := range v.Snap.Clusters {
-		replicas, err := v.Select(&zone.Query{Kind: zone.KindHosts, Target: zone.TargetReplica, Cluster: cl.Name}, nil)
+		one.Clusters[0], one.Default = cl, cl.Name
+		var err error
+		replicas, err = alone.Select(&zone.Query{Kind: zone.KindHosts, Target: zone.TargetReplica, Cluster: cl.Name}, replicas[:0])
 		if err != nil {
-			replicas = nil // not ready: none is answered
+			replicas = replicas[:0] // not ready: none is answered
 		}
 		p.sample("pgdns_cluster_replicas_answered", float64(len(replicas)), "cluster", cl.Name)
 	}

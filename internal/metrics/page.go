@@ -142,6 +142,13 @@ func (p *pageWriter) end(b []byte) {
 
 // appendLabelValue escapes v as the text format's label values are.
 func appendLabelValue(b []byte, v string) []byte {
+	plain := true
+	for i := 0; i < len(v) && plain; i++ {
+		plain = v[i] != '\\' && v[i] != '"' && v[i] != '\n'
+	}
+	if plain { // cluster names and addresses: one copy
+		return append(b, v...)
+	}
 	for i := 0; i < len(v); i++ {
 		switch c := v[i]; c {
 		case '\\':
