@@ -40,6 +40,13 @@ import (
 //     shares (hidden.go);
 //   - on a timeline above the newest proven one (a branch the cluster
 //     left, or a lower bound above it): set aside;
+//   - without Patroni, on a timeline below a live replica's lower bound
+//     above the newest proven one (timelineWitness): set aside, writable
+//     or not, although that timeline is not proven: a replica can have
+//     replayed WAL of timeline N only after a promotion created N, so a
+//     writable host below N may be a primary that promotion superseded
+//     (review 6, G1). The replica itself stays set aside (abandoned):
+//     whether N is the cluster's or a branch it left is not proven;
 //   - in recovery: replica;
 //   - writable: primary if it is the only writable host on the newest
 //     timeline; two writable hosts there cannot be told apart (split
@@ -103,6 +110,7 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 	if leader >= 0 && !c.Hosts[leader].InRecovery {
 		c.NewestTimeline = c.Hosts[leader].Timeline
 	}
+	witness := c.timelineWitness(live)
 	writable := 0
 	sender := c.olderSender(live)
 	for i := range c.Hosts {
@@ -124,6 +132,8 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		case h.Timeline < c.NewestTimeline && !h.TimelineHidden:
 			c.setAside(h, AsideSuperseded, h.timelineKind()+" on timeline "+strconv.FormatUint(uint64(h.Timeline), 10)+
 				", superseded by timeline "+strconv.FormatUint(uint64(c.NewestTimeline), 10))
+		case witness != nil && h.Timeline < witness.Timeline:
+			c.setAside(h, AsideSuperseded, witnessedNote(h, witness))
 		case h.Timeline < c.MinTimeline:
 			// The configured floor: set aside as superseded, but not
 			// learned, so that lowering it takes effect at once.
@@ -428,4 +438,38 @@ func distinctIPs(hosts []Host) bool {
 		hosts[i].SharesIP = mixed[hosts[i].Address()]
 	}
 	return distinct
+}
+
+// timelineWitness returns the live replica of the cluster's identity whose
+// lower bound of its timeline (its last restartpoint's, or its minimum
+// recovery point's: no WAL receiver, or one whose timeline the probe role
+// may not read) is the highest above the newest proven timeline, or nil.
+// Such a bound proves that its timeline exists: a standby restarts on, or
+// flushes a page of, timeline N only after replaying WAL of N, which only
+// a promotion to N writes. It does not prove that N is the cluster's
+// (a standby left behind on a branch the cluster abandoned shows the
+// same), so it never raises the newest timeline nor is remembered; it
+// only sets aside the hosts below it (Decide). With Patroni the leader
+// key says whose timeline is the cluster's: no witness.
+func (c *Cluster) timelineWitness(live []bool) *Host {
+	if c.LeaderKey {
+		return nil
+	}
+	var w *Host
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if live[i] && h.InRecovery && !h.TimelineExact && h.Timeline > c.NewestTimeline && (w == nil || h.Timeline > w.Timeline) {
+			w = h
+		}
+	}
+	return w
+}
+
+// witnessedNote says why h, on a timeline below witness w's lower bound,
+// is set aside.
+func witnessedNote(h, w *Host) string {
+	tl := strconv.FormatUint(uint64(w.Timeline), 10)
+	return h.timelineKind() + " on timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + ", superseded by timeline " + tl +
+		": " + w.Addr + " (in recovery) has replayed timeline " + tl +
+		" (its last restartpoint or minimum recovery point is on it), which only a promotion creates"
 }

@@ -128,16 +128,28 @@ func TestForkedReplica(t *testing.T) {
 }
 
 // TestNewestTimelineNeedsProof: a replica without a WAL receiver, whose
-// timeline is only a lower bound, does not raise the newest timeline; a
-// streaming replica does.
+// timeline is only a lower bound, does not raise the newest timeline (it
+// stays set aside, abandoned), but a writable host below that bound is no
+// primary (review 6, G1: it proves a promotion superseded it); a
+// streaming replica raises the newest timeline.
 func TestNewestTimelineNeedsProof(t *testing.T) {
 	primary, bound := seen("10.0.0.1", false, 0x9000), seen("10.0.0.2", true, 0x8000)
 	bound.Timeline, bound.TimelineExact = 3, false
 	c := &Cluster{Name: "main", Hosts: []Host{primary, bound}}
 	c.Decide(t0, stale, 3)
-	if c.NewestTimeline != 1 || c.Primary != 0 || c.Hosts[1].Aside != AsideAbandoned {
-		t.Fatalf("a lower bound: newest %d primary %d aside %v", c.NewestTimeline, c.Primary, c.Hosts[1].Aside)
+	if c.NewestTimeline != 1 || c.Primary != -1 || c.Hosts[1].Aside != AsideAbandoned || c.Hosts[0].Aside != AsideSuperseded {
+		t.Fatalf("a lower bound: newest %d primary %d aside %v %v", c.NewestTimeline, c.Primary, c.Hosts[0].Aside, c.Hosts[1].Aside)
 	}
+	if n := c.Hosts[0].Note; n != "writable on timeline 1, superseded by timeline 3: 10.0.0.2:5432 (in recovery) has replayed timeline 3 "+
+		"(its last restartpoint or minimum recovery point is on it), which only a promotion creates" {
+		t.Errorf("note %q", n)
+	}
+	c.Hosts[1].Seen, c.Hosts[1].Fails = false, 3 // the witness gone: nothing is remembered of it
+	c.Decide(t0, stale, 3)
+	if c.NewestTimeline != 1 || c.Primary != 0 {
+		t.Fatalf("the witness down: newest %d primary %d", c.NewestTimeline, c.Primary)
+	}
+	c.Hosts[1].Seen, c.Hosts[1].Fails = true, 0
 	c.Hosts[1].TimelineExact = true
 	c.Decide(t0, stale, 3)
 	if c.NewestTimeline != 3 || c.Primary != -1 {
