@@ -268,19 +268,21 @@ type pgChecker struct {
 	shadow      string
 	roShadow    string
 
-	timer *time.Timer // CheckWithin's deadline, one timer for every probe
+	// alarm cuts the session's waits short: a kick between probes, the
+	// end of the context of a probe or a Watch (session.go).
+	alarm alarm
 }
 
 // Check implements Checker.
 func (c *pgChecker) Check(ctx context.Context) (Sample, error) {
 	by, _ := ctx.Deadline()
 	var s Sample
-	err := c.check(ctx, by, nil, &s)
+	err := c.check(ctx, by, &s)
 	return s, err
 }
 
 // CheckWithin is Check with a deadline timeout from now, which the
-// checker's own timer keeps, not a context per probe.
+// session's read deadline keeps, not a context per probe.
 func (c *pgChecker) CheckWithin(ctx context.Context, timeout time.Duration) (Sample, error) {
 	var s Sample
 	err := c.checkInto(ctx, timeout, &s)
@@ -289,13 +291,7 @@ func (c *pgChecker) CheckWithin(ctx context.Context, timeout time.Duration) (Sam
 
 // checkInto implements timedChecker: CheckWithin, into s.
 func (c *pgChecker) checkInto(ctx context.Context, timeout time.Duration, s *Sample) error {
-	if c.timer == nil {
-		c.timer = time.NewTimer(timeout)
-	} else {
-		c.timer.Reset(timeout)
-	}
-	defer c.timer.Stop()
-	return c.check(ctx, time.Now().Add(timeout), c.timer.C, s)
+	return c.check(ctx, time.Now().Add(timeout), s)
 }
 
 // late reports whether a probe by (zero: none) under ctx is past its
@@ -305,11 +301,11 @@ func late(ctx context.Context, by time.Time) bool {
 }
 
 // check is one probe, to be done by by (zero: by ctx's end alone), into s
-// (zero when it fails); expiry, when not nil, fires then. The sample is
+// (zero when it fails). The sample is
 // filled in place, not returned: a host's goroutine probes on a stack of a
 // few KiB (intake.go), and each copy of a Sample on the way up was 400
 // bytes more of it.
-func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.Time, s *Sample) (err error) {
+func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err error) {
 	*s = Sample{}
 	// A host that accepted no session now would not give Watch one
 	// either: another try would only leave a second backend stuck in its
@@ -322,12 +318,11 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 		}
 	}()
 	if c.sess != nil && (c.sess.ended() || (c.shadow != "" || c.roShadow != "") && time.Since(c.connectedAt) >= shadowReopen) {
-		// Ended since the last probe, unwatched (the host was not idle
-		// when its reader saw it), or due for a new session that shows
-		// whether its settings still hide the server's.
+		// Ended since the last probe (seen by a wait between probes, or
+		// a history read that gave up), or due for a new session that
+		// shows whether its settings still hide the server's.
 		c.Close()
 	}
-	done := ctx.Done()
 	var start, end time.Time
 	// cut: our session ended (or a new one was ended in its setup) with
 	// nothing that proves the server is not serving; see below.
@@ -361,7 +356,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 		return err
 	}
 	if cut == nil {
-		if start, end, err = c.query(done, expiry); err != nil {
+		if start, end, err = c.query(ctx, by); err != nil {
 			c.Close()
 			if late(ctx, by) {
 				return errors.New("probe query: timed out (probe.timeout)")
@@ -379,7 +374,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 		// it serves, and is probed; a server stopping or crashed refuses
 		// it at once (refused, 57P03), which keeps that failure
 		// definitive and as quick as before. Once per probe.
-		if start, end, err = c.retry(ctx, by, cut, done, expiry); err != nil {
+		if start, end, err = c.retry(ctx, by, cut); err != nil {
 			if late(ctx, by) && !errors.Is(err, ErrNotServing) {
 				return errors.New("probe query: timed out (probe.timeout)")
 			}
@@ -391,22 +386,23 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, expiry <-chan time.
 	if err := parseProbeRow(&c.row, s); err != nil {
 		return fmt.Errorf("probe query: %w", err)
 	}
-	s.History = c.readHistoryBy(done, expiry, by, end.Sub(start), s)
+	s.History = c.readHistoryBy(ctx, by, end.Sub(start), s)
 	s.SettingShadowed, s.ReadOnlyShadowed = c.shadow, c.roShadow
 	return nil
 }
 
-// query runs the probe's statement on c's session, preparing it again
-// if the session lost it, and keeps its columns in c.row: start and end
-// frame the round trip that read them. The session is left as it is.
-func (c *pgChecker) query(done <-chan struct{}, expiry <-chan time.Time) (start, end time.Time, err error) {
+// query runs the probe's statement on c's session by by (zero: no
+// deadline) under ctx, preparing it again if the session lost it, and
+// keeps its columns in c.row: start and end frame the round trip that
+// read them. The session is left as it is.
+func (c *pgChecker) query(ctx context.Context, by time.Time) (start, end time.Time, err error) {
 	start = time.Now()
-	r, err := c.sess.exchange(probeRequest, done, expiry)
+	r, err := c.sess.exchange(ctx, &c.alarm, probeRequest, by)
 	if err == nil && statementLost(r.err) {
-		if r, err = c.sess.exchange(prepareRequest, done, expiry); err == nil {
+		if r, err = c.sess.exchange(ctx, &c.alarm, prepareRequest, by); err == nil {
 			if err = r.err; err == nil {
 				start = time.Now()
-				r, err = c.sess.exchange(probeRequest, done, expiry)
+				r, err = c.sess.exchange(ctx, &c.alarm, probeRequest, by)
 			} else {
 				err = fmt.Errorf("prepare: %w", poolerHint(err))
 			}
@@ -447,11 +443,11 @@ func unproven(err error) bool {
 // leaves the probe failed ambiguously, since nothing proved the server
 // gone; so does an unproven end of the new session too (killed again):
 // it was admitted, so the server served.
-func (c *pgChecker) retry(ctx context.Context, by time.Time, err error, done <-chan struct{}, expiry <-chan time.Time) (start, end time.Time, _ error) {
+func (c *pgChecker) retry(ctx context.Context, by time.Time, err error) (start, end time.Time, _ error) {
 	if oerr := c.openBy(ctx, by); oerr != nil {
 		return start, end, reopenFailed(err, oerr)
 	}
-	start, end, qerr := c.query(done, expiry)
+	start, end, qerr := c.query(ctx, by)
 	if qerr != nil {
 		c.Close()
 		if unproven(qerr) {
@@ -606,6 +602,7 @@ func optionalLSN(s string) (zone.LSN, error) {
 // Close implements Checker.
 func (c *pgChecker) Close() {
 	c.stopAdmission()
+	c.alarm.release()
 	if c.sess == nil {
 		return
 	}
@@ -619,28 +616,54 @@ type Watcher interface {
 	// connection reports that the server went away (a definitive error),
 	// or ended with what only a probe can tell (another error).
 	Watch(ctx context.Context) error
-	// Watching, when ok, is all Watch would do until ctx is done: wait
-	// for lost to close (never, when nil), with nothing to reopen. The
-	// host's goroutine then waits on lost itself (idle), and calls Watch
-	// only once lost closes or when ok is false.
-	Watching() (lost <-chan struct{}, ok bool)
 }
 
-// Watching implements Watcher: an open session's reader closes its gone
-// channel when the session ends (session.go).
-func (c *pgChecker) Watching() (<-chan struct{}, bool) {
+// waiter is a Watcher whose host's goroutine waits between probes itself
+// (intake.go, idle): on the session's socket, reading whatever the server
+// sends unasked, until its next tick, a kick, or the end of its context.
+type waiter interface {
+	Watcher
+	// waitIdle is all Watch would do until ctx is done, until until, or
+	// a kick on kick (which it takes, and the alarm's kick cuts the wait
+	// short), while it is only to wait on an open session: it returns
+	// idleWaited then. It returns idleWatch at once, or when the session
+	// ends, when Watch has work to do (a session to open, an end to
+	// tell); idleNothing when there is nothing to wait on at all.
+	waitIdle(ctx context.Context, until time.Time, kick <-chan struct{}) (kicked bool, o idleOutcome)
+	// wakeup is what cuts a waitIdle short from another goroutine.
+	wakeup() *alarm
+}
+
+// idleOutcome is what a waitIdle did.
+type idleOutcome int
+
+const (
+	idleWaited  idleOutcome = iota // waited on the open session
+	idleWatch                      // Watch must run
+	idleNothing                    // no session, none to open: wait without it
+)
+
+// waitIdle implements waiter: an open session is read by the host's
+// goroutine between probes (session.go).
+func (c *pgChecker) waitIdle(ctx context.Context, until time.Time, kick <-chan struct{}) (bool, idleOutcome) {
 	switch {
 	case c.sess != nil:
-		return c.sess.gone, !c.sess.ended()
+		if kicked, open := c.sess.wait(ctx, &c.alarm, until, kick); open || kicked {
+			return kicked, idleWaited
+		}
+		return false, idleWatch // it ended: Watch tells what it means
 	case c.rewatch:
-		return nil, false // a session to open
+		return false, idleWatch // a session to open
 	}
-	return nil, true
+	return false, idleNothing
 }
 
-// Watch implements Watcher: the session's reader reads whatever the
-// server sends between probes, so that a shutdown message or a closed
-// socket is seen the moment it arrives rather than at the next probe.
+// wakeup implements waiter.
+func (c *pgChecker) wakeup() *alarm { return &c.alarm }
+
+// Watch implements Watcher: it reads whatever the server sends on the
+// session between probes, so that a shutdown message or a closed socket
+// is seen the moment it arrives rather than at the next probe.
 func (c *pgChecker) Watch(ctx context.Context) error {
 	for {
 		if c.sess == nil {
@@ -666,10 +689,10 @@ func (c *pgChecker) Watch(ctx context.Context) error {
 				continue // no session: wait for ctx
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err() // our own wake-up: the session stays open
-		case <-c.sess.gone:
+		for _, open := c.sess.wait(ctx, &c.alarm, time.Time{}, nil); open; _, open = c.sess.wait(ctx, &c.alarm, time.Time{}, nil) {
+			if ctx.Err() != nil {
+				return ctx.Err() // our own wake-up: the session stays open
+			}
 		}
 		err := c.sess.end
 		if errors.Is(err, net.ErrClosed) {

@@ -17,7 +17,8 @@
 //	check.go      check and watch: one probe of one host (Check, Sample) and
 //	              its session watched between probes (Watch)
 //	session.go    check: the session's socket, driven by the checker once
-//	              pgx has set it up: one write per probe, one reader
+//	              pgx has set it up: one write per probe, its reply and
+//	              the wait between probes read by the host's goroutine
 //	proberow.go   check: the probe query's row, parsed from its text
 //	facts.go      check: timeline history, the receiver's name, standbys
 //	admission.go  check: whether a server stopping smartly admits sessions

@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -25,14 +26,14 @@ import (
 // history under the same timeline number) changes. Failing to read it is
 // not a failed probe. A role that may not read files is asked again once
 // per session and every historyRetry within one, so that a GRANT takes
-// effect without a restart of pgdns. done and expiry end the wait for the
-// file as they end the probe's.
-func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, s *Sample) []zone.TimelineEnd {
-	return c.readHistoryBy(done, expiry, time.Time{}, 0, s)
+// effect without a restart of pgdns. The end of ctx ends the wait for the
+// file as it ends the probe's.
+func (c *pgChecker) readHistory(ctx context.Context, s *Sample) []zone.TimelineEnd {
+	return c.readHistoryBy(ctx, time.Time{}, 0, s)
 }
 
 // readHistoryBy is readHistory within a probe due by by (zero: no
-// deadline but done's and expiry's) whose own round trip took rtt: it
+// deadline but ctx's end) whose own round trip took rtt: it
 // asks the server only while the time left holds another round trip and
 // a half, and otherwise leaves the file to a later probe, returning nil
 // as when it cannot be read (review 5, F14: on a path whose round trip
@@ -43,7 +44,7 @@ func (c *pgChecker) readHistory(done <-chan struct{}, expiry <-chan time.Time, s
 // as for a role that may not read files: timelines are then learnt from
 // the switches watched (timelines.go), and no fork is claimed from files.
 // Never started, the read leaves nothing pending on the session.
-func (c *pgChecker) readHistoryBy(done <-chan struct{}, expiry <-chan time.Time, by time.Time, rtt time.Duration, s *Sample) []zone.TimelineEnd {
+func (c *pgChecker) readHistoryBy(ctx context.Context, by time.Time, rtt time.Duration, s *Sample) []zone.TimelineEnd {
 	affordable := func() bool { return by.IsZero() || time.Until(by) >= rtt+rtt/2 }
 	tl, run := s.Timeline, serverRun{s.SystemID, s.StartedAt.UnixMicro()}
 	if tl <= 1 {
@@ -55,13 +56,13 @@ func (c *pgChecker) readHistoryBy(done <-chan struct{}, expiry <-chan time.Time,
 	if !affordable() {
 		return nil // no room left in this probe: a later one asks
 	}
-	if permitted, asked := c.historyPermitted(done, expiry); !permitted || asked {
+	if permitted, asked := c.historyPermitted(ctx, by); !permitted || asked {
 		// Asked in this probe: the file is read at the next one, so that a
 		// probe costs at most one exchange beyond its own (a new timeline's
 		// first probe on a slow path must still end within probe.timeout).
 		return nil
 	}
-	r, err := c.sess.exchange(historyRequest(tl), done, expiry)
+	r, err := c.sess.exchange(ctx, &c.alarm, historyRequest(tl), by)
 	if err != nil {
 		// Its reply may still come, and must not be taken for the next
 		// probe's: the next probe opens a new session (the session's end,
@@ -87,14 +88,14 @@ func (c *pgChecker) readHistoryBy(done <-chan struct{}, expiry <-chan time.Time,
 // asking the server (historyPrivilegeSQL) once per session while it may,
 // and, while it may not, once per session and every historyRetry; asked
 // says that it asked now.
-func (c *pgChecker) historyPermitted(done <-chan struct{}, expiry <-chan time.Time) (permitted, asked bool) {
+func (c *pgChecker) historyPermitted(ctx context.Context, by time.Time) (permitted, asked bool) {
 	if !c.permittedIn.IsZero() && c.permittedIn.Equal(c.connectedAt) {
 		return true, false
 	}
 	if c.noHistories && c.deniedIn.Equal(c.connectedAt) && time.Since(c.deniedAt) < cmp.Or(c.historyRetry, historyRetry) {
 		return false, false
 	}
-	r, err := c.sess.exchange(historyPrivilegeRequest, done, expiry)
+	r, err := c.sess.exchange(ctx, &c.alarm, historyPrivilegeRequest, by)
 	if err != nil {
 		c.Close() // as readHistory does
 		return false, true

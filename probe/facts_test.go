@@ -43,9 +43,9 @@ func TestHistoryDenialAndCacheDoNotOutliveTheirSessionAndRun(t *testing.T) {
 		})
 		at := s
 		at.Timeline = 42
-		h := c.readHistory(ctx.Done(), nil, &at)
+		h := c.readHistory(ctx, &at)
 		if h == nil && !c.noHistories {
-			h = c.readHistory(ctx.Done(), nil, &at) // the first read only asked for the privilege
+			h = c.readHistory(ctx, &at) // the first read only asked for the privilege
 		}
 		return h, s
 	}

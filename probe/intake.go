@@ -39,8 +39,13 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 
 	flat := p.flatIndex(ci, hi)
 	kick := p.kicks[flat]
-	tick := time.NewTicker(p.cfg.Interval)
-	defer tick.Stop()
+	if w, ok := checker.(waiter); ok {
+		p.wakeups[flat].Store(w.wakeup()) // a kick cuts the wait on the session (rounds.go)
+		defer p.wakeups[flat].Store(nil)
+	}
+	var tick hostTick
+	tick.reset(p.cfg.Interval)
+	defer tick.stop()
 	slowTick := false // the tick is every 2.5 intervals: rounds drive the host
 	fails := 0
 	var notBefore, lastStart time.Time
@@ -60,9 +65,9 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 			// own: as before, within three intervals of the last round.
 			if driven := p.drivenRecently(flat); driven || slowTick {
 				if driven {
-					tick.Reset(p.cfg.Interval * 5 / 2)
+					tick.reset(p.cfg.Interval * 5 / 2)
 				} else {
-					tick.Reset(p.cfg.Interval)
+					tick.reset(p.cfg.Interval)
 				}
 				slowTick = driven
 			}
@@ -76,7 +81,7 @@ func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
 			}
 		}
 		var seen error
-		kicked, seen = p.idle(ctx, checker, tick.C, kick)
+		kicked, seen = p.idle(ctx, checker, &tick, kick)
 		if ctx.Err() != nil {
 			return
 		}
@@ -155,43 +160,108 @@ func checkByContext(ctx context.Context, checker Checker, timeout time.Duration,
 	return err
 }
 
+// hostTick is a host's own tick, as a time.Ticker's (every period from
+// the last reset; ticks missed while the host was busy are dropped, not
+// queued), kept as a time rather than a channel: the host's goroutine
+// waits for it on its session's socket, as a read deadline (session.go),
+// and on a timer only when it has no session to wait on.
+type hostTick struct {
+	next   time.Time
+	period time.Duration
+	timer  *time.Timer // for waits without a session; made when first needed
+}
+
+// reset makes the tick come every d from now.
+func (t *hostTick) reset(d time.Duration) { t.period, t.next = d, time.Now().Add(d) }
+
+// take reports whether the tick has come, and moves it on if so.
+func (t *hostTick) take() bool {
+	now := time.Now()
+	if now.Before(t.next) {
+		return false
+	}
+	for !t.next.After(now) {
+		t.next = t.next.Add(t.period)
+	}
+	return true
+}
+
+// c is a channel that receives when the tick comes.
+func (t *hostTick) c() <-chan time.Time {
+	d := time.Until(t.next)
+	if t.timer == nil {
+		t.timer = time.NewTimer(d)
+	} else {
+		t.timer.Reset(d)
+	}
+	return t.timer.C
+}
+
+func (t *hostTick) stop() {
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+}
+
 // idle waits for the host's next probe: its tick, a kick, or the end of
 // ctx. Meanwhile a checker that can watches its connection; should the
 // server go away, idle returns at once with the definitive error it saw.
-// A connection that is open and watched already (Watcher.Watching: the
-// session's reader) costs nothing more here than the channel to wait on;
-// only when it ends, or a new one is to be opened, does Watch run, in a
-// goroutine of its own so that the tick and kicks still count.
-func (p *Prober) idle(ctx context.Context, checker Checker, tick <-chan time.Time, kick <-chan struct{}) (kicked bool, seen error) {
-	w, watcher := checker.(Watcher)
-	var lost <-chan struct{} // nil: nothing to watch
-	if watcher {
-		var quiet bool
-		if lost, quiet = w.Watching(); !quiet {
-			return p.idleWatching(ctx, w, tick, kick)
+// An open session is waited on by this goroutine itself (waiter: it reads
+// the socket until the tick, and a kick cuts the read short), which costs
+// nothing more than the read; only when the session ends, or a new one is
+// to be opened, does Watch run, in a goroutine of its own so that the tick
+// and kicks still count.
+func (p *Prober) idle(ctx context.Context, checker Checker, tick *hostTick, kick <-chan struct{}) (kicked bool, seen error) {
+	if w, ok := checker.(waiter); ok {
+		for !tick.take() {
+			kicked, o := w.waitIdle(ctx, tick.next, kick)
+			switch {
+			case kicked:
+				return true, nil
+			case ctx.Err() != nil:
+				return false, nil
+			case o == idleWatch:
+				return p.idleWatching(ctx, w, tick, kick) // Watch tells what it means
+			case o == idleNothing:
+				return p.idleUnwatched(ctx, tick, kick)
+			}
+			// Waited: the tick came (taken above), or the alarm rang
+			// for a kick that was taken before it.
 		}
+		return false, nil
+	}
+	if w, ok := checker.(Watcher); ok {
+		return p.idleWatching(ctx, w, tick, kick)
+	}
+	return p.idleUnwatched(ctx, tick, kick)
+}
+
+// idleUnwatched is idle with no connection to watch.
+func (p *Prober) idleUnwatched(ctx context.Context, tick *hostTick, kick <-chan struct{}) (kicked bool, seen error) {
+	if tick.take() {
+		return false, nil
 	}
 	select {
 	case <-ctx.Done():
-	case <-tick:
+	case <-tick.c():
+		tick.take()
 	case <-kick:
 		return true, nil
-	case <-lost:
-		return p.idleWatching(ctx, w, tick, kick) // Watch tells what it means
 	}
 	return false, nil
 }
 
 // idleWatching is idle with w's Watch running until the tick, a kick, or
 // the end of ctx.
-func (p *Prober) idleWatching(ctx context.Context, w Watcher, tick <-chan time.Time, kick <-chan struct{}) (kicked bool, seen error) {
+func (p *Prober) idleWatching(ctx context.Context, w Watcher, tick *hostTick, kick <-chan struct{}) (kicked bool, seen error) {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- w.Watch(wctx) }()
 	select {
 	case <-ctx.Done():
-	case <-tick:
+	case <-tick.c():
+		tick.take()
 	case <-kick:
 		kicked = true
 	case err := <-done:

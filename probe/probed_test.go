@@ -85,7 +85,7 @@ func sessionQuery(ctx context.Context, c *pgChecker, sql string) ([]string, erro
 	if c.sess == nil {
 		return nil, errors.New("no session")
 	}
-	r, err := c.sess.exchange(encode(&pgproto3.Query{String: sql}), ctx.Done(), nil)
+	r, err := c.sess.exchange(ctx, &c.alarm, encode(&pgproto3.Query{String: sql}), time.Time{})
 	if err == nil {
 		err = r.err
 	}

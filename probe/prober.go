@@ -140,6 +140,9 @@ type Prober struct {
 	// Per host: the result its goroutine fills and sends, kept here
 	// rather than on that goroutine's stack (intake.go, probe).
 	outbox []result
+	// Per host: what cuts its goroutine's wait on its session short when
+	// it is kicked (session.go's alarm), nil while it has none.
+	wakeups []atomic.Pointer[alarm]
 
 	active       atomic.Bool
 	activate     chan Knowledge // tells the aggregator to adopt it, then publish at once
@@ -240,6 +243,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	}
 	p.driven = make([]atomic.Int64, len(p.done))
 	p.outbox = make([]result, len(p.done))
+	p.wakeups = make([]atomic.Pointer[alarm], len(p.done))
 	p.answered, p.roundKicked = make([]time.Time, len(p.done)), make([]time.Time, len(p.done))
 	p.rounds = make([]*round, len(p.state))
 	p.forks = make([][]zone.TimelineFork, len(p.state))

@@ -94,10 +94,14 @@ func (p *Prober) openRound(ci int, c *zone.Cluster, primary int) {
 }
 
 // kick asks host flat for a probe now, unless one is already asked for,
-// and reports whether it asked.
+// and reports whether it asked. A host's goroutine waiting on its session
+// (intake.go, idle) is woken by its alarm, as it reads no channel then.
 func (p *Prober) kick(flat int) bool {
 	select {
 	case p.kicks[flat] <- struct{}{}:
+		if a := p.wakeups[flat].Load(); a != nil {
+			a.kick()
+		}
 		return true
 	default:
 		return false

@@ -1,11 +1,13 @@
 package probe
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -22,17 +24,18 @@ import (
 // and context pgconn spends watching each call's context. At a thousand
 // hosts every 250 ms those were most of pgdns's CPU and memory (issue 28).
 //
-// A session then has one reader goroutine for as long as it lives. It
-// reads every message the server sends, into one small buffer that grows
-// only for a message that needs it: the replies to the checker's requests
-// (a probe's Bind, Execute, Sync: bytes that are the same on every probe,
-// encoded once), and whatever comes unasked between them: a FATAL error
+// The session is then read by the host's own goroutine, and by no other:
+// a probe writes its request (a Bind, Execute, Sync: bytes that are the
+// same on every probe, encoded once) and reads the reply (exchange), and
+// between probes the same goroutine waits on the socket (wait) until its
+// next tick, a kick, or something the server sends unasked: a FATAL error
 // as the server ends the session (57P01 from a shutdown or
-// pg_terminate_backend), notices, parameter reports, and the end of the
-// socket. So the reader is also what watches the idle session: when it
-// stops, gone is closed, and a host's goroutine waiting for its next tick
-// sees it at once, without a goroutine or a context of its own per idle
-// period (intake.go).
+// pg_terminate_backend), notices, parameter reports, the end of the
+// socket. Every read has a deadline (the probe's, the next tick), and an
+// alarm cuts a wait short from another goroutine (a kick, the end of the
+// prober's context) by moving the deadline into the past. A reader
+// goroutine of its own per session cost each host a second stack and a
+// hand-over per probe (issue 28).
 
 // initialReadBuffer is a session's read buffer to begin with: a probe's
 // whole reply (a row of a few hundred bytes: 158 from a primary without
@@ -50,23 +53,21 @@ const (
 const maxMessage = 4 << 20
 
 // session is an open PostgreSQL session whose socket the checker drives.
+// Only one goroutine at a time uses it (the host's, or Watch's while the
+// host's waits for it); the alarm is what other goroutines touch.
 type session struct {
 	conn net.Conn   // the hijacked connection: our *socket, or TLS above it
 	ip   netip.Addr // the address connected to
 
-	// mu guards reply: the reader fills it while a reply comes in, the
-	// checker reads it once replied says the reply is complete.
-	mu    sync.Mutex
-	reply reply
-	// replied has a value for each ReadyForQuery, the end of a reply.
-	replied chan struct{}
+	reply reply // the reply being read, or the last one
 
-	// gone is closed when the reader stops: the session ended. end says
-	// why, and is set before gone is closed.
-	gone chan struct{}
-	end  error
+	// end says why the session ended (the server's FATAL error, or the
+	// socket's); nil while it is open. fatal is a FATAL or PANIC error
+	// the server sent, which ends it.
+	end   error
+	fatal error
 
-	// The reader's buffer: buf[r:w] is read and not yet parsed.
+	// The buffer read into: buf[r:w] is read and not yet parsed.
 	buf  []byte
 	r, w int
 }
@@ -79,8 +80,8 @@ type reply struct {
 	err  error  // the first ErrorResponse, a *pgconn.PgError
 }
 
-// startSession takes over pc, an idle session pgx has set up, and starts
-// its reader. pc is unusable afterwards, whatever the outcome.
+// startSession takes over pc, an idle session pgx has set up. pc is
+// unusable afterwards, whatever the outcome.
 func startSession(pc *pgconn.PgConn) (*session, error) {
 	if pc.Frontend().ReadBufferLen() != 0 {
 		// Bytes that pgconn has read and not parsed would be lost with
@@ -97,56 +98,107 @@ func startSession(pc *pgconn.PgConn) (*session, error) {
 	return newSession(hc.Conn), nil
 }
 
-// newSession starts the reader of conn, an idle session's connection.
+// newSession makes a session of conn, an idle session's connection.
 func newSession(conn net.Conn) *session {
-	s := &session{
-		conn:    conn,
-		replied: make(chan struct{}, 1),
-		gone:    make(chan struct{}),
-		buf:     make([]byte, initialReadBuffer),
-	}
+	s := &session{conn: conn, buf: make([]byte, initialReadBuffer)}
 	if ta, ok := s.conn.RemoteAddr().(*net.TCPAddr); ok {
 		s.ip = ta.AddrPort().Addr().Unmap()
 	}
-	go s.read()
 	return s
 }
 
-// ended reports whether the session is over (its reader stopped).
-func (s *session) ended() bool {
-	select {
-	case <-s.gone:
-		return true
-	default:
-		return false
-	}
-}
+// ended reports whether the session is over.
+func (s *session) ended() bool { return s.end != nil }
 
-// exchange sends req, one or more messages ending with a Sync, and waits
-// for the reply: nil when it came (the server's error, if any, is in
-// reply.err), else why it did not: the session's end (the server's FATAL
-// error, or the socket's), or the caller's deadline (errTimedOut, and the
-// session is closed): done closing or expiry firing, either may be nil.
-// The reply's row is valid until the next exchange.
-func (s *session) exchange(req []byte, done <-chan struct{}, expiry <-chan time.Time) (reply, error) {
-	s.mu.Lock()
+// exchange sends req, one or more messages ending with a Sync, and reads
+// the reply by by (zero: no deadline) unless a ends ctx's wait: nil when
+// it came (the server's error, if any, is in reply.err), else why it did
+// not: the session's end (the server's FATAL error, or the socket's), or
+// the deadline or ctx's end (errTimedOut, and the session is closed). The
+// reply's row is valid until the next exchange.
+func (s *session) exchange(ctx context.Context, a *alarm, req []byte, by time.Time) (reply, error) {
+	if s.end != nil {
+		return reply{}, s.end
+	}
 	s.reply.rows, s.reply.err = 0, nil
-	s.mu.Unlock()
 	if _, err := s.conn.Write(req); err != nil {
 		return reply{}, err
 	}
-	select {
-	case <-s.replied:
-	case <-s.gone:
-		return reply{}, s.end
-	case <-done:
-		return reply{}, s.abandon()
-	case <-expiry:
+	if !a.arm(ctx, s.conn, by, false) {
+		a.disarm()
 		return reply{}, s.abandon()
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reply, nil
+	defer a.disarm()
+	for {
+		typ, body, err := s.next()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && s.end == nil {
+				return reply{}, s.abandon() // by passed, or the alarm rang
+			}
+			return reply{}, s.finish(err)
+		}
+		if s.take(typ, body) {
+			return s.reply, nil
+		}
+		if s.end != nil {
+			return reply{}, s.end
+		}
+	}
+}
+
+// wait reads what the server sends between requests, until until (zero:
+// none), a kick on kick (taken), the alarm, or the session's end; it
+// reports whether it was kicked and whether the session is still open.
+func (s *session) wait(ctx context.Context, a *alarm, until time.Time, kick <-chan struct{}) (kicked, open bool) {
+	if s.end != nil {
+		return false, false
+	}
+	armed := a.arm(ctx, s.conn, until, kick != nil)
+	defer a.disarm()
+	select {
+	case <-kick: // kicked before the alarm was armed: it rang for nobody
+		return true, true
+	default:
+	}
+	if !armed {
+		return false, true
+	}
+	for {
+		typ, body, err := s.next()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && s.end == nil {
+				select {
+				case <-kick:
+					return true, true
+				default:
+					return false, true
+				}
+			}
+			s.finish(err)
+			return false, false
+		}
+		s.take(typ, body)
+		if s.end != nil {
+			return false, false
+		}
+	}
+}
+
+// finish ends the session after a read failed with err, and returns why
+// it ended: the server's FATAL error when it sent one, else the socket's
+// failure as socket.go words it, else err.
+func (s *session) finish(err error) error {
+	switch {
+	case s.end != nil:
+	case s.fatal != nil:
+		s.end = s.fatal // why the server ended it
+	default:
+		s.end = err
+		if f := socketFailure(s.conn); f != nil {
+			s.end = f // the kernel's word, in the words socket.go gives it
+		}
+	}
+	return s.end
 }
 
 // abandon ends the session under a reply that may still come: nothing
@@ -154,77 +206,67 @@ func (s *session) exchange(req []byte, done <-chan struct{}, expiry <-chan time.
 // errTimedOut.
 func (s *session) abandon() error {
 	_ = s.conn.Close()
+	if s.end == nil {
+		s.end = net.ErrClosed
+	}
 	return errTimedOut
 }
 
-// errTimedOut: an exchange's deadline came (done closed, expiry fired) before its reply.
+// errTimedOut: an exchange's deadline came (by passed, or ctx ended) before its reply.
 var errTimedOut = errors.New("timed out")
 
 // terminateMessage is the Terminate message a client ends a session with.
 var terminateMessage = []byte{'X', 0, 0, 0, 4}
 
-// close ends the session as a client does (Terminate, then the socket)
-// and waits for its reader to stop.
+// close ends the session as a client does (Terminate, then the socket).
 func (s *session) close() {
-	_ = s.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	_, _ = s.conn.Write(terminateMessage)
+	if s.end == nil {
+		_ = s.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = s.conn.Write(terminateMessage)
+		s.end = net.ErrClosed
+	}
 	_ = s.conn.Close()
-	<-s.gone
 }
 
-// read is the session's reader: it parses every message the server sends
-// until the socket fails or closes.
-func (s *session) read() {
-	defer close(s.gone)
-	var fatal error // a FATAL or PANIC error: the server ends the session, and says why
-	for {
-		typ, body, err := s.next()
-		if err != nil {
-			s.end = err
-			if fatal != nil {
-				s.end = fatal // why the server ended it
-			} else if f := socketFailure(s.conn); f != nil {
-				s.end = f // the kernel's word, in the words socket.go gives it
+// take parses one message the server sent, into the reply, and reports
+// whether it ended the reply (ReadyForQuery). Everything but a DataRow,
+// an ErrorResponse and a ReadyForQuery is read and let go:
+// ParseComplete, BindComplete, RowDescription, CommandComplete, NoData;
+// a NoticeResponse, ParameterStatus or NotificationResponse, which may
+// come at any time.
+func (s *session) take(typ byte, body []byte) bool {
+	switch typ {
+	case 'D': // DataRow
+		if s.reply.rows == 0 {
+			if cap(s.reply.row) > largeReadBuffer && len(body) <= largeReadBuffer {
+				s.reply.row = nil // a large row was read once (a history file): not kept for every one after
 			}
-			return
+			s.reply.row = append(s.reply.row[:0], body...)
 		}
-		switch typ {
-		case 'D': // DataRow
-			s.mu.Lock()
-			if s.reply.rows == 0 {
-				if cap(s.reply.row) > largeReadBuffer && len(body) <= largeReadBuffer {
-					s.reply.row = nil // a large row was read once (a history file): not kept for every one after
-				}
-				s.reply.row = append(s.reply.row[:0], body...)
-			}
-			s.reply.rows++
-			s.mu.Unlock()
-		case 'E': // ErrorResponse
-			var msg pgproto3.ErrorResponse
-			if derr := msg.Decode(body); derr != nil {
-				s.end = fmt.Errorf("a malformed error message from the server: %w", derr)
-				_ = s.conn.Close()
-				return
-			}
-			pe := pgconn.ErrorResponseToPgError(&msg)
-			if pe.Severity == "FATAL" || pe.Severity == "PANIC" || pe.SeverityUnlocalized == "FATAL" || pe.SeverityUnlocalized == "PANIC" {
-				fatal = pe
-			}
-			s.mu.Lock()
-			if s.reply.err == nil {
-				s.reply.err = pe
-			}
-			s.mu.Unlock()
-		case 'Z': // ReadyForQuery: the reply is complete
-			select {
-			case s.replied <- struct{}{}:
-			default:
-			}
-		}
-		// Everything else is read and let go: ParseComplete,
-		// BindComplete, RowDescription, CommandComplete, NoData; a
-		// NoticeResponse, ParameterStatus or NotificationResponse, which
-		// may come at any time.
+		s.reply.rows++
+	case 'E': // ErrorResponse
+		s.takeError(body)
+	case 'Z': // ReadyForQuery: the reply is complete
+		return true
+	}
+	return false
+}
+
+// takeError parses an ErrorResponse: the reply's error, unless it has
+// one; a FATAL or PANIC one ends the session, and says why.
+func (s *session) takeError(body []byte) {
+	var msg pgproto3.ErrorResponse
+	if derr := msg.Decode(body); derr != nil {
+		s.end = fmt.Errorf("a malformed error message from the server: %w", derr)
+		_ = s.conn.Close()
+		return
+	}
+	pe := pgconn.ErrorResponseToPgError(&msg)
+	if pe.Severity == "FATAL" || pe.Severity == "PANIC" || pe.SeverityUnlocalized == "FATAL" || pe.SeverityUnlocalized == "PANIC" {
+		s.fatal = pe
+	}
+	if s.reply.err == nil {
+		s.reply.err = pe
 	}
 }
 
@@ -236,7 +278,8 @@ func (s *session) next() (byte, []byte, error) {
 			size := int(binary.BigEndian.Uint32(s.buf[s.r+1:])) + 1 // with the type byte
 			if size < 5 || size > maxMessage {
 				_ = s.conn.Close()
-				return 0, nil, fmt.Errorf("a malformed message from the server (type %q, %d bytes)", s.buf[s.r], size)
+				s.end = fmt.Errorf("a malformed message from the server (type %q, %d bytes)", s.buf[s.r], size)
+				return 0, nil, s.end
 			}
 			if n >= size {
 				typ, body := s.buf[s.r], s.buf[s.r+5:s.r+size]
@@ -265,4 +308,79 @@ func (s *session) next() (byte, []byte, error) {
 			return 0, nil, err
 		}
 	}
+}
+
+// past is a read deadline that has passed: it cuts a read at once.
+var past = time.Unix(1, 0)
+
+// alarm cuts a wait on a session's socket short, from another goroutine:
+// a kick (a wait between probes only), or the end of the context the wait
+// is under (any wait). Both move the socket's read deadline into the past,
+// under the lock the waiting goroutine sets its own deadline under, so
+// that neither undoes the other.
+type alarm struct {
+	mu   sync.Mutex
+	conn net.Conn // the socket waited on; nil while no wait is armed
+	idle bool     // the wait is between probes: a kick cuts it
+
+	// ctx is the context whose end cuts every wait (context.AfterFunc),
+	// and stop undoes that: a host's goroutine probes under one context
+	// all its life, so this is set up once per checker.
+	ctx  context.Context
+	stop func() bool
+}
+
+// arm sets conn's read deadline to by (zero: none) for a wait under ctx,
+// one that a kick cuts when idle, and reports whether ctx is still
+// live: when it is not, the wait is over before it began.
+func (a *alarm) arm(ctx context.Context, conn net.Conn, by time.Time, idle bool) bool {
+	a.mu.Lock()
+	if a.ctx != ctx {
+		if a.stop != nil {
+			a.stop()
+		}
+		a.ctx, a.stop = ctx, nil
+		if ctx.Done() != nil {
+			a.stop = context.AfterFunc(ctx, func() { a.rung(ctx) })
+		}
+	}
+	a.conn, a.idle = conn, idle
+	_ = conn.SetReadDeadline(by)
+	a.mu.Unlock()
+	return ctx.Err() == nil
+}
+
+// disarm ends the wait armed last.
+func (a *alarm) disarm() {
+	a.mu.Lock()
+	a.conn = nil
+	a.mu.Unlock()
+}
+
+// kick cuts a wait between probes, if one is armed.
+func (a *alarm) kick() {
+	a.mu.Lock()
+	if a.conn != nil && a.idle {
+		_ = a.conn.SetReadDeadline(past)
+	}
+	a.mu.Unlock()
+}
+
+// rung cuts the wait armed under ctx, which has ended.
+func (a *alarm) rung(ctx context.Context) {
+	a.mu.Lock()
+	if a.conn != nil && a.ctx == ctx {
+		_ = a.conn.SetReadDeadline(past)
+	}
+	a.mu.Unlock()
+}
+
+// release undoes the alarm's hold on its context.
+func (a *alarm) release() {
+	a.mu.Lock()
+	if a.stop != nil {
+		a.stop()
+	}
+	a.ctx, a.stop = nil, nil
+	a.mu.Unlock()
 }

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -54,6 +55,18 @@ func scripted(t *testing.T) (*session, net.Conn) {
 
 func pgtestAddr(t *testing.T) string { return pgtest.Addrs(t).Addr(1, 0) }
 
+// exchange is s.exchange without a deadline or a context to end it.
+func exchange(s *session, req []byte) (reply, error) {
+	return s.exchange(context.Background(), &alarm{}, req, time.Time{})
+}
+
+// waitEnd waits up to 10 s for s to end between requests, as a host's
+// goroutine waits for its next probe, and reports whether it ended.
+func waitEnd(s *session) bool {
+	_, open := s.wait(context.Background(), &alarm{}, time.Now().Add(10*time.Second), nil)
+	return !open
+}
+
 // backend encodes what a server sends.
 func backend(msgs ...pgproto3.BackendMessage) []byte {
 	var b []byte
@@ -105,7 +118,7 @@ func TestSessionReadsAReplySplitAcrossReads(t *testing.T) {
 			time.Sleep(100 * time.Microsecond)
 		}
 	}()
-	r, err := s.exchange(probeRequest, nil, nil)
+	r, err := exchange(s, probeRequest)
 	if err != nil || r.err != nil || r.rows != 1 {
 		t.Fatalf("exchange: %+v, %v", r, err)
 	}
@@ -115,17 +128,17 @@ func TestSessionReadsAReplySplitAcrossReads(t *testing.T) {
 	if err != nil || n != 3 || string(values[0]) != "t" || !null[1] || null[2] || string(values[2]) != big {
 		t.Fatalf("the row read as %d columns %q (null %v), %v", n, values, null, err)
 	}
-	// The reader let the large message's buffer go once it was read,
+	// The session let the large message's buffer go once it was read,
 	// before it read the next reply.
 	go func() {
 		readRequest(t, server)
 		_, _ = server.Write(backend(&pgproto3.BindComplete{}, &pgproto3.DataRow{Values: [][]byte{[]byte("f")}},
 			&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")}, &pgproto3.ReadyForQuery{TxStatus: 'I'}))
 	}()
-	if r, err := s.exchange(probeRequest, nil, nil); err != nil || r.rows != 1 {
+	if r, err := exchange(s, probeRequest); err != nil || r.rows != 1 {
 		t.Fatalf("the next exchange: %+v, %v", r, err)
 	}
-	if len(s.buf) != initialReadBuffer { // the reader wrote it before the reply we hold
+	if len(s.buf) != initialReadBuffer { // reset before the next reply was read into it
 		t.Fatalf("the read buffer is %d bytes after a large message, want %d again", len(s.buf), initialReadBuffer)
 	}
 }
@@ -139,7 +152,7 @@ func TestSessionReadsAnErrorReply(t *testing.T) {
 		_, _ = server.Write(backend(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "26000", Message: `prepared statement "pgdns_probe" does not exist`},
 			&pgproto3.ReadyForQuery{TxStatus: 'I'}))
 	}()
-	r, err := s.exchange(probeRequest, nil, nil)
+	r, err := exchange(s, probeRequest)
 	if err != nil || !statementLost(r.err) {
 		t.Fatalf("exchange: %+v, %v; want the server's 26000", r, err)
 	}
@@ -157,9 +170,7 @@ func TestSessionSeesAnUnsolicitedFatalError(t *testing.T) {
 	_, _ = server.Write(backend(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P01",
 		Message: "terminating connection due to administrator command"}))
 	server.Close()
-	select {
-	case <-s.gone:
-	case <-time.After(10 * time.Second):
+	if !waitEnd(s) {
 		t.Fatal("the session's end was not seen")
 	}
 	if !terminated(s.end) {
@@ -173,15 +184,13 @@ func TestSessionSeesEOFBetweenProbes(t *testing.T) {
 	t.Parallel()
 	s, server := scripted(t)
 	server.Close()
-	select {
-	case <-s.gone:
-	case <-time.After(10 * time.Second):
+	if !waitEnd(s) {
 		t.Fatal("the session's end was not seen")
 	}
 	if !definitive(s.end) || !strings.Contains(s.end.Error(), "the server closed the connection") {
 		t.Fatalf("the session ended with %v, want the server closing it", s.end)
 	}
-	if _, err := s.exchange(probeRequest, nil, nil); err == nil || !definitive(err) {
+	if _, err := exchange(s, probeRequest); err == nil || !definitive(err) {
 		t.Fatalf("a probe on the ended session: %v, want a definitive failure", err)
 	}
 }
@@ -197,7 +206,7 @@ func TestSessionSeesEOFMidReply(t *testing.T) {
 		_, _ = server.Write(reply[:len(reply)-1])
 		server.Close()
 	}()
-	if _, err := s.exchange(probeRequest, nil, nil); err == nil || !definitive(err) {
+	if _, err := exchange(s, probeRequest); err == nil || !definitive(err) {
 		t.Fatalf("a probe cut mid-reply: %v, want a definitive failure", err)
 	}
 }
@@ -262,24 +271,33 @@ func TestSessionReadsALargeRow(t *testing.T) {
 }
 
 // The server ending the probe's session between probes
-// (pg_terminate_backend) is seen by the session's reader at once, with
-// the server's 57P01: no probe, no Watch needed to notice it.
+// (pg_terminate_backend) is seen by the host's goroutine waiting on the
+// session at once, with the server's 57P01: no probe, no Watch needed to
+// notice it; an open session is waited on until the tick, and a kick cuts
+// the wait short.
 func TestSessionSeesATerminationBetweenProbes(t *testing.T) {
 	t.Parallel()
-	node, c, _ := probedNode(t, 30*time.Second)
-	lost, quiet := c.(Watcher).Watching()
-	if !quiet || lost == nil {
-		t.Fatal("an open session is not watched by its reader")
+	node, c, ctx := probedNode(t, 30*time.Second)
+	pc := c.(*pgChecker)
+	if kicked, o := pc.waitIdle(ctx, time.Now().Add(50*time.Millisecond), nil); kicked || o != idleWaited {
+		t.Fatalf("an open session waited on until its tick: kicked %v, outcome %v; want waited", kicked, o)
+	}
+	kick := make(chan struct{}, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		kick <- struct{}{}
+		pc.wakeup().kick()
+	}()
+	if kicked, o := pc.waitIdle(ctx, time.Now().Add(time.Hour), kick); !kicked || o != idleWaited {
+		t.Fatalf("a kicked wait: kicked %v, outcome %v; want kicked, waited", kicked, o)
 	}
 	var n int
 	node.Query(t, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'pgdns'", &n)
 	if n != 1 {
 		t.Fatalf("terminated %d pgdns sessions, want 1", n)
 	}
-	select {
-	case <-lost:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the termination was not seen")
+	if _, o := pc.waitIdle(ctx, time.Now().Add(10*time.Second), nil); o != idleWatch {
+		t.Fatalf("the termination was not seen: outcome %v", o)
 	}
 	if end := c.(*pgChecker).sess.end; !terminated(end) {
 		t.Fatalf("the session ended with %v, want the server's 57P01", end)
@@ -298,13 +316,13 @@ func TestHistoryReadOnTheSession(t *testing.T) {
 	}
 	pc := c.(*pgChecker)
 	want := []zone.TimelineEnd{{Timeline: 1, End: 0x5000080}, {Timeline: 41, End: 0x7000000}}
-	if h := pc.readHistory(ctx.Done(), nil, &Sample{Timeline: 42}); h != nil || pc.noHistories {
+	if h := pc.readHistory(ctx, &Sample{Timeline: 42}); h != nil || pc.noHistories {
 		t.Fatalf("the first read, which asks for the privilege, read %v (files not permitted: %v)", h, pc.noHistories)
 	}
-	if h := pc.readHistory(ctx.Done(), nil, &Sample{Timeline: 42}); !slices.Equal(h, want) || pc.noHistories {
+	if h := pc.readHistory(ctx, &Sample{Timeline: 42}); !slices.Equal(h, want) || pc.noHistories {
 		t.Fatalf("timeline 42's history read as %v (files not permitted: %v), want %v", h, pc.noHistories, want)
 	}
-	if h := pc.readHistory(ctx.Done(), nil, &Sample{Timeline: 43}); h != nil || pc.noHistories {
+	if h := pc.readHistory(ctx, &Sample{Timeline: 43}); h != nil || pc.noHistories {
 		t.Fatalf("a timeline without a history file read as %v (files not permitted: %v)", h, pc.noHistories)
 	}
 	if s, err := c.Check(ctx); err != nil || s.SystemID == 0 {
@@ -312,9 +330,9 @@ func TestHistoryReadOnTheSession(t *testing.T) {
 	}
 	// A read past its deadline leaves no reply behind for the next probe
 	// to take for its own.
-	expired := make(chan struct{})
-	close(expired)
-	if h := pc.readHistory(expired, nil, &Sample{Timeline: 44}); h != nil {
+	expired, expire := context.WithCancel(ctx)
+	expire()
+	if h := pc.readHistory(expired, &Sample{Timeline: 44}); h != nil {
 		t.Fatalf("a history read past its deadline read %v", h)
 	}
 	if s, err := c.Check(ctx); err != nil || s.SystemID == 0 {
@@ -326,7 +344,7 @@ func TestHistoryReadOnTheSession(t *testing.T) {
 	if _, err := w.Check(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if h := w.readHistory(ctx.Done(), nil, &Sample{Timeline: 42}); h != nil || !w.noHistories {
+	if h := w.readHistory(ctx, &Sample{Timeline: 42}); h != nil || !w.noHistories {
 		t.Fatalf("a role that may not call pg_read_file read %v (files not permitted: %v)", h, w.noHistories)
 	}
 }

@@ -19,8 +19,8 @@ import (
 // nothing. A server crashing (pg_ctl stop -m immediate) in the middle of
 // a probe did just that, and the host stayed in the answers until its
 // next probe was refused. So the checker's sockets keep what the kernel
-// said: the first failure of a read or a write on them. The session's
-// own reader (session.go) reports its socket's failure the same way, and
+// said: the first failure of a read or a write on them. The session
+// (session.go) reports its socket's failure the same way, and
 // a failure while pgx still sets the session up (prepare) is read from
 // it too.
 
