@@ -21,6 +21,10 @@ type config struct {
 
 	pprofDir   string // scale: where pgdns's CPU and heap profiles go, or ""
 	scaleHosts string // scale: the series' sizes (parseScaleSizes)
+	// scaleAdmission, when not "", is the scale step's pgdns's
+	// probe.admission_interval (a duration; 0 never asks): what the
+	// admission check costs pgdns is the difference to a run without it.
+	scaleAdmission string
 
 	failoverBefore string // failover: also measure pgdns built from this commit, first, or ""
 
@@ -50,6 +54,7 @@ func parseFlags(fs *flag.FlagSet, args []string) config {
 	fs.StringVar(&c.hostileBefore, "hostile-before", "", "hostile: also measure pgdns built from this commit (git archive), before the binary under test")
 	fs.StringVar(&c.pprofDir, "pprof", "", "scale: save pgdns's CPU and heap profiles with 1,000 hosts in this directory and summarize them in the report")
 	fs.StringVar(&c.scaleHosts, "scale-hosts", defaultScaleSizes, "scale: the series' numbers of hosts, comma-separated, each with @interval when not 250ms")
+	fs.StringVar(&c.scaleAdmission, "scale-admission", "", "scale: the probe.admission_interval of the scale step's pgdns (default: pgdns's own)")
 	fs.StringVar(&c.failoverBefore, "failover-before", "", "failover: also measure pgdns built from this commit (git archive), first, on the same cluster")
 	fs.IntVar(&c.failoverReps, "failover-reps", 20, "repetitions of each failover case")
 	fs.IntVar(&c.patroniReps, "patroni-reps", 10, "Patroni switchovers in the failover step (0: none)")

@@ -159,10 +159,13 @@ func standbysJSON(rows [][4]*string) []byte {
 // scaleConfig is the configuration of the scale step's pgdns: the real
 // hosts as cluster main, each fake cluster (fakeClusters of fakes) as
 // one of its own.
-func scaleConfig(dnsAddr, httpAddr string, interval time.Duration, real, fakes []string) string {
+func scaleConfig(dnsAddr, httpAddr string, interval time.Duration, admission string, real, fakes []string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "dns: {listen: %q, default_cluster: main}\nhttp: {listen: %q}\nprobe: {interval: %s, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
-		dnsAddr, httpAddr, interval, strings.Join(real, ", "))
+	if admission != "" {
+		admission = ", admission_interval: " + admission
+	}
+	fmt.Fprintf(&b, "dns: {listen: %q, default_cluster: main}\nhttp: {listen: %q}\nprobe: {interval: %s%s, dsn: \"user=postgres dbname=postgres sslmode=disable\"}\nclusters:\n  main:\n    hosts: [%s]\n",
+		dnsAddr, httpAddr, interval, admission, strings.Join(real, ", "))
 	for c, members := range fakeClusters(len(fakes)) {
 		var hosts []string
 		for _, i := range members {

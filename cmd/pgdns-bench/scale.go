@@ -239,7 +239,7 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 	}
 	p.fakeProcs = len(fakes)
 	path := filepath.Join(b.dir, "pgdns-"+tag+".yaml")
-	if err := writeFile(path, scaleConfig(b.addr.bigDNS, b.addr.bigHTTP, size.interval, hosts[:res.realHosts], hosts[res.realHosts:])); err != nil {
+	if err := writeFile(path, scaleConfig(b.addr.bigDNS, b.addr.bigHTTP, size.interval, b.cfg.scaleAdmission, hosts[:res.realHosts], hosts[res.realHosts:])); err != nil {
 		return p, err
 	}
 	log := filepath.Join(b.dir, "pgdns-scale-"+tag+".log")
