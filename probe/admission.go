@@ -19,29 +19,54 @@ import (
 // many scripts) refuses every new session with 57P03 "the database system
 // is shutting down", lets the open ones run, and stops only once they have
 // all ended. The probe's own session, open between probes, sees nothing
-// of it: probes kept succeeding, the host stayed in the answers while no
-// application could connect to it, and pgdns's session alone kept the
-// shutdown from ever completing. So a checker whose session is open asks
-// the server, now and then, whether it still admits a new one.
+// of it in shared memory or the catalog: probes kept succeeding, the host
+// stayed in the answers while no application could connect to it, and
+// pgdns's session alone kept the shutdown from ever completing. So a
+// checker whose session is open learns, on each probe, whether its server
+// still admits a new session, in one of two ways.
 //
-// The question costs the server a backend start, so it is asked at most
-// once every admitProbes probes and at most once every admission interval
-// (probe.admission_interval, DefaultAdmissionInterval: with the default
-// probe.interval of 250ms, once a second, every fourth probe), and it is
-// asked cheaply: the attempt stops at the server's first reply, which is
-// the refusal (PostgreSQL refuses a session at the end of reading its
-// startup packet, in the forked backend, before it authenticates it) or a
-// request for a password. Under trust (or cert, peer) authentication there
-// is nothing to stop at: the first reply, AuthenticationOk, comes only
-// after the backend has authenticated, and it goes on to load the
+// When the probe role may read server files (a superuser, or EXECUTE on
+// pg_read_file(text, bigint, bigint, boolean): the grant that also lets it
+// read timeline history files), each probe reads the postmaster's status
+// in the probe's own statement (probeStatusSQL), at no cost to either end
+// beyond a small file read: line 8 of postmaster.pid. The postmaster
+// writes "stopping" there (pmdie, PostgreSQL 10 and later) at the moment a
+// shutdown request (smart, fast or immediate) stops it admitting sessions,
+// and "ready" once it admits them (a primary, or a hot standby that has
+// reached consistency; "standby", hot_standby off, admits none, and
+// "starting" none yet). So "stopping" is the refusal a new session would
+// get (definitive: the host leaves the answers, and the session is closed
+// so that the stop can complete), within one probe and without a session
+// opened; "ready" is an admission. Anything else (the file missing, a
+// line that is not one of these, "standby" or "starting" while a session
+// is open) proves nothing, and that probe asks with a new session as
+// below: never taken as admitted. A role without the grant is seen on each
+// session's first probe (probeSQL's last column asks has_function_privilege,
+// which writes nothing to the server's log), and a grant revoked in the
+// middle of a session fails the statement with 42501: that probe runs
+// probeSQL instead and asks with a new session, and so do the next ones
+// until probeSQL finds the grant back. What the status does not show is a
+// refusal that is not the server's own: a packet filter rejecting new
+// connections to a server that runs (the connection check would see it
+// refused), and a server full (53300), which is not a shutdown either way.
+//
+// Otherwise the checker asks the server, now and then, whether it still
+// admits a new session. The question costs the server a backend start,
+// so it is asked at most once every admitProbes probes and at most once
+// every admission interval (probe.admission_interval,
+// DefaultAdmissionInterval: with the default probe.interval of 250ms,
+// once a second, every fourth probe), and it is asked cheaply: the
+// attempt stops at the server's first reply, which is the refusal
+// (PostgreSQL refuses a session at the end of reading its startup
+// packet, in the forked backend, before it authenticates it) or a
+// request for a password. Under trust (or cert, peer) authentication
+// there is nothing to stop at: the first reply, AuthenticationOk, comes
+// only after the backend has authenticated, and it goes on to load the
 // database's caches without reading the socket again, so leaving then
 // would save the server nothing. The attempt is then a whole session,
 // closed at once, and its cost (docs/operating.md) is what the interval
-// trades against how soon a smart shutdown is seen. Nothing else tells a
-// running session of a smart shutdown: the postmaster stops admitting
-// sessions (and writes "stopping" into postmaster.pid, which only a role
-// that may read server files can see) and changes nothing in shared
-// memory until the last session has ended.
+// trades against how soon a smart shutdown is seen. An admission interval
+// of 0 turns both ways off.
 
 const admitProbes = 4
 
@@ -108,6 +133,57 @@ func (c *pgChecker) admission(deadline time.Time) error {
 	c.admitting, c.admitStop = done, cancel
 	c.sinceAdmitted, c.admittedAt = 0, time.Now()
 	return nil
+}
+
+// The postmaster's status as line 8 of postmaster.pid has it, padded
+// with spaces to 8 characters (PostgreSQL's pidfile.h).
+var (
+	pmStatusReady    = []byte("ready")
+	pmStatusStopping = []byte("stopping")
+)
+
+// errStopping is the probe's failure when the server's status says it
+// is stopping.
+var errStopping = notServing{errors.New(`the server is shutting down (postmaster.pid says "stopping"): it admits no new session, the open one still works`)}
+
+// afterProbe reads admission from the last probe's row (c.row): on a
+// session whose role may read server files, the postmaster's status
+// (probeStatusSQL's last column); otherwise whether the role may
+// (probeSQL's), for the next probe. asked says that admission was asked
+// before the query (or need not be); when it was not and the row proves
+// nothing, admission is asked now. It returns a definitive error when the
+// server is stopping, or when a new session was refused.
+func (c *pgChecker) afterProbe(by time.Time, asked bool) error {
+	col := c.row.values[statusColumn]
+	if !c.rowStatus {
+		c.readsStatus = c.admitEvery > 0 && len(col) == 1 && col[0] == 't'
+		if !asked { // the grant was revoked under this probe (query)
+			return c.admission(by)
+		}
+		return nil
+	}
+	switch col = bytes.TrimRight(col, " "); {
+	case bytes.Equal(col, pmStatusReady):
+		// Admitted. Should the status stop telling (a file that no
+		// longer reads as expected), the next probe asks with a new
+		// session at once, not admitProbes probes later.
+		c.sinceAdmitted = admitProbes
+		return nil
+	case bytes.Equal(col, pmStatusStopping):
+		return errStopping
+	}
+	return c.admission(by) // nothing proved: ask with a new session
+}
+
+// privilegeLost: the statement failed for want of a privilege (42501
+// insufficient_privilege): the probe role may no longer read server
+// files.
+func privilegeLost(err error) bool {
+	if err == nil {
+		return false // errors.As would cost an allocation on every probe
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42501"
 }
 
 // stopAdmission ends the admission attempt under way, if any, and waits

@@ -71,3 +71,42 @@ func TestAdmissionStopsAtTheFirstReply(t *testing.T) {
 		t.Fatalf("smart stop: %v", err)
 	}
 }
+
+// A role that may read server files reads the server's status in the
+// probe's statement from its session's second probe on; a grant revoked
+// in the middle of the session fails that statement (42501), and the same
+// probe runs the plain one instead: no probe fails, and the next ones ask
+// with new sessions again. Without the fallback the probe after the
+// REVOKE failed with "permission denied for function pg_read_file".
+func TestProbeReadsStatusUntilTheGrantIsRevoked(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
+	node := cl.Nodes[0]
+	node.Exec(t, "CREATE ROLE reader LOGIN")
+	node.Exec(t, "GRANT EXECUTE ON FUNCTION pg_read_file(text, bigint, bigint, boolean) TO reader")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := pgCheckerOf(t, "user=reader dbname=postgres sslmode=disable", node.Addr())
+	for i, want := range []bool{false, true, true} { // the first row says the role may
+		if _, err := c.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if c.rowStatus != want {
+			t.Fatalf("probe %d read the status: %v, want %v", i+1, c.rowStatus, want)
+		}
+	}
+	node.Exec(t, "REVOKE EXECUTE ON FUNCTION pg_read_file(text, bigint, bigint, boolean) FROM reader")
+	if _, err := c.Check(ctx); err != nil {
+		t.Fatalf("the probe once the grant was revoked: %v", err)
+	}
+	if c.rowStatus || c.readsStatus {
+		t.Fatalf("after the revoke the probe read the status: %v, and will: %v; want neither", c.rowStatus, c.readsStatus)
+	}
+	if !strings.Contains(node.Log(), "permission denied for function pg_read_file") {
+		t.Fatal("the server logged no denial: the revoked statement never ran")
+	}
+	node.Exec(t, "GRANT EXECUTE ON FUNCTION pg_read_file(text, bigint, bigint, boolean) TO reader")
+	if _, err := c.Check(ctx); err != nil || !c.readsStatus {
+		t.Fatalf("the probe once granted again: %v; it will read the status: %v, want true", err, c.readsStatus)
+	}
+}

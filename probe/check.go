@@ -180,7 +180,32 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // and the one pg_control_system() read they cost is a few µs of the
 // statement's server time (docs/operating.md, what pgdns costs your
 // database).
-const probeSQL = `SELECT
+//
+// The last column is where the two variants of the statement differ
+// (admission.go): probeSQL asks whether the role may read server files
+// (EXECUTE on pg_read_file, which a superuser has), and probeStatusSQL,
+// run on the sessions of a role that may, reads instead the status the
+// postmaster keeps in line 8 of postmaster.pid ("stopping" from the moment
+// a shutdown request stops it admitting sessions), so that a smart
+// shutdown is seen within one probe without opening a session. Both are
+// prepared on every session; the executor checks EXECUTE on pg_read_file
+// when it starts the statement, whichever role prepared it, so a role
+// without the grant never runs probeStatusSQL (it would be an ERROR in the
+// server's log on every probe), and a grant revoked in the middle of a
+// session fails it with 42501, after which the session runs probeSQL.
+// split_part reads the line as pg_ctl does (line by line); the file is
+// at most one page (BLCKSZ: AddToDataDirLockFile's buffer).
+const probeSQL = probeSelect + `,
+  pg_catalog.has_function_privilege('pg_catalog.pg_read_file(pg_catalog.text, bigint, bigint, boolean)', 'EXECUTE')` + probeFrom
+
+// probeStatusSQL is probeSQL reading the postmaster's status (line 8 of
+// postmaster.pid, "" when it cannot be read) in its last column.
+const probeStatusSQL = probeSelect + `,
+  coalesce(pg_catalog.split_part(pg_catalog.pg_read_file('postmaster.pid', 0, 8192, true), E'\n', 8), '')` + probeFrom
+
+// probeSelect and probeFrom are the statement's columns but the last, and
+// where it reads the WAL receiver.
+const probeSelect = `SELECT
   pg_catalog.pg_is_in_recovery(),
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_insert_lsn()::pg_catalog.text END,
   coalesce(pg_catalog.pg_last_wal_receive_lsn()::pg_catalog.text, ''),
@@ -208,7 +233,9 @@ const probeSQL = `SELECT
   coalesce(w.status OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_port::pg_catalog.text, '')
     OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_host, ''), ''),
   pg_catalog.current_setting('cluster_name'),
-  pg_catalog.current_setting('default_transaction_read_only')
+  pg_catalog.current_setting('default_transaction_read_only')`
+
+const probeFrom = `
 FROM pg_catalog.pg_stat_get_wal_receiver() w`
 
 // historySQL reads a timeline history file ("" when there is none). It
@@ -244,6 +271,10 @@ type pgChecker struct {
 	sinceAdmitted int
 	admitting     chan error
 	admitStop     context.CancelFunc
+	// readsStatus: the session's role may read server files, so its
+	// probes run probeStatusSQL, whose status column tells admission
+	// (admission.go); rowStatus: the last row is probeStatusSQL's.
+	readsStatus, rowStatus bool
 
 	// The history of historyTL on the server run historyRun, read once
 	// per timeline and run, not every probe (facts.go).
@@ -317,6 +348,9 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 			*s = Sample{}
 		}
 	}()
+	// asked: admission was asked before the query, or need not be (a
+	// session opened by this probe was admitted just now).
+	asked := c.sess == nil
 	if c.sess != nil && (c.sess.ended() || (c.shadow != "" || c.roShadow != "") && time.Since(c.connectedAt) >= shadowReopen) {
 		// Ended since the last probe (seen by a wait between probes, or
 		// a history read that gave up), or due for a new session that
@@ -351,9 +385,12 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 			}
 			cut = err
 		}
-	} else if err := c.admission(by); err != nil {
-		c.Close() // a server stopping smartly waits for every open session to end
-		return err
+	} else if !c.readsStatus { // else the probe's own row tells (afterProbe)
+		if err := c.admission(by); err != nil {
+			c.Close() // a server stopping smartly waits for every open session to end
+			return err
+		}
+		asked = true
 	}
 	if cut == nil {
 		if start, end, err = c.query(ctx, by); err != nil {
@@ -386,6 +423,10 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 	if err := parseProbeRow(&c.row, s); err != nil {
 		return fmt.Errorf("probe query: %w", err)
 	}
+	if err := c.afterProbe(by, asked); err != nil {
+		c.Close() // a server stopping smartly waits for every open session to end
+		return err
+	}
 	s.History = c.readHistoryBy(ctx, by, end.Sub(start), s)
 	s.SettingShadowed, s.ReadOnlyShadowed = c.shadow, c.roShadow
 	return nil
@@ -396,17 +437,30 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 // keeps its columns in c.row: start and end frame the round trip that
 // read them. The session is left as it is.
 func (c *pgChecker) query(ctx context.Context, by time.Time) (start, end time.Time, err error) {
+	run, prepare := probeRequest, prepareRequest
+	if c.readsStatus {
+		run, prepare = statusRequest, prepareStatusRequest
+	}
 	start = time.Now()
-	r, err := c.sess.exchange(ctx, &c.alarm, probeRequest, by)
+	r, err := c.sess.exchange(ctx, &c.alarm, run, by)
 	if err == nil && statementLost(r.err) {
-		if r, err = c.sess.exchange(ctx, &c.alarm, prepareRequest, by); err == nil {
+		if r, err = c.sess.exchange(ctx, &c.alarm, prepare, by); err == nil {
 			if err = r.err; err == nil {
 				start = time.Now()
-				r, err = c.sess.exchange(ctx, &c.alarm, probeRequest, by)
+				r, err = c.sess.exchange(ctx, &c.alarm, run, by)
 			} else {
 				err = fmt.Errorf("prepare: %w", poolerHint(err))
 			}
 		}
+	}
+	c.rowStatus = c.readsStatus
+	if err == nil && c.readsStatus && privilegeLost(r.err) {
+		// The grant was revoked in the middle of the session: this probe
+		// runs probeSQL, and admission is asked with a new session again
+		// (afterProbe), until probeSQL finds the grant back.
+		c.readsStatus, c.rowStatus = false, false
+		start = time.Now()
+		r, err = c.sess.exchange(ctx, &c.alarm, probeRequest, by)
 	}
 	end = time.Now()
 	if err == nil {
@@ -510,6 +564,7 @@ func (c *pgChecker) open(ctx context.Context) error {
 	}
 	c.admittedAt, c.sinceAdmitted = time.Now(), 0
 	c.connectedAt = c.admittedAt
+	c.readsStatus = false // its role's privilege is read by its first probe
 	if err := c.prepare(ctx, pc); err != nil {
 		if f := socketFailure(pc.Conn()); f != nil && !definitive(err) {
 			err = f

@@ -33,16 +33,28 @@ import (
 // session (pg_prepared_statements.name).
 const ProbeStatement = "pgdns_probe"
 
-// ProbeSQL is the text of the probe's statement, for tools that must
-// answer or measure it as PostgreSQL does (the bench's fake servers).
-const ProbeSQL = probeSQL
+// ProbeStatusStatement is the name of the probe's statement that also
+// reads the server's status (probeStatusSQL, admission.go).
+const ProbeStatusStatement = "pgdns_probe_status"
+
+// ProbeSQL and ProbeStatusSQL are the texts of the probe's statements,
+// for tools that must answer or measure them as PostgreSQL does (the
+// bench's fake servers).
+const (
+	ProbeSQL       = probeSQL
+	ProbeStatusSQL = probeStatusSQL
+)
 
 // SourcesSQL is the statement a probe session runs once, after preparing
 // probeSQL (shadow.go), for the same tools.
 const SourcesSQL = sourcesSQL
 
-// probeColumns is the number of columns of probeSQL.
-const probeColumns = 20
+// probeColumns is the number of columns of probeSQL and probeStatusSQL;
+// the last (statusColumn) is where they differ.
+const (
+	probeColumns = 21
+	statusColumn = probeColumns - 1
+)
 
 // probeRow is one row of probeSQL in text format: its columns are slices
 // of the session's reply (set), and what is kept of them from probe to
@@ -67,19 +79,26 @@ type probeRow struct {
 	offline        string
 }
 
-// prepare prepares probeSQL on pc, a new session, and reads the session's
-// settings sources (shadow.go): both in one pipelined round trip, so that
-// a new session costs a slow link (a WAN, TestOneSidedProbeDelayIsNoLag's
-// 1.5 s proxy) no more round trips than the preparation alone did.
+// prepare prepares probeSQL and probeStatusSQL on pc, a new session, and
+// reads the session's settings sources (shadow.go): all in one pipelined
+// round trip, so that a new session costs a slow link (a WAN,
+// TestOneSidedProbeDelayIsNoLag's 1.5 s proxy) no more round trips than
+// the preparation alone did. Preparing probeStatusSQL needs no privilege
+// (PostgreSQL checks EXECUTE when a statement runs).
 func (c *pgChecker) prepare(ctx context.Context, pc *pgconn.PgConn) error {
 	p := pc.StartPipeline(ctx)
 	p.SendPrepare(ProbeStatement, probeSQL, nil)
+	p.SendPrepare(ProbeStatusStatement, probeStatusSQL, nil)
 	p.SendQueryParams(sourcesSQL, nil, nil, nil, nil)
 	if err := p.Sync(); err != nil {
 		_ = p.Close()
 		return fmt.Errorf("prepare: %w", err)
 	}
 	sd, err := pipelineResult[*pgconn.StatementDescription](p)
+	var sds *pgconn.StatementDescription
+	if err == nil {
+		sds, err = pipelineResult[*pgconn.StatementDescription](p)
+	}
 	if err != nil {
 		_ = p.Close()
 		return fmt.Errorf("prepare: %w", poolerHint(err))
@@ -95,8 +114,8 @@ func (c *pgChecker) prepare(ctx context.Context, pc *pgconn.PgConn) error {
 	if err := p.Close(); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
-	if len(sd.Fields) != probeColumns {
-		return fmt.Errorf("prepare: %d columns, want %d", len(sd.Fields), probeColumns)
+	if len(sd.Fields) != probeColumns || len(sds.Fields) != probeColumns {
+		return fmt.Errorf("prepare: %d and %d columns, want %d", len(sd.Fields), len(sds.Fields), probeColumns)
 	}
 	return nil
 }
@@ -129,6 +148,13 @@ var probeRequest = encode(
 // prepareRequest prepares probeSQL again on a session that lost it
 // (statementLost): Parse, Sync.
 var prepareRequest = encode(&pgproto3.Parse{Name: ProbeStatement, Query: probeSQL}, &pgproto3.Sync{})
+
+// statusRequest and prepareStatusRequest are probeRequest and
+// prepareRequest for probeStatusSQL.
+var (
+	statusRequest        = encode(&pgproto3.Bind{PreparedStatement: ProbeStatusStatement}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	prepareStatusRequest = encode(&pgproto3.Parse{Name: ProbeStatusStatement, Query: probeStatusSQL}, &pgproto3.Sync{})
+)
 
 // encode is msgs in the wire format, one after the other.
 func encode(msgs ...pgproto3.FrontendMessage) []byte {

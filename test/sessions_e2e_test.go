@@ -54,10 +54,14 @@ func TestSmartShutdownLeavesTheAnswers(t *testing.T) {
 // new sessions with 53300 (too many clients). That is load, not a
 // shutdown: the host keeps serving the sessions it has, pgdns's own among
 // them, and must stay in the answers while pgdns's admission attempts run
-// into the limit (the server logs each).
+// into the limit (the server logs each). The probe role may not read
+// server files, so that pgdns asks with new sessions (a role that may
+// reads the server's status instead, probe/admission.go).
 func TestTooManyClientsIsNotAShutdown(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{Nodes: 2})
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2)})
+	pg.Nodes[0].Exec(t, "CREATE ROLE pgdns LOGIN IN ROLE pg_monitor")
+	e := attach(t, pg, envOptions{DSN: "user=pgdns dbname=postgres sslmode=disable"})
 	primary, replica := e.pg.Nodes[0], e.pg.Nodes[1]
 	e.waitFor(t, "replica.db.local.", []string{replica.IP})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

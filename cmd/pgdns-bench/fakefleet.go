@@ -132,7 +132,7 @@ func fleetAnswers(primary, replica *fakeAnswer, addrs []string) ([]*fakeAnswer, 
 		started, _ := strconv.ParseInt(string(replica.row[fakeStartedColumn]), 10, 64)
 		row[fakeStartedColumn] = []byte(strconv.FormatInt(started-1-int64(p), 10))
 		row[fakeStandbysColumn] = standbysJSON(standbys)
-		out[p] = &fakeAnswer{params: primary.params, fields: primary.fields, row: row}
+		out[p] = &fakeAnswer{params: primary.params, fields: primary.fields, row: row, statusFields: primary.statusFields, status: primary.status}
 	}
 	return out, nil
 }

@@ -155,6 +155,17 @@ type fakeAnswer struct {
 	params []uint32
 	fields []pgproto3.FieldDescription
 	row    [][]byte
+	// The same of the probe's status statement (probe.ProbeStatusSQL),
+	// which differs in its last column: the server's status.
+	statusFields []pgproto3.FieldDescription
+	status       []byte
+}
+
+// statusRow is a's row as the status statement answers it.
+func (a *fakeAnswer) statusRow() [][]byte {
+	row := append([][]byte{}, a.row...)
+	row[len(row)-1] = a.status
+	return row
 }
 
 // The columns a fake makes its own (probe/check.go's probeSQL): the
@@ -192,22 +203,30 @@ func learnRow(ctx context.Context, dsn string) (*fakeAnswer, error) {
 		return nil, err
 	}
 	defer pc.Close(context.Background())
-	sd, err := pc.Prepare(ctx, probe.ProbeStatement, probe.ProbeSQL, nil)
-	if err != nil {
-		return nil, err
-	}
-	res := pc.ExecStatement(ctx, sd, nil, nil, nil).Read()
-	if res.Err != nil {
-		return nil, res.Err
-	}
-	if len(res.Rows) != 1 {
-		return nil, fmt.Errorf("%d rows", len(res.Rows))
-	}
-	ans := &fakeAnswer{params: sd.ParamOIDs, row: res.Rows[0]}
-	for _, f := range sd.Fields {
-		ans.fields = append(ans.fields, pgproto3.FieldDescription{Name: []byte(f.Name), TableOID: f.TableOID,
-			TableAttributeNumber: f.TableAttributeNumber, DataTypeOID: f.DataTypeOID, DataTypeSize: f.DataTypeSize,
-			TypeModifier: f.TypeModifier, Format: f.Format})
+	ans := &fakeAnswer{}
+	for _, st := range []struct{ name, sql string }{{probe.ProbeStatement, probe.ProbeSQL}, {probe.ProbeStatusStatement, probe.ProbeStatusSQL}} {
+		sd, err := pc.Prepare(ctx, st.name, st.sql, nil)
+		if err != nil {
+			return nil, err
+		}
+		res := pc.ExecStatement(ctx, sd, nil, nil, nil).Read()
+		if res.Err != nil {
+			return nil, fmt.Errorf("%s: %w", st.name, res.Err)
+		}
+		if len(res.Rows) != 1 {
+			return nil, fmt.Errorf("%s: %d rows", st.name, len(res.Rows))
+		}
+		var fields []pgproto3.FieldDescription
+		for _, f := range sd.Fields {
+			fields = append(fields, pgproto3.FieldDescription{Name: []byte(f.Name), TableOID: f.TableOID,
+				TableAttributeNumber: f.TableAttributeNumber, DataTypeOID: f.DataTypeOID, DataTypeSize: f.DataTypeSize,
+				TypeModifier: f.TypeModifier, Format: f.Format})
+		}
+		if st.name == probe.ProbeStatement {
+			ans.params, ans.fields, ans.row = sd.ParamOIDs, fields, res.Rows[0]
+		} else {
+			ans.statusFields, ans.status = fields, res.Rows[0][len(res.Rows[0])-1]
+		}
 	}
 	return ans, nil
 }
@@ -228,7 +247,7 @@ func (a *fakeAnswer) as(i int) *fakeAnswer {
 	started, _ := strconv.ParseInt(string(row[fakeStartedColumn]), 10, 64)
 	row[fakeStartedColumn] = []byte(strconv.FormatInt(started-1-int64(i), 10))
 	row[fakeConninfoColumn] = []byte("application_name=fake" + strconv.Itoa(i)) // primary_conninfo as written: no fallback_application_name
-	return &fakeAnswer{params: a.params, fields: a.fields, row: row}
+	return &fakeAnswer{params: a.params, fields: a.fields, row: row, statusFields: a.statusFields, status: a.status}
 }
 
 // serveFake speaks to one client as PostgreSQL 15 does: startup with
@@ -261,11 +280,19 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 	if be.Flush() != nil {
 		return
 	}
+	// The statements prepared, by name, and what each is: the probe's
+	// statement, its status variant, or probe.SourcesSQL (no rows).
+	const (
+		probeKind = iota
+		statusKind
+		sourcesKind
+	)
 	prepared := map[string]bool{}
-	sources := map[string]bool{} // statements that are probe.SourcesSQL: no rows
-	portal := false              // the unnamed portal is bound
-	portalSources := false       // ... to probe.SourcesSQL
-	failed := false              // an error in the extended protocol: skip to Sync
+	kinds := map[string]int{}
+	portal := false // the unnamed portal is bound
+	portalKind := 0 // ... to a statement of this kind
+	statusRow := ans.statusRow()
+	failed := false // an error in the extended protocol: skip to Sync
 	fail := func(code, text string) {
 		be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: code, Message: text})
 		failed = true
@@ -297,23 +324,35 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 			switch {
 			case m.Query == probe.SourcesSQL && (m.Name == "" || !prepared[m.Name]):
 				// A fake has no role or database settings: no rows.
-				prepared[m.Name], sources[m.Name] = true, true
+				prepared[m.Name], kinds[m.Name] = true, sourcesKind
 				be.Send(&pgproto3.ParseComplete{})
-			case m.Query != probe.ProbeSQL:
-				fail("42601", "fakepg answers the probe's statement only")
+			case m.Query != probe.ProbeSQL && m.Query != probe.ProbeStatusSQL:
+				fail("42601", "fakepg answers the probe's statements only")
 			case m.Name != "" && prepared[m.Name]:
 				fail("42P05", fmt.Sprintf("prepared statement %q already exists", m.Name))
 			default:
-				prepared[m.Name], sources[m.Name] = true, false
+				prepared[m.Name], kinds[m.Name] = true, probeKind
+				if m.Query == probe.ProbeStatusSQL {
+					kinds[m.Name] = statusKind
+				}
 				be.Send(&pgproto3.ParseComplete{})
 			}
 		case *pgproto3.Describe:
 			switch {
 			case m.ObjectType == 'S' && prepared[m.Name]:
 				be.Send(&pgproto3.ParameterDescription{ParameterOIDs: ans.params})
-				be.Send(&pgproto3.RowDescription{Fields: ans.fields})
-			case m.ObjectType == 'P' && portal && m.Name == "" && portalSources:
+				fields := ans.fields
+				switch kinds[m.Name] {
+				case statusKind:
+					fields = ans.statusFields
+				case sourcesKind:
+					fields = sourcesFields
+				}
+				be.Send(&pgproto3.RowDescription{Fields: fields})
+			case m.ObjectType == 'P' && portal && m.Name == "" && portalKind == sourcesKind:
 				be.Send(&pgproto3.RowDescription{Fields: sourcesFields})
+			case m.ObjectType == 'P' && portal && m.Name == "" && portalKind == statusKind:
+				be.Send(&pgproto3.RowDescription{Fields: ans.statusFields})
 			case m.ObjectType == 'P' && portal && m.Name == "":
 				be.Send(&pgproto3.RowDescription{Fields: ans.fields})
 			case m.ObjectType == 'S':
@@ -328,7 +367,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 			case m.DestinationPortal != "" || len(m.Parameters) != 0 || len(m.ResultFormatCodes) > 1 || (len(m.ResultFormatCodes) == 1 && m.ResultFormatCodes[0] != 0):
 				fail("0A000", "fakepg binds the unnamed portal, no parameters, text results")
 			default:
-				portal, portalSources = true, sources[m.PreparedStatement]
+				portal, portalKind = true, kinds[m.PreparedStatement]
 				be.Send(&pgproto3.BindComplete{})
 			}
 		case *pgproto3.Execute:
@@ -336,9 +375,14 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				fail("34000", fmt.Sprintf("portal %q does not exist", m.Portal))
 				continue
 			}
-			if portalSources {
+			switch portalKind {
+			case sourcesKind:
 				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
-			} else {
+			case statusKind:
+				probesRun.Add(1)
+				be.Send(&pgproto3.DataRow{Values: statusRow})
+				be.Send(complete)
+			default:
 				probesRun.Add(1)
 				be.Send(&pgproto3.DataRow{Values: ans.row})
 				be.Send(complete)
