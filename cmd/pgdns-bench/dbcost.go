@@ -31,6 +31,9 @@ type dbCostResult struct {
 	// as a simple query (planned every time, as pgdns did before it
 	// prepared it) and prepared (planned once).
 	simple, prepared [2]time.Duration // [0] primary, [1] replica
+	// The variant that also reads the server's status (postmaster.pid),
+	// which pgdns runs for a role that may read server files, prepared.
+	preparedStatus [2]time.Duration
 	// pgdns's own probe sessions (the 3-host instance, probe.interval
 	// 250ms) over window: CPU per probe of each, and probes/s of each.
 	window         time.Duration
@@ -93,7 +96,7 @@ func (b *bench) dbCost(ctx context.Context) (*dbCostResult, error) {
 	nodes := [2]*pgtest.Node{b.pg.Nodes[0], b.pg.Nodes[1]}
 	for i, n := range nodes {
 		var err error
-		if res.simple[i], res.prepared[i], err = statementCost(ctx, n, res.execs); err != nil {
+		if res.simple[i], res.prepared[i], res.preparedStatus[i], err = statementCost(ctx, n, res.execs); err != nil {
 			return nil, fmt.Errorf("%s: %w", n.Name, err)
 		}
 	}
@@ -216,33 +219,34 @@ func (d *dbCostResult) markdown() string {
 	w("| | primary | replica |\n|---|---:|---:|\n")
 	w("| the statement sent as a simple query (parsed and planned every time), %d times on a session of its own | %s | %s |\n", d.execs, us(d.simple[0]), us(d.simple[1]))
 	w("| the statement prepared (planned once per session), %d times on a session of its own | %s | %s |\n", d.execs, us(d.prepared[0]), us(d.prepared[1]))
+	w("| its variant reading the server's status from `postmaster.pid` (what pgdns runs for a role that may read server files), prepared, %d times | %s | %s |\n", d.execs, us(d.preparedStatus[0]), us(d.preparedStatus[1]))
 	w("| pgdns's probe session at rest (`probe.interval: 250ms`), over %v | %s (%.1f probes/s) | %s (%.1f probes/s) |\n", d.window, us(d.rest[0]), d.restRate[0], us(d.rest[1]), d.restRate[1])
 	w("| pgdns's probe session under the `lsn-` refresh bound (%.0f lookups/s of LSNs just written, `dns.lsn_refresh_min_gap` default), over %v | %s (%.1f probes/s) | %s (%.1f probes/s) |\n\n", d.refreshLookups, d.window, us(d.refresh[0]), d.refreshRate[0], us(d.refresh[1]), d.refreshRate[1])
 	w("Per probe of pgdns's own sessions, target ≤ %s: %s (the most: %s).\n\n", us(dbCostTarget), verdict(worst <= dbCostTarget), us(worst))
 	w("What a backend costs each time it is woken, whatever the statement: a prepared `SELECT 1` every 250 ms on a session of its own, over the same %v: %s on the primary, %s on the replica. What a probe at rest costs beyond it is the statement's own.\n\n", d.window, us(d.floor[0]), us(d.floor[1]))
-	w("Beside its probes, pgdns asks each host whether it still admits a new session (a server stopping smartly refuses new ones while the open one keeps working) once every 4 probes and at most once every `probe.admission_interval` (default 1s; 0 never asks). The servers saw %.2f (primary) and %.2f (replica) new sessions a second over the rest window (`pg_stat_database.sessions`). A new session opened and closed at once, as that check does under trust authentication, cost the replica %s of CPU (its postmaster's and the exited backends', `/proc/PID/stat`, over %d sessions in a row); under password authentication the check stops at the server's request for the password, which cost %s (over %d in a row).\n\n", d.admitRate[0], d.admitRate[1], us(d.perSession), d.sessions, us(d.perAsk), d.asks)
+	w("pgdns must also learn whether each host still admits a new session (a server stopping smartly refuses new ones while the open one keeps working). Its probe role here is `postgres`, a superuser, which may read server files: each probe reads the server's status from `postmaster.pid` in its own statement (the variant above), and pgdns opens no other session. The servers saw %.2f (primary) and %.2f (replica) new sessions a second over the rest window (`pg_stat_database.sessions`, less the bench's own). A role that may not read server files makes pgdns ask with a new session instead, once every 4 probes and at most once every `probe.admission_interval` (default 1s; 0 never asks): a new session opened and closed at once, as that check does under trust authentication, cost the replica %s of CPU (its postmaster's and the exited backends', `/proc/PID/stat`, over %d sessions in a row); under password authentication the check stops at the server's request for the password, which cost %s (over %d in a row).\n\n", d.admitRate[0], d.admitRate[1], us(d.perSession), d.sessions, us(d.perAsk), d.asks)
 	pct := func(t time.Duration) string { return fmt.Sprintf("%.2f%%", float64(t)/float64(time.Second)*100) }
-	w("So at rest, per pgdns instance, under trust authentication: the primary spends %s of CPU a second on pgdns (%s of a core), the replica %s (%s): probes per second × CPU per probe, plus admission sessions per second × CPU per session. With `probe.admission_interval: 0`, or under password authentication, the sessions' part (%s a second per host) goes, or shrinks to %s per ask.\n\n",
-		us(d.perSecond(0)), pct(d.perSecond(0)), us(d.perSecond(1)), pct(d.perSecond(1)), us(time.Duration(float64(d.perSession)*d.admitRate[1])), us(d.perAsk))
+	w("So at rest, per pgdns instance: the primary spends %s of CPU a second on pgdns (%s of a core), the replica %s (%s): probes per second × CPU per probe, plus admission sessions per second × CPU per session. A role without the grant adds, under trust authentication, about one session a second per host: %s a second (%s of a core) on each host, or %s per ask under password authentication.\n\n",
+		us(d.perSecond(0)), pct(d.perSecond(0)), us(d.perSecond(1)), pct(d.perSecond(1)), us(d.perSession), pct(d.perSession), us(d.perAsk))
 	return b.String()
 }
 
 // statementCost runs the probe's statement execs times on a new session
 // to n, first as a simple query, then prepared, and returns the server's
 // CPU time per execution of each.
-func statementCost(ctx context.Context, n *pgtest.Node, execs int) (simple, prepared time.Duration, err error) {
+func statementCost(ctx context.Context, n *pgtest.Node, execs int) (simple, prepared, status time.Duration, err error) {
 	pc, err := pgconn.Connect(ctx, n.DSN())
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer pc.Close(context.Background())
 	rows, err := pc.Exec(ctx, "SELECT pg_backend_pid()").ReadAll()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	pid, err := strconv.Atoi(string(rows[0].Rows[0][0]))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	run := func(one func() error) (time.Duration, error) {
 		if err := one(); err != nil { // warm the session's caches
@@ -261,14 +265,21 @@ func statementCost(ctx context.Context, n *pgtest.Node, execs int) (simple, prep
 		return time.Duration((t1 - t0) / int64(execs)), err
 	}
 	if simple, err = run(func() error { _, err := pc.Exec(ctx, probe.ProbeSQL).ReadAll(); return err }); err != nil {
-		return 0, 0, fmt.Errorf("simple query: %w", err)
+		return 0, 0, 0, fmt.Errorf("simple query: %w", err)
 	}
 	sd, err := pc.Prepare(ctx, probe.ProbeStatement, probe.ProbeSQL, nil)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	prepared, err = run(func() error { _, err := pc.ExecStatement(ctx, sd, nil, nil, nil).Close(); return err })
-	return simple, prepared, err
+	if prepared, err = run(func() error { _, err := pc.ExecStatement(ctx, sd, nil, nil, nil).Close(); return err }); err != nil {
+		return 0, 0, 0, err
+	}
+	sds, err := pc.Prepare(ctx, probe.ProbeStatusStatement, probe.ProbeStatusSQL, nil)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	status, err = run(func() error { _, err := pc.ExecStatement(ctx, sds, nil, nil, nil).Close(); return err })
+	return simple, prepared, status, err
 }
 
 // sessionCost opens and closes n sessions to node, one after the other,
