@@ -507,13 +507,14 @@ func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, v 
 // lookup that arrived at asked: false when the LSN is beyond any position
 // the primary can have reached (zone.View.LSNUnreachable), so that no
 // refresh, which would cost every host of the cluster a probe, can help;
-// and, not counted, when the token is on a forked timeline
-// (zone.Snapshot.TokenUnprovable), which no refresh undoes. count says
+// and, not counted, when the token is on a forked timeline or its write
+// was lost in a failover (zone.Snapshot.TokenUnprovable), which no refresh
+// undoes. count says
 // whether an LSN beyond reach is counted (once, where it is answered at
 // once).
 func (h *Handler) replayReachable(q *zone.Query, v zone.View, asked time.Time, count bool) bool {
 	if v.Snap.TokenUnprovable(q) != "" {
-		return false // a forked timeline: no host proves the token, nor will one after a refresh
+		return false // a forked timeline or a lost write: no host proves the token, nor will one after a refresh
 	}
 	if !v.LSNUnreachable(q, asked) {
 		return true

@@ -185,9 +185,10 @@ func (p *Prober) computeLag(src, c *zone.Cluster, now time.Time, stale time.Dura
 func (p *Prober) attachHistories(ci int, c *zone.Cluster) {
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		h.History = nil
+		h.History, h.HistoryFromFile = nil, false
 		if h.TimelineExact {
-			h.History = p.timelines[ci][h.Timeline].ends
+			known := p.timelines[ci][h.Timeline]
+			h.History, h.HistoryFromFile = known.ends, known.fromFile
 		}
 	}
 }

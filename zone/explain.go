@@ -82,6 +82,9 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 	if f := c.hostFork(h, q); f != nil && h == primary {
 		return "primary: " + f.why()
 	}
+	if lost := c.tokenLost(q); lost != "" && h == primary {
+		return "primary: " + lost
+	}
 	if h == primary {
 		switch q.Target {
 		case TargetPrimary, TargetAny:
@@ -139,14 +142,38 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 	case BytesTooHigh:
 		return "lag " + strconv.FormatUint(h.LagBytes, 10) + " bytes > " + strconv.FormatUint(q.MaxBytes, 10) + " bytes"
 	case OtherTimeline:
-		return "timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + ": " + q.MinLSN.String() +
-			" on timeline " + strconv.FormatUint(uint64(q.Timeline), 10) + " is not in its history"
+		return otherTimelineWhy(h, q)
 	case ForkedTimeline:
 		return c.hostFork(h, q).why()
 	case NotReplayed:
 		return "replay " + h.ReplayLSN.String() + " < " + q.MinLSN.String()
 	}
 	return "not selected"
+}
+
+// otherTimelineWhy says why replica h's history does not hold q's LSN:
+// proven (its timeline's history file, or a token from a later timeline
+// than h's), or only not known (a lower bound of where the token's
+// timeline ended, watched, or no end known at all; its timeline itself
+// only a lower bound), so that a reader tells a lost write from a missing
+// proof.
+func otherTimelineWhy(h *Host, q *Query) string {
+	own := "timeline " + strconv.FormatUint(uint64(h.Timeline), 10)
+	tl := "timeline " + strconv.FormatUint(uint64(q.Timeline), 10)
+	token := q.MinLSN.String() + " on " + tl
+	if !h.TimelineExact {
+		return own + " is only a lower bound (its WAL receiver is not running): " + token + " is not proven in its history"
+	}
+	if h.HistoryFromFile || h.Timeline < q.Timeline {
+		return own + ": " + token + " is not in its history"
+	}
+	for _, e := range h.History {
+		if e.Timeline == q.Timeline {
+			return own + ": " + token + " is not proven in its history: " + tl + " ended at or after " + e.End.String() +
+				" (a switch pgdns watched; no history file read)"
+		}
+	}
+	return own + ": " + token + " is not proven in its history: where " + tl + " ended is not known (no history file read)"
 }
 
 // locationWhy says why h is not in location dc.

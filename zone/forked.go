@@ -66,8 +66,9 @@ func (c *Cluster) hostFork(h *Host, q *Query) *TimelineFork {
 }
 
 // TokenUnprovable says why q's LSN is proven by no host of its cluster at
-// all (a forked timeline), or "": the reason TXT and /v1/resolve give for
-// an empty answer.
+// all (a forked timeline), or had by none (a write lost in a failover,
+// lost.go), or "": the reason TXT and /v1/resolve give for an empty
+// answer, which no refresh of the replay positions changes.
 func (s *Snapshot) TokenUnprovable(q *Query) string {
 	c := s.Cluster(q.Cluster)
 	if c == nil {
@@ -76,7 +77,7 @@ func (s *Snapshot) TokenUnprovable(q *Query) string {
 	if f := c.tokenFork(q); f != nil {
 		return f.why()
 	}
-	return ""
+	return c.tokenLost(q)
 }
 
 // why is the reason a host does not prove a token because of f.

@@ -168,6 +168,11 @@ type Host struct {
 	// History lists where earlier timelines ended, when known; it decides
 	// lsn- tokens that carry a timeline.
 	History []TimelineEnd
+	// HistoryFromFile: History was read from a timeline history file, so
+	// its ends are exact; otherwise they are lower bounds learned from
+	// switches the probe watched. Only an exact end proves a token's
+	// write lost in a failover (lost.go).
+	HistoryFromFile bool
 	// OwnHistory is the history of its exact timeline as this host's own
 	// history file tells it; nil when not read. Two servers that promoted
 	// independently may pick one timeline number: their files tell the

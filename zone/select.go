@@ -136,8 +136,9 @@ func (c *Cluster) aboveTimelines(q *Query) bool {
 // Select appends to dst the hosts that answer q at the view's moment and
 // returns the extended slice. The primary fits every filter but dc- (it
 // has all the data there is, but it is where it is), except an lsn- filter
-// whose timeline no host has (aboveTimelines) or that is on a forked
-// timeline (forked.go: no host proves it); a primary that refuses
+// whose timeline no host has (aboveTimelines), that is on a forked
+// timeline (forked.go: no host proves it) or whose write a failover
+// provably lost (lost.go: no host has it); a primary that refuses
 // writes (ReadOnly) is answered by any and prefer-replica's fallback, never
 // by primary. Replicas come in an
 // order rotated by the view's turn, so that successive answers spread
@@ -174,7 +175,7 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 	if q.DC != "" && !s.KnownLocation(q.DC) {
 		return dst, ErrUnknownLocation
 	}
-	if c.aboveTimelines(q) || c.tokenFork(q) != nil {
+	if c.aboveTimelines(q) || c.tokenFork(q) != nil || c.tokenLost(q) != "" {
 		return dst, nil // no host has (or proves) the position: not even the primary
 	}
 	primary := c.livePrimary(now, s.StaleAfter)

@@ -1,0 +1,147 @@
+package zone
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// afterFailover is a cluster on timeline 2: primary 10.0.0.2 (promoted
+// at 0/8000, where timeline 1 ended) and replica 10.0.0.3 following it,
+// both past 0/9000; fromFile says whether the history came from a
+// history file (exact) or from a switch the probe watched (a lower bound).
+func afterFailover(fromFile bool) *Snapshot {
+	p := seen("10.0.0.2", false, 0x9000)
+	p.InsertLSN = 0x9000
+	r := seen("10.0.0.3", true, 0x9000)
+	r.SenderHost, r.AppName = "10.0.0.2", "n3"
+	p.Standbys = []Standby{{Addr: r.IP, AppName: "n3"}}
+	for _, h := range []*Host{&p, &r} {
+		h.Timeline, h.History, h.HistoryFromFile = 2, []TimelineEnd{{Timeline: 1, End: 0x8000}}, fromFile
+	}
+	return cluster(p, r)
+}
+
+// Review 6, G4: a -t1 token past where timeline 1 ended, by timeline 2's
+// history file, names a write lost in the failover. No name answers it:
+// not replica, and not prefer-replica's fallback nor any, which answered
+// the new primary, which provably lacks the write. TXT and /v1/resolve say
+// why. A token in the history, or one on timeline 2 not replayed yet,
+// answers as before; so does the lost token when the history is only a
+// watched lower bound (the write may be in it), and the reasons say so.
+func TestLostWriteIsAnsweredByNoName(t *testing.T) {
+	const lost = "lsn-0-8800-t1"
+	s := afterFailover(true)
+	for _, target := range []string{"replica", "prefer-replica", "any", "primary"} {
+		if got := selectIPs(t, s, lost+"."+target+".db.local.", t0, 0); len(got) != 0 {
+			t.Errorf("%s.%s answered %v, which lacks the write lost with timeline 1", lost, target, got)
+		}
+	}
+	for name, want := range map[string][]string{
+		"lsn-0-7000-t1.replica.db.local.":        {"10.0.0.3"},             // timeline 1 ended after it
+		"lsn-0-7000-t1.any.db.local.":            {"10.0.0.2", "10.0.0.3"}, // the primary first
+		"lsn-0-9100-t2.prefer-replica.db.local.": {"10.0.0.2"},             // not replayed yet: the primary has it
+		"lsn-0-9100-t2.replica.db.local.":        {},
+		"lsn-0-8800.prefer-replica.db.local.":    {"10.0.0.3"}, // no timeline: a position on timeline 2 (rule 9)
+		"replica.db.local.":                      {"10.0.0.3"},
+	} {
+		if got := selectIPs(t, s, name, t0, 0); !slices.Equal(got, want) {
+			t.Errorf("%s answered %v, want %v", name, got, want)
+		}
+	}
+
+	const why = "0/8800 on timeline 1 lost in the failover to timeline 2 at 0/8000: " +
+		"timeline 2's history file says timeline 1 ended there, before the token"
+	for name, want := range map[string]string{
+		lost + ".prefer-replica.db.local.":       why,
+		lost + ".any.db.local.":                  why,
+		"lsn-0-7000-t1.replica.db.local.":        "",
+		"lsn-0-9100-t2.prefer-replica.db.local.": "",
+		"lsn-0-8800.replica.db.local.":           "",
+	} {
+		q, _ := Parse(name, origin)
+		if got := s.TokenUnprovable(&q); got != want {
+			t.Errorf("TokenUnprovable(%s) = %q, want %q", name, got, want)
+		}
+	}
+	v := View{Snap: s, Now: t0}
+	c := s.Clusters[0]
+	q, _ := Parse(lost+".prefer-replica.db.local.", origin)
+	if v.Within(c, &c.Hosts[0], &q) || v.Within(c, &c.Hosts[1], &q) {
+		t.Errorf("Within: a host passes %s, lost with timeline 1", lost)
+	}
+	explained(t, v, &q, "primary: "+why, "timeline 2: 0/8800 on timeline 1 is not in its history")
+
+	// Watched only: timeline 1 ended at or after 0/8000, maybe past the
+	// token. Not proven lost: prefer-replica falls back to the primary,
+	// as rule 9 says, and the replica's reason says the proof is missing.
+	w := afterFailover(false)
+	for name, want := range map[string][]string{
+		lost + ".replica.db.local.":        {},
+		lost + ".prefer-replica.db.local.": {"10.0.0.2"},
+		lost + ".any.db.local.":            {"10.0.0.2"},
+	} {
+		if got := selectIPs(t, w, name, t0, 0); !slices.Equal(got, want) {
+			t.Errorf("watched history: %s answered %v, want %v", name, got, want)
+		}
+	}
+	if got := w.TokenUnprovable(&q); got != "" {
+		t.Errorf("watched history: TokenUnprovable = %q, want none (a lower bound proves no loss)", got)
+	}
+	explained(t, View{Snap: w, Now: t0}, &q, "",
+		"timeline 2: 0/8800 on timeline 1 is not proven in its history: timeline 1 ended at or after 0/8000 (a switch pgdns watched; no history file read)")
+}
+
+// A later timeline that does not descend from the token's (timeline 3
+// branched off timeline 1, timeline 2 died elsewhere) proves the token's
+// write lost whatever its position; a fork of the newest timeline leaves
+// the branch, and so the history, unknown: the fork is the reason then.
+func TestLostWriteOfATimelineNotInTheHistory(t *testing.T) {
+	p := seen("10.0.0.2", false, 0x9000)
+	p.Timeline, p.History, p.HistoryFromFile = 3, []TimelineEnd{{Timeline: 1, End: 0x3000}}, true
+	s := cluster(p)
+	const name = "lsn-0-2000-t2.prefer-replica.db.local."
+	if got := selectIPs(t, s, name, t0, 0); len(got) != 0 {
+		t.Errorf("%s answered %v: timeline 3 does not descend from timeline 2", name, got)
+	}
+	q, _ := Parse(name, origin)
+	if got, want := s.TokenUnprovable(&q), "0/2000 on timeline 2 lost in a failover: timeline 3's history file does not descend from timeline 2"; got != want {
+		t.Errorf("TokenUnprovable = %q, want %q", got, want)
+	}
+	if got := selectIPs(t, s, "lsn-0-2000-t1.prefer-replica.db.local.", t0, 0); !slices.Equal(got, []string{"10.0.0.2"}) {
+		t.Errorf("a token of timeline 1 before its end answered %v, want the primary", got)
+	}
+
+	f := forkedCluster([]uint32{2}, afterFailover(true).Clusters[0].Hosts...)
+	const forked = "lsn-0-8800-t1.prefer-replica.db.local."
+	q, _ = Parse(forked, origin)
+	if got := f.TokenUnprovable(&q); got != "" {
+		t.Errorf("forked newest timeline: TokenUnprovable = %q, want none: the hosts' fork is the reason", got)
+	}
+	if got := selectIPs(t, f, forked, t0, 0); len(got) != 0 {
+		t.Errorf("forked newest timeline: %s answered %v", forked, got)
+	}
+	verdicts, _ := View{Snap: f, Now: t0}.Explain(&q)
+	if why := verdicts[0].Why; strings.Contains(why, "lost") || !strings.Contains(why, "forked") {
+		t.Errorf("forked newest timeline: the primary's verdict %q, want the fork", why)
+	}
+}
+
+// explained checks /v1/resolve's verdicts for q on a cluster of a primary
+// and a replica: neither selected, and the reasons given ("" leaves the
+// primary's unchecked).
+func explained(t *testing.T, v View, q *Query, primary, replica string) {
+	t.Helper()
+	verdicts, err := v.Explain(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{primary, replica} {
+		if i == 0 && want == "" {
+			continue
+		}
+		if verdicts[i].Selected || verdicts[i].Why != want {
+			t.Errorf("%s: %s verdict %+v, want why %q", q.String(), verdicts[i].Host.Addr, verdicts[i], want)
+		}
+	}
+}
