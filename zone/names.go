@@ -181,7 +181,11 @@ func ClientPort(ports []uint16, configured uint16) uint16 {
 // Address is the address h's own name answers: the one pgdns last
 // connected to, else, before any connection, the address h is configured
 // with when that is an IP; invalid when neither is known (a DNS name never
-// resolved: the host name answers no address yet).
+// resolved: the host name answers no address yet). A configured
+// IPv4-mapped IPv6 address (::ffff:10.0.0.11) is its IPv4 address, as the
+// probe stores the address it connected to (unmapped): whether the host
+// shares an address with another (Host.SharesIP) must not change with its
+// first connection, that is with who is up.
 func (h *Host) Address() netip.Addr {
 	if h.IP.IsValid() {
 		return h.IP
@@ -191,5 +195,5 @@ func (h *Host) Address() netip.Addr {
 		return netip.Addr{}
 	}
 	ip, _ := netip.ParseAddr(host)
-	return ip.WithZone("")
+	return ip.WithZone("").Unmap()
 }

@@ -233,3 +233,34 @@ func TestPriority(t *testing.T) {
 		}
 	}
 }
+
+// A host configured as an IPv4-mapped IPv6 address shares its IPv4
+// address with a host configured by it on another port from the start:
+// before any connection its address was the mapped form, and only the
+// probe's first connection (which stores the address unmapped) made the
+// two share, so that SharesIP, and with it which hosts address answers
+// may hold, changed with who was up. Its own name answers the IPv4
+// address, as once connected.
+func TestMappedAddressSharedBeforeItsFirstConnection(t *testing.T) {
+	mapped := Host{Cluster: "main", Addr: "[::ffff:10.0.0.11]:5433", Port: 5433}
+	plain := Host{Cluster: "main", Addr: "10.0.0.11:5432", Port: 5432}
+	other := Host{Cluster: "main", Addr: "10.0.0.12:5432", Port: 5432}
+	if got := mapped.Address(); got != netip.MustParseAddr("10.0.0.11") {
+		t.Errorf("Address of %s before a connection = %v, want 10.0.0.11", mapped.Addr, got)
+	}
+	for _, connected := range []string{"none", "mapped", "plain", "both"} {
+		hosts := []Host{mapped, plain, other}
+		if connected == "mapped" || connected == "both" {
+			hosts[0].IP = netip.MustParseAddr("10.0.0.11") // as the probe stores it
+		}
+		if connected == "plain" || connected == "both" {
+			hosts[1].IP = netip.MustParseAddr("10.0.0.11")
+		}
+		c := &Cluster{Name: "main", Hosts: hosts}
+		c.Decide(t0, stale, 3)
+		if !hosts[0].SharesIP || !hosts[1].SharesIP || hosts[2].SharesIP || c.ipsDistinct {
+			t.Errorf("connected: %s: SharesIP %v %v %v, distinct %v; want the two on 10.0.0.11 sharing, whoever is up",
+				connected, hosts[0].SharesIP, hosts[1].SharesIP, hosts[2].SharesIP, c.ipsDistinct)
+		}
+	}
+}
