@@ -307,7 +307,20 @@ func TestReloadKeepsAndUpdatesTheState(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "primary.db.local.", []string{pg.Nodes[1].IP})
+	// All that the promotion teaches, not only the new timeline: timeline
+	// 2's history file is read a probe after timeline 2 is first seen (the
+	// probe asks for the right to read it first, probe/facts.go), and that
+	// is written too; under load it came after the check below began.
 	wantFile("main on timeline 2", map[string]uint32{"main": 2, "spare": 1})
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the state file to hold timeline 2's history file and both branches", func() (string, bool) {
+		m, _, err := state.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := m["main"]
+		return string(state.Encode(m)), r.Timelines[2].FromFile &&
+			r.Branches[1].Writer == pg.Nodes[0].Addr() && r.Branches[2].Writer == pg.Nodes[1].Addr()
+	})
 	// Written when it changes, not on every probe: each write renames a
 	// new file into place, so the inode stays while nothing is learned.
 	inode := func() uint64 {
@@ -318,8 +331,13 @@ func TestReloadKeepsAndUpdatesTheState(t *testing.T) {
 		return fi.Sys().(*syscall.Stat_t).Ino
 	}
 	written := inode()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if n, ok := testkit.Holds(time.Second, 50*time.Millisecond, func() bool { return inode() == written }); !ok {
-		t.Errorf("the state file was rewritten after %d checks while nothing new was learned", n)
+		after, _ := os.ReadFile(path)
+		t.Errorf("the state file was rewritten after %d checks while nothing new was learned:\n%s\nbecame\n%s", n, before, after)
 	}
 
 	without := *e.cfg
