@@ -275,6 +275,10 @@ func (p *Prober) idleWatching(ctx context.Context, w Watcher, tick *hostTick, ki
 	return kicked, nil
 }
 
+// send sends r to the aggregator. It is not inlined: the copy of r that
+// the channel takes (500 bytes) would sit in the probe's frame.
+//
+//go:noinline
 func (p *Prober) send(ctx context.Context, r *result) {
 	select {
 	case p.results <- *r:
