@@ -41,8 +41,8 @@ const (
 // http.max_conns at most hostileMaxConns.
 var (
 	restingRSS      = resource.MustParse("16Mi")
-	largeRSS        = resource.MustParse("113Mi") // 112.1 MiB, rounded up
-	hostileRSS      = resource.MustParse("73Mi")  // 72.9 MiB, rounded up
+	largeRSS        = resource.MustParse("56Mi") // 55.6 MiB, rounded up
+	hostileRSS      = resource.MustParse("73Mi") // 72.9 MiB, rounded up
 	hostileMaxConns = 128
 )
 
