@@ -2,6 +2,7 @@ package probe
 
 import (
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/pgdns/pgdns/zone"
@@ -18,10 +19,14 @@ import (
 // different server writable on the same timeline, at the same time (a
 // split brain) or later, forks it: zone.TimelineFork, which no token on it
 // passes, and which is never undone but by -reset-state. The same server
-// is the same address (a restart keeps its WAL, and its branch) or the same
-// server run under another address (a configured name and the address
-// Patroni reports); a server re-cloned at the same address is a replica
-// first, and any later promotion of it takes a new timeline number.
+// is the same server run under another address (a configured name and the
+// address Patroni reports), or a later run at the same address whose WAL
+// provably continues the last one's (continues): a restart keeps its WAL,
+// and its branch. A new run at that address is just as often another
+// server (review 6, G2): a node rebuilt from a surviving standby, a data
+// directory restored from a backup, a VM or pod given the old address;
+// promoted again without the first branch's history file, it takes the
+// same timeline number.
 
 // Branch is what is known of who wrote one timeline: the first server
 // seen writable on it and, once another was, the fork.
@@ -29,14 +34,86 @@ type Branch struct {
 	Writer string    // the first writable server's configured address (host:port)
 	Run    time.Time // its postmaster start time, as last seen writable (zero: not known)
 	At     zone.LSN  // its insert position when first seen writable
+	// Last is the writer's flush position on the timeline as last seen
+	// (pg_current_wal_flush_lsn(), 0: not known): WAL on disk, which any
+	// later run of the same server starts past, a crash included.
+	Last zone.LSN
 	// Forked is "" or what shows the fork, for people: the servers seen
 	// writable on the timeline and where (zone.TimelineFork.Note).
 	Forked string
 }
 
-// equal reports whether a and b say the same.
+// equal reports whether a and b say the same, but for Last, which moves
+// with every probe of the writer (remembersAsReported).
 func (a Branch) equal(b Branch) bool {
 	return a.Writer == b.Writer && a.Run.Equal(b.Run) && a.At == b.At && a.Forked == b.Forked
+}
+
+// writableRun is what the probe saw of the current server run of a host
+// while it was writable: whether that run was promoted (it was seen in
+// recovery before, or its last checkpoint is on an older timeline than
+// the one it writes) and its flush position at its last sample.
+type writableRun struct {
+	run      time.Time
+	promoted string // "" or how the run shows that it was promoted
+	flush    zone.LSN
+}
+
+// watchRun keeps what sample s of host h tells of its server run while it
+// is writable; h still holds its previous sample. A server that starts
+// writable on timeline N has its last checkpoint on N (the shutdown
+// checkpoint of its last run, or the one that ends its crash recovery
+// before it accepts a session); one promoted in this run was in recovery,
+// and its last checkpoint stays on the timeline it left until the one that
+// the promotion requests completes (spread over checkpoint_timeout's
+// completion target: seconds at least).
+func (p *Prober) watchRun(h *zone.Host, s Sample) {
+	if s.InRecovery {
+		if len(p.runs) > 0 {
+			delete(p.runs, h)
+		}
+		return
+	}
+	r, ok := p.runs[h]
+	if !ok || !r.run.Equal(s.StartedAt) {
+		r = writableRun{run: s.StartedAt}
+		if h.Seen && h.InRecovery && h.StartedAt.Equal(s.StartedAt) {
+			r.promoted = "seen in recovery in that run"
+		}
+	}
+	if r.promoted == "" && s.CheckpointTimeline < s.Timeline {
+		r.promoted = "its last checkpoint is on timeline " + strconv.FormatUint(uint64(s.CheckpointTimeline), 10)
+	}
+	r.flush = s.FlushLSN
+	p.runs[h] = r
+}
+
+// runOf is what watchRun kept of the server run of host i of cluster ci,
+// as decided in h: nothing (not promoted, no flush position known) when it
+// kept nothing of that run.
+func (p *Prober) runOf(ci, i int, h *zone.Host) writableRun {
+	if ci < len(p.state) && i < len(p.state[ci].Hosts) {
+		if r, ok := p.runs[&p.state[ci].Hosts[i]]; ok && r.run.Equal(h.StartedAt) {
+			return r
+		}
+	}
+	return writableRun{run: h.StartedAt}
+}
+
+// continues says why writable run r of the host at b's writer's address,
+// writable on b's timeline at insert position pos, is not b's branch
+// continued, or "": a restart starts past every position the last run
+// flushed (Last), and is not promoted again to a timeline it already
+// wrote; a server rebuilt or restored at that address and promoted has its
+// own WAL on the timeline from the point it was promoted at.
+func (b Branch) continues(r writableRun, pos zone.LSN) string {
+	switch {
+	case r.promoted != "":
+		return "promoted to it in its own run: " + r.promoted
+	case pos < b.Last:
+		return "at " + pos.String() + ", below " + b.Last.String() + " that the run before flushed"
+	}
+	return ""
 }
 
 // sameServer reports whether writable host h is b's first writer: the
@@ -77,29 +154,59 @@ func writableOurs(c *zone.Cluster, h *zone.Host) bool {
 // timelines. A fork is logged once, at ERROR.
 func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 	known := p.branches[ci]
+	if ci >= len(p.writing) {
+		p.writing = append(p.writing, make([]map[uint32]bool, ci+1-len(p.writing))...)
+	}
+	if p.writing[ci] == nil {
+		p.writing[ci] = map[uint32]bool{}
+	}
+	writing := p.writing[ci]
+	clear(writing)
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		if !writableOurs(c, h) {
 			continue
 		}
+		r := p.runOf(ci, i, h)
 		b, ok := known[h.Timeline]
+		why := ""
 		switch {
 		case !ok:
-			known[h.Timeline] = Branch{Writer: h.Addr, Run: h.StartedAt, At: h.InsertLSN}
-		case b.Forked == "" && b.Writer == h.Addr && !b.Run.Equal(h.StartedAt):
-			// Restarted: the same server, whose newest run another
-			// address of it (Patroni's) would show.
-			b.Run = h.StartedAt
-			known[h.Timeline] = b
-		case b.Forked != "" || b.sameServer(h.Addr, h.StartedAt):
-		default:
-			b.Forked = b.forkNote(h.Addr, h.InsertLSN, c.SplitBrain)
-			known[h.Timeline] = b
-			if p.active.Load() {
-				p.log.Error("timeline forked: two servers were writable on it (promoted without seeing each other's "+
-					"history file); no lsn- token on it is answered from now on, nor one without a timeline while it is the newest",
-					"cluster", c.Name, "timeline", h.Timeline, "seen", b.Forked)
+			known[h.Timeline] = Branch{Writer: h.Addr, Run: h.StartedAt, At: h.InsertLSN, Last: r.flush}
+			writing[h.Timeline] = true
+			continue
+		case b.Forked != "":
+			continue
+		case b.Writer == h.Addr && b.Run.Equal(h.StartedAt):
+			// The first writer's run: its flush position moves on.
+			if r.flush > b.Last {
+				b.Last = r.flush
+				known[h.Timeline] = b
 			}
+			writing[h.Timeline] = true
+			continue
+		case b.Writer == h.Addr:
+			if why = b.continues(r, h.InsertLSN); why == "" {
+				// Restarted: the same server, whose newest run another
+				// address of it (Patroni's) would show.
+				b.Run, b.Last = h.StartedAt, max(b.Last, r.flush)
+				known[h.Timeline] = b
+				writing[h.Timeline] = true
+				continue
+			}
+		case b.sameServer(h.Addr, h.StartedAt):
+			continue
+		}
+		// Another server: the timeline has two branches.
+		b.Forked = b.forkNote(h.Addr, h.InsertLSN, c.SplitBrain)
+		if why != "" {
+			b.Forked += " in another server run (" + why + ")"
+		}
+		known[h.Timeline] = b
+		if p.active.Load() {
+			p.log.Error("timeline forked: two servers were writable on it (promoted without seeing each other's "+
+				"history file); no lsn- token on it is answered from now on, nor one without a timeline while it is the newest",
+				"cluster", c.Name, "timeline", h.Timeline, "seen", b.Forked)
 		}
 	}
 	c.ForkedTimelines = p.forkList(ci)
@@ -132,10 +239,15 @@ func (p *Prober) forkList(ci int) []zone.TimelineFork {
 // mergeBranches folds old, what a predecessor (or the state file, or an
 // orphan) knew of a cluster's timelines' writers, into mine: old's first
 // writer stands (it was seen first); a fork either knew stays; two
-// different first writers of one timeline are a fork.
+// different first writers of one timeline are a fork. A writer's later run
+// at its address is left to watchBranches, which compares it with old's
+// run (continues); of one run the higher flush position is kept.
 func mergeBranches(mine, old map[uint32]Branch) {
 	for tl, b := range old {
 		cur, ok := mine[tl]
+		if ok && cur.Writer == b.Writer && cur.Run.Equal(b.Run) {
+			b.Last = max(b.Last, cur.Last)
+		}
 		switch {
 		case !ok:
 		case b.Forked == "" && cur.Forked != "":

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,124 @@ func TestWatchBranches(t *testing.T) {
 	}
 	if got := mine[1]; got.Writer != "o:5432" || got.Forked != "" {
 		t.Errorf("merged %+v", got)
+	}
+}
+
+// Review 6, G2: a new server run at the first writer's address is the same
+// branch only when its WAL provably continues the last run's: not promoted
+// to the timeline in its own run (seen in recovery first, or its last
+// checkpoint on an older timeline) and at an insert position at least the
+// last run's last flush position there. A restart (the shutdown checkpoint,
+// or the one ending crash recovery, on the timeline; WAL past the flushed)
+// is not a fork.
+func TestWatchBranchesNewRunAtTheWritersAddress(t *testing.T) {
+	run1, run2, run3 := time.Unix(1000, 0), time.Unix(2000, 0), time.Unix(3000, 0)
+	type obs struct {
+		run               time.Time
+		recovery          bool
+		tl, ckpt          uint32
+		insert, flush     zone.LSN
+		wantFork, wantWhy string
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []obs
+	}{
+		{"restarted, WAL continues", []obs{
+			{run: run1, tl: 2, ckpt: 1, insert: 0x200, flush: 0x180},
+			{run: run1, tl: 2, ckpt: 2, insert: 0x500, flush: 0x400},
+			{run: run2, tl: 2, ckpt: 2, insert: 0x478, flush: 0x478}, // crashed: its unflushed tail past 0x400 lost
+			{run: run2, tl: 2, ckpt: 2, insert: 0x900, flush: 0x900},
+		}},
+		{"rebuilt from a standby, seen in recovery, promoted", []obs{
+			{run: run1, tl: 2, ckpt: 1, insert: 0x200, flush: 0x200},
+			{run: run2, recovery: true, tl: 1, ckpt: 1},
+			{run: run2, tl: 2, ckpt: 2, insert: 0x9000, flush: 0x9000, wantFork: "a:5432 writable on it at 0/200, then a:5432 at 0/9000 in another server run",
+				wantWhy: "promoted to it in its own run: seen in recovery in that run"},
+		}},
+		{"rebuilt and promoted, first seen writable", []obs{
+			{run: run1, tl: 2, ckpt: 1, insert: 0x200, flush: 0x200},
+			{run: run2, tl: 2, ckpt: 1, insert: 0x9000, flush: 0x9000, wantFork: "then a:5432 at 0/9000 in another server run",
+				wantWhy: "promoted to it in its own run: its last checkpoint is on timeline 1"},
+		}},
+		{"rebuilt, checkpointed since, behind", []obs{
+			{run: run1, tl: 2, ckpt: 1, insert: 0x200, flush: 0x200},
+			{run: run1, tl: 2, ckpt: 1, insert: 0x800, flush: 0x700},
+			{run: run3, tl: 2, ckpt: 2, insert: 0x600, flush: 0x600, wantFork: "then a:5432 at 0/600 in another server run",
+				wantWhy: "at 0/600, below 0/700 that the run before flushed"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{{Addr: "a:5432"}}}
+			p := &Prober{state: []*zone.Cluster{src}, branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1),
+				runs: map[*zone.Host]writableRun{}, writing: []map[uint32]bool{{}}}
+			for i, o := range tc.steps {
+				h := &src.Hosts[0]
+				p.watchRun(h, Sample{InRecovery: o.recovery, StartedAt: o.run, Timeline: o.tl, CheckpointTimeline: o.ckpt, FlushLSN: o.flush})
+				h.Seen, h.SystemID, h.InRecovery, h.StartedAt, h.Timeline, h.TimelineExact, h.InsertLSN = true, 7, o.recovery, o.run, o.tl, true, o.insert
+				c := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{*h}}
+				if c.Hosts[0].Role = zone.RolePrimary; o.recovery {
+					c.Hosts[0].Role = zone.RoleReplica
+				}
+				p.watchBranches(0, c)
+				f := c.ForkedTimelines
+				switch {
+				case o.wantFork == "" && f != nil:
+					t.Fatalf("step %d: forked %+v", i, f)
+				case o.wantFork != "" && (len(f) != 1 || !strings.Contains(f[0].Note, o.wantFork) || !strings.Contains(f[0].Note, o.wantWhy)):
+					t.Fatalf("step %d: forks %+v, want a note with %q and %q", i, f, o.wantFork, o.wantWhy)
+				}
+			}
+			if tc.steps[len(tc.steps)-1].wantFork == "" {
+				last := tc.steps[len(tc.steps)-1]
+				if b := p.branches[0][2]; !b.Run.Equal(last.run) || b.Last != last.flush || !p.writing[0][2] {
+					t.Errorf("branch %+v, writing %v: want the newest run and its flush position", b, p.writing[0])
+				}
+			}
+		})
+	}
+}
+
+// A first writer's flush position moves with every probe of it: it is not
+// reported (no state file write) while its run writes, but once the run is
+// no longer seen writable, and when the prober stops.
+func TestWriterFlushPositionReported(t *testing.T) {
+	var reports []map[string]Remembered
+	src := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{{Addr: "a:5432"}}}
+	p := &Prober{state: []*zone.Cluster{src}, timelines: []map[uint32]timelineHistory{{}}, branches: []map[uint32]Branch{{}},
+		forks: make([][]zone.TimelineFork, 1), runs: map[*zone.Host]writableRun{}, writing: []map[uint32]bool{{}},
+		restoring: map[*zone.Host]fork{}}
+	p.cfg.Hooks.Learned = func(m map[string]Remembered) { reports = append(reports, m) }
+	p.active.Store(true)
+	run := time.Unix(1000, 0)
+	probe := func(writable bool, flush zone.LSN) {
+		h := &src.Hosts[0]
+		p.watchRun(h, Sample{InRecovery: !writable, StartedAt: run, Timeline: 2, CheckpointTimeline: 2, FlushLSN: flush})
+		h.Seen, h.SystemID, h.InRecovery, h.StartedAt, h.Timeline, h.TimelineExact, h.InsertLSN = true, 7, !writable, run, 2, true, flush
+		c := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{*h}}
+		c.Hosts[0].Role = zone.RolePrimary
+		if !writable {
+			c.Hosts[0].Role, c.Hosts[0].Fails = zone.RoleDown, 3
+		}
+		p.watchBranches(0, c)
+		p.reportLearned()
+	}
+	probe(true, 0x100)
+	probe(true, 0x200)
+	probe(true, 0x300)
+	if len(reports) != 1 || reports[0]["main"].Branches[2].Last != 0x100 {
+		t.Fatalf("while the writer writes: %d reports, want the first one only (%+v)", len(reports), reports)
+	}
+	probe(false, 0)
+	if len(reports) != 2 || reports[1]["main"].Branches[2].Last != 0x300 {
+		t.Fatalf("the writer gone: %d reports, want one more with its last flush position 0/300 (%+v)", len(reports), reports)
+	}
+	run = time.Unix(2000, 0) // restarted, writing on
+	probe(true, 0x400)
+	probe(true, 0x500)
+	n := len(reports)
+	p.reportFinal()
+	if len(reports) != n+1 || reports[n]["main"].Branches[2].Last != 0x500 || !reports[n]["main"].Branches[2].Run.Equal(run) {
+		t.Fatalf("stopping: want a report of the running writer's flush position 0/500 (%+v)", reports[len(reports)-1])
 	}
 }

@@ -31,7 +31,12 @@ type Sample struct {
 	// even with synchronous_commit off (a commit is visible once its
 	// record is inserted, before the WAL writer writes it out, so the
 	// write position pg_current_wal_lsn() may lag a visible commit).
-	InsertLSN  zone.LSN
+	InsertLSN zone.LSN
+	// FlushLSN, on a primary, is pg_current_wal_flush_lsn(): its WAL up to
+	// there is on disk, and a crash keeps it (the insert position's tail
+	// may be lost), so any later run of the same server writes past it.
+	// Read back across a page header as InsertLSN is.
+	FlushLSN   zone.LSN
 	ReceiveLSN zone.LSN // replica only
 	ReplayLSN  zone.LSN // replica: pg_last_wal_replay_lsn(); primary: InsertLSN
 	SystemID   uint64
@@ -162,7 +167,10 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // (libpq's target_session_attrs=read-write refuses a server with it on):
 // a writable server with it on refuses writes, and is not answered as the
 // primary; a role, database or client setting of it would hide the
-// server's (shadow.go).
+// server's (shadow.go). A primary's flush position is the part of its WAL
+// that a crash keeps: a later run of the same server starts past it,
+// which tells a restart from a server rebuilt at the same address
+// (branches.go).
 //
 // The WAL receiver is read once per probe, from pg_stat_get_wal_receiver()
 // in FROM: the function pg_stat_wal_receiver shows, which gives one row
@@ -233,7 +241,8 @@ const probeSelect = `SELECT
   coalesce(w.status OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_port::pg_catalog.text, '')
     OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_host, ''), ''),
   pg_catalog.current_setting('cluster_name'),
-  pg_catalog.current_setting('default_transaction_read_only')`
+  pg_catalog.current_setting('default_transaction_read_only'),
+  CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_flush_lsn()::pg_catalog.text END`
 
 const probeFrom = `
 FROM pg_catalog.pg_stat_get_wal_receiver() w`

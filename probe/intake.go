@@ -318,6 +318,7 @@ func (p *Prober) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			p.reportFinal()
 			return
 		case <-fluxC:
 			if !p.fluxRound() {
@@ -430,6 +431,7 @@ func (p *Prober) record(r result) {
 	p.learnTimelines(r.cluster, h, continuous, s, tl, exact, c.Identity != 0 && s.SystemID == c.Identity)
 	p.watchReplay(h, continuous, s, tl, exact)
 	p.restoreFork(h, s, c.Identity != 0 && s.SystemID == c.Identity)
+	p.watchRun(h, s)
 
 	h.Seen, h.ProbeStart, h.ProbedAt, h.Fails, h.LastError, h.FailClass = true, s.Start, s.End, 0, "", ""
 	h.IP, h.InRecovery, h.SystemID, h.StartedAt = s.IP, s.InRecovery, s.SystemID, s.StartedAt

@@ -163,6 +163,8 @@ type Prober struct {
 	history   map[*zone.Host]*walHistory
 	lastExact map[*zone.Host]zone.TimelineEnd // a replica\'s last exact timeline and its replay there (timelines.go)
 	replays   map[*zone.Host]replayWatch      // a replica's earliest reading at its replay position (forks.go)
+	runs      map[*zone.Host]writableRun      // a writable host's current server run (branches.go)
+	writing   []map[uint32]bool               // per cluster: the timelines whose first writer's run is writable now (branches.go)
 	timelines []map[uint32]timelineHistory    // per cluster: what is known of each timeline's history
 	branches  []map[uint32]Branch             // per cluster: who wrote each timeline (branches.go)
 	forks     [][]zone.TimelineFork           // per cluster: its forked timelines as last published (branches.go)
@@ -203,6 +205,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		history:      map[*zone.Host]*walHistory{},
 		lastExact:    map[*zone.Host]zone.TimelineEnd{},
 		replays:      map[*zone.Host]replayWatch{},
+		runs:         map[*zone.Host]writableRun{},
 		restoring:    map[*zone.Host]fork{},
 		refreshing:   map[string]*refreshes{},
 		activate:     make(chan Knowledge, 1),
@@ -232,6 +235,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		p.state = append(p.state, c)
 		p.timelines = append(p.timelines, map[uint32]timelineHistory{})
 		p.branches = append(p.branches, map[uint32]Branch{})
+		p.writing = append(p.writing, map[uint32]bool{})
 	}
 	for _, c := range p.state {
 		p.base = append(p.base, len(p.done))

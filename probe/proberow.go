@@ -52,7 +52,7 @@ const SourcesSQL = sourcesSQL
 // probeColumns is the number of columns of probeSQL and probeStatusSQL;
 // the last (statusColumn) is where they differ.
 const (
-	probeColumns = 21
+	probeColumns = 22
 	statusColumn = probeColumns - 1
 )
 
@@ -307,6 +307,11 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 	s.SyncNamesSet, err6 = parseBool(v[12])
 	var err7 error
 	s.DefaultReadOnly, err7 = parseOnOff(v[19])
+	if !s.InRecovery && err7 == nil {
+		if s.FlushLSN, err7 = optionalLSN(string(v[20])); err7 == nil {
+			s.FlushLSN = s.FlushLSN.PageBoundary(block, segment)
+		}
+	}
 	return errors.Join(err5, err6, err7)
 }
 

@@ -26,9 +26,9 @@ func textRow(cols ...string) *probeRow {
 var (
 	replicaCols = []string{"t", "", "0/3000060", "0/3000028", "1", "1", "7000000000000000001", "1700000000000000",
 		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 fallback_application_name=walreceiver sslmode=prefer", "r1_slot", "t", "f", "8192", "16777216", "on", "",
-		"streaming 5432 10.0.0.1", "", "off"}
+		"streaming 5432 10.0.0.1", "", "off", ""}
 	primaryCols = []string{"f", "0/5000000", "", "", "3", "2", "7000000000000000001", "1700000000000123",
-		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus", "", "pg1", "on"}
+		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus", "", "pg1", "on", "0/4FFFF00"}
 )
 
 // TestWALReceiverAppName: the application name a WAL receiver gives the
@@ -95,7 +95,8 @@ func TestParseProbeRow(t *testing.T) {
 	if s.InRecovery || s.InsertLSN != 0x5000000 || s.ReplayLSN != 0x5000000 || s.Timeline != 3 || s.CheckpointTimeline != 2 ||
 		s.AppName != "" || s.AppNameWhy != "it has no WAL receiver" || s.Receiver != "" || s.SlotName != "" || len(s.Standbys) != 2 ||
 		s.Standbys[0] != (zone.Standby{Addr: netip.MustParseAddr("10.0.0.2"), AppName: "r1", Sync: true, Slot: "r1_slot"}) ||
-		s.Standbys[1] != (zone.Standby{AppName: "r2"}) || s.DrainSetting != "" || s.OfflineSetting != "bogus" || !s.DefaultReadOnly {
+		s.Standbys[1] != (zone.Standby{AppName: "r2"}) || s.DrainSetting != "" || s.OfflineSetting != "bogus" || !s.DefaultReadOnly ||
+		s.FlushLSN != 0x4FFFF00 {
 		t.Errorf("primary: %+v", s)
 	}
 

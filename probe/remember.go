@@ -154,12 +154,19 @@ func (p *Prober) restoreFork(h *zone.Host, s Sample, ours bool) {
 // what it last reported. Only the aggregator calls it, after a publish of
 // an active prober: an inactive one (a reload warming up) reports once it
 // takes over, with what it adopted.
-func (p *Prober) reportLearned() {
+func (p *Prober) reportLearned() { p.report(false) }
+
+// reportFinal is reportLearned as the prober stops: the flush positions of
+// the writers running now are reported too, for the state file's last
+// write.
+func (p *Prober) reportFinal() { p.report(true) }
+
+func (p *Prober) report(final bool) {
 	hook := p.cfg.Hooks.Learned
 	if hook == nil || !p.active.Load() {
 		return
 	}
-	if p.reported != nil && p.remembersAsReported() {
+	if p.reported != nil && p.remembersAsReported(final) {
 		return
 	}
 	p.reported, p.orphansReported = p.remembered(), p.orphansChanged
@@ -226,8 +233,12 @@ func (p *Prober) forksOf(c *zone.Cluster) map[string]Fork {
 }
 
 // remembersAsReported reports whether p would remember exactly what it
-// last reported, without allocating: it runs after every publish.
-func (p *Prober) remembersAsReported() bool {
+// last reported, without allocating: it runs after every publish. A first
+// writer's flush position (Branch.Last) moves with every probe of it: it
+// counts only once that run is no longer seen writable (its final one,
+// which a later run at its address must start past), or when final (the
+// prober stopping: the state file's last write).
+func (p *Prober) remembersAsReported(final bool) bool {
 	if p.orphansReported != p.orphansChanged {
 		return false
 	}
@@ -247,7 +258,7 @@ func (p *Prober) remembersAsReported() bool {
 				return false
 			}
 		}
-		if !p.forksAsReported(c, r.Forks) || !maps.EqualFunc(p.branches[ci], r.Branches, Branch.equal) {
+		if !p.forksAsReported(c, r.Forks) || !maps.EqualFunc(p.branches[ci], r.Branches, Branch.equal) || !p.lastsAsReported(ci, r.Branches, final) {
 			return false
 		}
 		if r.Serial != p.serialOf(ci) && p.serialAhead(ci) {
@@ -255,6 +266,18 @@ func (p *Prober) remembersAsReported() bool {
 		}
 	}
 	return n == len(p.reported)
+}
+
+// lastsAsReported reports whether the flush positions of cluster ci's
+// first writers are as reported, those of the runs writable now aside
+// unless final.
+func (p *Prober) lastsAsReported(ci int, reported map[uint32]Branch, final bool) bool {
+	for tl, b := range p.branches[ci] {
+		if b.Last != reported[tl].Last && (final || !p.writing[ci][tl]) {
+			return false
+		}
+	}
+	return true
 }
 
 // forksAsReported reports whether c's forks are reported, without

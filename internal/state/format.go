@@ -52,7 +52,11 @@ type branchJSON struct {
 	Writer        string     `json:"writer"`                   // the first writable server's address
 	ServerStarted *time.Time `json:"server_started,omitempty"` // its postmaster start time then
 	At            string     `json:"at"`                       // its insert position when first seen writable
-	Forked        string     `json:"forked,omitempty"`         // what shows the fork: no lsn- token on it is answered
+	// Last is its flush position on the timeline as last seen (optional:
+	// absent in files written before it, and while not known), which a
+	// later run at its address must start past to be the same server.
+	Last   string `json:"last,omitempty"`
+	Forked string `json:"forked,omitempty"` // what shows the fork: no lsn- token on it is answered
 }
 
 // forkJSON is a replica proven to be on another branch of a writable
@@ -105,6 +109,9 @@ func Encode(m map[string]probe.Remembered) []byte {
 				c.Branches = map[string]branchJSON{}
 			}
 			j := branchJSON{Writer: b.Writer, At: b.At.String(), Forked: b.Forked}
+			if b.Last != 0 {
+				j.Last = b.Last.String()
+			}
 			if !b.Run.IsZero() {
 				// In UTC, whatever zone the server reported it in: a
 				// restarted pgdns encodes what it read back the same,
@@ -207,6 +214,11 @@ func (c clusterJSON) remembered() (probe.Remembered, error) {
 			r.Branches = map[uint32]probe.Branch{}
 		}
 		pb := probe.Branch{Writer: b.Writer, At: at, Forked: b.Forked}
+		if b.Last != "" {
+			if pb.Last, err = zone.ParseLSN(b.Last); err != nil {
+				return probe.Remembered{}, fmt.Errorf("branches.%s: last %q is not an LSN", key, b.Last)
+			}
+		}
 		if b.ServerStarted != nil {
 			pb.Run = *b.ServerStarted
 		}

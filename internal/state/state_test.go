@@ -27,7 +27,7 @@ func sample() map[string]probe.Remembered {
 		}, Forks: map[string]probe.Fork{"10.0.0.3:5432": {Run: time.Date(2026, 12, 1, 9, 0, 0, 123456000, time.UTC),
 			From: "10.0.0.2:5432", Note: "another branch of timeline 3"}},
 			Branches: map[uint32]probe.Branch{
-				2: {Writer: "10.0.0.2:5432", Run: time.Date(2026, 12, 1, 8, 0, 0, 5000, time.UTC), At: 0x3000100},
+				2: {Writer: "10.0.0.2:5432", Run: time.Date(2026, 12, 1, 8, 0, 0, 5000, time.UTC), At: 0x3000100, Last: 0x3004000},
 				3: {Writer: "10.0.0.2:5432", At: 0x1_0000_0100, Forked: "10.0.0.2:5432 writable on it at 1/100, then 10.0.0.3:5432 at 1/200"},
 			}},
 		"orders": {Identity: 1, NewestTimeline: 1, Timelines: map[uint32]probe.TimelineHistory{}},
@@ -46,7 +46,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", got, sample())
 	}
 	for _, want := range []string{`"version": 2`, `"system_identifier": "7713995393360043562"`, `"end": "1/A0"`, `"from_history_file": true`,
-		`"writer": "10.0.0.2:5432"`, `"forked": "10.0.0.2:5432 writable on it at 1/100, then 10.0.0.3:5432 at 1/200"`} {
+		`"writer": "10.0.0.2:5432"`, `"last": "0/3004000"`, `"forked": "10.0.0.2:5432 writable on it at 1/100, then 10.0.0.3:5432 at 1/200"`} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("encoded state lacks %s:\n%s", want, data)
 		}
@@ -79,6 +79,8 @@ func TestDecodeRefusesBadFiles(t *testing.T) {
 			`clusters.main.timelines.2: the end of timeline 1 at "3000060"`},
 		{"fork without its run", `{"version": 1, "clusters": {"main": {"system_identifier": "1", "forks": {"10.0.0.3:5432": {"diverged_from": "10.0.0.2:5432"}}}}}`,
 			`clusters.main.forks: "10.0.0.3:5432" needs an address, diverged_from and server_started`},
+		{"bad last position", `{"version": 2, "clusters": {"main": {"system_identifier": "1", "branches": {"2": {"writer": "10.0.0.2:5432", "at": "0/1", "last": "later"}}}}}`,
+			`clusters.main.branches.2: last "later" is not an LSN`},
 		{"end of a later timeline", `{"version": 1, "clusters": {"main": {"system_identifier": "1", "timelines": {"2": {"ends": [{"timeline": 2, "end": "0/1"}]}}}}}`,
 			`clusters.main.timelines.2: the end of timeline 2`},
 	} {
