@@ -155,7 +155,7 @@ func TestWriterFlushPositionReported(t *testing.T) {
 	src := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{{Addr: "a:5432"}}}
 	p := &Prober{state: []*zone.Cluster{src}, timelines: []map[uint32]timelineHistory{{}}, branches: []map[uint32]Branch{{}},
 		forks: make([][]zone.TimelineFork, 1), runs: map[*zone.Host]writableRun{}, writing: []map[uint32]bool{{}},
-		restoring: map[*zone.Host]fork{}}
+		pending: make([]map[string]fork, 1)}
 	p.cfg.Hooks.Learned = func(m map[string]Remembered) { reports = append(reports, m) }
 	p.active.Store(true)
 	run := time.Unix(1000, 0)

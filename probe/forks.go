@@ -36,7 +36,7 @@ type replayWatch struct {
 // h still holds what its previous sample said. continuous is as in record.
 func (p *Prober) watchReplay(h *zone.Host, continuous bool, s Sample, tl uint32, exact bool) {
 	if !s.InRecovery || !continuous {
-		h.DivergedFrom, h.DivergedNote = "", "" // another run, or writable: proven of a run that ended
+		h.DivergedFrom, h.DivergedNote, h.DivergedRun = "", "", time.Time{} // another run, or writable: proven of a run that ended
 	}
 	if !s.InRecovery || !exact {
 		delete(p.replays, h)
@@ -51,18 +51,43 @@ func (p *Prober) watchReplay(h *zone.Host, continuous bool, s Sample, tl uint32,
 // checkForks marks the replicas of cluster ci that writable host w, found
 // at position pos by a probe that started at started, proves to be on
 // another branch of its timeline: read at a replay position past pos
-// before that probe started.
+// before that probe started. A proof names w's server (followServer).
 func (p *Prober) checkForks(ci int, w *zone.Host, started time.Time, pos zone.LSN) {
 	c := p.state[ci]
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
+		if h.DivergedFrom != "" && h != w {
+			followServer(h, w)
+		}
 		rw, ok := p.replays[h]
 		if !ok || h == w || h.DivergedFrom == w.Addr || h.SystemID != w.SystemID || rw.timeline != w.Timeline ||
 			rw.read.After(started) || rw.replay <= pos {
 			continue
 		}
-		h.DivergedFrom = w.Addr
+		h.DivergedFrom, h.DivergedRun = w.Addr, w.StartedAt
 		h.DivergedNote = "another branch of timeline " + strconv.FormatUint(uint64(w.Timeline), 10) + ": replayed to " + rw.replay.String() +
 			", past " + pos.String() + " where " + w.Addr + " was read after it"
+	}
+}
+
+// followServer keeps replica h's proof on the server it names when
+// writable host w is that server under another name: the same server run
+// listed under another address (a DNS name for it, a second IP, a
+// forwarder, Patroni's address) takes the address, so that a later
+// restart there is still that server; a new run at the proof's address (a
+// restart, which keeps its WAL) takes the run, so that the run listed
+// under another address next is too. Either way the replica stays aside
+// (zone.forkedFrom): a proof is never lost to a change of spelling
+// (review 6, G7). A new server given the old address keeps the replica
+// aside too: failing closed.
+func followServer(h, w *zone.Host) {
+	if h.SystemID != w.SystemID {
+		return
+	}
+	switch {
+	case h.DivergedFrom == w.Addr:
+		h.DivergedRun = w.StartedAt
+	case !h.DivergedRun.IsZero() && h.DivergedRun.Equal(w.StartedAt):
+		h.DivergedFrom = w.Addr
 	}
 }

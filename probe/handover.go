@@ -25,15 +25,17 @@ type clusterKnowledge struct {
 	newest    uint32
 	timelines map[uint32]timelineHistory
 	clocks    map[string]*walHistory // by host address
-	forks     map[string]fork        // by host address: replicas proven on another branch (forks.go)
+	forks     map[string]fork        // by the address a replica was last listed under: replicas proven on another branch (forks.go)
 	branches  map[uint32]Branch      // by timeline: who wrote it, and whether it forked (branches.go)
 }
 
 // fork is what proved a replica to be on another branch than a writable
-// host's, for the server run that showed it.
+// host's, for the server run that showed it (run, the replica's): from is
+// the writable host's address and fromRun its server run (zone.Host's
+// DivergedFrom, DivergedRun).
 type fork struct {
-	run        time.Time
-	from, note string
+	run, fromRun time.Time
+	from, note   string
 }
 
 // knowledge returns a copy of what p has learned, read by its aggregator;
@@ -65,10 +67,10 @@ func (p *Prober) export() Knowledge {
 		for tl, h := range p.timelines[ci] {
 			ck.timelines[tl] = h // entries are never modified in place
 		}
+		for addr, f := range p.forksOf(ci) {
+			ck.forks[addr] = fork{run: f.Run, fromRun: f.FromRun, from: f.From, note: f.Note}
+		}
 		for hi := range c.Hosts {
-			if h := &c.Hosts[hi]; h.DivergedFrom != "" {
-				ck.forks[h.Addr] = fork{run: h.StartedAt, from: h.DivergedFrom, note: h.DivergedNote}
-			}
 			if w := p.history[&c.Hosts[hi]]; w != nil {
 				ck.clocks[c.Hosts[hi].Addr] = &walHistory{timeline: w.timeline,
 					marks: append([]walMark(nil), w.marks...)}
@@ -110,7 +112,7 @@ func (p *Prober) adopt(k Knowledge) {
 			// under the other identity is that cluster's, not this one's.
 			c.Identity, c.NewestTimeline = old.identity, 0
 			p.timelines[ci] = map[uint32]timelineHistory{}
-			p.branches[ci], p.forks[ci] = map[uint32]Branch{}, nil
+			p.branches[ci], p.forks[ci], p.pending[ci] = map[uint32]Branch{}, nil, nil
 		}
 		p.inherit(ci, old)
 	}
@@ -123,10 +125,11 @@ func (p *Prober) adopt(k Knowledge) {
 
 // inherit folds old, knowledge of cluster ci's identity, into what p
 // knows of it: the newer of the two newest timelines, the histories p
-// lacks (a history file's replaces a watched one), the forks of its hosts
-// (applied to a host seen in the same server run, or restored at an unseen
-// host's first sample), their WAL clocks, and who wrote each timeline
-// (mergeBranches: a fork either knew stays).
+// lacks (a history file's replaces a watched one), the forks (applied to
+// the host seen in the same server run, whatever address it is listed
+// under now, or kept for a host's later sample: pendFork), the WAL
+// clocks of its hosts, and who wrote each timeline (mergeBranches: a fork
+// either knew stays).
 func (p *Prober) inherit(ci int, old clusterKnowledge) {
 	c := p.state[ci]
 	c.NewestTimeline = max(c.NewestTimeline, old.newest)
@@ -136,14 +139,13 @@ func (p *Prober) inherit(ci int, old clusterKnowledge) {
 			p.timelines[ci][tl] = h
 		}
 	}
+	for addr, f := range old.forks {
+		p.pendFork(ci, addr, f)
+	}
 	for hi := range c.Hosts {
 		h := &c.Hosts[hi]
-		if f, ok := old.forks[h.Addr]; ok && h.DivergedFrom == "" {
-			if !h.Seen {
-				p.restoring[h] = f
-			} else if h.InRecovery && h.StartedAt.Equal(f.run) {
-				h.DivergedFrom, h.DivergedNote = f.from, f.note
-			}
+		if h.Seen {
+			p.restoreFork(ci, h, h.StartedAt, h.InRecovery, c.Identity != 0 && h.SystemID == c.Identity)
 		}
 		w := old.clocks[h.Addr]
 		if w == nil {

@@ -430,7 +430,7 @@ func (p *Prober) record(r result) {
 	}
 	p.learnTimelines(r.cluster, h, continuous, s, tl, exact, c.Identity != 0 && s.SystemID == c.Identity)
 	p.watchReplay(h, continuous, s, tl, exact)
-	p.restoreFork(h, s, c.Identity != 0 && s.SystemID == c.Identity)
+	p.restoreFork(r.cluster, h, s.StartedAt, s.InRecovery, c.Identity != 0 && s.SystemID == c.Identity)
 	p.watchRun(h, s)
 
 	h.Seen, h.ProbeStart, h.ProbedAt, h.Fails, h.LastError, h.FailClass = true, s.Start, s.End, 0, "", ""

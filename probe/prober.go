@@ -184,8 +184,10 @@ type Prober struct {
 	// round last kicked it (rounds.go).
 	answered, roundKicked []time.Time
 
-	reported  map[string]Remembered // what Hooks.Learned last heard (remember.go); aggregator's
-	restoring map[*zone.Host]fork   // remembered forks awaiting the host's first sample (remember.go)
+	reported map[string]Remembered // what Hooks.Learned last heard (remember.go); aggregator's
+	// Per cluster: remembered forks not applied to a host yet, by the
+	// address the replica was last listed under (remember.go).
+	pending []map[string]fork
 	// Knowledge of clusters no longer configured, by their old name, for
 	// a configured one of the same identity (orphans.go); aggregator's.
 	orphans                         map[string]clusterKnowledge
@@ -206,7 +208,6 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		lastExact:    map[*zone.Host]zone.TimelineEnd{},
 		replays:      map[*zone.Host]replayWatch{},
 		runs:         map[*zone.Host]writableRun{},
-		restoring:    map[*zone.Host]fork{},
 		refreshing:   map[string]*refreshes{},
 		activate:     make(chan Knowledge, 1),
 		stopped:      make(chan struct{}),
@@ -242,6 +243,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		p.done = append(p.done, make([]bool, len(c.Hosts))...)
 	}
 	p.rebuild, p.holdsUntil, p.notLeader = make([]bool, len(p.state)), make([]time.Time, len(p.state)), make([]bool, len(p.state))
+	p.pending = make([]map[string]fork, len(p.state))
 	for range p.done {
 		p.kicks = append(p.kicks, make(chan struct{}, 1))
 	}

@@ -21,6 +21,7 @@ type fakeHost struct {
 	ip         string
 	inRecovery bool
 	lsn        zone.LSN
+	started    time.Time // its postmaster start time (zero unless a test sets one)
 	hang       bool
 	fail       error
 	probes     atomic.Int64
@@ -39,7 +40,7 @@ func (c fakeChecker) Check(ctx context.Context) (Sample, error) {
 	c.h.mu.Lock()
 	hang, fail := c.h.hang, c.h.fail
 	s := Sample{Start: time.Now(), End: time.Now(), IP: netip.MustParseAddr(c.h.ip), InRecovery: c.h.inRecovery,
-		ReplayLSN: c.h.lsn, Timeline: 1, SystemID: 42}
+		ReplayLSN: c.h.lsn, Timeline: 1, SystemID: 42, StartedAt: c.h.started}
 	if !s.InRecovery {
 		s.InsertLSN = c.h.lsn
 	}

@@ -23,8 +23,9 @@ type Remembered struct {
 	// Timelines are what is known of each timeline's history, by timeline.
 	Timelines map[uint32]TimelineHistory
 	// Forks are the replicas proven to be on another branch of a writable
-	// host's timeline (forks.go), by address: a proof that holds for the
-	// server run that showed it, which may outlive a restart of pgdns.
+	// host's timeline (forks.go), by the address the replica was last
+	// listed under: a proof that holds for the server run that showed it
+	// (under any address), which may outlive a restart of pgdns.
 	Forks map[string]Fork
 	// Serial is the cluster's SOA serial (0: none known). A burst of
 	// changes runs the serial ahead of the clock (zone.NextSerial), and
@@ -43,7 +44,11 @@ type Remembered struct {
 type Fork struct {
 	Run  time.Time
 	From string
-	Note string // the proof, for people
+	// FromRun is From's server run when it was last seen (zero: not
+	// known, as in a file written before it): the proof holds against
+	// that run under any address.
+	FromRun time.Time
+	Note    string // the proof, for people
 }
 
 // TimelineHistory is what is known of one timeline's history: where the
@@ -57,8 +62,8 @@ type TimelineHistory struct {
 // prober not yet running, by the rules of adopt: an entry whose identity
 // differs from a pinned one is not applied (said at WARN), and one under
 // a name no longer configured waits for a cluster of its identity
-// (orphans.go). A fork is restored at the host's first sample, if the
-// same server run answers it (restoreFork).
+// (orphans.go). A fork is restored at the sample of a host that the same
+// server run answers, under any address (restoreFork).
 func (p *Prober) seed(remembered map[string]Remembered) {
 	if len(remembered) == 0 {
 		return
@@ -77,7 +82,7 @@ func (p *Prober) seed(remembered map[string]Remembered) {
 			if ck.forks == nil {
 				ck.forks = map[string]fork{}
 			}
-			ck.forks[addr] = fork{run: f.Run, from: f.From, note: f.Note}
+			ck.forks[addr] = fork{run: f.Run, fromRun: f.FromRun, from: f.From, note: f.Note}
 		}
 		k.clusters[name] = ck
 	}
@@ -136,17 +141,63 @@ func (p *Prober) rememberedFrom(ci int) string {
 	return "this run of pgdns"
 }
 
-// restoreFork applies a remembered fork to replica h at its first sample
-// s, when s comes from the server run the fork was proven of; record calls
-// it after watchReplay, which clears what a new run no longer proves.
-func (p *Prober) restoreFork(h *zone.Host, s Sample, ours bool) {
-	f, ok := p.restoring[h]
-	if !ok {
+// maxPendingForks bounds the remembered forks a cluster keeps for
+// replicas no configured host has shown yet (one unlisted, or listed
+// under an address not probed yet): beyond it the oldest runs go.
+const maxPendingForks = 64
+
+// pendFork keeps remembered fork f, of the replica last listed under
+// addr, for a host of cluster ci that shows its server run (restoreFork).
+// A host of ci that holds the same proof already (a reload's successor
+// that saw it again) needs none.
+func (p *Prober) pendFork(ci int, addr string, f fork) {
+	for hi := range p.state[ci].Hosts {
+		if h := &p.state[ci].Hosts[hi]; h.DivergedFrom != "" && h.Seen && h.StartedAt.Equal(f.run) && (h.Addr == addr || !f.run.IsZero()) {
+			return
+		}
+	}
+	if p.pending[ci] == nil {
+		p.pending[ci] = map[string]fork{}
+	}
+	p.pending[ci][addr] = f
+	for len(p.pending[ci]) > maxPendingForks {
+		oldest := ""
+		for a, g := range p.pending[ci] {
+			if oldest == "" || g.run.Before(p.pending[ci][oldest].run) {
+				oldest = a
+			}
+		}
+		delete(p.pending[ci], oldest)
+	}
+}
+
+// restoreFork applies to host h of cluster ci, whose server run started at
+// run, a remembered fork proven of that run, whatever address the replica
+// was listed under then (a replica relisted by a reload, or in the config
+// a restarted pgdns reads, stays aside: review 6, G7); record calls it
+// after watchReplay, which clears what a new run no longer proves. A fork
+// remembered under h's address of another run is dropped: that run ended.
+func (p *Prober) restoreFork(ci int, h *zone.Host, run time.Time, inRecovery, ours bool) {
+	pend := p.pending[ci]
+	if len(pend) == 0 {
 		return
 	}
-	delete(p.restoring, h)
-	if ours && s.InRecovery && s.StartedAt.Equal(f.run) && h.DivergedFrom == "" {
-		h.DivergedFrom, h.DivergedNote = f.from, f.note
+	f, ok := pend[h.Addr]
+	if ok {
+		delete(pend, h.Addr) // of this run, or of one that ended
+	}
+	if (!ok || !f.run.Equal(run)) && !run.IsZero() {
+		ok = false
+		for addr, g := range pend {
+			if g.run.Equal(run) {
+				f, ok = g, true
+				delete(pend, addr)
+				break
+			}
+		}
+	}
+	if ok && f.run.Equal(run) && ours && inRecovery && h.DivergedFrom == "" {
+		h.DivergedFrom, h.DivergedNote, h.DivergedRun = f.from, f.note, f.fromRun
 	}
 }
 
@@ -189,7 +240,7 @@ func (p *Prober) remembered() map[string]Remembered {
 			// the slice is safe.
 			r.Timelines[tl] = TimelineHistory{Ends: h.ends, FromFile: h.fromFile}
 		}
-		r.Forks = p.forksOf(c)
+		r.Forks = p.forksOf(ci)
 		r.Serial = p.serialOf(ci)
 		r.Branches = maps.Clone(p.branches[ci])
 		out[c.Name] = r
@@ -204,32 +255,43 @@ func (p *Prober) remembered() map[string]Remembered {
 			if r.Forks == nil {
 				r.Forks = map[string]Fork{}
 			}
-			r.Forks[addr] = Fork{Run: f.run, From: f.from, Note: f.note}
+			r.Forks[addr] = f.export()
 		}
 		out[name] = r
 	}
 	return out
 }
 
-// forksOf lists the forks of c's hosts: those proven, and those
-// remembered and not yet restored or dropped by a first sample.
-func (p *Prober) forksOf(c *zone.Cluster) map[string]Fork {
+// forksOf lists cluster ci's forks, by the address each replica was last
+// listed under: those of its hosts, and those remembered and not applied
+// to a host yet (pendFork).
+func (p *Prober) forksOf(ci int) map[string]Fork {
 	var out map[string]Fork
+	c := p.state[ci]
 	for hi := range c.Hosts {
 		h := &c.Hosts[hi]
-		f := Fork{Run: h.StartedAt, From: h.DivergedFrom, Note: h.DivergedNote}
-		if pending, ok := p.restoring[h]; ok {
-			f = Fork{Run: pending.run, From: pending.from, Note: pending.note}
-		}
-		if f.From == "" {
+		if h.DivergedFrom == "" {
 			continue
 		}
 		if out == nil {
 			out = map[string]Fork{}
 		}
-		out[h.Addr] = f
+		out[h.Addr] = Fork{Run: h.StartedAt, From: h.DivergedFrom, FromRun: h.DivergedRun, Note: h.DivergedNote}
+	}
+	for addr, f := range p.pending[ci] {
+		if _, ok := out[addr]; !ok {
+			if out == nil {
+				out = map[string]Fork{}
+			}
+			out[addr] = f.export()
+		}
 	}
 	return out
+}
+
+// export is f as Remembered carries it.
+func (f fork) export() Fork {
+	return Fork{Run: f.run, From: f.from, FromRun: f.fromRun, Note: f.note}
 }
 
 // remembersAsReported reports whether p would remember exactly what it
@@ -258,7 +320,7 @@ func (p *Prober) remembersAsReported(final bool) bool {
 				return false
 			}
 		}
-		if !p.forksAsReported(c, r.Forks) || !maps.EqualFunc(p.branches[ci], r.Branches, Branch.equal) || !p.lastsAsReported(ci, r.Branches, final) {
+		if !p.forksAsReported(ci, r.Forks) || !maps.EqualFunc(p.branches[ci], r.Branches, Branch.equal) || !p.lastsAsReported(ci, r.Branches, final) {
 			return false
 		}
 		if r.Serial != p.serialOf(ci) && p.serialAhead(ci) {
@@ -280,23 +342,17 @@ func (p *Prober) lastsAsReported(ci int, reported map[uint32]Branch, final bool)
 	return true
 }
 
-// forksAsReported reports whether c's forks are reported, without
-// allocating while no host has one (the usual case).
-func (p *Prober) forksAsReported(c *zone.Cluster, reported map[string]Fork) bool {
-	some := false
-	for hi := range c.Hosts {
-		h := &c.Hosts[hi]
-		if h.DivergedFrom != "" {
-			some = true
-		} else if len(p.restoring) > 0 {
-			_, pending := p.restoring[h]
-			some = some || pending
-		}
+// forksAsReported reports whether cluster ci's forks are reported,
+// without allocating while it has none (the usual case).
+func (p *Prober) forksAsReported(ci int, reported map[string]Fork) bool {
+	some := len(p.pending[ci]) > 0
+	for hi := range p.state[ci].Hosts {
+		some = some || p.state[ci].Hosts[hi].DivergedFrom != ""
 	}
 	if !some {
 		return len(reported) == 0
 	}
-	return maps.EqualFunc(p.forksOf(c), reported, func(a, b Fork) bool {
-		return a.Run.Equal(b.Run) && a.From == b.From && a.Note == b.Note
+	return maps.EqualFunc(p.forksOf(ci), reported, func(a, b Fork) bool {
+		return a.Run.Equal(b.Run) && a.From == b.From && a.FromRun.Equal(b.FromRun) && a.Note == b.Note
 	})
 }

@@ -132,6 +132,34 @@ func TestProberRestoresRememberedForks(t *testing.T) {
 	})
 }
 
+// A remembered fork holds for the replica's server run and against the
+// writable server's run under any address: a replica and a primary both
+// listed under other addresses by the config a restarted pgdns reads stay
+// aside (review 6, G7); a fork of a replica not listed now is kept for a
+// later config that lists it.
+func TestProberRestoresARememberedForkUnderAnotherAddress(t *testing.T) {
+	pRun, rRun := time.Date(2026, 12, 1, 9, 0, 0, 1000, time.UTC), time.Date(2026, 12, 1, 9, 5, 0, 2000, time.UTC)
+	hosts := map[string]*fakeHost{"p2:1": {ip: "10.0.0.1", lsn: 100, started: pRun},
+		"r2:1": {ip: "10.0.0.2", inRecovery: true, lsn: 100, started: rRun}}
+	forked := Fork{Run: rRun, From: "p:1", FromRun: pRun, Note: "another branch of timeline 1: replayed to 0/200, past 0/100 where p:1 was read after it"}
+	unlisted := Fork{Run: rRun.Add(time.Minute), From: "p:1", FromRun: pRun, Note: "another branch of timeline 1: of u:1"}
+	learned := &learnedLog{}
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: time.Second, MaxFails: 2,
+		Clusters:   []ClusterConfig{{Name: "main", Hosts: []string{"p2:1", "r2:1"}}},
+		Remembered: map[string]Remembered{"main": {Identity: 42, NewestTimeline: 1, Forks: map[string]Fork{"r:1": forked, "u:1": unlisted}}},
+		Hooks:      Hooks{Learned: learned.hook}}
+	table, _ := runFake(t, cfg, hosts)
+	s := waitSnapshot(t, table, "ready", func(s *zone.Snapshot) bool { return s.Ready && s.Clusters[0].Primary == 0 })
+	if h := s.Clusters[0].Hosts[1]; h.Aside != zone.AsideForked || h.Note != forked.Note {
+		t.Errorf("the remembered fork of r:1's run, now listed as r2:1, against p:1's run, now p2:1: %v %v %q, want set aside as forked", h.Role, h.Aside, h.Note)
+	}
+	testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, "a report of both forks, the applied one under its new address", func() (map[string]Fork, bool) {
+		m, _ := learned.last()
+		f := m["main"].Forks
+		return f, len(f) == 2 && f["r2:1"].Run.Equal(rRun) && f["r2:1"].Note == forked.Note && f["u:1"].Run.Equal(unlisted.Run)
+	})
+}
+
 // What is remembered belongs to the identity, not to the name: a cluster
 // renamed since (main → prod) inherits it once its hosts establish the
 // same identity, before its first snapshot answers anything, and the old

@@ -185,8 +185,10 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 // fork on. h is on another branch when it has replayed WAL past p's
 // position read after it (the probe sets DivergedFrom), or when its own
 // history file says an earlier timeline ended elsewhere than p's does.
+// The proof names p's server: its address (a restart keeps its WAL) or,
+// under any address, its server run (divergedFromRun).
 func forkedFrom(h, p *Host) string {
-	if h.DivergedFrom != "" && h.DivergedFrom == p.Addr {
+	if h.DivergedFrom != "" && (h.DivergedFrom == p.Addr || h.divergedFromRun(p)) {
 		return h.DivergedNote
 	}
 	if !h.TimelineExact || h.Timeline != p.Timeline || h.OwnHistory == nil || p.OwnHistory == nil {
@@ -208,6 +210,13 @@ func forkedFrom(h, p *Host) string {
 			" entries, the primary's " + strconv.Itoa(len(p.OwnHistory))
 	}
 	return ""
+}
+
+// divergedFromRun reports whether replica h was proven not to follow the
+// server run p is: the same system identifier and postmaster start time,
+// whatever address each was listed under.
+func (h *Host) divergedFromRun(p *Host) bool {
+	return !h.DivergedRun.IsZero() && h.DivergedRun.Equal(p.StartedAt) && h.SystemID == p.SystemID
 }
 
 // timelineKind says what a host on a superseded timeline is, for notes.

@@ -127,6 +127,32 @@ func TestForkedReplica(t *testing.T) {
 	}
 }
 
+// TestForkedReplicaOfTheSameServerRelisted: a replica proven not to follow
+// a writable server stays aside while that server run is the primary,
+// whatever address it is listed under now (review 6, G7); a proof of
+// another run at another address, or of a run not known, names another
+// server.
+func TestForkedReplicaOfTheSameServerRelisted(t *testing.T) {
+	run := t0.Add(-time.Hour)
+	primary := seen("10.0.0.9", false, 0x9000) // the proof's 10.0.0.1, by its other address
+	primary.StartedAt = run
+	proven, otherRun, noRun := seen("10.0.0.2", true, 0x8000), seen("10.0.0.3", true, 0x8000), seen("10.0.0.4", true, 0x8000)
+	proven.DivergedFrom, proven.DivergedRun, proven.DivergedNote = "10.0.0.1:5432", run, "another branch of timeline 1: ..."
+	otherRun.DivergedFrom, otherRun.DivergedRun = "10.0.0.1:5432", run.Add(time.Second)
+	noRun.DivergedFrom = "10.0.0.1:5432"
+	c := &Cluster{Name: "main", Hosts: []Host{primary, proven, otherRun, noRun}}
+	c.Decide(t0, stale, 3)
+	want := []Aside{NotAside, AsideForked, NotAside, NotAside}
+	for i, w := range want {
+		if h := &c.Hosts[i]; h.Aside != w {
+			t.Errorf("%s: aside %v (note %q), want %v", h.Addr, h.Aside, h.Note, w)
+		}
+	}
+	if n := c.Hosts[1].Note; n != proven.DivergedNote {
+		t.Errorf("note %q, want the proof's", n)
+	}
+}
+
 // TestNewestTimelineNeedsProof: a replica without a WAL receiver, whose
 // timeline is only a lower bound, does not raise the newest timeline (it
 // stays set aside, abandoned), but a writable host below that bound is no

@@ -183,6 +183,11 @@ type Host struct {
 	// replayed WAL past that host's position, read after it. DivergedNote
 	// says so for people. It holds for the server run that showed it.
 	DivergedFrom, DivergedNote string
+	// DivergedRun is the postmaster start time of that writable host's
+	// server run (zero: not known): the proof is of a server, not of the
+	// spelling of its entry, so it holds against that run listed under any
+	// address (a DNS name for it, a second IP, a forwarder: review 6, G7).
+	DivergedRun time.Time
 
 	// Probe failures since the last success.
 	Fails     int

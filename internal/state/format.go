@@ -64,7 +64,11 @@ type branchJSON struct {
 type forkJSON struct {
 	ServerStarted time.Time `json:"server_started"` // the postmaster start time of the run
 	DivergedFrom  string    `json:"diverged_from"`  // the writable host's address
-	Note          string    `json:"note"`
+	// DivergedFromStarted is that host's postmaster start time as last
+	// seen (optional: absent in files written before it): the proof holds
+	// against that server run under any address.
+	DivergedFromStarted *time.Time `json:"diverged_from_started,omitempty"`
+	Note                string     `json:"note"`
 }
 
 type timelineJSON struct {
@@ -102,7 +106,12 @@ func Encode(m map[string]probe.Remembered) []byte {
 			if c.Forks == nil {
 				c.Forks = map[string]forkJSON{}
 			}
-			c.Forks[addr] = forkJSON{ServerStarted: fk.Run, DivergedFrom: fk.From, Note: fk.Note}
+			j := forkJSON{ServerStarted: fk.Run, DivergedFrom: fk.From, Note: fk.Note}
+			if !fk.FromRun.IsZero() {
+				from := fk.FromRun.UTC()
+				j.DivergedFromStarted = &from
+			}
+			c.Forks[addr] = j
 		}
 		for tl, b := range r.Branches {
 			if c.Branches == nil {
@@ -199,7 +208,11 @@ func (c clusterJSON) remembered() (probe.Remembered, error) {
 		if r.Forks == nil {
 			r.Forks = map[string]probe.Fork{}
 		}
-		r.Forks[addr] = probe.Fork{Run: fk.ServerStarted, From: fk.DivergedFrom, Note: fk.Note}
+		f := probe.Fork{Run: fk.ServerStarted, From: fk.DivergedFrom, Note: fk.Note}
+		if fk.DivergedFromStarted != nil {
+			f.FromRun = *fk.DivergedFromStarted
+		}
+		r.Forks[addr] = f
 	}
 	for key, b := range c.Branches {
 		tl, err := strconv.ParseUint(key, 10, 32)
