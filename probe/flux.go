@@ -27,6 +27,22 @@ const (
 // primary known, end an episode early.
 const fluxSettleRounds = 10
 
+// fluxMaxHosts bounds the hosts of the clusters in flux at once, across
+// the fleet: an episode begins only while the clusters already in flux
+// have fewer hosts than this (so one cluster, however large, always may).
+// A flux probes its hosts a hundred times a second (at the default
+// flux_interval), each probe costing pgdns about what an interval's probe
+// does; a change seen at many clusters at once (pgdns itself stalled, or
+// starved of CPU, and its hosts aged out together; every cluster taking
+// its roles at the start) put thousands of clusters in flux at once, a
+// hundredfold the configured probe rate, which starved the aggregator
+// and the DNS answering and aged more hosts out (issue 28: at 10,000
+// hosts, 6,057 episodes in the first 35 s and not one probe round, and
+// never all hosts live). A cluster whose change finds no room is probed at
+// the normal interval, with its rounds, and enters flux at its next
+// change that finds room.
+const fluxMaxHosts = 32
+
 // flux is the episode state of one cluster. The aggregator owns it.
 type flux struct {
 	active        bool
@@ -45,8 +61,10 @@ func (p *Prober) updateFlux(snap *zone.Snapshot, now time.Time) {
 	for ci, c := range snap.Clusters {
 		f := &p.flux[ci]
 		if !zone.SameRoleAnswer(p.last.Clusters[ci], c) {
-			if !f.active && !now.Before(f.cooldownUntil) {
+			if !f.active && !now.Before(f.cooldownUntil) && (p.fluxActive == 0 || p.fluxHosts < fluxMaxHosts) {
 				f.active, f.started = true, now
+				p.fluxActive++
+				p.fluxHosts += len(c.Hosts)
 				if hook := p.cfg.Hooks.FluxBegan; hook != nil && p.active.Load() {
 					hook(c.Name)
 				}
@@ -59,8 +77,12 @@ func (p *Prober) updateFlux(snap *zone.Snapshot, now time.Time) {
 		switch {
 		case now.Sub(f.started) >= duration:
 			f.active, f.cooldownUntil = false, now.Add(duration)
+			p.fluxActive--
+			p.fluxHosts -= len(c.Hosts)
 		case c.Primary >= 0 && now.Sub(f.lastChange) >= fluxSettleRounds*interval:
 			f.active = false
+			p.fluxActive--
+			p.fluxHosts -= len(c.Hosts)
 		}
 	}
 }
@@ -68,6 +90,9 @@ func (p *Prober) updateFlux(snap *zone.Snapshot, now time.Time) {
 // fluxRound kicks every host of every cluster in flux, and reports
 // whether any is.
 func (p *Prober) fluxRound() bool {
+	if p.fluxActive == 0 {
+		return false // the usual case, asked after every publish: no look at every cluster
+	}
 	any := false
 	for ci, c := range p.state {
 		if !p.flux[ci].active {

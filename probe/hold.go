@@ -57,22 +57,33 @@ func (p *Prober) steady(r result) bool {
 // while a probe round is under way (for an interval at most: a round a
 // hung replica never closes stops holding), no cluster is in flux and no
 // Refresh is waiting, at most holdMax after the last publish.
+//
+// The aggregator asks after every batch of results, which at ten thousand
+// hosts is thousands of times a second: it costs what changed since it
+// last asked, never a look at every cluster (p.opened, p.fluxActive).
 func (p *Prober) holdUntil(lastPublish time.Time) (time.Time, bool) {
-	underWay := false
 	now := time.Now()
-	for ci, rd := range p.rounds {
-		if p.flux[ci].active {
-			return time.Time{}, false
-		}
-		if rd != nil && now.Sub(rd.started) < p.cfg.Interval {
-			underWay = true
-		}
-	}
-	if !underWay || p.refreshWaiting() {
+	if p.fluxActive > 0 || !p.roundUnderWay(now) || p.refreshWaiting() {
 		return time.Time{}, false
 	}
 	until := lastPublish.Add(p.holdMax())
 	return until, now.Before(until)
+}
+
+// roundUnderWay reports whether some cluster's round, opened less than an
+// interval before now, is still open. p.opened lists the rounds in the
+// order they opened (so oldest first): a round that closed, or opened an
+// interval ago, is done with for good and leaves the front.
+func (p *Prober) roundUnderWay(now time.Time) bool {
+	for len(p.opened) > 0 {
+		rd := p.opened[0]
+		if p.rounds[rd.cluster] == rd && now.Sub(rd.started) < p.cfg.Interval {
+			return true
+		}
+		p.opened[0] = nil
+		p.opened = p.opened[1:]
+	}
+	return false
 }
 
 // closingUntil reports whether held results may be held on past holdMax,
@@ -81,20 +92,28 @@ func (p *Prober) holdUntil(lastPublish time.Time) (time.Time, bool) {
 // replicas' samples are then published together with the primary probe
 // that gives them their byte bounds (lag.go), instead of a moment before
 // it without one.
+//
+// p.closing lists the rounds in the order their last replica answered: the
+// last one still waiting for its closing probe says until when; those
+// done with (closed, or kicked holdMax ago) leave either end.
 func (p *Prober) closingUntil() (time.Time, bool) {
-	var until time.Time
-	for ci, rd := range p.rounds {
-		if p.flux[ci].active {
-			return time.Time{}, false
-		}
-		if rd != nil && len(rd.waiting) == 0 && !rd.closed.IsZero() && rd.closed.Add(p.holdMax()).After(until) {
-			until = rd.closed.Add(p.holdMax())
-		}
-	}
-	if until.IsZero() || !time.Now().Before(until) || p.refreshWaiting() {
+	if p.fluxActive > 0 {
 		return time.Time{}, false
 	}
-	return until, true
+	now := time.Now()
+	waits := func(rd *round) bool { return p.rounds[rd.cluster] == rd && now.Before(rd.closed.Add(p.holdMax())) }
+	for len(p.closing) > 0 && !waits(p.closing[0]) {
+		p.closing[0] = nil
+		p.closing = p.closing[1:]
+	}
+	for n := len(p.closing); n > 0 && !waits(p.closing[n-1]); n = len(p.closing) {
+		p.closing[n-1] = nil
+		p.closing = p.closing[:n-1]
+	}
+	if len(p.closing) == 0 || p.refreshWaiting() {
+		return time.Time{}, false
+	}
+	return p.closing[len(p.closing)-1].closed.Add(p.holdMax()), true
 }
 
 // refreshWaiting reports whether a Refresh round is waiting for results.

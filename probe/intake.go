@@ -327,14 +327,12 @@ func (p *Prober) Run(ctx context.Context) {
 			continue
 		case r := <-p.results:
 			steady := p.take(r)
-			// Take whatever else is queued, then publish once.
-			for drained := false; !drained; {
-				select {
-				case r := <-p.results:
-					steady = p.take(r) && steady
-				default:
-					drained = true
-				}
+			// Take what else was queued by now, then publish once: not
+			// what comes meanwhile, which at a fleet probed faster than
+			// the aggregator takes results would never end the batch
+			// (the channel has room for every host's result: prober.go).
+			for range len(p.results) {
+				steady = p.take(<-p.results) && steady
 			}
 			if until, ok := p.holdUntil(lastPublish); steady && ok {
 				// Held for the round under way (hold.go).

@@ -179,7 +179,12 @@ type Prober struct {
 	done       []bool
 	last       *zone.Snapshot
 	rounds     []*round // per cluster: the probe round under way (rounds.go)
-	flux       []flux   // per cluster: the flux episode (flux.go)
+	// Rounds in the order they opened, and in the order their last
+	// replica answered, for holding (hold.go).
+	opened, closing []*round
+	flux            []flux // per cluster: the flux episode (flux.go)
+	fluxActive      int    // clusters whose flux is active
+	fluxHosts       int    // their hosts (fluxMaxHosts)
 	// Per host (flat index): the start of its last result, and when a
 	// round last kicked it (rounds.go).
 	answered, roundKicked []time.Time
@@ -203,7 +208,7 @@ type Prober struct {
 func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Logger, defaultCluster string) *Prober {
 	p := &Prober{
 		cfg: cfg, table: table, newChecker: newChecker, log: log, now: time.Now, defCluster: defaultCluster,
-		results:      make(chan result, 64),
+		results:      make(chan result, fleetSize(cfg.Clusters)),
 		history:      map[*zone.Host]*walHistory{},
 		lastExact:    map[*zone.Host]zone.TimelineEnd{},
 		replays:      map[*zone.Host]replayWatch{},
@@ -258,6 +263,22 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	p.serialFloor = make([]uint32, len(p.state))
 	p.seed(cfg.Remembered)
 	return p
+}
+
+// fleetSize is the hosts of clusters, and at least 64: the room of the
+// results channel. A host has about one result at a time on its way to
+// the aggregator (watch), so with room for all of them a host's goroutine
+// seldom waits for the aggregator to take its result, and an aggregator
+// behind takes a fleet's worth of results before it publishes once (Run):
+// with 64, at 3,000 hosts a thousand and more hosts' goroutines were
+// parked in send at once, and at 10,000 hosts down by age every 65
+// results cost a publish.
+func fleetSize(clusters []ClusterConfig) int {
+	n := 0
+	for _, c := range clusters {
+		n += len(c.Hosts)
+	}
+	return max(n, 64)
 }
 
 // Ready is closed once every host has been probed at least once.

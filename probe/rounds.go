@@ -18,10 +18,12 @@ import (
 
 // round is one probe round of a cluster. The aggregator owns it.
 type round struct {
+	cluster int
 	started time.Time
-	primary int          // flat index of the primary that opened it
-	waiting map[int]bool // flat indexes of the replicas still to answer
-	closed  time.Time    // when the last replica answered and the primary was kicked
+	primary int       // flat index of the primary that opened it
+	waiting []bool    // by host of the cluster: a replica still to answer
+	left    int       // how many are
+	closed  time.Time // when the last replica answered and the primary was kicked
 }
 
 // advanceRound moves the cluster's round along with result r: a result of
@@ -44,17 +46,18 @@ func (p *Prober) advanceRound(r result) {
 	if r.host == c.Primary {
 		if r.ticked { // not the closing probe, nor a Refresh's
 			p.openRound(r.cluster, c, flat)
-		} else if rd != nil && len(rd.waiting) == 0 && !r.started.Before(rd.closed) {
+		} else if rd != nil && rd.left == 0 && !r.started.Before(rd.closed) {
 			p.rounds[r.cluster] = nil // the closing probe: the round is over
 		}
 		return
 	}
-	if rd == nil || !rd.waiting[flat] || r.started.Before(rd.started) {
+	if rd == nil || !rd.waiting[r.host] || r.started.Before(rd.started) {
 		return
 	}
-	delete(rd.waiting, flat)
-	if len(rd.waiting) == 0 {
+	rd.waiting[r.host] = false
+	if rd.left--; rd.left == 0 {
 		rd.closed = time.Now()
+		p.closing = append(p.closing, rd) // hold.go
 		if p.kick(rd.primary) {
 			p.asked(p.state[r.cluster].Name, ProbeClosing, 1)
 		}
@@ -63,7 +66,7 @@ func (p *Prober) advanceRound(r result) {
 
 // openRound kicks every replica of c, primary being c's primary.
 func (p *Prober) openRound(ci int, c *zone.Cluster, primary int) {
-	rd := &round{started: time.Now(), primary: primary, waiting: map[int]bool{}}
+	rd := &round{cluster: ci, started: time.Now(), primary: primary, waiting: make([]bool, len(c.Hosts))}
 	base, kicked := p.flatIndex(ci, 0), 0
 	defer func() { p.asked(c.Name, ProbeRound, kicked) }()
 	for hi := range c.Hosts {
@@ -79,7 +82,8 @@ func (p *Prober) openRound(ci int, c *zone.Cluster, primary int) {
 		// lag.go), as soon as they have answered. Busy: no result of a
 		// probe started after the last round's kick.
 		if !p.roundKicked[flat].After(p.answered[flat]) {
-			rd.waiting[flat] = true
+			rd.waiting[hi] = true
+			rd.left++
 		}
 		p.roundKicked[flat] = rd.started
 		p.driven[flat].Store(rd.started.UnixNano())
@@ -88,9 +92,11 @@ func (p *Prober) openRound(ci int, c *zone.Cluster, primary int) {
 		}
 	}
 	p.rounds[ci] = rd
-	if len(rd.waiting) == 0 {
+	if rd.left == 0 {
 		p.rounds[ci] = nil
+		return
 	}
+	p.opened = append(p.opened, rd) // hold.go
 }
 
 // kick asks host flat for a probe now, unless one is already asked for,
