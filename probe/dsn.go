@@ -49,12 +49,13 @@ func PostgresCheckers(dsn string, opts ...CheckerOption) (NewCheckerFunc, error)
 	if base.Password == "" && !strings.Contains(dsn, "passfile") {
 		passfile = defaultPassfile()
 	}
+	configs := newHostConfigs(base, passfile)
 	return func(addr string) (Checker, error) {
 		host, port, err := zone.ParseHostPort(addr)
 		if err != nil {
 			return nil, fmt.Errorf("host %q: %w", addr, err)
 		}
-		c := &pgChecker{cfg: forHost(base, passfile, host, port), admitEvery: DefaultAdmissionInterval}
+		c := &pgChecker{cfg: configs.forHost(host, port), admitEvery: DefaultAdmissionInterval}
 		for _, o := range opts {
 			o(c)
 		}
@@ -168,43 +169,81 @@ var pinnedSettings = map[string]string{
 	"default_transaction_isolation":       "read committed",
 }
 
-// forHost is base, parsed for the stand-in host, made the config of host
-// and port: the address, and the TLS server name pgx derived from the
-// host, in the main config and in every fallback (sslmode=prefer and allow
-// make two: with TLS and without). A password the DSN and the environment
-// left out is looked up for this host in passfile, as pgx would have.
-func forHost(base *pgx.ConnConfig, passfile *pgpassfile.Passfile, host string, port uint16) *pgx.ConnConfig {
-	cfg := base.Copy()
-	cfg.Host, cfg.Port = host, port
-	cfg.TLSConfig = retarget(cfg.TLSConfig, host)
-	for _, f := range cfg.Fallbacks {
-		f.Host, f.Port = host, port
-		f.TLSConfig = retarget(f.TLSConfig, host)
+// hostConfigs makes each host's connection config from base, the DSN
+// parsed for the stand-in host. A thousand hosts share what is the same
+// for all of them: the config pgx.ConnConfig.Copy would clone per host
+// (the runtime parameters' map, a TLS config per fallback) cost about a
+// KiB a host, and pgconn and the admission check only read it.
+type hostConfigs struct {
+	base     *pgx.ConnConfig
+	passfile *pgpassfile.Passfile
+	tls      hostTLS   // base.TLSConfig's
+	fallback []hostTLS // base.Fallbacks' TLS configs', in order
+}
+
+func newHostConfigs(base *pgx.ConnConfig, passfile *pgpassfile.Passfile) *hostConfigs {
+	hc := &hostConfigs{base: base, passfile: passfile, tls: newHostTLS(base.TLSConfig)}
+	for _, f := range base.Fallbacks {
+		hc.fallback = append(hc.fallback, newHostTLS(f.TLSConfig))
 	}
-	if cfg.Password == "" && passfile != nil {
-		cfg.Password = passfile.FindPassword(host, strconv.Itoa(int(port)), cfg.Database, cfg.User)
+	return hc
+}
+
+// forHost is the base made the config of host and port: the address, and
+// the TLS server name pgx derived from the host, in the main config and in
+// every fallback (sslmode=prefer and allow make two: with TLS and
+// without). A password the DSN and the environment left out is looked up
+// for this host in passfile, as pgx would have. The runtime parameters'
+// map is base's, shared: nothing writes it after parseDSN.
+func (hc *hostConfigs) forHost(host string, port uint16) *pgx.ConnConfig {
+	cfg := new(pgx.ConnConfig)
+	*cfg = *hc.base
+	cfg.Host, cfg.Port = host, port
+	cfg.TLSConfig = hc.tls.forHost(host)
+	if len(hc.base.Fallbacks) > 0 {
+		fs := make([]pgconn.FallbackConfig, len(hc.base.Fallbacks))
+		cfg.Fallbacks = make([]*pgconn.FallbackConfig, len(fs))
+		for i := range fs {
+			fs[i] = pgconn.FallbackConfig{Host: host, Port: port, TLSConfig: hc.fallback[i].forHost(host)}
+			cfg.Fallbacks[i] = &fs[i]
+		}
+	}
+	if cfg.Password == "" && hc.passfile != nil {
+		cfg.Password = hc.passfile.FindPassword(host, strconv.Itoa(int(port)), cfg.Database, cfg.User)
 	}
 	return cfg
 }
 
-// retarget points a TLS config pgx built for the stand-in host at host.
-// pgx sets ServerName to the host for sslmode=verify-full (the name the
-// certificate must carry, an IP address included) and, unless sslsni=0,
-// for SNI when the host is a name (RFC 6066: never an IP address). The
-// config is a copy (ConnConfig.Copy clones it).
-func retarget(tc *tls.Config, host string) *tls.Config {
+// hostTLS is a TLS config pgx built for the stand-in host, and the one
+// every IP address host shares.
+type hostTLS struct{ base, ip *tls.Config }
+
+func newHostTLS(tc *tls.Config) hostTLS {
+	h := hostTLS{base: tc, ip: tc}
+	if tc != nil && tc.ServerName == standIn && tc.InsecureSkipVerify {
+		h.ip = tc.Clone()
+		h.ip.ServerName = ""
+	}
+	return h
+}
+
+// forHost points the TLS config at host. pgx sets ServerName to the host
+// for sslmode=verify-full (the name the certificate must carry, an IP
+// address included) and, unless sslsni=0, for SNI when the host is a name
+// (RFC 6066: never an IP address). A config that names no host is shared
+// (crypto/tls only reads a client's config), and so is the one of every IP
+// address host without verify-full; a host name gets a clone of its own.
+func (h hostTLS) forHost(host string) *tls.Config {
+	tc := h.base
 	if tc == nil || tc.ServerName != standIn {
 		return tc // no TLS, or neither verify-full nor SNI
 	}
-	switch {
-	case !tc.InsecureSkipVerify: // verify-full: Go checks the name itself
-		tc.ServerName = host
-	case zone.ValidIP(host):
-		tc.ServerName = ""
-	default:
-		tc.ServerName = host
+	if tc.InsecureSkipVerify && zone.ValidIP(host) {
+		return h.ip
 	}
-	return tc
+	c := tc.Clone()
+	c.ServerName = host // verify-full: Go checks the name itself
+	return c
 }
 
 // defaultPassfile is the passfile pgx reads when the DSN names none:
