@@ -203,17 +203,50 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // session fails it with 42501, after which the session runs probeSQL.
 // split_part reads the line as pg_ctl does (line by line); the file is
 // at most one page (BLCKSZ: AddToDataDirLockFile's buffer).
-const probeSQL = probeSelect + `,
-  pg_catalog.has_function_privilege('pg_catalog.pg_read_file(pg_catalog.text, bigint, bigint, boolean)', 'EXECUTE')` + probeFrom
+//
+// A replica never has rows in pg_stat_replication here, yet the
+// sub-select reading them cost it about 70 µs of every probe at rest
+// (PostgreSQL initializes every sub-plan of a statement when it starts
+// it, whichever CASE branch runs). So each of the two has a replica
+// variant (probeReplicaSQL, probeReplicaStatusSQL) without it, which a
+// session runs while its last probe found the server in recovery: its
+// standbys column is '[]' during recovery and NULL otherwise, and a NULL
+// (the server was promoted since) makes the same probe run the primary's
+// statement at once (query), so a promotion is read in full by the probe
+// that first sees it.
+const (
+	probeSQL              = probeHead + standbysSQL + probeTail + privilegeColumnSQL + probeFrom
+	probeStatusSQL        = probeHead + standbysSQL + probeTail + statusColumnSQL + probeFrom
+	probeReplicaSQL       = probeHead + replicaStandbysSQL + probeTail + privilegeColumnSQL + probeFrom
+	probeReplicaStatusSQL = probeHead + replicaStandbysSQL + probeTail + statusColumnSQL + probeFrom
+)
 
-// probeStatusSQL is probeSQL reading the postmaster's status (line 8 of
-// postmaster.pid, "" when it cannot be read) in its last column.
-const probeStatusSQL = probeSelect + `,
-  coalesce(pg_catalog.split_part(pg_catalog.pg_read_file('postmaster.pid', 0, 8192, true), E'\n', 8), '')` + probeFrom
+// The last column: whether the role may read server files, or the
+// postmaster's status (line 8 of postmaster.pid, "" when it cannot be
+// read).
+const (
+	privilegeColumnSQL = `,
+  pg_catalog.has_function_privilege('pg_catalog.pg_read_file(pg_catalog.text, bigint, bigint, boolean)', 'EXECUTE')`
+	statusColumnSQL = `,
+  coalesce(pg_catalog.split_part(pg_catalog.pg_read_file('postmaster.pid', 0, 8192, true), E'\n', 8), '')`
+)
 
-// probeSelect and probeFrom are the statement's columns but the last, and
-// where it reads the WAL receiver.
-const probeSelect = `SELECT
+// The standbys column (standbysColumn): the primary's WAL senders, and
+// the replica variants' stand-in.
+const (
+	standbysSQL = `
+  CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'
+    ELSE coalesce((SELECT pg_catalog.json_agg(pg_catalog.json_build_array(pg_catalog.host(r.client_addr), r.application_name, r.sync_state, s.slot_name) ORDER BY r.pid)
+      FROM pg_catalog.pg_stat_replication r LEFT JOIN pg_catalog.pg_replication_slots s ON s.active_pid OPERATOR(pg_catalog.=) r.pid), '[]')::pg_catalog.text
+  END,`
+	replicaStandbysSQL = `
+  CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]' END,`
+)
+
+// probeHead, probeTail and probeFrom are the statements' columns before
+// the standbys column and after it (but the last), and where they read
+// the WAL receiver.
+const probeHead = `SELECT
   pg_catalog.pg_is_in_recovery(),
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_insert_lsn()::pg_catalog.text END,
   coalesce(pg_catalog.pg_last_wal_receive_lsn()::pg_catalog.text, ''),
@@ -225,11 +258,9 @@ const probeSelect = `SELECT
   greatest((SELECT timeline_id FROM pg_catalog.pg_control_checkpoint()),
     CASE WHEN pg_catalog.pg_is_in_recovery() AND w.received_tli IS NULL THEN (SELECT min_recovery_end_timeline FROM pg_catalog.pg_control_recovery()) END)::bigint,
   (SELECT system_identifier FROM pg_catalog.pg_control_system())::pg_catalog.text,
-  (extract(epoch FROM pg_catalog.pg_postmaster_start_time()) OPERATOR(pg_catalog.*) 1000000)::bigint,
-  CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'
-    ELSE coalesce((SELECT pg_catalog.json_agg(pg_catalog.json_build_array(pg_catalog.host(r.client_addr), r.application_name, r.sync_state, s.slot_name) ORDER BY r.pid)
-      FROM pg_catalog.pg_stat_replication r LEFT JOIN pg_catalog.pg_replication_slots s ON s.active_pid OPERATOR(pg_catalog.=) r.pid), '[]')::pg_catalog.text
-  END,
+  (extract(epoch FROM pg_catalog.pg_postmaster_start_time()) OPERATOR(pg_catalog.*) 1000000)::bigint,`
+
+const probeTail = `
   coalesce(w.conninfo, ''),
   CASE WHEN w.pid IS NULL THEN '' ELSE coalesce(w.slot_name, pg_catalog.current_setting('primary_slot_name')) END,
   pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE'),
@@ -284,6 +315,11 @@ type pgChecker struct {
 	// probes run probeStatusSQL, whose status column tells admission
 	// (admission.go); rowStatus: the last row is probeStatusSQL's.
 	readsStatus, rowStatus bool
+	// replica: the last probe found the server in recovery, so the next
+	// may run a replica variant of the statement (statement); lastRTT is
+	// the last probe's round trip.
+	replica bool
+	lastRTT time.Duration
 
 	// The history of historyTL on the server run historyRun, read once
 	// per timeline and run, not every probe (facts.go).
@@ -403,6 +439,9 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 	}
 	if cut == nil {
 		if start, end, err = c.query(ctx, by); err != nil {
+			if err == errPromotedLate {
+				return err // ambiguous; the session is idle and kept
+			}
 			c.Close()
 			if late(ctx, by) {
 				return errors.New("probe query: timed out (probe.timeout)")
@@ -444,44 +483,72 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 // query runs the probe's statement on c's session by by (zero: no
 // deadline) under ctx, preparing it again if the session lost it, and
 // keeps its columns in c.row: start and end frame the round trip that
-// read them. The session is left as it is.
+// read them. The session is left as it is. The statement is the variant
+// for what the last probe found (statement): when that no longer holds,
+// the same probe runs the right one at once (at most twice more: a grant
+// revoked, a replica promoted), and its round trip is the frame.
 func (c *pgChecker) query(ctx context.Context, by time.Time) (start, end time.Time, err error) {
-	run, prepare := probeRequest, prepareRequest
-	if c.readsStatus {
-		run, prepare = statusRequest, prepareStatusRequest
-	}
-	start = time.Now()
-	r, err := c.sess.exchange(ctx, &c.alarm, run, by)
-	if err == nil && statementLost(r.err) {
-		if r, err = c.sess.exchange(ctx, &c.alarm, prepare, by); err == nil {
-			if err = r.err; err == nil {
-				start = time.Now()
-				r, err = c.sess.exchange(ctx, &c.alarm, run, by)
-			} else {
-				err = fmt.Errorf("prepare: %w", poolerHint(err))
+	read := false // c.row holds this probe's row
+	for range 3 { // a revoke and a promotion each send the loop round once at most
+		st := c.statement(by)
+		start = time.Now()
+		var r reply
+		r, err = c.sess.exchange(ctx, &c.alarm, st.run, by)
+		if err == nil && statementLost(r.err) {
+			if r, err = c.sess.exchange(ctx, &c.alarm, st.prepare, by); err == nil {
+				if err = r.err; err == nil {
+					start = time.Now()
+					r, err = c.sess.exchange(ctx, &c.alarm, st.run, by)
+				} else {
+					err = fmt.Errorf("prepare: %w", poolerHint(err))
+				}
 			}
 		}
-	}
-	c.rowStatus = c.readsStatus
-	if err == nil && c.readsStatus && privilegeLost(r.err) {
-		// The grant was revoked in the middle of the session: this probe
-		// runs probeSQL, and admission is asked with a new session again
-		// (afterProbe), until probeSQL finds the grant back.
-		c.readsStatus, c.rowStatus = false, false
-		start = time.Now()
-		r, err = c.sess.exchange(ctx, &c.alarm, probeRequest, by)
-	}
-	end = time.Now()
-	if err == nil {
-		if err = r.err; err == nil {
-			err = c.row.set(r)
+		end = time.Now()
+		c.rowStatus = c.readsStatus
+		if err == nil && c.readsStatus && privilegeLost(r.err) {
+			// The grant was revoked in the middle of the session: this
+			// probe runs probeSQL (or its replica variant), and admission
+			// is asked with a new session again (afterProbe), until a
+			// probe finds the grant back.
+			c.readsStatus = false
+			continue
 		}
+		if err == nil {
+			if err = r.err; err == nil {
+				err = c.row.set(r)
+			}
+		}
+		if err == nil && c.row.null[standbysColumn] {
+			// The replica variant on a server no longer in recovery:
+			// promoted since the last probe. The primary's statement reads
+			// its WAL senders, in this probe when there is room for its
+			// round trip, else in the next (this one fails, ambiguously,
+			// and leaves the session as it is: nothing is pending on it).
+			c.replica = false
+			if !by.IsZero() && time.Until(by) < (end.Sub(start))*3/2 {
+				return start, end, errPromotedLate
+			}
+			continue
+		}
+		read = err == nil
+		break
+	}
+	if err == nil && !read {
+		err = errors.New("the probe's statement did not settle on a variant") // unreachable: see the loop
 	}
 	if err != nil {
 		return start, end, fmt.Errorf("probe query: %w", c.failure(err))
 	}
+	c.replica = len(c.row.values[0]) == 1 && c.row.values[0][0] == 't'
+	c.lastRTT = end.Sub(start)
 	return start, end, nil
 }
+
+// errPromotedLate: a probe found its server promoted with no time left
+// to read its WAL senders; its session is kept, and the next probe reads
+// them (query).
+var errPromotedLate = errors.New("probe query: the server left recovery since the last probe, and its WAL senders are read by the next probe (no time left in this one)")
 
 // unproven reports whether err, the end of our session in the middle of
 // a probe, leaves open that the server still serves: pg_terminate_backend
@@ -588,6 +655,7 @@ func (c *pgChecker) connect(ctx context.Context) error {
 	c.admittedAt, c.sinceAdmitted = time.Now(), 0
 	c.connectedAt = c.admittedAt
 	c.readsStatus = false // its role's privilege is read by its first probe
+	c.replica = false     // and the server's role
 	if err := c.prepare(ctx, pc); err != nil {
 		if f := socketFailure(pc.Conn()); f != nil && !definitive(err) {
 			err = f

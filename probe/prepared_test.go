@@ -1,10 +1,12 @@
 package probe
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
@@ -22,7 +24,7 @@ func TestProbeStatementPlannedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	row, err := sessionQuery(ctx, c.(*pgChecker), "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements WHERE name IN ('"+ProbeStatement+"', '"+ProbeStatusStatement+"')")
+	row, err := sessionQuery(ctx, c.(*pgChecker), "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements WHERE name LIKE 'pgdns_probe%'")
 	if err != nil || len(row) != 2 {
 		t.Fatalf("the probe's statement in its session: %q, %v", row, err)
 	}
@@ -64,5 +66,39 @@ func TestProbeStatementOutlivesItsSession(t *testing.T) {
 	s, err := c.Check(ctx)
 	if err != nil || s.SystemID == 0 || s.Timeline != 1 {
 		t.Fatalf("the second probe after a restart: %+v, %v", s, err)
+	}
+}
+
+// A replica's probes run the replica variant of the statement, without
+// the pg_stat_replication sub-select (which never has rows there but cost
+// every probe its setup); the probe that first finds the replica promoted
+// runs the primary's statement in the same probe, so it reads the new
+// primary's WAL senders at once. Without that second round trip the
+// promotion's probe failed ("column 9 is NULL").
+func TestReplicaVariantSeesAPromotionInOneProbe(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2)})
+	replica := cl.Nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", replica.Addr())
+	for range 3 {
+		if s, err := c.Check(ctx); err != nil || !s.InRecovery {
+			t.Fatalf("a probe of the replica: %+v, %v", s, err)
+		}
+	}
+	row, err := sessionQuery(ctx, c, "SELECT generic_plans FROM pg_prepared_statements WHERE name = '"+ProbeReplicaStatusStatement+"'")
+	if err != nil || len(row) != 1 || row[0] == "0" || !c.replica {
+		t.Fatalf("the replica's probes ran %q of the replica variant (%v), and the next one will: %v; want some, and true", row, err, c.replica)
+	}
+	if err := replica.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Check(ctx) // the first probe since: the replica variant, then the primary's statement
+	if err != nil || s.InRecovery || s.Standbys == nil || s.InsertLSN == 0 {
+		t.Fatalf("the probe of the promoted replica: %+v, %v; want a primary's sample with its (no) standbys", s, err)
+	}
+	if c.replica {
+		t.Fatal("after the promotion the next probe still runs the replica variant")
 	}
 }

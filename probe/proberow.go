@@ -34,15 +34,23 @@ import (
 const ProbeStatement = "pgdns_probe"
 
 // ProbeStatusStatement is the name of the probe's statement that also
-// reads the server's status (probeStatusSQL, admission.go).
-const ProbeStatusStatement = "pgdns_probe_status"
-
-// ProbeSQL and ProbeStatusSQL are the texts of the probe's statements,
-// for tools that must answer or measure them as PostgreSQL does (the
-// bench's fake servers).
+// reads the server's status (probeStatusSQL, admission.go);
+// ProbeReplicaStatement and ProbeReplicaStatusStatement those of their
+// replica variants (probeReplicaSQL, probeReplicaStatusSQL).
 const (
-	ProbeSQL       = probeSQL
-	ProbeStatusSQL = probeStatusSQL
+	ProbeStatusStatement        = "pgdns_probe_status"
+	ProbeReplicaStatement       = "pgdns_probe_replica"
+	ProbeReplicaStatusStatement = "pgdns_probe_replica_status"
+)
+
+// ProbeSQL, ProbeStatusSQL, ProbeReplicaSQL and ProbeReplicaStatusSQL
+// are the texts of the probe's statements, for tools that must answer or
+// measure them as PostgreSQL does (the bench's fake servers).
+const (
+	ProbeSQL              = probeSQL
+	ProbeStatusSQL        = probeStatusSQL
+	ProbeReplicaSQL       = probeReplicaSQL
+	ProbeReplicaStatusSQL = probeReplicaStatusSQL
 )
 
 // SourcesSQL is the statement a probe session runs once, after preparing
@@ -55,6 +63,41 @@ const (
 	probeColumns = 22
 	statusColumn = probeColumns - 1
 )
+
+// standbysColumn is the column of the primary's WAL senders, which the
+// replica variants read as NULL on a server not in recovery.
+const standbysColumn = 8
+
+// probeStatement is one of the probe's prepared statements: its name,
+// text, and the requests that run it and prepare it again.
+type probeStatement struct {
+	name, sql    string
+	run, prepare []byte
+}
+
+func newProbeStatement(name, sql string) probeStatement {
+	return probeStatement{name: name, sql: sql,
+		run:     encode(&pgproto3.Bind{PreparedStatement: name}, &pgproto3.Execute{}, &pgproto3.Sync{}),
+		prepare: encode(&pgproto3.Parse{Name: name, Query: sql}, &pgproto3.Sync{})}
+}
+
+// probeStatements are the probe's statements, by variant: [replica][status].
+var probeStatements = [2][2]probeStatement{
+	{newProbeStatement(ProbeStatement, probeSQL), newProbeStatement(ProbeStatusStatement, probeStatusSQL)},
+	{newProbeStatement(ProbeReplicaStatement, probeReplicaSQL), newProbeStatement(ProbeReplicaStatusStatement, probeReplicaStatusSQL)},
+}
+
+// statement is the variant a probe of c due by by (zero: no deadline)
+// runs: a replica variant only while the last probe found the server in
+// recovery and its round trip leaves room for a second before by, which
+// a promotion costs (query): on a path whose round trip is a good part
+// of probe.timeout the primary's statement is run on every host, so that
+// a promotion never costs a probe its deadline and its session (review
+// 5, F14).
+func (c *pgChecker) statement(by time.Time) *probeStatement {
+	replica := c.replica && (by.IsZero() || 3*c.lastRTT < time.Until(by))
+	return &probeStatements[b2i(replica)][b2i(c.readsStatus)]
+}
 
 // probeRow is one row of probeSQL in text format: its columns are slices
 // of the session's reply (set), and what is kept of them from probe to
@@ -79,25 +122,32 @@ type probeRow struct {
 	offline        string
 }
 
-// prepare prepares probeSQL and probeStatusSQL on pc, a new session, and
-// reads the session's settings sources (shadow.go): all in one pipelined
-// round trip, so that a new session costs a slow link (a WAN,
-// TestOneSidedProbeDelayIsNoLag's 1.5 s proxy) no more round trips than
-// the preparation alone did. Preparing probeStatusSQL needs no privilege
-// (PostgreSQL checks EXECUTE when a statement runs).
+// prepare prepares the probe's statements (probeStatements) on pc, a new
+// session, and reads the session's settings sources (shadow.go): all in
+// one pipelined round trip, so that a new session costs a slow link (a
+// WAN, TestOneSidedProbeDelayIsNoLag's 1.5 s proxy) no more round trips
+// than the preparation alone did. Preparing probeStatusSQL needs no
+// privilege (PostgreSQL checks EXECUTE when a statement runs).
 func (c *pgChecker) prepare(ctx context.Context, pc *pgconn.PgConn) error {
 	p := pc.StartPipeline(ctx)
-	p.SendPrepare(ProbeStatement, probeSQL, nil)
-	p.SendPrepare(ProbeStatusStatement, probeStatusSQL, nil)
+	for _, v := range probeStatements {
+		for _, st := range v {
+			p.SendPrepare(st.name, st.sql, nil)
+		}
+	}
 	p.SendQueryParams(sourcesSQL, nil, nil, nil, nil)
 	if err := p.Sync(); err != nil {
 		_ = p.Close()
 		return fmt.Errorf("prepare: %w", err)
 	}
-	sd, err := pipelineResult[*pgconn.StatementDescription](p)
-	var sds *pgconn.StatementDescription
-	if err == nil {
-		sds, err = pipelineResult[*pgconn.StatementDescription](p)
+	var columns []int
+	var err error
+	for range 4 {
+		var sd *pgconn.StatementDescription
+		if sd, err = pipelineResult[*pgconn.StatementDescription](p); err != nil {
+			break
+		}
+		columns = append(columns, len(sd.Fields))
 	}
 	if err != nil {
 		_ = p.Close()
@@ -114,8 +164,10 @@ func (c *pgChecker) prepare(ctx context.Context, pc *pgconn.PgConn) error {
 	if err := p.Close(); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
-	if len(sd.Fields) != probeColumns || len(sds.Fields) != probeColumns {
-		return fmt.Errorf("prepare: %d and %d columns, want %d", len(sd.Fields), len(sds.Fields), probeColumns)
+	for _, n := range columns {
+		if n != probeColumns {
+			return fmt.Errorf("prepare: statements of %v columns, want %d", columns, probeColumns)
+		}
 	}
 	return nil
 }
@@ -136,25 +188,10 @@ func pipelineResult[T any](p *pgconn.Pipeline) (T, error) {
 
 // probeRequest runs the prepared probeSQL: Bind (no parameters, every
 // column in text format), Execute, Sync. The same bytes on every probe of
-// every session, encoded once. The row description is the one the
-// statement was prepared with (prepare checked its columns), so the
-// server is not asked for it again.
-var probeRequest = encode(
-	&pgproto3.Bind{PreparedStatement: ProbeStatement},
-	&pgproto3.Execute{},
-	&pgproto3.Sync{},
-)
-
-// prepareRequest prepares probeSQL again on a session that lost it
-// (statementLost): Parse, Sync.
-var prepareRequest = encode(&pgproto3.Parse{Name: ProbeStatement, Query: probeSQL}, &pgproto3.Sync{})
-
-// statusRequest and prepareStatusRequest are probeRequest and
-// prepareRequest for probeStatusSQL.
-var (
-	statusRequest        = encode(&pgproto3.Bind{PreparedStatement: ProbeStatusStatement}, &pgproto3.Execute{}, &pgproto3.Sync{})
-	prepareStatusRequest = encode(&pgproto3.Parse{Name: ProbeStatusStatement, Query: probeStatusSQL}, &pgproto3.Sync{})
-)
+// every session, encoded once (as every probeStatement's). The row
+// description is the one the statement was prepared with (prepare checked
+// its columns), so the server is not asked for it again.
+var probeRequest = probeStatements[0][0].run
 
 // encode is msgs in the wire format, one after the other.
 func encode(msgs ...pgproto3.FrontendMessage) []byte {

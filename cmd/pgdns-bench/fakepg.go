@@ -161,6 +161,8 @@ type fakeAnswer struct {
 	status       []byte
 }
 
+func ptr(i int) *int { return &i }
+
 // statusRow is a's row as the status statement answers it.
 func (a *fakeAnswer) statusRow() [][]byte {
 	row := append([][]byte{}, a.row...)
@@ -285,13 +287,24 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 	const (
 		probeKind = iota
 		statusKind
+		replicaKind       // probe.ProbeReplicaSQL
+		replicaStatusKind // probe.ProbeReplicaStatusSQL
 		sourcesKind
 	)
+	probeKinds := map[string]*int{probe.ProbeSQL: ptr(probeKind), probe.ProbeStatusSQL: ptr(statusKind),
+		probe.ProbeReplicaSQL: ptr(replicaKind), probe.ProbeReplicaStatusSQL: ptr(replicaStatusKind)}
 	prepared := map[string]bool{}
 	kinds := map[string]int{}
 	portal := false // the unnamed portal is bound
 	portalKind := 0 // ... to a statement of this kind
 	statusRow := ans.statusRow()
+	// The replica variants answer as the others on a replica; on a
+	// primary (not in recovery) their standbys column is NULL.
+	replicaRow, replicaStatusRow := ans.row, statusRow
+	if string(ans.row[0]) == "f" {
+		replicaRow, replicaStatusRow = append([][]byte{}, ans.row...), append([][]byte{}, statusRow...)
+		replicaRow[fakeStandbysColumn], replicaStatusRow[fakeStandbysColumn] = nil, nil
+	}
 	failed := false // an error in the extended protocol: skip to Sync
 	fail := func(code, text string) {
 		be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: code, Message: text})
@@ -326,15 +339,12 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				// A fake has no role or database settings: no rows.
 				prepared[m.Name], kinds[m.Name] = true, sourcesKind
 				be.Send(&pgproto3.ParseComplete{})
-			case m.Query != probe.ProbeSQL && m.Query != probe.ProbeStatusSQL:
+			case probeKinds[m.Query] == nil:
 				fail("42601", "fakepg answers the probe's statements only")
 			case m.Name != "" && prepared[m.Name]:
 				fail("42P05", fmt.Sprintf("prepared statement %q already exists", m.Name))
 			default:
-				prepared[m.Name], kinds[m.Name] = true, probeKind
-				if m.Query == probe.ProbeStatusSQL {
-					kinds[m.Name] = statusKind
-				}
+				prepared[m.Name], kinds[m.Name] = true, *probeKinds[m.Query]
 				be.Send(&pgproto3.ParseComplete{})
 			}
 		case *pgproto3.Describe:
@@ -343,7 +353,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				be.Send(&pgproto3.ParameterDescription{ParameterOIDs: ans.params})
 				fields := ans.fields
 				switch kinds[m.Name] {
-				case statusKind:
+				case statusKind, replicaStatusKind:
 					fields = ans.statusFields
 				case sourcesKind:
 					fields = sourcesFields
@@ -351,7 +361,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				be.Send(&pgproto3.RowDescription{Fields: fields})
 			case m.ObjectType == 'P' && portal && m.Name == "" && portalKind == sourcesKind:
 				be.Send(&pgproto3.RowDescription{Fields: sourcesFields})
-			case m.ObjectType == 'P' && portal && m.Name == "" && portalKind == statusKind:
+			case m.ObjectType == 'P' && portal && m.Name == "" && (portalKind == statusKind || portalKind == replicaStatusKind):
 				be.Send(&pgproto3.RowDescription{Fields: ans.statusFields})
 			case m.ObjectType == 'P' && portal && m.Name == "":
 				be.Send(&pgproto3.RowDescription{Fields: ans.fields})
@@ -381,6 +391,14 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 			case statusKind:
 				probesRun.Add(1)
 				be.Send(&pgproto3.DataRow{Values: statusRow})
+				be.Send(complete)
+			case replicaKind:
+				probesRun.Add(1)
+				be.Send(&pgproto3.DataRow{Values: replicaRow})
+				be.Send(complete)
+			case replicaStatusKind:
+				probesRun.Add(1)
+				be.Send(&pgproto3.DataRow{Values: replicaStatusRow})
 				be.Send(complete)
 			default:
 				probesRun.Add(1)
