@@ -22,18 +22,29 @@ import (
 // is the same server run under another address (a configured name and the
 // address Patroni reports), or a later run at the same address whose WAL
 // provably continues the last one's (continues): a restart keeps its WAL,
-// and its branch. A new run at that address is just as often another
-// server (review 6, G2): a node rebuilt from a surviving standby, a data
+// and its branch. Every address a run of the first writer was seen
+// writable under is its address from then on (Aliases): a server relisted
+// by a reload (an IP moved to a DNS name, a second IP, a forwarder) and
+// then restarted is the writer restarted, under the same check (review 6,
+// G6). A new run at such an address is just as often another server
+// (review 6, G2): a node rebuilt from a surviving standby, a data
 // directory restored from a backup, a VM or pod given the old address;
 // promoted again without the first branch's history file, it takes the
-// same timeline number.
+// same timeline number. A new run under an address the writer was never
+// seen under is another server, whatever its WAL: nothing ties it to the
+// writer (a pgdns restarted with hosts renamed while the server restarted
+// too forks the timeline, failing closed).
 
 // Branch is what is known of who wrote one timeline: the first server
 // seen writable on it and, once another was, the fork.
 type Branch struct {
-	Writer string    // the first writable server's configured address (host:port)
-	Run    time.Time // its postmaster start time, as last seen writable (zero: not known)
-	At     zone.LSN  // its insert position when first seen writable
+	Writer string // the first writable server's configured address (host:port)
+	// Aliases are the other addresses a run of the writer was seen
+	// writable under (at most maxAliases, the latest): its later runs
+	// there are its restarts, if their WAL continues.
+	Aliases []string
+	Run     time.Time // its postmaster start time, as last seen writable (zero: not known)
+	At      zone.LSN  // its insert position when first seen writable
 	// Last is the writer's flush position on the timeline as last seen
 	// (pg_current_wal_flush_lsn(), 0: not known): WAL on disk, which any
 	// later run of the same server starts past, a crash included.
@@ -46,7 +57,27 @@ type Branch struct {
 // equal reports whether a and b say the same, but for Last, which moves
 // with every probe of the writer (remembersAsReported).
 func (a Branch) equal(b Branch) bool {
-	return a.Writer == b.Writer && a.Run.Equal(b.Run) && a.At == b.At && a.Forked == b.Forked
+	return a.Writer == b.Writer && slices.Equal(a.Aliases, b.Aliases) && a.Run.Equal(b.Run) && a.At == b.At && a.Forked == b.Forked
+}
+
+// maxAliases bounds a writer's remembered addresses beside its first.
+const maxAliases = 8
+
+// writerAt reports whether addr is an address b's first writer was seen
+// writable under.
+func (b Branch) writerAt(addr string) bool {
+	return b.Writer == addr || slices.Contains(b.Aliases, addr)
+}
+
+// alias returns b with addr among its writer's addresses. The slice is
+// new: a Branch is copied by value into what is reported and handed over.
+func (b Branch) alias(addr string) Branch {
+	if b.writerAt(addr) {
+		return b
+	}
+	keep := b.Aliases[max(0, len(b.Aliases)+1-maxAliases):]
+	b.Aliases = append(slices.Clone(keep), addr)
+	return b
 }
 
 // writableRun is what the probe saw of the current server run of a host
@@ -116,10 +147,10 @@ func (b Branch) continues(r writableRun, pos zone.LSN) string {
 	return ""
 }
 
-// sameServer reports whether writable host h is b's first writer: the
-// same configured address, or the same server run.
+// sameServer reports whether writable host h is b's first writer: an
+// address it was seen under, or the same server run.
 func (b Branch) sameServer(addr string, run time.Time) bool {
-	return b.Writer == addr || (!b.Run.IsZero() && b.Run.Equal(run))
+	return b.writerAt(addr) || (!b.Run.IsZero() && b.Run.Equal(run))
 }
 
 // forkNote says how timeline tl of b was forked by server addr, seen
@@ -177,7 +208,7 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 			continue
 		case b.Forked != "":
 			continue
-		case b.Writer == h.Addr && b.Run.Equal(h.StartedAt):
+		case b.writerAt(h.Addr) && b.Run.Equal(h.StartedAt):
 			// The first writer's run: its flush position moves on.
 			if r.flush > b.Last {
 				b.Last = r.flush
@@ -185,7 +216,15 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 			}
 			writing[h.Timeline] = true
 			continue
-		case b.Writer == h.Addr:
+		case !b.Run.IsZero() && b.Run.Equal(h.StartedAt):
+			// The first writer's run under another address: that
+			// address is the writer's too, for its later runs.
+			b = b.alias(h.Addr)
+			b.Last = max(b.Last, r.flush)
+			known[h.Timeline] = b
+			writing[h.Timeline] = true
+			continue
+		case b.writerAt(h.Addr):
 			if why = b.continues(r, h.InsertLSN); why == "" {
 				// Restarted: the same server, whose newest run another
 				// address of it (Patroni's) would show.
@@ -194,8 +233,6 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 				writing[h.Timeline] = true
 				continue
 			}
-		case b.sameServer(h.Addr, h.StartedAt):
-			continue
 		}
 		// Another server: the timeline has two branches.
 		b.Forked = b.forkNote(h.Addr, h.InsertLSN, c.SplitBrain)
@@ -247,6 +284,12 @@ func mergeBranches(mine, old map[uint32]Branch) {
 		cur, ok := mine[tl]
 		if ok && cur.Writer == b.Writer && cur.Run.Equal(b.Run) {
 			b.Last = max(b.Last, cur.Last)
+		}
+		if ok && !b.Run.IsZero() && cur.Run.Equal(b.Run) && cur.Forked == "" {
+			// One run: what either saw it under is its address.
+			for _, addr := range append([]string{cur.Writer}, cur.Aliases...) {
+				b = b.alias(addr)
+			}
 		}
 		switch {
 		case !ok:

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +189,47 @@ func TestWriterFlushPositionReported(t *testing.T) {
 	p.reportFinal()
 	if len(reports) != n+1 || reports[n]["main"].Branches[2].Last != 0x500 || !reports[n]["main"].Branches[2].Run.Equal(run) {
 		t.Fatalf("stopping: want a report of the running writer's flush position 0/500 (%+v)", reports[len(reports)-1])
+	}
+}
+
+// Review 6, G6: the first writer's run seen under another address (a
+// reload moved its entry from an IP to a DNS name, or to a forwarder)
+// makes that address the writer's: a later run there is its restart when
+// its WAL continues, as at the first address; one promoted in its own run
+// there is still another branch (G2). What a predecessor saw the run under
+// is merged in.
+func TestWatchBranchesWriterRelisted(t *testing.T) {
+	run1, run2, run3 := time.Unix(1000, 0), time.Unix(2000, 0), time.Unix(3000, 0)
+	src := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{{Addr: "a:5432"}}}
+	p := &Prober{state: []*zone.Cluster{src}, branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1),
+		runs: map[*zone.Host]writableRun{}, writing: []map[uint32]bool{{}}}
+	step := func(addr string, run time.Time, ckpt uint32, at zone.LSN) []zone.TimelineFork {
+		h := &src.Hosts[0]
+		h.Addr = addr
+		p.watchRun(h, Sample{StartedAt: run, Timeline: 2, CheckpointTimeline: ckpt, FlushLSN: at})
+		h.Seen, h.SystemID, h.StartedAt, h.Timeline, h.TimelineExact, h.InsertLSN = true, 7, run, 2, true, at
+		c := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{*h}}
+		c.Hosts[0].Role = zone.RolePrimary
+		p.watchBranches(0, c)
+		return c.ForkedTimelines
+	}
+	step("a:5432", run1, 1, 0x100) // promoted to 2
+	if f := step("db1:5432", run1, 2, 0x200); f != nil {
+		t.Fatalf("the writer's run relisted forked %v", f)
+	}
+	if b := p.branches[0][2]; b.Writer != "a:5432" || !slices.Equal(b.Aliases, []string{"db1:5432"}) || b.Last != 0x200 || !p.writing[0][2] {
+		t.Fatalf("branch %+v, writing %v: want db1:5432 an alias, its flush position the writer's", b, p.writing[0])
+	}
+	if f := step("db1:5432", run2, 2, 0x300); f != nil {
+		t.Fatalf("the writer restarted under its alias forked %v", f)
+	}
+	if f := step("db1:5432", run3, 1, 0x9000); len(f) != 1 || !strings.Contains(f[0].Note, "promoted to it in its own run") {
+		t.Fatalf("a server promoted at the alias: forks %+v, want timeline 2 forked", f)
+	}
+
+	mine := map[uint32]Branch{2: {Writer: "db1:5432", Aliases: []string{"vip:5432"}, Run: run1, At: 0x200}}
+	mergeBranches(mine, map[uint32]Branch{2: {Writer: "a:5432", Run: run1, At: 0x100}})
+	if got := mine[2]; got.Writer != "a:5432" || got.Forked != "" || !slices.Equal(got.Aliases, []string{"db1:5432", "vip:5432"}) {
+		t.Errorf("merged %+v: one run under three addresses, the first writer's first", got)
 	}
 }

@@ -49,7 +49,10 @@ type clusterJSON struct {
 
 // branchJSON is who wrote one timeline.
 type branchJSON struct {
-	Writer        string     `json:"writer"`                   // the first writable server's address
+	Writer string `json:"writer"` // the first writable server's address
+	// Aliases are the other addresses it was seen writable under in one
+	// run (optional: absent in files written before it, and while none).
+	Aliases       []string   `json:"aliases,omitempty"`
 	ServerStarted *time.Time `json:"server_started,omitempty"` // its postmaster start time then
 	At            string     `json:"at"`                       // its insert position when first seen writable
 	// Last is its flush position on the timeline as last seen (optional:
@@ -117,7 +120,7 @@ func Encode(m map[string]probe.Remembered) []byte {
 			if c.Branches == nil {
 				c.Branches = map[string]branchJSON{}
 			}
-			j := branchJSON{Writer: b.Writer, At: b.At.String(), Forked: b.Forked}
+			j := branchJSON{Writer: b.Writer, Aliases: b.Aliases, At: b.At.String(), Forked: b.Forked}
 			if b.Last != 0 {
 				j.Last = b.Last.String()
 			}
@@ -226,7 +229,10 @@ func (c clusterJSON) remembered() (probe.Remembered, error) {
 		if r.Branches == nil {
 			r.Branches = map[uint32]probe.Branch{}
 		}
-		pb := probe.Branch{Writer: b.Writer, At: at, Forked: b.Forked}
+		if slices.Contains(b.Aliases, "") {
+			return probe.Remembered{}, fmt.Errorf("branches.%s: aliases holds an empty address", key)
+		}
+		pb := probe.Branch{Writer: b.Writer, Aliases: b.Aliases, At: at, Forked: b.Forked}
 		if b.Last != "" {
 			if pb.Last, err = zone.ParseLSN(b.Last); err != nil {
 				return probe.Remembered{}, fmt.Errorf("branches.%s: last %q is not an LSN", key, b.Last)
