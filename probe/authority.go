@@ -124,11 +124,16 @@ func (p *Prober) forget(r forgetRequest) (ci int, before uint32, err error) {
 		if c.Name != r.cluster {
 			continue
 		}
-		if r.timeline == 0 || r.timeline > c.NewestTimeline {
+		if r.timeline == 0 || r.timeline > max(c.NewestTimeline, c.Witnessed) {
 			return -1, 0, fmt.Errorf("%w: timeline %d, newest %d", ErrTimelineNotKnown, r.timeline, c.NewestTimeline)
 		}
 		before = c.NewestTimeline
-		c.NewestTimeline = r.timeline - 1
+		c.NewestTimeline = min(c.NewestTimeline, r.timeline-1)
+		if c.Witnessed >= r.timeline {
+			// A replica's lower bound showed it (zone.Cluster.Witnessed):
+			// forgotten too, unless a live replica shows it again.
+			c.Witnessed, c.WitnessedBy = 0, ""
+		}
 		p.rebuild[ci] = true
 		for tl := range p.timelines[ci] {
 			if tl >= r.timeline {

@@ -233,3 +233,19 @@ func TestWatchBranchesWriterRelisted(t *testing.T) {
 		t.Errorf("merged %+v: one run under three addresses, the first writer's first", got)
 	}
 }
+
+// An operator forgets a timeline that only a replica's lower bound showed
+// (zone.Cluster.Witnessed, review 6, G1c): allowed, and it is gone; one
+// above both it and the newest is refused.
+func TestForgetAWitnessedTimeline(t *testing.T) {
+	c := &zone.Cluster{Name: "main", Identity: 7, NewestTimeline: 1, Witnessed: 2, WitnessedBy: "n3:5432"}
+	p := &Prober{state: []*zone.Cluster{c}, timelines: []map[uint32]timelineHistory{{}}, rebuild: make([]bool, 1),
+		lastExact: map[*zone.Host]zone.TimelineEnd{}}
+	if _, _, err := p.forget(forgetRequest{cluster: "main", timeline: 3}); err == nil {
+		t.Fatal("forgot timeline 3, above the witnessed 2")
+	}
+	if _, before, err := p.forget(forgetRequest{cluster: "main", timeline: 2}); err != nil || before != 1 ||
+		c.NewestTimeline != 1 || c.Witnessed != 0 || c.WitnessedBy != "" {
+		t.Fatalf("forget 2: %v, before %d; newest %d witnessed %d %q", err, before, c.NewestTimeline, c.Witnessed, c.WitnessedBy)
+	}
+}

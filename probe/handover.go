@@ -21,12 +21,17 @@ type Knowledge struct {
 }
 
 type clusterKnowledge struct {
-	identity  uint64
-	newest    uint32
-	timelines map[uint32]timelineHistory
-	clocks    map[string]*walHistory // by host address
-	forks     map[string]fork        // by the address a replica was last listed under: replicas proven on another branch (forks.go)
-	branches  map[uint32]Branch      // by timeline: who wrote it, and whether it forked (branches.go)
+	identity uint64
+	newest   uint32
+	// witnessed is the timeline a replica's lower bound showed above
+	// newest (zone.Cluster.Witnessed), witnessedBy that replica: not in
+	// the state file.
+	witnessed   uint32
+	witnessedBy string
+	timelines   map[uint32]timelineHistory
+	clocks      map[string]*walHistory // by host address
+	forks       map[string]fork        // by the address a replica was last listed under: replicas proven on another branch (forks.go)
+	branches    map[uint32]Branch      // by timeline: who wrote it, and whether it forked (branches.go)
 }
 
 // fork is what proved a replica to be on another branch than a writable
@@ -61,7 +66,7 @@ func (p *Prober) knowledge(ctx context.Context) Knowledge {
 func (p *Prober) export() Knowledge {
 	k := Knowledge{clusters: map[string]clusterKnowledge{}}
 	for ci, c := range p.state {
-		ck := clusterKnowledge{identity: c.Identity, newest: c.NewestTimeline,
+		ck := clusterKnowledge{identity: c.Identity, newest: c.NewestTimeline, witnessed: c.Witnessed, witnessedBy: c.WitnessedBy,
 			timelines: map[uint32]timelineHistory{}, clocks: map[string]*walHistory{}, forks: map[string]fork{},
 			branches: maps.Clone(p.branches[ci])}
 		for tl, h := range p.timelines[ci] {
@@ -133,6 +138,9 @@ func (p *Prober) adopt(k Knowledge) {
 func (p *Prober) inherit(ci int, old clusterKnowledge) {
 	c := p.state[ci]
 	c.NewestTimeline = max(c.NewestTimeline, old.newest)
+	if old.witnessed > c.Witnessed {
+		c.Witnessed, c.WitnessedBy = old.witnessed, old.witnessedBy
+	}
 	mergeBranches(p.branches[ci], old.branches)
 	for tl, h := range old.timelines {
 		if cur, ok := p.timelines[ci][tl]; !ok || !cur.fromFile {

@@ -69,12 +69,11 @@ func TestFreshPgdnsDoesNotAnswerASupersededPrimary(t *testing.T) {
 		t.Errorf("/v1/resolve?name=primary does not say why n1 is out (want %q): %s", want, body)
 	}
 
-	// The witness gone (stopped, re-cloned or removed from hosts: the
-	// operator's way out when it is a standby left on a dead branch),
-	// nothing of it is remembered: the fresh pgdns answers n1 again, as
-	// any pgdns that never saw timeline 2 would.
+	// The witness stopped: the promotion it showed is still a fact
+	// (review 6, G1c), and the running pgdns keeps n1 out.
 	if err := n3.Stop(ctx, "fast"); err != nil {
 		t.Fatal(err)
 	}
-	fresh.waitFor(t, "primary.db.local.", []string{n1.IP})
+	fresh.waitFor(t, "replica.db.local.", nil)
+	fresh.holds(t, "primary.db.local.", time.Second, without(n1.IP), "n1, superseded by timeline 2, while n3 (which showed it) is down")
 }

@@ -46,7 +46,8 @@ import (
 //     replayed WAL of timeline N only after a promotion created N, so a
 //     writable host below N may be a primary that promotion superseded
 //     (review 6, G1). The replica itself stays set aside (abandoned):
-//     whether N is the cluster's or a branch it left is not proven;
+//     whether N is the cluster's or a branch it left is not proven. N is
+//     kept (Witnessed) while the replica is down or gone;
 //   - in recovery: replica;
 //   - writable: primary if it is the only writable host on the newest
 //     timeline; two writable hosts there cannot be told apart (split
@@ -110,7 +111,12 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 	if leader >= 0 && !c.Hosts[leader].InRecovery {
 		c.NewestTimeline = c.Hosts[leader].Timeline
 	}
-	witness := c.timelineWitness(live)
+	if w := c.timelineWitness(live); w != nil && w.Timeline > c.Witnessed {
+		c.Witnessed, c.WitnessedBy = w.Timeline, w.Addr
+	}
+	if c.LeaderKey || c.Witnessed <= c.NewestTimeline {
+		c.Witnessed, c.WitnessedBy = 0, ""
+	}
 	writable := 0
 	sender := c.olderSender(live)
 	for i := range c.Hosts {
@@ -132,8 +138,8 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		case h.Timeline < c.NewestTimeline && !h.TimelineHidden:
 			c.setAside(h, AsideSuperseded, h.timelineKind()+" on timeline "+strconv.FormatUint(uint64(h.Timeline), 10)+
 				", superseded by timeline "+strconv.FormatUint(uint64(c.NewestTimeline), 10))
-		case witness != nil && h.Timeline < witness.Timeline:
-			c.setAside(h, AsideSuperseded, witnessedNote(h, witness))
+		case h.Timeline < c.Witnessed:
+			c.setAside(h, AsideSuperseded, c.witnessedNote(h))
 		case h.Timeline < c.MinTimeline:
 			// The configured floor: set aside as superseded, but not
 			// learned, so that lowering it takes effect at once.
@@ -412,6 +418,7 @@ func (c *Cluster) settleIdentity(live []bool) {
 		byLive := c.Identity == 0 && probedAll && n >= 2 && 2*n > nLive
 		if 2*n > nHosts || byLive {
 			c.Identity, c.NewestTimeline = id, 0
+			c.Witnessed, c.WitnessedBy = 0, ""
 			return
 		}
 	}
@@ -452,13 +459,17 @@ func distinctIPs(hosts []Host) bool {
 // timelineWitness returns the live replica of the cluster's identity whose
 // lower bound of its timeline (its last restartpoint's, or its minimum
 // recovery point's: no WAL receiver, or one whose timeline the probe role
-// may not read) is the highest above the newest proven timeline, or nil.
+// may not read) is the highest above the newest proven timeline, or nil;
+// Decide keeps its timeline in Witnessed while that is above the newest
+// (the witness may restart, or be gone: the promotion stays a fact; review
+// 6, G1c).
 // Such a bound proves that its timeline exists: a standby restarts on, or
 // flushes a page of, timeline N only after replaying WAL of N, which only
 // a promotion to N writes. It does not prove that N is the cluster's
 // (a standby left behind on a branch the cluster abandoned shows the
-// same), so it never raises the newest timeline nor is remembered; it
-// only sets aside the hosts below it (Decide). With Patroni the leader
+// same), so it never raises the newest timeline: the witness stays set
+// aside (abandoned), and so do the hosts below it (Decide), until the
+// newest timeline reaches it or an operator forgets it. With Patroni the leader
 // key says whose timeline is the cluster's: no witness.
 func (c *Cluster) timelineWitness(live []bool) *Host {
 	if c.LeaderKey {
@@ -474,11 +485,11 @@ func (c *Cluster) timelineWitness(live []bool) *Host {
 	return w
 }
 
-// witnessedNote says why h, on a timeline below witness w's lower bound,
-// is set aside.
-func witnessedNote(h, w *Host) string {
-	tl := strconv.FormatUint(uint64(w.Timeline), 10)
+// witnessedNote says why h, on a timeline below the witnessed one, is set
+// aside.
+func (c *Cluster) witnessedNote(h *Host) string {
+	tl := strconv.FormatUint(uint64(c.Witnessed), 10)
 	return h.timelineKind() + " on timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + ", superseded by timeline " + tl +
-		": " + w.Addr + " (in recovery) has replayed timeline " + tl +
-		" (its last restartpoint or minimum recovery point is on it), which only a promotion creates"
+		": " + c.WitnessedBy + " (in recovery) has replayed timeline " + tl +
+		" (its last restartpoint or minimum recovery point was on it), which only a promotion creates"
 }

@@ -167,13 +167,18 @@ func TestNewestTimelineNeedsProof(t *testing.T) {
 		t.Fatalf("a lower bound: newest %d primary %d aside %v %v", c.NewestTimeline, c.Primary, c.Hosts[0].Aside, c.Hosts[1].Aside)
 	}
 	if n := c.Hosts[0].Note; n != "writable on timeline 1, superseded by timeline 3: 10.0.0.2:5432 (in recovery) has replayed timeline 3 "+
-		"(its last restartpoint or minimum recovery point is on it), which only a promotion creates" {
+		"(its last restartpoint or minimum recovery point was on it), which only a promotion creates" {
 		t.Errorf("note %q", n)
 	}
-	c.Hosts[1].Seen, c.Hosts[1].Fails = false, 3 // the witness gone: nothing is remembered of it
+	c.Hosts[1].Seen, c.Hosts[1].Fails = false, 3 // the witness down (review 6, G1c): the promotion it showed stays
 	c.Decide(t0, stale, 3)
-	if c.NewestTimeline != 1 || c.Primary != 0 {
-		t.Fatalf("the witness down: newest %d primary %d", c.NewestTimeline, c.Primary)
+	if c.NewestTimeline != 1 || c.Witnessed != 3 || c.Primary != -1 || c.Hosts[0].Aside != AsideSuperseded {
+		t.Fatalf("the witness down: newest %d witnessed %d primary %d", c.NewestTimeline, c.Witnessed, c.Primary)
+	}
+	c.Witnessed = 0 // forgotten by an operator (probe's forget)
+	c.Decide(t0, stale, 3)
+	if c.Primary != 0 {
+		t.Fatalf("the witnessed timeline forgotten, its witness down: primary %d", c.Primary)
 	}
 	c.Hosts[1].Seen, c.Hosts[1].Fails = true, 0
 	c.Hosts[1].TimelineExact = true

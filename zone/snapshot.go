@@ -33,6 +33,13 @@ type Cluster struct {
 	Identity       uint64 // the cluster's system identifier, 0 until established
 	IdentityPinned bool   // Identity comes from the configuration
 	NewestTimeline uint32 // the highest timeline proven on a live host of Identity (see Decide)
+	// Witnessed is the highest timeline above NewestTimeline that a live
+	// replica's lower bound showed (timelineWitness), WitnessedBy that
+	// replica's address; 0 and "" while there is none, or once
+	// NewestTimeline reaches it. Kept while its witness is down: the
+	// promotion it proves happened, whatever became of the replica.
+	Witnessed   uint32
+	WitnessedBy string
 
 	// LeaderKey says Patroni's leader key decides which host may be the
 	// primary (the cluster is read from Patroni); Leader is the address of
