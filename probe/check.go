@@ -172,12 +172,20 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // which tells a restart from a server rebuilt at the same address
 // (branches.go).
 //
-// The WAL receiver is read once per probe, from pg_stat_get_wal_receiver()
-// in FROM: the function pg_stat_wal_receiver shows, which gives one row
+// The WAL receiver is read from pg_stat_get_wal_receiver() in FROM: the
+// function pg_stat_wal_receiver shows, which gives one row
 // whether a receiver runs or not (all NULL without one; pid tells, and is
 // readable without pg_monitor), where five sub-selects of the view read
 // its shared state five times, each under its own lock, so that its
-// columns could come from two moments. The checkpoint's timeline is read
+// columns could come from two moments. FROM is read before the target
+// list, so the receiver's timeline is read before the replay position: a
+// timeline switch between the two would give a sample "timeline 1, replay
+// past where timeline 1 ended", from which rule 9 would learn a timeline
+// end past the real one (review 6, G3). So a replica's receiver timeline
+// is read once more after the replay position, by the column before the
+// last (a sub-select, run when the target list reaches it), and a sample
+// whose two reads differ has no exact timeline (parseProbeRow): it
+// teaches no timeline end and vouches for no token. The checkpoint's timeline is read
 // by one sub-select, and the minimum recovery point's only on a replica
 // without a receiver (greatest ignores the NULL of the other case): each
 // pg_control_* call reads and checks the control file from disk. What
@@ -273,7 +281,9 @@ const probeTail = `
     OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_host, ''), ''),
   pg_catalog.current_setting('cluster_name'),
   pg_catalog.current_setting('default_transaction_read_only'),
-  CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_flush_lsn()::pg_catalog.text END`
+  CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_flush_lsn()::pg_catalog.text END,
+  CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce((SELECT CASE WHEN v.pid IS NULL THEN 0 ELSE coalesce(v.received_tli, -1) END
+    FROM pg_catalog.pg_stat_get_wal_receiver() v), 0) ELSE 0 END::bigint`
 
 const probeFrom = `
 FROM pg_catalog.pg_stat_get_wal_receiver() w`

@@ -60,8 +60,11 @@ const SourcesSQL = sourcesSQL
 // probeColumns is the number of columns of probeSQL and probeStatusSQL;
 // the last (statusColumn) is where they differ.
 const (
-	probeColumns = 22
+	probeColumns = 23
 	statusColumn = probeColumns - 1
+	// timelineAgainColumn is a replica's receiver timeline read after
+	// its replay position (probeSQL); 0 on a primary.
+	timelineAgainColumn = statusColumn - 1
 )
 
 // standbysColumn is the column of the primary's WAL senders, which the
@@ -97,6 +100,14 @@ var probeStatements = [2][2]probeStatement{
 func (c *pgChecker) statement(by time.Time) *probeStatement {
 	replica := c.replica && (by.IsZero() || 3*c.lastRTT < time.Until(by))
 	return &probeStatements[b2i(replica)][b2i(c.readsStatus)]
+}
+
+// sameTimeline reports whether a replica's receiver timeline read again
+// after its replay position (timelineAgainColumn) is timeline, the one read
+// before it.
+func sameTimeline(row *probeRow, timeline int64) bool {
+	again, err := strconv.ParseInt(string(row.values[timelineAgainColumn]), 10, 64)
+	return err == nil && again == timeline
 }
 
 // probeRow is one row of probeSQL in text format: its columns are slices
@@ -314,6 +325,12 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 		return fmt.Errorf("bad system identifier %q or timeline %d/%d", v[6], timeline, ckptTimeline)
 	}
 	s.SystemID, s.Timeline, s.CheckpointTimeline = uint64(id), uint32(timeline), uint32(ckptTimeline)
+	if s.InRecovery && s.Timeline != 0 && !sameTimeline(row, timeline) {
+		// The receiver's timeline moved while the statement read it
+		// (probeSQL): the replay position may be past where the first
+		// read's timeline ended. Not known, as without a receiver.
+		s.Timeline = 0
+	}
 	s.StartedAt = time.UnixMicro(started)
 	if s.Standbys, err = parseStandbys(v[8]); err != nil {
 		return err

@@ -26,9 +26,9 @@ func textRow(cols ...string) *probeRow {
 var (
 	replicaCols = []string{"t", "", "0/3000060", "0/3000028", "1", "1", "7000000000000000001", "1700000000000000",
 		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 fallback_application_name=walreceiver sslmode=prefer", "r1_slot", "t", "f", "8192", "16777216", "on", "",
-		"streaming 5432 10.0.0.1", "", "off", ""}
+		"streaming 5432 10.0.0.1", "", "off", "", "1"}
 	primaryCols = []string{"f", "0/5000000", "", "", "3", "2", "7000000000000000001", "1700000000000123",
-		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus", "", "pg1", "on", "0/4FFFF00"}
+		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus", "", "pg1", "on", "0/4FFFF00", "0"}
 )
 
 // TestWALReceiverAppName: the application name a WAL receiver gives the
@@ -190,5 +190,50 @@ func BenchmarkParseProbeRow(b *testing.B) {
 		if err := parseProbeRow(row, &s); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Review 6, G3: the receiver's timeline is read before the replay
+// position (FROM before the target list), so a switch between the two
+// reads gave a sample "exact timeline 1, replay past where timeline 1
+// ended", and the next sample on timeline 2 taught rule 9 that timeline 1
+// ended at or after that replay: a -t1 token lost in the failover then
+// passed as still in the history. The statement reads the timeline again
+// after the replay position; a sample whose two reads differ has no exact
+// timeline and teaches no timeline end.
+func TestTimelineMovedWhileReadTeachesNoEnd(t *testing.T) {
+	moved := func(first, again, replay string) Sample {
+		t.Helper()
+		cols := append([]string(nil), replicaCols...)
+		cols[3], cols[4], cols[timelineAgainColumn] = replay, first, again
+		var s Sample
+		if err := parseProbeRow(textRow(cols...), &s); err != nil {
+			t.Fatal(err)
+		}
+		s.Start, s.End, s.SystemID, s.StartedAt = time.Now(), time.Now(), 7, run1
+		return s
+	}
+	if s := moved("1", "1", "0/5200"); s.Timeline != 1 {
+		t.Errorf("two reads of timeline 1: timeline %d, want 1", s.Timeline)
+	}
+	if s := moved("1", "2", "0/5200"); s.Timeline != 0 || s.CheckpointTimeline != 1 || s.TimelineHidden {
+		t.Errorf("timeline 1 then 2: timeline %d (checkpoint %d, hidden %v), want 0: not known", s.Timeline, s.CheckpointTimeline, s.TimelineHidden)
+	}
+	if s := moved("1", "0", "0/5200"); s.Timeline != 0 {
+		t.Errorf("timeline 1, then no receiver: timeline %d, want 0", s.Timeline)
+	}
+
+	// Timeline 1 ended at 0/5100: seen at 0/5000 on it, then (the race)
+	// read on timeline 1 with a replay of 0/5200 already on timeline 2,
+	// then on timeline 2. The end learned is at most 0/5000, the last
+	// replay read on timeline 1 for sure.
+	p, _ := newAggregator(t)
+	feed(p, replicaSample(1, 1, 0x5000), nil)
+	if h := feed(p, moved("1", "2", "0/5200"), nil); h.TimelineExact || h.Timeline != 1 {
+		t.Errorf("the moved sample: timeline %d exact %v, want the lower bound 1", h.Timeline, h.TimelineExact)
+	}
+	h := feed(p, replicaSample(2, 1, 0x5300), nil)
+	if want := (zone.TimelineEnd{Timeline: 1, End: 0x5000}); len(h.History) != 1 || h.History[0] != want {
+		t.Fatalf("history %v, want %v: a replay read after the switch taught where timeline 1 ended", h.History, want)
 	}
 }

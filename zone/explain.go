@@ -162,7 +162,7 @@ func otherTimelineWhy(h *Host, q *Query) string {
 	tl := "timeline " + strconv.FormatUint(uint64(q.Timeline), 10)
 	token := q.MinLSN.String() + " on " + tl
 	if !h.TimelineExact {
-		return own + " is only a lower bound (its WAL receiver is not running): " + token + " is not proven in its history"
+		return own + " is only a lower bound (no timeline of its WAL receiver read): " + token + " is not proven in its history"
 	}
 	if h.HistoryFromFile || h.Timeline < q.Timeline {
 		return own + ": " + token + " is not in its history"

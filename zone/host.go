@@ -119,7 +119,8 @@ type Host struct {
 	WALBlockSize, WALSegmentSize uint64
 
 	// TimelineExact is false on a replica whose WAL receiver is not
-	// running: Timeline is then only a lower bound of the timeline it
+	// running, or whose receiver's timeline moved while the probe read
+	// it: Timeline is then only a lower bound of the timeline it
 	// replays (the last one its receiver reported, or its last
 	// restartpoint's), good enough to set it aside when that is older
 	// than the cluster's newest, never to vouch for a timeline token.
