@@ -106,6 +106,7 @@ func (p *Prober) adopt(k Knowledge) {
 		if old.identity == 0 && c.Identity != 0 {
 			continue // the predecessor knew no identity: nothing of it applies
 		}
+		p.own[ci] = old.identity != 0
 		if old.identity != c.Identity {
 			// An identity, once established, is kept while any live host
 			// has it (zone.Cluster.settleIdentity), across a reload or a

@@ -8,7 +8,17 @@ package probe
 // is kept (in memory, handed on by a reload, and in the state file) until
 // a configured cluster establishes or pins the same identity, which then
 // inherits it, or until no configured cluster could: every one has an
-// identity and it is another.
+// identity and it is another, or knowledge of its own.
+//
+// Only a cluster with no knowledge of its own under its own name (one new
+// to the config: the rename's new name) inherits an orphan. A configured
+// cluster that kept its own knowledge across the reload or restart is a
+// history of its own: two clusters of one system identifier are a cluster
+// and a copy of it (a staging or PITR copy, promoted, in a cluster of its
+// own as docs/decisions.md rule 1 asks), and removing the copy's cluster
+// must not make production inherit the copy's newest timeline, which would
+// set production's primary and replicas aside as superseded (review 6,
+// G9). Its orphan is dropped then (dropOrphans).
 
 // keepOrphans sets aside what k knows of clusters p does not probe.
 func (p *Prober) keepOrphans(k Knowledge) {
@@ -42,7 +52,7 @@ func (p *Prober) configured(name string) bool {
 // dropOrphans, so that two clusters of one identity both inherit.
 func (p *Prober) claim(ci int) bool {
 	c := p.state[ci]
-	if c.Identity == 0 || len(p.orphans) == 0 {
+	if c.Identity == 0 || len(p.orphans) == 0 || p.own[ci] {
 		return false
 	}
 	claimed := false
@@ -60,12 +70,16 @@ func (p *Prober) claim(ci int) bool {
 }
 
 // dropOrphans forgets the orphans claimed, and those no configured cluster
-// could claim: every one has an identity, and another. An orphan stays
-// while some cluster has no identity yet and none has its own.
+// could claim: every one without knowledge of its own has an identity, and
+// another. An orphan stays while such a cluster has no identity yet and
+// none has the orphan's.
 func (p *Prober) dropOrphans() {
 	for name, o := range p.orphans {
 		keep := false
-		for _, c := range p.state {
+		for ci, c := range p.state {
+			if p.own[ci] {
+				continue // inherits none
+			}
 			if c.Identity == o.identity {
 				keep = false
 				break

@@ -198,6 +198,9 @@ type Prober struct {
 	orphans                         map[string]clusterKnowledge
 	orphansChanged, orphansReported uint64 // changes of orphans, and the last one Hooks.Learned heard of
 	seeded                          []bool // per cluster: its identity came from Config.Remembered (remember.go)
+	// Per cluster: it has knowledge of its own, under its own name, from a
+	// predecessor or the state file: it inherits no orphan (orphans.go).
+	own []bool
 	// Per cluster: the SOA serial a previous run of pgdns last gave it
 	// (Config.Remembered), which the first snapshot's follows (remember.go).
 	serialFloor []uint32
@@ -260,6 +263,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	p.forks = make([][]zone.TimelineFork, len(p.state))
 	p.flux = make([]flux, len(p.state))
 	p.seeded = make([]bool, len(p.state))
+	p.own = make([]bool, len(p.state))
 	p.serialFloor = make([]uint32, len(p.state))
 	p.seed(cfg.Remembered)
 	return p

@@ -202,3 +202,28 @@ func TestProberInheritsWhatARenamedClusterRemembers(t *testing.T) {
 		t.Errorf("reported %+v, want both unclaimed entries kept", got)
 	}
 }
+
+// Review 6, G9: a cluster that has knowledge of its own, under its own
+// name, does not inherit what another cluster of the same identity (a
+// promoted copy of it, in a cluster of its own) knew: its newest timeline
+// stays its own, and the copy's entry is dropped.
+func TestProberKeepsItsOwnKnowledgeBesideACopysOrphan(t *testing.T) {
+	hosts := map[string]*fakeHost{"a:1": {ip: "10.0.0.1", lsn: 100}, "b:1": {ip: "10.0.0.2", inRecovery: true, lsn: 100}}
+	learned := &learnedLog{}
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: time.Second, MaxFails: 2,
+		Clusters:   []ClusterConfig{{Name: "main", Hosts: []string{"a:1", "b:1"}}},
+		Remembered: map[string]Remembered{"main": {Identity: 42, NewestTimeline: 1}, "staging": {Identity: 42, NewestTimeline: 2}},
+		Hooks:      Hooks{Learned: learned.hook}}
+	table, _ := runFake(t, cfg, hosts)
+	s := waitSnapshot(t, table, "ready", func(s *zone.Snapshot) bool { return s.Ready })
+	if c := s.Clusters[0]; c.Primary != 0 || c.NewestTimeline != 1 {
+		t.Errorf("main: primary %d, newest timeline %d; want a:1 on its own timeline 1", c.Primary, c.NewestTimeline)
+	}
+	got := testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, "a report", func() (map[string]Remembered, bool) {
+		m, _ := learned.last()
+		return m, m != nil
+	})
+	if len(got) != 1 || got["main"].NewestTimeline != 1 {
+		t.Errorf("reported %+v, want main alone, on timeline 1", got)
+	}
+}
