@@ -327,10 +327,9 @@ func (p *Prober) Run(ctx context.Context) {
 			continue
 		case r := <-p.results:
 			steady := p.take(r)
-			// Take what else was queued by now, then publish once: not
-			// what comes meanwhile, which at a fleet probed faster than
-			// the aggregator takes results would never end the batch
-			// (the channel has room for every host's result: prober.go).
+			// Take what was queued by now, then publish once: not what
+			// comes meanwhile, which at a fleet probed faster than the
+			// aggregator takes results would never end the batch.
 			for range len(p.results) {
 				steady = p.take(<-p.results) && steady
 			}
