@@ -321,6 +321,7 @@ type pgChecker struct {
 	sinceAdmitted int
 	admitting     chan error
 	admitStop     context.CancelFunc
+	reachedAt     time.Time // the last bare connect (reach), status "ready"
 	// readsStatus: the session's role may read server files, so its
 	// probes run probeStatusSQL, whose status column tells admission
 	// (admission.go); rowStatus: the last row is probeStatusSQL's.

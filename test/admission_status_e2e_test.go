@@ -25,7 +25,8 @@ import (
 // refused (57P03), up to a second later.
 func TestSmartShutdownSeenInTheProbeSession(t *testing.T) {
 	t.Parallel()
-	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2), Conf: []string{"log_connections = on"}})
+	b := pgtest.Addrs(t)
+	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(2), Conf: []string{"log_connections = on"}})
 	primary, replica := pg.Nodes[0], pg.Nodes[1]
 	primary.Exec(t, "CREATE ROLE reader LOGIN IN ROLE pg_monitor")
 	primary.Exec(t, "GRANT EXECUTE ON FUNCTION pg_read_file(text, bigint, bigint, boolean) TO reader")
@@ -47,6 +48,11 @@ func TestSmartShutdownSeenInTheProbeSession(t *testing.T) {
 		e := attach(t, pg, envOptions{DSN: "user=" + role + " dbname=postgres sslmode=disable", Nodes: 2})
 		e.waitFor(t, "replica.db.local.", []string{replica.IP})
 		return e
+	}
+	// complaints are the lines a connection that sends nothing (or is
+	// reset) makes a backend log.
+	complaints := func(log string) int {
+		return strings.Count(log, "incomplete startup packet") + strings.Count(log, "could not receive data from client")
 	}
 	// stopSmartly stops n smartly and waits until pgdns no longer answers
 	// name with it, and until the stop completes (pgdns closed its
@@ -78,10 +84,15 @@ func TestSmartShutdownSeenInTheProbeSession(t *testing.T) {
 
 	t.Run("a role that may read server files opens no admission session", func(t *testing.T) {
 		e := start(t, "reader")
-		before := sessions(replica, "reader")
-		time.Sleep(3 * time.Second) // 30 probes; 3 admission sessions at the default probe.admission_interval
+		before, logged := sessions(replica, "reader"), len(replica.Log())
+		time.Sleep(4500 * time.Millisecond) // 45 probes; 4 admission sessions at the default probe.admission_interval, 1 bare connect
 		if n := sessions(replica, "reader") - before; n != 0 {
-			t.Fatalf("sessions at rest: pgdns started %d sessions on the replica in 3 s, want none beside its probe session", n)
+			t.Fatalf("sessions at rest: pgdns started %d sessions on the replica in 4.5 s, want none beside its probe session", n)
+		}
+		// The bare connects (one every 4 s) are logged as received
+		// (log_connections), and nothing else.
+		if log := replica.Log()[logged:]; !strings.Contains(log, "connection received") || complaints(log) != 0 {
+			t.Fatalf("the replica's log at rest: want a bare connect received and no complaint, got:\n%s", log)
 		}
 		why, opened := stopSmartly(t, e, replica, "replica.db.local.", "reader")
 		if !strings.Contains(why, byStatus) || opened != 0 {
@@ -93,6 +104,29 @@ func TestSmartShutdownSeenInTheProbeSession(t *testing.T) {
 			t.Fatalf("the primary's smart shutdown was seen by %q, with %d sessions opened; want %q and none", why, opened, byStatus)
 		}
 		e.waitFor(t, "primary.db.local.", []string{primary.IP})
+	})
+
+	// A packet filter's REJECT in front of the replica (a forwarder that
+	// refuses new connections and carries the ones it has): pgdns's
+	// session works and the status says "ready", but no client gets a
+	// connection. Before the bare connects, the replica stayed answered
+	// for good.
+	t.Run("a host refusing new connections leaves the answers", func(t *testing.T) {
+		proxy := testkit.StartProxy(t, b.Addr(31, 5432), replica.Addr(), 0)
+		e := attach(t, pg, envOptions{DSN: "user=reader dbname=postgres sslmode=disable", Hosts: []string{primary.Addr(), proxy.Addr()}})
+		e.waitFor(t, "replica.db.local.", []string{b.IP(31)})
+		_, page, err := e.watch(ctx, "index=0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy.RefuseNew()
+		took := e.waitFor(t, "replica.db.local.", nil)
+		evs, _ := e.follow(t, page.Index, "host_down", proxy.Addr())
+		why := find(evs, "host_down", proxy.Addr()).Detail
+		t.Logf("the replica refusing new connections left the answers after %v: %s", took, why)
+		if !strings.Contains(why, byRefusal) {
+			t.Fatalf("the replica left the answers because %q, want %q", why, byRefusal)
+		}
 	})
 
 	t.Run("a role that may not asks with new sessions", func(t *testing.T) {

@@ -11,7 +11,8 @@ import (
 // Proxy forwards each connection it accepts on its address to a target,
 // what the server sends coming back at once and what the client sends
 // after a delay (none: at once). Cut ends every connection carried so far
-// as a middlebox does; new ones are still accepted. The proxy and its
+// as a middlebox does; new ones are still accepted. RefuseNew refuses new
+// ones and keeps those carried. The proxy and its
 // connections close when the test ends.
 type Proxy struct {
 	ln     net.Listener
@@ -94,6 +95,12 @@ func (p *Proxy) Cut(rst bool) {
 	}
 	p.pairs = p.pairs[:0]
 }
+
+// RefuseNew closes the proxy's listener, so that every new connection to
+// its address is refused, and keeps carrying the connections it has: a
+// packet filter's REJECT added in front of a server that runs, conntrack
+// letting the established flows through.
+func (p *Proxy) RefuseNew() { _ = p.ln.Close() }
 
 // track records a connection carried; false once the proxy is closing.
 func (p *Proxy) track(client, server net.Conn) bool {
