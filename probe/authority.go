@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/pgdns/pgdns/zone"
 )
@@ -132,7 +133,7 @@ func (p *Prober) forget(r forgetRequest) (ci int, before uint32, err error) {
 		if c.Witnessed >= r.timeline {
 			// A replica's lower bound showed it (zone.Cluster.Witnessed):
 			// forgotten too, unless a live replica shows it again.
-			c.Witnessed, c.WitnessedBy = 0, ""
+			c.Witnessed, c.WitnessedBy, c.WitnessedRun = 0, "", time.Time{}
 		}
 		p.rebuild[ci] = true
 		for tl := range p.timelines[ci] {

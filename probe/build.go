@@ -139,7 +139,7 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 	src := p.state[ci]
 	c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...),
 		Port: src.Port, Identity: src.Identity, IdentityPinned: src.IdentityPinned, NewestTimeline: src.NewestTimeline,
-		Witnessed: src.Witnessed, WitnessedBy: src.WitnessedBy, MinTimeline: p.cfg.Clusters[ci].MinTimeline, LeaderKey: src.LeaderKey, Leader: src.Leader}
+		Witnessed: src.Witnessed, WitnessedBy: src.WitnessedBy, WitnessedRun: src.WitnessedRun, MinTimeline: p.cfg.Clusters[ci].MinTimeline, LeaderKey: src.LeaderKey, Leader: src.Leader}
 	c.Decide(now, stale, p.cfg.MaxFails)
 	if c.Identity != src.Identity {
 		if src.Identity != 0 && p.active.Load() {
@@ -155,7 +155,7 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 		p.seeded[ci] = false
 	}
 	src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline
-	src.Witnessed, src.WitnessedBy = c.Witnessed, c.WitnessedBy
+	src.Witnessed, src.WitnessedBy, src.WitnessedRun = c.Witnessed, c.WitnessedBy, c.WitnessedRun
 	p.watchBranches(ci, c)
 	return c
 }

@@ -24,14 +24,15 @@ type clusterKnowledge struct {
 	identity uint64
 	newest   uint32
 	// witnessed is the timeline a replica's lower bound showed above
-	// newest (zone.Cluster.Witnessed), witnessedBy that replica: not in
-	// the state file.
-	witnessed   uint32
-	witnessedBy string
-	timelines   map[uint32]timelineHistory
-	clocks      map[string]*walHistory // by host address
-	forks       map[string]fork        // by the address a replica was last listed under: replicas proven on another branch (forks.go)
-	branches    map[uint32]Branch      // by timeline: who wrote it, and whether it forked (branches.go)
+	// newest (zone.Cluster.Witnessed), witnessedBy that replica and
+	// witnessedRun its server run (in the state file too: review 6, G1d).
+	witnessed    uint32
+	witnessedBy  string
+	witnessedRun time.Time
+	timelines    map[uint32]timelineHistory
+	clocks       map[string]*walHistory // by host address
+	forks        map[string]fork        // by the address a replica was last listed under: replicas proven on another branch (forks.go)
+	branches     map[uint32]Branch      // by timeline: who wrote it, and whether it forked (branches.go)
 }
 
 // fork is what proved a replica to be on another branch than a writable
@@ -67,7 +68,7 @@ func (p *Prober) export() Knowledge {
 	k := Knowledge{clusters: map[string]clusterKnowledge{}}
 	for ci, c := range p.state {
 		ck := clusterKnowledge{identity: c.Identity, newest: c.NewestTimeline, witnessed: c.Witnessed, witnessedBy: c.WitnessedBy,
-			timelines: map[uint32]timelineHistory{}, clocks: map[string]*walHistory{}, forks: map[string]fork{},
+			witnessedRun: c.WitnessedRun, timelines: map[uint32]timelineHistory{}, clocks: map[string]*walHistory{}, forks: map[string]fork{},
 			branches: maps.Clone(p.branches[ci])}
 		for tl, h := range p.timelines[ci] {
 			ck.timelines[tl] = h // entries are never modified in place
@@ -117,6 +118,7 @@ func (p *Prober) adopt(k Knowledge) {
 			// anew by majority if none does. What this prober learned
 			// under the other identity is that cluster's, not this one's.
 			c.Identity, c.NewestTimeline = old.identity, 0
+			c.Witnessed, c.WitnessedBy, c.WitnessedRun = 0, "", time.Time{}
 			p.timelines[ci] = map[uint32]timelineHistory{}
 			p.branches[ci], p.forks[ci], p.pending[ci] = map[uint32]Branch{}, nil, nil
 		}
@@ -140,7 +142,7 @@ func (p *Prober) inherit(ci int, old clusterKnowledge) {
 	c := p.state[ci]
 	c.NewestTimeline = max(c.NewestTimeline, old.newest)
 	if old.witnessed > c.Witnessed {
-		c.Witnessed, c.WitnessedBy = old.witnessed, old.witnessedBy
+		c.Witnessed, c.WitnessedBy, c.WitnessedRun = old.witnessed, old.witnessedBy, old.witnessedRun
 	}
 	mergeBranches(p.branches[ci], old.branches)
 	for tl, h := range old.timelines {

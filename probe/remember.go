@@ -37,6 +37,15 @@ type Remembered struct {
 	// that would see one, must outlive a restart of pgdns between the two
 	// promotions.
 	Branches map[uint32]Branch
+	// Witnessed is the timeline above NewestTimeline that a replica's
+	// lower bound showed (zone.Cluster.Witnessed; 0: none), WitnessedBy
+	// that replica's address and WitnessedRun its server run then: the
+	// promotion it proves supersedes every writable host below it, and a
+	// pgdns restarted while that replica is down must still know it
+	// (review 6, G1d).
+	Witnessed    uint32
+	WitnessedBy  string
+	WitnessedRun time.Time
 }
 
 // Fork is a replica proven to be on another branch than writable host
@@ -75,6 +84,9 @@ func (p *Prober) seed(remembered map[string]Remembered) {
 		}
 		ck := clusterKnowledge{identity: r.Identity, newest: r.NewestTimeline, timelines: map[uint32]timelineHistory{},
 			branches: maps.Clone(r.Branches)}
+		if r.Witnessed > r.NewestTimeline {
+			ck.witnessed, ck.witnessedBy, ck.witnessedRun = r.Witnessed, r.WitnessedBy, r.WitnessedRun
+		}
 		for tl, h := range r.Timelines {
 			ck.timelines[tl] = timelineHistory{ends: slices.Clone(h.Ends), fromFile: h.FromFile}
 		}
@@ -243,11 +255,12 @@ func (p *Prober) remembered() map[string]Remembered {
 		r.Forks = p.forksOf(ci)
 		r.Serial = p.serialOf(ci)
 		r.Branches = maps.Clone(p.branches[ci])
+		r.Witnessed, r.WitnessedBy, r.WitnessedRun = c.Witnessed, c.WitnessedBy, c.WitnessedRun
 		out[c.Name] = r
 	}
 	for name, o := range p.orphans {
 		r := Remembered{Identity: o.identity, NewestTimeline: o.newest, Timelines: make(map[uint32]TimelineHistory, len(o.timelines)),
-			Branches: maps.Clone(o.branches)}
+			Branches: maps.Clone(o.branches), Witnessed: o.witnessed, WitnessedBy: o.witnessedBy, WitnessedRun: o.witnessedRun}
 		for tl, h := range o.timelines {
 			r.Timelines[tl] = TimelineHistory{Ends: h.ends, FromFile: h.fromFile}
 		}
@@ -312,6 +325,9 @@ func (p *Prober) remembersAsReported(final bool) bool {
 		n++
 		r, ok := p.reported[c.Name]
 		if !ok || r.Identity != c.Identity || r.NewestTimeline != c.NewestTimeline || len(r.Timelines) != len(p.timelines[ci]) {
+			return false
+		}
+		if r.Witnessed != c.Witnessed || r.WitnessedBy != c.WitnessedBy || !r.WitnessedRun.Equal(c.WitnessedRun) {
 			return false
 		}
 		for tl, h := range p.timelines[ci] {

@@ -112,10 +112,10 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		c.NewestTimeline = c.Hosts[leader].Timeline
 	}
 	if w := c.timelineWitness(live); w != nil && w.Timeline > c.Witnessed {
-		c.Witnessed, c.WitnessedBy = w.Timeline, w.Addr
+		c.Witnessed, c.WitnessedBy, c.WitnessedRun = w.Timeline, w.Addr, w.StartedAt
 	}
 	if c.LeaderKey || c.Witnessed <= c.NewestTimeline {
-		c.Witnessed, c.WitnessedBy = 0, ""
+		c.Witnessed, c.WitnessedBy, c.WitnessedRun = 0, "", time.Time{}
 	}
 	writable := 0
 	sender := c.olderSender(live)
@@ -418,7 +418,7 @@ func (c *Cluster) settleIdentity(live []bool) {
 		byLive := c.Identity == 0 && probedAll && n >= 2 && 2*n > nLive
 		if 2*n > nHosts || byLive {
 			c.Identity, c.NewestTimeline = id, 0
-			c.Witnessed, c.WitnessedBy = 0, ""
+			c.Witnessed, c.WitnessedBy, c.WitnessedRun = 0, "", time.Time{}
 			return
 		}
 	}

@@ -35,11 +35,14 @@ type Cluster struct {
 	NewestTimeline uint32 // the highest timeline proven on a live host of Identity (see Decide)
 	// Witnessed is the highest timeline above NewestTimeline that a live
 	// replica's lower bound showed (timelineWitness), WitnessedBy that
-	// replica's address; 0 and "" while there is none, or once
-	// NewestTimeline reaches it. Kept while its witness is down: the
-	// promotion it proves happened, whatever became of the replica.
-	Witnessed   uint32
-	WitnessedBy string
+	// replica's address and WitnessedRun its server run (postmaster start
+	// time) then; 0 and "" while there is none, or once NewestTimeline
+	// reaches it. Kept while its witness is down, and in the state file
+	// (review 6, G1d): the promotion it proves happened, whatever became
+	// of the replica or of pgdns.
+	Witnessed    uint32
+	WitnessedBy  string
+	WitnessedRun time.Time
 
 	// LeaderKey says Patroni's leader key decides which host may be the
 	// primary (the cluster is read from Patroni); Leader is the address of

@@ -1,6 +1,6 @@
 // Package state keeps what pgdns has learned (probe.Remembered: each
-// cluster's identity, newest timeline, timeline histories and forked
-// replicas) in the file
+// cluster's identity, newest timeline, timeline histories, forked
+// replicas and a timeline a replica showed above the newest) in the file
 // state.path, so that a restarted pgdns answers as the one that stopped
 // would have. format.go is the file's format, file.go reads and writes it
 // atomically, writer.go writes it in the background as pgdns learns.
@@ -25,6 +25,8 @@ import (
 // refuses the file instead of acting on half of it. Version 2 added each
 // cluster's "serial" and, optionally, its "branches" (who wrote each
 // timeline, and the forked ones); a version 1 file (none) is read as it was.
+// Fields added since are optional in version 2 (absent: not known), such
+// as "witnessed".
 const Version = 2
 
 // file is the state file as JSON. System identifiers are strings: they
@@ -45,6 +47,20 @@ type clusterJSON struct {
 	// writable on it and, when another was too, the fork (version 2,
 	// optional; probe.Branch).
 	Branches map[string]branchJSON `json:"branches,omitempty"`
+	// Witnessed is the timeline above newest_timeline that a replica's
+	// lower bound showed, and that replica (version 2, optional: absent
+	// in files written before it, and while there is none;
+	// probe.Remembered.Witnessed).
+	Witnessed *witnessedJSON `json:"witnessed,omitempty"`
+}
+
+// witnessedJSON is a timeline a replica showed by a lower bound (its last
+// restartpoint or minimum recovery point on it): a promotion created it,
+// so no writable host below it is answered as the primary.
+type witnessedJSON struct {
+	Timeline      uint32     `json:"timeline"`
+	By            string     `json:"by"`                       // the replica's address
+	ServerStarted *time.Time `json:"server_started,omitempty"` // its postmaster start time then
 }
 
 // branchJSON is who wrote one timeline.
@@ -132,6 +148,13 @@ func Encode(m map[string]probe.Remembered) []byte {
 				j.ServerStarted = &run
 			}
 			c.Branches[strconv.FormatUint(uint64(tl), 10)] = j
+		}
+		if r.Witnessed != 0 {
+			c.Witnessed = &witnessedJSON{Timeline: r.Witnessed, By: r.WitnessedBy}
+			if !r.WitnessedRun.IsZero() {
+				run := r.WitnessedRun.UTC() // as for branches: read back, encoded the same
+				c.Witnessed.ServerStarted = &run
+			}
 		}
 		f.Clusters[name] = c
 	}
@@ -242,6 +265,15 @@ func (c clusterJSON) remembered() (probe.Remembered, error) {
 			pb.Run = *b.ServerStarted
 		}
 		r.Branches[uint32(tl)] = pb
+	}
+	if w := c.Witnessed; w != nil {
+		if w.Timeline == 0 || w.By == "" {
+			return probe.Remembered{}, fmt.Errorf("witnessed needs a timeline (above 0) and by (the replica's address), got %d and %q", w.Timeline, w.By)
+		}
+		r.Witnessed, r.WitnessedBy = w.Timeline, w.By
+		if w.ServerStarted != nil {
+			r.WitnessedRun = *w.ServerStarted
+		}
 	}
 	return r, nil
 }
