@@ -121,6 +121,10 @@ func fastHandler(h dns.Handler) (*Handler, *RateLimiter) {
 	return nil, nil
 }
 
+// listenTCP is net.Listen; a test replaces it to crowd the TCP ports
+// (TestStartWithPortZeroWhenTCPPortsAreCrowded).
+var listenTCP = net.Listen
+
 func bind(addr string, h dns.Handler, limits Limits) (*Server, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -128,35 +132,28 @@ func bind(addr string, h dns.Handler, limits Limits) (*Server, error) {
 	}
 	fastH, limiter := fastHandler(h)
 	var lastErr error
-	for range 10 { // with port 0, TCP may find the UDP port taken: try another
+	// With port 0 the kernel picks TCP's port and UDP binds the same
+	// one: TCP's ports are the crowded ones (listeners, connections,
+	// TIME-WAIT: half of the ephemeral range on a busy host), UDP's are
+	// nearly all free. Picked the other way round, the UDP port was
+	// taken for TCP about half the time and ten tries could all fail.
+	for range 10 { // with port 0, UDP may find the TCP port taken: try another
+		ln, err := listenTCP("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		bound := net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 		var (
 			pc    net.PacketConn
 			conns []*net.UDPConn
-			local net.Addr
 		)
 		if fastH != nil {
-			if conns, err = listenUDP(addr, udpReaders()); err != nil {
-				return nil, err
-			}
-			local = conns[0].LocalAddr()
+			conns, err = listenUDP(bound, udpReaders())
 		} else {
-			if pc, err = net.ListenPacket("udp", addr); err != nil {
-				return nil, err
-			}
-			local = pc.LocalAddr()
+			pc, err = net.ListenPacket("udp", bound)
 		}
-		closeUDP := func() {
-			if pc != nil {
-				pc.Close()
-			}
-			for _, c := range conns {
-				c.Close()
-			}
-		}
-		bound := net.JoinHostPort(host, strconv.Itoa(local.(*net.UDPAddr).Port))
-		ln, err := net.Listen("tcp", bound)
 		if err != nil {
-			closeUDP()
+			ln.Close()
 			lastErr = err
 			if port == "0" {
 				continue
