@@ -35,9 +35,19 @@ type replayWatch struct {
 // watchReplay keeps the earliest reading of replica h's replay position;
 // h still holds what its previous sample said. continuous is as in record.
 func (p *Prober) watchReplay(h *zone.Host, continuous bool, s Sample, tl uint32, exact bool) {
-	if !s.InRecovery || !continuous {
-		h.DivergedFrom, h.DivergedNote, h.DivergedRun = "", "", time.Time{} // another run, or writable: proven of a run that ended
+	if !s.InRecovery {
+		// Writable: a promotion, the operator's choice of this data; its
+		// own writes start a history of their own (rule 1 judges it).
+		h.DivergedFrom, h.DivergedNote, h.DivergedRun = "", "", time.Time{}
 	}
+	// A new run of the replica's server keeps the proof: a restart keeps
+	// the data directory, which still holds the other branch's writes
+	// (PostgreSQL may even replay the primary's WAL on top of them: a
+	// corrupted replica at lag 0). Nothing pgdns reads proves a re-clone
+	// or a pg_rewind (pg_control_* show positions and timelines, which two
+	// branches of one timeline share, and a re-clone keeps the system
+	// identifier), so the proof ends only at a promotion or by an operator
+	// (pgdns -reset-state): review 6, G7b.
 	if !s.InRecovery || !exact {
 		delete(p.replays, h)
 		return

@@ -24,8 +24,9 @@ type Remembered struct {
 	Timelines map[uint32]TimelineHistory
 	// Forks are the replicas proven to be on another branch of a writable
 	// host's timeline (forks.go), by the address the replica was last
-	// listed under: a proof that holds for the server run that showed it
-	// (under any address), which may outlive a restart of pgdns.
+	// listed under: a proof that holds for the replica's server (its
+	// later runs at that address, its run under any address), which may
+	// outlive a restart of pgdns.
 	Forks map[string]Fork
 	// Serial is the cluster's SOA serial (0: none known). A burst of
 	// changes runs the serial ahead of the clock (zone.NextSerial), and
@@ -49,7 +50,9 @@ type Remembered struct {
 }
 
 // Fork is a replica proven to be on another branch than writable host
-// From, for the server run started at Run (the postmaster start time).
+// From; Run is the postmaster start time of the replica's run last seen
+// with it (a later run at the same address keeps the proof: review 6,
+// G7b).
 type Fork struct {
 	Run  time.Time
 	From string
@@ -164,7 +167,7 @@ const maxPendingForks = 64
 // that saw it again) needs none.
 func (p *Prober) pendFork(ci int, addr string, f fork) {
 	for hi := range p.state[ci].Hosts {
-		if h := &p.state[ci].Hosts[hi]; h.DivergedFrom != "" && h.Seen && h.StartedAt.Equal(f.run) && (h.Addr == addr || !f.run.IsZero()) {
+		if h := &p.state[ci].Hosts[hi]; h.DivergedFrom != "" && h.Seen && (h.Addr == addr || h.StartedAt.Equal(f.run) && !f.run.IsZero()) {
 			return
 		}
 	}
@@ -184,11 +187,11 @@ func (p *Prober) pendFork(ci int, addr string, f fork) {
 }
 
 // restoreFork applies to host h of cluster ci, whose server run started at
-// run, a remembered fork proven of that run, whatever address the replica
-// was listed under then (a replica relisted by a reload, or in the config
-// a restarted pgdns reads, stays aside: review 6, G7); record calls it
-// after watchReplay, which clears what a new run no longer proves. A fork
-// remembered under h's address of another run is dropped: that run ended.
+// run, a remembered fork of its server: the one remembered under h's
+// address, of any run (a restart keeps the data directory, and with it
+// the other branch: review 6, G7b), or else one proven of the same run
+// under another address (a replica relisted by a reload, or in the config
+// a restarted pgdns reads: G7). record calls it after watchReplay.
 func (p *Prober) restoreFork(ci int, h *zone.Host, run time.Time, inRecovery, ours bool) {
 	pend := p.pending[ci]
 	if len(pend) == 0 {
@@ -196,10 +199,8 @@ func (p *Prober) restoreFork(ci int, h *zone.Host, run time.Time, inRecovery, ou
 	}
 	f, ok := pend[h.Addr]
 	if ok {
-		delete(pend, h.Addr) // of this run, or of one that ended
-	}
-	if (!ok || !f.run.Equal(run)) && !run.IsZero() {
-		ok = false
+		delete(pend, h.Addr)
+	} else if !run.IsZero() {
 		for addr, g := range pend {
 			if g.run.Equal(run) {
 				f, ok = g, true
@@ -208,7 +209,7 @@ func (p *Prober) restoreFork(ci int, h *zone.Host, run time.Time, inRecovery, ou
 			}
 		}
 	}
-	if ok && f.run.Equal(run) && ours && inRecovery && h.DivergedFrom == "" {
+	if ok && ours && inRecovery && h.DivergedFrom == "" {
 		h.DivergedFrom, h.DivergedNote, h.DivergedRun = f.from, f.note, f.fromRun
 	}
 }

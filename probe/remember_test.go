@@ -104,17 +104,19 @@ func TestProberIgnoresRememberedForeignIdentity(t *testing.T) {
 // A replica proven to be on another branch of the primary's timeline
 // stays set aside after a restart of pgdns while the same server run
 // answers: the proof is remembered with the run it holds for. A fork of
-// another run is dropped at the host's first sample.
+// an earlier run at the same address holds too: a restart of the
+// replica's server keeps its data, the other branch's (review 6, G7b).
 func TestProberRestoresRememberedForks(t *testing.T) {
 	hosts := map[string]*fakeHost{"p:1": {ip: "10.0.0.1", lsn: 100}, "r:1": {ip: "10.0.0.2", inRecovery: true, lsn: 100},
-		"s:1": {ip: "10.0.0.3", inRecovery: true, lsn: 100}}
+		"s:1": {ip: "10.0.0.3", inRecovery: true, lsn: 100}, "q:1": {ip: "10.0.0.4", inRecovery: true, lsn: 100}}
 	forked := Fork{From: "p:1", Note: "another branch of timeline 1: replayed to 0/200, past 0/100 where p:1 was read after it"}
+	restarted := Fork{Run: time.Unix(1, 0), From: "p:1", Note: "another branch of timeline 1: of s:1's run before"}
 	learned := &learnedLog{}
 	cfg := Config{Interval: 10 * time.Millisecond, Timeout: time.Second, MaxFails: 2,
-		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1", "s:1"}}},
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1", "s:1", "q:1"}}},
 		Remembered: map[string]Remembered{"main": {Identity: 42, NewestTimeline: 1, Forks: map[string]Fork{
-			"r:1": forked,                                            // the fakes' run: started at the zero time
-			"s:1": {Run: time.Unix(1, 0), From: "p:1", Note: "gone"}, // a run that ended
+			"r:1": forked,    // the fakes' run: started at the zero time
+			"s:1": restarted, // a run that ended: the server restarted since
 		}}},
 		Hooks: Hooks{Learned: learned.hook}}
 	table, _ := runFake(t, cfg, hosts)
@@ -122,13 +124,17 @@ func TestProberRestoresRememberedForks(t *testing.T) {
 	if h := s.Clusters[0].Hosts[1]; h.Aside != zone.AsideForked || h.Note != forked.Note {
 		t.Errorf("the remembered fork of the same run: %v %v %q, want set aside as forked", h.Role, h.Aside, h.Note)
 	}
-	if h := s.Clusters[0].Hosts[2]; h.Role != zone.RoleReplica {
-		t.Errorf("a fork of a run that ended was applied: %v %v %q", h.Role, h.Aside, h.Note)
+	if h := s.Clusters[0].Hosts[2]; h.Aside != zone.AsideForked || h.Note != restarted.Note {
+		t.Errorf("the remembered fork of the replica's run before its restart: %v %v %q, want set aside as forked", h.Role, h.Aside, h.Note)
 	}
-	testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, "a report of the fork that holds, alone", func() (map[string]Fork, bool) {
+	if h := s.Clusters[0].Hosts[3]; h.Role != zone.RoleReplica {
+		t.Errorf("a replica with no fork remembered: %v %v %q, want a replica", h.Role, h.Aside, h.Note)
+	}
+	testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, "a report of both forks, of the runs seen now", func() (map[string]Fork, bool) {
 		m, _ := learned.last()
 		f := m["main"].Forks
-		return f, len(f) == 1 && f["r:1"].From == "p:1" && f["r:1"].Note == forked.Note && f["r:1"].Run.IsZero()
+		return f, len(f) == 2 && f["r:1"].From == "p:1" && f["r:1"].Note == forked.Note && f["r:1"].Run.IsZero() &&
+			f["s:1"].Note == restarted.Note && f["s:1"].Run.IsZero()
 	})
 }
 

@@ -79,9 +79,9 @@ type branchJSON struct {
 }
 
 // forkJSON is a replica proven to be on another branch of a writable
-// host's timeline, for one run of its server.
+// host's timeline: of its server, across its restarts at one address.
 type forkJSON struct {
-	ServerStarted time.Time `json:"server_started"` // the postmaster start time of the run
+	ServerStarted time.Time `json:"server_started"` // the replica's postmaster start time as last seen (a later run at the address keeps the fork)
 	DivergedFrom  string    `json:"diverged_from"`  // the writable host's address
 	// DivergedFromStarted is that host's postmaster start time as last
 	// seen (optional: absent in files written before it): the proof holds

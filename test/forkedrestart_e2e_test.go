@@ -1,0 +1,106 @@
+package test
+
+// A replica proven on another branch than the primary's (rule 1, "another
+// branch of timeline 1") stays aside across restarts of its server: a
+// restart keeps the data directory, the other branch's (review 6, G7b).
+// Here PostgreSQL even replays the restored primary's WAL on top of it:
+// n2 ends up with both branches' writes, at the primary's position.
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/state"
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+func TestForkedReplicaStaysAsideAcrossItsRestart(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.json")
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
+	e := attach(t, pg, envOptions{State: path})
+	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP})
+	ctx := context.Background()
+	e.insertAndTakeLSN(t, n1)
+
+	// n1 restored in place from a copy taken before a write (review 6,
+	// G5): n2 and n3 have the write, and are another branch of timeline 1.
+	if err := n1.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(t.TempDir(), "snap")
+	if out, err := exec.Command("cp", "-a", n1.Dir, snap).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	if err := n1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{n1.IP})
+	lost := writeAndTakeLSN(t, n1.Conn(t), "INSERT INTO t (v) VALUES ('lost to the restore')")
+	waitStreaming(t, n2, 1, lost)
+	waitStreaming(t, n3, 1, lost)
+	if err := n1.Stop(ctx, "immediate"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "-c", "rm -rf '"+n1.Dir+"' && cp -a '"+snap+"' '"+n1.Dir+"'").CombinedOutput(); err != nil {
+		t.Fatalf("restore: %v: %s", err, out)
+	}
+	if err := n1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{n1.IP})
+	e.waitFor(t, "replica.db.local.", nil) // both proven on another branch
+	writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 1000)")
+	e.holds(t, "replica.db.local.", 500*time.Millisecond, exactly(), "n2 and n3 are another branch of timeline 1")
+
+	// n2 restarted: a new run of the replica, whose data is still the
+	// dead branch's.
+	restart := func() time.Time {
+		t.Helper()
+		if err := n2.Stop(ctx, "fast"); err != nil {
+			t.Fatal(err)
+		}
+		if err := n2.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var has int
+		n2.Query(t, "SELECT count(*) FROM t WHERE v = 'lost to the restore'", &has)
+		if has != 1 {
+			t.Fatalf("n2 has %d rows of the lost write, want 1 (still the dead branch)", has)
+		}
+		var run time.Time
+		n2.Query(t, "SELECT pg_postmaster_start_time()", &run)
+		return run
+	}
+	// Once the state file names n2's new run, pgdns has probed it.
+	remembered := func(run time.Time) {
+		t.Helper()
+		testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the state file to hold n2's fork, of its run started "+run.String(), func() (string, bool) {
+			m, _, err := state.Load(path)
+			if err != nil {
+				return err.Error(), false
+			}
+			f, ok := m["main"].Forks[n2.Addr()]
+			return string(state.Encode(m)), ok && f.Run.Equal(run) && strings.Contains(f.Note, "another branch of timeline 1")
+		})
+	}
+	remembered(restart())
+	e.holds(t, "replica.db.local.", 2*time.Second, without(n2.IP), "n2, restarted, still another branch of timeline 1 (it has a write the primary lost)")
+
+	// pgdns stopped, n2 restarted meanwhile, pgdns started from its state
+	// file: the proof is of n2's server, not of the run it saw.
+	if err := e.app.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run := restart()
+	again := launch(t, pg, envOptions{State: path})
+	again.waitFor(t, "primary.db.local.", []string{n1.IP})
+	remembered(run)
+	again.holds(t, "replica.db.local.", 2*time.Second, without(n2.IP), "n2, restarted while pgdns was away, still another branch of timeline 1")
+}
