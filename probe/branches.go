@@ -49,15 +49,48 @@ type Branch struct {
 	// (pg_current_wal_flush_lsn(), 0: not known): WAL on disk, which any
 	// later run of the same server starts past, a crash included.
 	Last zone.LSN
+	// Insert is the highest insert position of the writer on the
+	// timeline as last seen (pg_current_wal_insert_lsn(), 0: not known):
+	// what a token of its writes may name, flushed or not.
+	Insert zone.LSN
+	// Upto is the top of the timeline's restart window (zone.TimelineRestart),
+	// 0 while the writer was never seen in a new run: no lsn- token on
+	// the timeline at or below it is answered. Restarted says, for people,
+	// which restart set it.
+	Upto      zone.LSN
+	Restarted string
 	// Forked is "" or what shows the fork, for people: the servers seen
 	// writable on the timeline and where (zone.TimelineFork.Note).
 	Forked string
 }
 
-// equal reports whether a and b say the same, but for Last, which moves
-// with every probe of the writer (remembersAsReported).
+// equal reports whether a and b say the same, but for Last and Insert,
+// which move with every probe of the writer (remembersAsReported).
 func (a Branch) equal(b Branch) bool {
-	return a.Writer == b.Writer && slices.Equal(a.Aliases, b.Aliases) && a.Run.Equal(b.Run) && a.At == b.At && a.Forked == b.Forked
+	return a.Writer == b.Writer && slices.Equal(a.Aliases, b.Aliases) && a.Run.Equal(b.Run) && a.At == b.At && a.Forked == b.Forked &&
+		a.Upto == b.Upto && a.Restarted == b.Restarted
+}
+
+// restart returns b with its restart window raised to what a new run of
+// its writer, seen at addr, started at run and first seen at insert
+// position pos, may have written anew: up to the higher of the previous
+// run's last seen position (Insert, or Last) and pos. A restart cannot be
+// told from a restore in place or a rebuild promoted to the same timeline
+// (review 6, G2b, G5), and a crash loses asynchronous commits whose tokens
+// the new run then writes anew (G10): every token of the run before fails
+// closed, and the new run's writes above the window are proven by
+// position.
+func (b Branch) restart(addr string, run time.Time, pos zone.LSN) Branch {
+	return b.window(max(b.Insert, b.Last, pos), addr+"'s server restarted at "+run.UTC().Format(time.RFC3339))
+}
+
+// window returns b with its restart window raised to upto, which note
+// explains, unless it reaches that far already.
+func (b Branch) window(upto zone.LSN, note string) Branch {
+	if upto > b.Upto {
+		b.Upto, b.Restarted = upto, note
+	}
+	return b
 }
 
 // maxAliases bounds a writer's remembered addresses beside its first.
@@ -203,15 +236,23 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 		why := ""
 		switch {
 		case !ok:
-			known[h.Timeline] = Branch{Writer: h.Addr, Run: h.StartedAt, At: h.InsertLSN, Last: r.flush}
+			known[h.Timeline] = Branch{Writer: h.Addr, Run: h.StartedAt, At: h.InsertLSN, Last: r.flush, Insert: h.InsertLSN}
 			writing[h.Timeline] = true
 			continue
 		case b.Forked != "":
 			continue
 		case b.writerAt(h.Addr) && b.Run.Equal(h.StartedAt):
-			// The first writer's run: its flush position moves on.
-			if r.flush > b.Last {
-				b.Last = r.flush
+			// The first writer's run: its flush position moves on. Its
+			// insert position never moves back in one postmaster run but
+			// when a crash of one of its processes reinitialised the
+			// server (the start time stays): the WAL it had not flushed
+			// is lost, asynchronous commits included, as in a restart.
+			if h.InsertLSN < b.Insert {
+				b = b.window(b.Insert, h.Addr+"'s server crashed (WAL back from "+b.Insert.String()+" to "+h.InsertLSN.String()+")")
+				known[h.Timeline] = b
+			}
+			if r.flush > b.Last || h.InsertLSN > b.Insert {
+				b.Last, b.Insert = max(b.Last, r.flush), max(b.Insert, h.InsertLSN)
 				known[h.Timeline] = b
 			}
 			writing[h.Timeline] = true
@@ -220,16 +261,25 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 			// The first writer's run under another address: that
 			// address is the writer's too, for its later runs.
 			b = b.alias(h.Addr)
-			b.Last = max(b.Last, r.flush)
+			b.Last, b.Insert = max(b.Last, r.flush), max(b.Insert, h.InsertLSN)
 			known[h.Timeline] = b
 			writing[h.Timeline] = true
 			continue
 		case b.writerAt(h.Addr):
 			if why = b.continues(r, h.InsertLSN); why == "" {
 				// Restarted: the same server, whose newest run another
-				// address of it (Patroni's) would show.
-				b.Run, b.Last = h.StartedAt, max(b.Last, r.flush)
+				// address of it (Patroni's) would show, or one restored
+				// or rebuilt there: its WAL cannot tell. The tokens of
+				// the run before fail closed (restart).
+				was := b.Upto
+				b = b.restart(h.Addr, h.StartedAt, h.InsertLSN)
+				b.Run, b.Last, b.Insert = h.StartedAt, max(b.Last, r.flush), max(b.Insert, h.InsertLSN)
 				known[h.Timeline] = b
+				if b.Upto != was && p.active.Load() && p.log != nil { // (a test's prober may have none)
+					p.log.Warn("a new server run of a timeline's writer: it cannot be told from a server restored or rebuilt "+
+						"there, so no lsn- token on the timeline at or below the window is answered (rule 13)",
+						"cluster", c.Name, "timeline", h.Timeline, "host", h.Addr, "window_upto", b.Upto.String(), "seen", b.Restarted)
+				}
 				writing[h.Timeline] = true
 				continue
 			}
@@ -247,6 +297,39 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 		}
 	}
 	c.ForkedTimelines = p.forkList(ci)
+	c.RestartedTimelines = p.restartList(ci)
+}
+
+// restartList returns cluster ci's restart windows, in timeline order, as
+// the snapshot carries them: the same slice while none changed (a
+// published one is never modified), nil while there are none.
+func (p *Prober) restartList(ci int) []zone.TimelineRestart {
+	if ci >= len(p.restarts) {
+		p.restarts = append(p.restarts, make([][]zone.TimelineRestart, ci+1-len(p.restarts))...)
+	}
+	n, same := 0, true
+	was := zone.Cluster{RestartedTimelines: p.restarts[ci]}
+	for tl, b := range p.branches[ci] {
+		if b.Upto == 0 {
+			continue
+		}
+		n++
+		if r := was.RestartOf(tl); r == nil || r.Upto != b.Upto || r.Note != b.Restarted {
+			same = false
+		}
+	}
+	if same && n == len(p.restarts[ci]) {
+		return p.restarts[ci]
+	}
+	var list []zone.TimelineRestart
+	for tl, b := range p.branches[ci] {
+		if b.Upto != 0 {
+			list = append(list, zone.TimelineRestart{Timeline: tl, Upto: b.Upto, Note: b.Restarted})
+		}
+	}
+	slices.SortFunc(list, func(a, b zone.TimelineRestart) int { return int(a.Timeline) - int(b.Timeline) })
+	p.restarts[ci] = list
+	return list
 }
 
 // forkList returns cluster ci's forked timelines, in timeline order, as
@@ -283,7 +366,11 @@ func mergeBranches(mine, old map[uint32]Branch) {
 	for tl, b := range old {
 		cur, ok := mine[tl]
 		if ok && cur.Writer == b.Writer && cur.Run.Equal(b.Run) {
-			b.Last = max(b.Last, cur.Last)
+			b.Last, b.Insert = max(b.Last, cur.Last), max(b.Insert, cur.Insert)
+		}
+		if ok && cur.Upto > b.Upto {
+			// The highest window either saw stands.
+			b.Upto, b.Restarted = cur.Upto, cur.Restarted
 		}
 		if ok && !b.Run.IsZero() && cur.Run.Equal(b.Run) && cur.Forked == "" {
 			// One run: what either saw it under is its address.

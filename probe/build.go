@@ -151,7 +151,7 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 				"remembered_from", p.rememberedFrom(ci))
 		}
 		p.timelines[ci] = map[uint32]timelineHistory{}
-		p.branches[ci], p.forks[ci] = map[uint32]Branch{}, nil
+		p.branches[ci], p.forks[ci], p.restarts[ci] = map[uint32]Branch{}, nil, nil
 		p.seeded[ci] = false
 	}
 	src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline

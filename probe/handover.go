@@ -120,7 +120,7 @@ func (p *Prober) adopt(k Knowledge) {
 			c.Identity, c.NewestTimeline = old.identity, 0
 			c.Witnessed, c.WitnessedBy, c.WitnessedRun = 0, "", time.Time{}
 			p.timelines[ci] = map[uint32]timelineHistory{}
-			p.branches[ci], p.forks[ci], p.pending[ci] = map[uint32]Branch{}, nil, nil
+			p.branches[ci], p.forks[ci], p.restarts[ci], p.pending[ci] = map[uint32]Branch{}, nil, nil, nil
 		}
 		p.inherit(ci, old)
 	}

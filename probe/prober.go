@@ -168,6 +168,7 @@ type Prober struct {
 	timelines []map[uint32]timelineHistory    // per cluster: what is known of each timeline's history
 	branches  []map[uint32]Branch             // per cluster: who wrote each timeline (branches.go)
 	forks     [][]zone.TimelineFork           // per cluster: its forked timelines as last published (branches.go)
+	restarts  [][]zone.TimelineRestart        // per cluster: its restart windows as last published (branches.go)
 	probed    int                             // hosts that have had at least one result
 	base      []int                           // per cluster: the flat index of its first host
 	// Per cluster: something it is built from changed since its last
@@ -267,6 +268,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	p.answered, p.roundKicked = make([]time.Time, len(p.done)), make([]time.Time, len(p.done))
 	p.rounds = make([]*round, len(p.state))
 	p.forks = make([][]zone.TimelineFork, len(p.state))
+	p.restarts = make([][]zone.TimelineRestart, len(p.state))
 	p.flux = make([]flux, len(p.state))
 	p.seeded = make([]bool, len(p.state))
 	p.own = make([]bool, len(p.state))

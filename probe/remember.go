@@ -352,7 +352,7 @@ func (p *Prober) remembersAsReported(final bool) bool {
 // unless final.
 func (p *Prober) lastsAsReported(ci int, reported map[uint32]Branch, final bool) bool {
 	for tl, b := range p.branches[ci] {
-		if b.Last != reported[tl].Last && (final || !p.writing[ci][tl]) {
+		if (b.Last != reported[tl].Last || b.Insert != reported[tl].Insert) && (final || !p.writing[ci][tl]) {
 			return false
 		}
 	}

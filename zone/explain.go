@@ -82,7 +82,7 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 	if f := c.hostFork(h, q); f != nil && h == primary {
 		return "primary: " + f.why()
 	}
-	if lost := c.tokenLost(q); lost != "" && h == primary {
+	if lost := c.tokenWithdrawn(q); lost != "" && h == primary {
 		return "primary: " + lost
 	}
 	if h == primary {
@@ -145,6 +145,8 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 		return otherTimelineWhy(h, q)
 	case ForkedTimeline:
 		return c.hostFork(h, q).why()
+	case RestartedTimeline:
+		return c.tokenRestarted(q).why(q)
 	case NotReplayed:
 		return "replay " + h.ReplayLSN.String() + " < " + q.MinLSN.String()
 	}

@@ -77,7 +77,7 @@ func (s *Snapshot) TokenUnprovable(q *Query) string {
 	if f := c.tokenFork(q); f != nil {
 		return f.why()
 	}
-	return c.tokenLost(q)
+	return c.tokenWithdrawn(q)
 }
 
 // why is the reason a host does not prove a token because of f.

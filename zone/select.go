@@ -18,21 +18,22 @@ type Reason uint8
 
 // Reasons returned by Cluster.Check.
 const (
-	Fits           Reason = iota
-	NotLive               // down, unknown, set aside, or its last good probe is too old
-	NotReplica            // a live host that is not a replica
-	SyncStandby           // a synchronous standby in a cluster that answers async ones only
-	LagUnknown            // a lag filter was asked and the lag cannot be vouched for
-	LagTooHigh            // time lag above the filter's bound
-	BytesTooHigh          // byte lag above the filter's bound
-	NotReplayed           // has not replayed the LSN yet
-	OtherTimeline         // the LSN is not part of this host's timeline history
-	OtherLocation         // a dc- filter was asked and the host is not in that location
-	Drained               // drained (pgdns.drain, or Patroni's noloadbalance): no replica name answers it
-	OfflineClass          // an offline replica (pgdns.offline), asked by a name other than offline
-	NotSync               // the sync filter was asked and the host is not provably a synchronous standby
-	ForkedTimeline        // the LSN's timeline, or the host's, is forked: which branch the token's write is on is unknown
-	BytesStale            // a byte filter was asked and the replica's sample is too old to bound its byte lag (Host.bytesHeldAt)
+	Fits              Reason = iota
+	NotLive                  // down, unknown, set aside, or its last good probe is too old
+	NotReplica               // a live host that is not a replica
+	SyncStandby              // a synchronous standby in a cluster that answers async ones only
+	LagUnknown               // a lag filter was asked and the lag cannot be vouched for
+	LagTooHigh               // time lag above the filter's bound
+	BytesTooHigh             // byte lag above the filter's bound
+	NotReplayed              // has not replayed the LSN yet
+	OtherTimeline            // the LSN is not part of this host's timeline history
+	OtherLocation            // a dc- filter was asked and the host is not in that location
+	Drained                  // drained (pgdns.drain, or Patroni's noloadbalance): no replica name answers it
+	OfflineClass             // an offline replica (pgdns.offline), asked by a name other than offline
+	NotSync                  // the sync filter was asked and the host is not provably a synchronous standby
+	ForkedTimeline           // the LSN's timeline, or the host's, is forked: which branch the token's write is on is unknown
+	BytesStale               // a byte filter was asked and the replica's sample is too old to bound its byte lag (Host.bytesHeldAt)
+	RestartedTimeline        // the LSN is in a window a restart of its timeline's writer may have written anew (restarted.go)
 )
 
 // live reports whether h may be answered at all: a primary or replica whose
@@ -112,6 +113,9 @@ func (c *Cluster) passes(h *Host, q *Query, primary *Host, now time.Time, staleA
 		if c.hostFork(h, q) != nil {
 			return ForkedTimeline
 		}
+		if c.tokenRestarted(q) != nil {
+			return RestartedTimeline
+		}
 		want := h.token(q.MinLSN)
 		if q.Timeline != 0 && !h.hasHistory(q.Timeline, want) {
 			return OtherTimeline
@@ -175,7 +179,7 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 	if q.DC != "" && !s.KnownLocation(q.DC) {
 		return dst, ErrUnknownLocation
 	}
-	if c.aboveTimelines(q) || c.tokenFork(q) != nil || c.tokenLost(q) != "" {
+	if c.aboveTimelines(q) || c.tokenFork(q) != nil || c.tokenWithdrawn(q) != "" {
 		return dst, nil // no host has (or proves) the position: not even the primary
 	}
 	primary := c.livePrimary(now, s.StaleAfter)

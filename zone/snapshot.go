@@ -26,6 +26,12 @@ type Cluster struct {
 	// an lsn- token on one. Nil while there are none.
 	ForkedTimelines []TimelineFork
 
+	// RestartedTimelines are the windows of positions on a timeline that a
+	// new server run of its writer may have written anew (restarted.go),
+	// set by the probe, which remembers them: no host proves an lsn- token
+	// in one. Nil while there are none.
+	RestartedTimelines []TimelineRestart
+
 	// What pgdns has learned of the cluster over time. Decide keeps them
 	// current; the probe carries them from one snapshot to the next, and
 	// across reloads. A restart of pgdns forgets them (docs/state.md: "What pgdns

@@ -86,7 +86,7 @@ func (v View) Within(c *Cluster, h *Host, q *Query) bool {
 	}
 	p := v.Primary(c)
 	if p != nil && h == p {
-		return !q.HasLSN || c.hostFork(h, q) == nil && c.tokenLost(q) == ""
+		return !q.HasLSN || c.hostFork(h, q) == nil && c.tokenWithdrawn(q) == ""
 	}
 	return h.Role == RoleReplica && v.Live(h) && c.passes(h, q, p, v.Now, v.Snap.StaleAfter, v.Snap.Interval) == Fits
 }

@@ -74,8 +74,17 @@ type branchJSON struct {
 	// Last is its flush position on the timeline as last seen (optional:
 	// absent in files written before it, and while not known), which a
 	// later run at its address must start past to be the same server.
-	Last   string `json:"last,omitempty"`
-	Forked string `json:"forked,omitempty"` // what shows the fork: no lsn- token on it is answered
+	Last string `json:"last,omitempty"`
+	// Insert is its insert position on the timeline as last seen
+	// (optional, like last): what its tokens may name.
+	Insert string `json:"insert,omitempty"`
+	// RestartedUpto is the top of the timeline's restart window: no lsn-
+	// token on it at or below is answered (optional: absent in files
+	// written before it, and while the writer was never seen restarted);
+	// Restarted says which restart set it.
+	RestartedUpto string `json:"restarted_upto,omitempty"`
+	Restarted     string `json:"restarted,omitempty"`
+	Forked        string `json:"forked,omitempty"` // what shows the fork: no lsn- token on it is answered
 }
 
 // forkJSON is a replica proven to be on another branch of a writable
@@ -139,6 +148,12 @@ func Encode(m map[string]probe.Remembered) []byte {
 			j := branchJSON{Writer: b.Writer, Aliases: b.Aliases, At: b.At.String(), Forked: b.Forked}
 			if b.Last != 0 {
 				j.Last = b.Last.String()
+			}
+			if b.Insert != 0 {
+				j.Insert = b.Insert.String()
+			}
+			if b.Upto != 0 {
+				j.RestartedUpto, j.Restarted = b.Upto.String(), b.Restarted
 			}
 			if !b.Run.IsZero() {
 				// In UTC, whatever zone the server reported it in: a
@@ -260,6 +275,17 @@ func (c clusterJSON) remembered() (probe.Remembered, error) {
 			if pb.Last, err = zone.ParseLSN(b.Last); err != nil {
 				return probe.Remembered{}, fmt.Errorf("branches.%s: last %q is not an LSN", key, b.Last)
 			}
+		}
+		if b.Insert != "" {
+			if pb.Insert, err = zone.ParseLSN(b.Insert); err != nil {
+				return probe.Remembered{}, fmt.Errorf("branches.%s: insert %q is not an LSN", key, b.Insert)
+			}
+		}
+		if b.RestartedUpto != "" {
+			if pb.Upto, err = zone.ParseLSN(b.RestartedUpto); err != nil {
+				return probe.Remembered{}, fmt.Errorf("branches.%s: restarted_upto %q is not an LSN", key, b.RestartedUpto)
+			}
+			pb.Restarted = b.Restarted
 		}
 		if b.ServerStarted != nil {
 			pb.Run = *b.ServerStarted

@@ -1,0 +1,86 @@
+package test
+
+// Review 6, G5: a primary restored in place from a copy taken before a
+// write (a disk snapshot, a backup restored without a new timeline) comes
+// back writable on the same timeline at the same address with a new start
+// time: the write is gone from every host. pgdns sees the branches (the
+// replicas that had the write are "another branch of timeline 1") but
+// takes the restored primary for the same server restarted, and answers a
+// token of the lost write with a replica cloned from the restored primary.
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+func TestTokenOfAWriteLostToARestoreInPlace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Nodes: 3})
+	n1, n2, n3 := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2]
+	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP})
+	ctx := context.Background()
+	e.insertAndTakeLSN(t, n1)
+
+	// The snapshot: a copy of n1's data directory, taken while it is stopped.
+	if err := n1.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(t.TempDir(), "snap")
+	if out, err := exec.Command("cp", "-a", n1.Dir, snap).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	if err := n1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{n1.IP})
+	lost := writeAndTakeLSN(t, n1.Conn(t), "INSERT INTO t (v) VALUES ('lost to the restore')")
+	waitStreaming(t, n2, 1, lost)
+	time.Sleep(300 * time.Millisecond) // pgdns probes n1 at or past the token
+
+	// The restore: n1's directory replaced by the snapshot, n1 started:
+	// writable on timeline 1 again, before the write, at the same address.
+	if err := n1.Stop(ctx, "immediate"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "-c", "rm -rf '"+n1.Dir+"' && cp -a '"+snap+"' '"+n1.Dir+"'").CombinedOutput(); err != nil {
+		t.Fatalf("restore: %v: %s", err, out)
+	}
+	if err := n1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var has int
+	n1.Query(t, "SELECT count(*) FROM t WHERE v = 'lost to the restore'", &has)
+	if has != 0 {
+		t.Fatalf("the restored n1 has the write (%d rows)", has)
+	}
+	// A replica made anew from the restored primary, which writes on past
+	// the token's position.
+	if err := n3.Reclone(ctx, n1); err != nil {
+		t.Fatal(err)
+	}
+	onB := writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 1000)")
+	waitStreaming(t, n3, 1, onB)
+	if parseLSN(t, onB) <= parseLSN(t, lost) {
+		t.Fatalf("the restored branch %s is not past the token %s", onB, lost)
+	}
+	n3.Query(t, "SELECT count(*) FROM t WHERE v = 'lost to the restore'", &has)
+	if has != 0 {
+		t.Fatalf("n3 has the write (%d rows)", has)
+	}
+	e.waitFor(t, "primary.db.local.", []string{n1.IP})
+	// (n2, stuck where the old run left it, has the write: it may be
+	// answered for the token, or set aside as another branch.)
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "replica.db.local to answer n3", func() ([]string, bool) {
+		got := e.ips(t, "replica.db.local.")
+		return got, slices.Contains(got, n3.IP)
+	})
+	for _, name := range []string{"lsn-" + lost + ".replica.db.local.", "lsn-" + lost + "-t1.replica.db.local."} {
+		e.holds(t, name, time.Second, without(n3.IP), "n3, cloned from the restored n1, which lacks the write of the token (lost with the restore)")
+	}
+}
