@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,14 +55,28 @@ func browserArgs(profile string, extra ...string) []string {
 	return append(args, extra...)
 }
 
+// browserCommand is the browser's command, run in a process group of its
+// own and killed as a group when ctx ends: Debian's chromium-headless-shell
+// is a shell script that runs the browser as its child, and the browser
+// starts zygote, GPU and network processes of its own, so killing the
+// started process alone left every one of them running after the test
+// (found as orphans of TestStatusPageInABrowser hours after CI runs).
+func browserCommand(ctx context.Context, t *testing.T, args []string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, chromium(t), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// Its helper processes may hold stdout open after it is killed.
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
 // runBrowser runs the browser with args and returns what it printed.
 func runBrowser(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), browserTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium(t), browserArgs(t.TempDir(), args...)...)
-	// Its helper processes may hold stdout open after it is killed.
-	cmd.WaitDelay = 5 * time.Second
+	cmd := browserCommand(ctx, t, browserArgs(t.TempDir(), args...))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -111,8 +126,7 @@ func openPage(t *testing.T, url string, extra ...string) *livePage {
 	ctx, cancel := context.WithCancel(context.Background())
 	args := browserArgs(profile, append(extra, "--remote-debugging-address=127.0.0.1",
 		"--remote-debugging-port=0", "--remote-allow-origins=http://127.0.0.1", url)...)
-	cmd := exec.CommandContext(ctx, chromium(t), args...)
-	cmd.WaitDelay = 5 * time.Second
+	cmd := browserCommand(ctx, t, args)
 	stderr := &testkit.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
