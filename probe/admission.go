@@ -273,17 +273,9 @@ func (c *pgChecker) stopAdmission() {
 // 'N'.
 func tryAdmission(ctx context.Context, cfg *pgx.ConnConfig) error {
 	c := &cfg.Config
-	if c.ConnectTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.ConnectTimeout)
-		defer cancel()
-	}
-	dial := c.DialFunc
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
-	network, addr := pgconn.NetworkAddress(c.Host, c.Port)
-	conn, err := dial(ctx, network, addr)
+	ctx, cancel := withConnectTimeout(ctx, c)
+	defer cancel()
+	conn, err := dialServer(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -303,6 +295,25 @@ func tryAdmission(ctx context.Context, cfg *pgx.ConnConfig) error {
 	return a.exchange(cfg)
 }
 
+// withConnectTimeout bounds ctx by c's connect_timeout, when it has one.
+func withConnectTimeout(ctx context.Context, c *pgconn.Config) (context.Context, context.CancelFunc) {
+	if c.ConnectTimeout > 0 {
+		return context.WithTimeout(ctx, c.ConnectTimeout)
+	}
+	return ctx, func() {}
+}
+
+// dialServer connects to c's server as the probe's session was dialed:
+// c's DialFunc (a plain net.Dialer without one) and address.
+func dialServer(ctx context.Context, c *pgconn.Config) (net.Conn, error) {
+	dial := c.DialFunc
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	network, addr := pgconn.NetworkAddress(c.Host, c.Port)
+	return dial(ctx, network, addr)
+}
+
 // tryConnect connects to the server of cfg as the probe's session was
 // dialed (cfg's DialFunc, address and connect_timeout) and closes the
 // connection at once, having sent nothing: no TLS, no startup packet.
@@ -311,17 +322,9 @@ func tryAdmission(ctx context.Context, cfg *pgx.ConnConfig) error {
 // all, don't clutter the log").
 func tryConnect(ctx context.Context, cfg *pgx.ConnConfig) error {
 	c := &cfg.Config
-	if c.ConnectTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.ConnectTimeout)
-		defer cancel()
-	}
-	dial := c.DialFunc
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
-	network, addr := pgconn.NetworkAddress(c.Host, c.Port)
-	conn, err := dial(ctx, network, addr)
+	ctx, cancel := withConnectTimeout(ctx, c)
+	defer cancel()
+	conn, err := dialServer(ctx, c)
 	if err != nil {
 		return err
 	}
