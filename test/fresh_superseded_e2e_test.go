@@ -16,50 +16,15 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/miekg/dns"
-	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 func TestFreshPgdnsDoesNotAnswerASupersededPrimary(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{Nodes: 3})
-	n1, n2, n3 := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2]
-	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP})
+	e, n1, _, n3 := supersededScene(t)
 	ctx := context.Background()
-	common := e.insertAndTakeLSN(t, n1)
-	waitStreaming(t, n2, 1, common)
-	waitStreaming(t, n3, 1, common)
-
-	if err := n2.Promote(ctx); err != nil { // n1 keeps running, unfenced
-		t.Fatal(err)
-	}
-	n3.Follow(t, n2)
-	writeAndTakeLSN(t, n2.Conn(t), "INSERT INTO t (v) VALUES ('on n2')")
-	onTL2 := writeAndTakeLSN(t, n2.Conn(t), "CHECKPOINT")
-	waitStreaming(t, n3, 2, onTL2)
-	n3.Exec(t, "CHECKPOINT") // a restartpoint on timeline 2, as the checkpointer makes on its own within checkpoint_timeout
-	e.waitFor(t, "primary.db.local.", []string{n2.IP})
-	if err := n2.Stop(ctx, "immediate"); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", nil) // the running pgdns remembers timeline 2: right
-	if err := e.app.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var tl int
-	n3.Query(t, "SELECT timeline_id FROM pg_control_checkpoint()", &tl)
-	if tl != 2 {
-		t.Fatalf("n3's last restartpoint is on timeline %d, want 2", tl)
-	}
-	writeAndTakeLSN(t, n1.Conn(t), "INSERT INTO t (v) VALUES ('on n1, superseded')") // n1 still takes writes
 
 	fresh := launch(t, e.pg, envOptions{}) // no state.path: the default
-	if !testkit.Poll(20*time.Second, 20*time.Millisecond, func() bool {
-		return fresh.query(t, "udp", "primary.db.local.", dns.TypeA).Rcode == dns.RcodeSuccess
-	}) {
-		t.Fatal("the fresh pgdns never finished its first round")
-	}
+	fresh.waitFirstRound(t, "the fresh pgdns")
 	fresh.holds(t, "primary.db.local.", 2*time.Second, without(n1.IP),
 		"n1 is writable on timeline 1, and n3 (live, in recovery, its restartpoint on timeline 2) proves a promotion superseded it")
 	_, body := fresh.get(t, http.DefaultClient, "/v1/resolve?name=primary.db.local", "")
