@@ -176,16 +176,33 @@ func (p *Prober) inherit(ci int, old clusterKnowledge) {
 	}
 }
 
+// activation is Activate's request: the knowledge to adopt, and a channel
+// the aggregator closes once its first snapshot is in the table.
+type activation struct {
+	knowledge Knowledge
+	published chan struct{}
+}
+
 // Activate makes an inactive prober publish, at once, after it has
 // adopted what predecessor (the prober it replaces, or nil) has learned.
-// The predecessor must still be running.
+// The predecessor must still be running. It returns once the prober's
+// first snapshot is in the table (or ctx is done): a reload that adds or
+// renames a cluster answers its names from the moment it returns, instead
+// of NXDOMAIN from the old snapshot for as long as the aggregator takes to
+// get to it.
 func (p *Prober) Activate(ctx context.Context, predecessor *Prober) {
 	var k Knowledge
 	if predecessor != nil {
 		k = predecessor.knowledge(ctx)
 	}
+	a := activation{knowledge: k, published: make(chan struct{})}
 	select {
-	case p.activate <- k:
+	case p.activate <- a:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-a.published:
 	case <-ctx.Done():
 	}
 }

@@ -315,6 +315,7 @@ func (p *Prober) Run(ctx context.Context) {
 	defer hold.Stop()
 	var holdC <-chan time.Time // nil while no result is held
 	var lastPublish time.Time
+	var activated chan struct{} // closed once the activating publish is in the table
 	for {
 		select {
 		case <-ctx.Done():
@@ -347,11 +348,12 @@ func (p *Prober) Run(ctx context.Context) {
 				continue
 			}
 		case <-tick.C:
-		case k := <-p.activate:
+		case a := <-p.activate:
 			// Adopt before publishing anything: the first snapshot
 			// already knows what the predecessor knew.
-			p.adopt(k)
+			p.adopt(a.knowledge)
 			p.active.Store(true)
+			activated = a.published
 		case reply := <-p.knowledgeReq:
 			reply <- p.export()
 			continue
@@ -375,6 +377,10 @@ func (p *Prober) Run(ctx context.Context) {
 		p.publish()
 		lastPublish = time.Now()
 		p.published.Store(p.last)
+		if activated != nil {
+			close(activated) // Activate returns: the table holds this prober's snapshot
+			activated = nil
+		}
 		p.reportLearned()
 		p.leaderUnsure(p.last)
 		if fluxC == nil && p.fluxRound() {

@@ -145,8 +145,8 @@ type Prober struct {
 	wakeups []atomic.Pointer[alarm]
 
 	active       atomic.Bool
-	activate     chan Knowledge // tells the aggregator to adopt it, then publish at once
-	stopped      chan struct{}  // closed when Run returns
+	activate     chan activation // tells the aggregator to adopt it, then publish at once
+	stopped      chan struct{}   // closed when Run returns
 	knowledgeReq chan chan Knowledge
 	leaders      chan leaderUpdate  // SetLeader (authority.go)
 	tags         chan tagsUpdate    // SetTags (authority.go)
@@ -224,7 +224,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		replays:      map[*zone.Host]replayWatch{},
 		runs:         map[*zone.Host]writableRun{},
 		refreshing:   map[string]*refreshes{},
-		activate:     make(chan Knowledge, 1),
+		activate:     make(chan activation, 1),
 		stopped:      make(chan struct{}),
 		knowledgeReq: make(chan chan Knowledge),
 		leaders:      make(chan leaderUpdate, 8),
