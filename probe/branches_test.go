@@ -249,3 +249,69 @@ func TestForgetAWitnessedTimeline(t *testing.T) {
 		t.Fatalf("forget 2: %v, before %d; newest %d witnessed %d %q", err, before, c.NewestTimeline, c.Witnessed, c.WitnessedBy)
 	}
 }
+
+// A running writer's positions are reported at most once per
+// positionsEvery (a second, or the probe interval when longer), not only
+// with another change, once the run is gone or when the prober stops: a
+// pgdns killed -9 left the state file's "last" and "insert" as old as its
+// last other change, and a restore in place that lost the writes after
+// them passed for a restart (rule 13's window too small, rule 12's check
+// weaker).
+func TestRunningWriterPositionsReportedAtABoundedRate(t *testing.T) {
+	var reports []map[string]Remembered
+	src := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{{Addr: "a:5432"}}}
+	p := &Prober{state: []*zone.Cluster{src}, timelines: []map[uint32]timelineHistory{{}}, branches: []map[uint32]Branch{{}},
+		forks: make([][]zone.TimelineFork, 1), runs: map[*zone.Host]writableRun{}, writing: []map[uint32]bool{{}},
+		pending: make([]map[string]fork, 1)}
+	p.cfg.Interval = 100 * time.Millisecond
+	p.cfg.Hooks.Learned = func(m map[string]Remembered) { reports = append(reports, m) }
+	p.active.Store(true)
+	run, t0 := time.Unix(1000, 0), time.Unix(5000, 0)
+	probe := func(at time.Duration, pos zone.LSN) {
+		h := &src.Hosts[0]
+		p.watchRun(h, Sample{StartedAt: run, Timeline: 2, CheckpointTimeline: 2, FlushLSN: pos})
+		h.Seen, h.SystemID, h.StartedAt, h.Timeline, h.TimelineExact, h.InsertLSN = true, 7, run, 2, true, pos
+		c := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{*h}}
+		c.Hosts[0].Role = zone.RolePrimary
+		p.watchBranches(0, c)
+		p.report(false, t0.Add(at))
+	}
+	probe(0, 0x100) // the writer learned: reported
+	for i := 1; i < 10; i++ {
+		probe(time.Duration(i)*100*time.Millisecond, zone.LSN(0x100+i*0x10))
+	}
+	if len(reports) != 1 {
+		t.Fatalf("within a second of the first report: %d reports, want 1", len(reports))
+	}
+	probe(time.Second, 0x200)
+	if len(reports) != 2 || reports[1]["main"].Branches[2].Last != 0x200 || reports[1]["main"].Branches[2].Insert != 0x200 {
+		t.Fatalf("a second after: want a second report with last and insert 0/200 (%d reports: %+v)", len(reports), reports)
+	}
+	probe(1500*time.Millisecond, 0x300)
+	probe(1900*time.Millisecond, 0x300)
+	if len(reports) != 2 {
+		t.Fatalf("within a second of the second report: %d reports, want 2", len(reports))
+	}
+	probe(2100*time.Millisecond, 0x300)
+	if len(reports) != 3 || reports[2]["main"].Branches[2].Last != 0x300 {
+		t.Fatalf("a second after the second: want a third report with last 0/300 (%d reports)", len(reports))
+	}
+	probe(5*time.Second, 0x300) // nothing moved: nothing to report
+	if len(reports) != 3 {
+		t.Fatalf("positions unchanged: %d reports, want 3", len(reports))
+	}
+	p.cfg.Interval = 3 * time.Second // a probe interval over a second bounds it instead
+	probe(6*time.Second, 0x400)
+	if len(reports) != 4 {
+		t.Fatalf("3.9 s after the last report with probe.interval 3s: %d reports, want 4", len(reports))
+	}
+	probe(7500*time.Millisecond, 0x500)
+	probe(8500*time.Millisecond, 0x580)
+	if len(reports) != 4 {
+		t.Fatalf("2.5 s after the last report with probe.interval 3s: %d reports, want 4", len(reports))
+	}
+	probe(9*time.Second, 0x600)
+	if len(reports) != 5 || reports[4]["main"].Branches[2].Last != 0x600 {
+		t.Fatalf("3 s after the last report with probe.interval 3s: want a fifth report with last 0/600 (%d reports)", len(reports))
+	}
+}

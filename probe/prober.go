@@ -190,7 +190,8 @@ type Prober struct {
 	// round last kicked it (rounds.go).
 	answered, roundKicked []time.Time
 
-	reported map[string]Remembered // what Hooks.Learned last heard (remember.go); aggregator's
+	reported   map[string]Remembered // what Hooks.Learned last heard (remember.go); aggregator's
+	reportedAt time.Time             // when Hooks.Learned last heard, with the running writers' positions (remember.go)
 	// Per cluster: remembered forks not applied to a host yet, by the
 	// address the replica was last listed under (remember.go).
 	pending []map[string]fork

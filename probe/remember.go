@@ -218,22 +218,34 @@ func (p *Prober) restoreFork(ci int, h *zone.Host, run time.Time, inRecovery, ou
 // what it last reported. Only the aggregator calls it, after a publish of
 // an active prober: an inactive one (a reload warming up) reports once it
 // takes over, with what it adopted.
-func (p *Prober) reportLearned() { p.report(false) }
+func (p *Prober) reportLearned() { p.report(false, time.Now()) }
 
 // reportFinal is reportLearned as the prober stops: the flush positions of
 // the writers running now are reported too, for the state file's last
 // write.
-func (p *Prober) reportFinal() { p.report(true) }
+func (p *Prober) reportFinal() { p.report(true, time.Now()) }
 
-func (p *Prober) report(final bool) {
+// positionsEvery is the least time between two reports that only the
+// running writers' positions (Branch.Last, Insert) have moved: they move
+// with every probe of a writing primary, and each report is a write of the
+// state file (synced), so they are written at most once a second (or a
+// probe interval, when longer) instead of at every probe. A pgdns that
+// crashes (kill -9, the OOM killer, a reboot) leaves positions at most
+// that old: rule 13's window and rule 12's check of a later run compare
+// with them (review 6, on G2b), and a restore in place that lost what the
+// writer wrote after them would pass for a restart.
+func (p *Prober) positionsEvery() time.Duration { return max(p.cfg.Interval, time.Second) }
+
+func (p *Prober) report(final bool, now time.Time) {
 	hook := p.cfg.Hooks.Learned
 	if hook == nil || !p.active.Load() {
 		return
 	}
-	if p.reported != nil && p.remembersAsReported(final) {
+	positions := final || now.Sub(p.reportedAt) >= p.positionsEvery()
+	if p.reported != nil && p.remembersAsReported(positions) {
 		return
 	}
-	p.reported, p.orphansReported = p.remembered(), p.orphansChanged
+	p.reported, p.orphansReported, p.reportedAt = p.remembered(), p.orphansChanged, now
 	hook(p.reported)
 }
 
@@ -310,11 +322,12 @@ func (f fork) export() Fork {
 
 // remembersAsReported reports whether p would remember exactly what it
 // last reported, without allocating: it runs after every publish. A first
-// writer's flush position (Branch.Last) moves with every probe of it: it
-// counts only once that run is no longer seen writable (its final one,
-// which a later run at its address must start past), or when final (the
-// prober stopping: the state file's last write).
-func (p *Prober) remembersAsReported(final bool) bool {
+// writer's flush and insert positions (Branch.Last, Insert) move with
+// every probe of it: they count once that run is no longer seen writable
+// (its final ones, which a later run at its address must start past), or
+// when positions (positionsEvery has passed since the last report, or the
+// prober is stopping: the state file's last write).
+func (p *Prober) remembersAsReported(positions bool) bool {
 	if p.orphansReported != p.orphansChanged {
 		return false
 	}
@@ -337,7 +350,7 @@ func (p *Prober) remembersAsReported(final bool) bool {
 				return false
 			}
 		}
-		if !p.forksAsReported(ci, r.Forks) || !maps.EqualFunc(p.branches[ci], r.Branches, Branch.equal) || !p.lastsAsReported(ci, r.Branches, final) {
+		if !p.forksAsReported(ci, r.Forks) || !maps.EqualFunc(p.branches[ci], r.Branches, Branch.equal) || !p.lastsAsReported(ci, r.Branches, positions) {
 			return false
 		}
 		if r.Serial != p.serialOf(ci) && p.serialAhead(ci) {
@@ -347,12 +360,12 @@ func (p *Prober) remembersAsReported(final bool) bool {
 	return n == len(p.reported)
 }
 
-// lastsAsReported reports whether the flush positions of cluster ci's
-// first writers are as reported, those of the runs writable now aside
-// unless final.
-func (p *Prober) lastsAsReported(ci int, reported map[uint32]Branch, final bool) bool {
+// lastsAsReported reports whether the flush and insert positions of
+// cluster ci's first writers are as reported, those of the runs writable
+// now aside unless positions.
+func (p *Prober) lastsAsReported(ci int, reported map[uint32]Branch, positions bool) bool {
 	for tl, b := range p.branches[ci] {
-		if (b.Last != reported[tl].Last || b.Insert != reported[tl].Insert) && (final || !p.writing[ci][tl]) {
+		if (b.Last != reported[tl].Last || b.Insert != reported[tl].Insert) && (positions || !p.writing[ci][tl]) {
 			return false
 		}
 	}

@@ -16,12 +16,17 @@ import (
 const RetryEvery = 5 * time.Second
 
 // Writer keeps the state file in step with what the probe learns: Offer
-// hands it the newest knowledge without blocking, and Run writes it in
+// hands it the newest knowledge without blocking (and without encoding it:
+// that is Run's work, off the caller's goroutine), and Run writes it in
 // the background. Knowledge changes rarely (a failover, a new cluster), so
-// each change is written; offers that arrive during a write are folded
-// into one. A write that fails leaves pgdns answering from memory: the
-// failure is logged once, counted (OnResult) and shown in Status, and the
-// write is tried again every RetryEvery until it succeeds.
+// each change is written; a running writer's WAL positions are offered at
+// most once a second (probe.Prober.positionsEvery); offers that arrive
+// during a write are folded into one, and a write that took d is followed
+// by the next no sooner than paceFactor×d (a fleet's file is megabytes:
+// the writer's share of a core stays bounded). A write that fails leaves
+// pgdns answering from memory: the failure is logged once, counted
+// (OnResult) and shown in Status, and the write is tried again every
+// RetryEvery until it succeeds.
 type Writer struct {
 	path     string
 	log      *slog.Logger
@@ -29,9 +34,14 @@ type Writer struct {
 
 	wake chan struct{}
 	mu   sync.Mutex
-	next []byte // encoded knowledge not yet in the file; nil: the file is current
-	last []byte // the newest knowledge, encoded: what the stop-time write writes
-	disk []byte // what the file holds, as far as this pgdns knows
+	// offered is the newest knowledge offered and not encoded yet (nil:
+	// none since the last encoding).
+	offered map[string]probe.Remembered
+	// paceUntil is when the next write may start (paceFactor); Run's.
+	paceUntil time.Time
+	next      []byte // encoded knowledge not yet in the file; nil: the file is current
+	last      []byte // the newest knowledge, encoded: what the stop-time write writes
+	disk      []byte // what the file holds, as far as this pgdns knows
 	// nextM and diskM are next and disk decoded (nil: none), so that a
 	// pending write that differs from the file only by serials the clock
 	// has caught up with is dropped (needed).
@@ -76,22 +86,46 @@ func (w *Writer) needed(m map[string]probe.Remembered, data []byte, now time.Tim
 		return true
 	}
 	clock := uint32(now.Unix())
-	same := make(map[string]probe.Remembered, len(m))
+	same, caught := make(map[string]probe.Remembered, len(m)), false
 	for name, r := range m {
 		if d, ok := w.diskM[name]; ok && r.Serial != d.Serial && !zone.SerialLess(clock, r.Serial) {
-			r.Serial = d.Serial
+			r.Serial, caught = d.Serial, true
 		}
 		same[name] = r
 	}
-	return !bytes.Equal(Encode(same), w.disk)
+	// No serial the clock caught up with: data differs from the file by
+	// more (a second encoding, at a fleet's file, costs as much as the
+	// first).
+	return !caught || !bytes.Equal(Encode(same), w.disk)
 }
 
 // Path is the file written.
 func (w *Writer) Path() string { return w.path }
 
 // Offer hands the writer what the probe now remembers (probe.Hooks.Learned).
-// It never blocks.
+// It never blocks, and leaves the encoding to the writer's goroutine: at a
+// fleet of thousands of clusters an encoding takes tens of milliseconds,
+// which the prober's aggregator would otherwise spend at every offer.
 func (w *Writer) Offer(m map[string]probe.Remembered) {
+	w.mu.Lock()
+	w.offered = m
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// encodeOffered encodes the newest offer, if any, into last and, when the
+// file lacks something in it, next.
+func (w *Writer) encodeOffered() {
+	w.mu.Lock()
+	m := w.offered
+	w.offered = nil
+	w.mu.Unlock()
+	if m == nil {
+		return
+	}
 	data := Encode(m)
 	w.mu.Lock()
 	w.last = data
@@ -101,11 +135,15 @@ func (w *Writer) Offer(m map[string]probe.Remembered) {
 		w.next, w.nextM = nil, nil
 	}
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
 }
+
+// paceFactor is how many times the last write's duration (encoding it,
+// writing and syncing the file and its folder) pass before the next write
+// starts: the writer spends at most about 1/paceFactor of a core. A file
+// of a few clusters takes milliseconds (the sync), so this delays nothing
+// that matters; a fleet's file of megabytes is written every few seconds
+// at most while its primaries write.
+const paceFactor = 10
 
 // Status reports how the last write went.
 func (w *Writer) Status() Status {
@@ -124,6 +162,7 @@ func (w *Writer) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			w.encodeOffered()
 			w.mu.Lock()
 			if w.next == nil {
 				w.next, w.nextM = w.last, nil
@@ -132,10 +171,32 @@ func (w *Writer) Run(ctx context.Context) {
 			w.Flush()
 			return
 		case <-w.wake:
+			if !w.pace(ctx) {
+				continue // stopping: the case above writes
+			}
 		case <-retry.C:
 			w.dropUnneeded()
 		}
+		start := time.Now()
 		w.Flush()
+		w.paceUntil = start.Add(paceFactor * time.Since(start))
+	}
+}
+
+// pace waits until the next write may start (paceFactor), and reports
+// false when ctx ends first.
+func (w *Writer) pace(ctx context.Context) bool {
+	d := time.Until(w.paceUntil)
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -144,6 +205,7 @@ func (w *Writer) Run(ctx context.Context) {
 // current again if a failed write left it marked otherwise: a read-only
 // folder then stops warning once nothing is lost by not writing.
 func (w *Writer) dropUnneeded() {
+	w.encodeOffered()
 	w.mu.Lock()
 	if w.next != nil && w.nextM != nil && !w.needed(w.nextM, w.next, time.Now()) {
 		w.next, w.nextM = nil, nil
@@ -163,6 +225,7 @@ func (w *Writer) dropUnneeded() {
 
 // Flush writes what is pending, if anything, and returns the write's error.
 func (w *Writer) Flush() error {
+	w.encodeOffered()
 	w.mu.Lock()
 	data, dataM := w.next, w.nextM
 	w.mu.Unlock()

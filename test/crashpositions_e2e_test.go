@@ -1,0 +1,100 @@
+package test
+
+// The state file's "last" and "insert" of a timeline's writer (rule 12's
+// check of a later run, rule 13's window) move with every probe of a
+// writing primary. They were written only with another change or at a
+// clean stop, so a pgdns killed -9 (the OOM killer, a reboot) left them as
+// old as its first sight of the writer: a primary then restored in place
+// from a base backup taken after that, started at a position between the
+// file's "last" and the writes it lost, passed for the same server
+// restarted with a window that ends below them, and a token of a lost
+// write was answered by a replica cloned from the restored primary. Now
+// they are written at most once a second while they move.
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/state"
+	"github.com/pgdns/pgdns/internal/testkit"
+	"github.com/pgdns/pgdns/zone"
+)
+
+func TestTokenOfAWriteLostToARestoreAfterPgdnsCrashed(t *testing.T) {
+	t.Parallel()
+	b := pgtest.Addrs(t)
+	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(3)})
+	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	ctx := context.Background()
+	statePath := filepath.Join(t.TempDir(), "state.json")
+	listen := fmt.Sprintf("%s:%d", b.IP(53), b.Port())
+	crashing := startProcess(t, fmt.Sprintf(`
+dns: {listen: %q, ttl: 1, lsn_wait: 0s}
+http: {listen: ""}
+probe: {interval: 100ms, timeout: 1s, max_fails: 3, dsn: "user=postgres dbname=postgres sslmode=disable"}
+clusters:
+  main:
+    hosts: [%s, %s, %s]
+state: {path: %q}
+`, listen, n1.Addr(), n2.Addr(), n3.Addr(), statePath), listen)
+
+	// The base backup, taken after pgdns first saw n1 writable (and wrote
+	// the file); then a write the restore will lose, well past it.
+	backup, err := n1.BaseBackup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE lost AS SELECT repeat('x', 100) AS v FROM generate_series(1, 2000)")
+	waitStreaming(t, n2, 1, lost)
+	// pgdns probes n1 past the write; its positions reach the file within
+	// a second (before: not until another change or a clean stop).
+	var last zone.LSN
+	if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
+		m, _, err := state.Load(statePath)
+		last = m["main"].Branches[1].Last
+		return err == nil && last >= zone.LSN(parseLSN(t, lost))
+	}) {
+		t.Logf("the state file's last of timeline 1 stayed at %s, below the lost write's %s", last, lost)
+	}
+	crashing.signal(t, syscall.SIGKILL)
+
+	// The restore: n1 back from the backup, writable on timeline 1 at the
+	// same address, below the write.
+	if err := n1.RestoreInPlace(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	var has int
+	n1.Query(t, "SELECT count(*) FROM pg_class WHERE relname = 'lost'", &has)
+	var pos string
+	n1.Query(t, "SELECT pg_current_wal_insert_lsn()::text", &pos)
+	if has != 0 || parseLSN(t, pos) >= parseLSN(t, lost) {
+		t.Fatalf("the restored n1 at %s has the table of the write at %s (%d): nothing to test", pos, lost, has)
+	}
+	// pgdns restarted from its file sees the restored run before it
+	// writes past the token.
+	e := attach(t, pg, envOptions{State: statePath})
+	// A replica made anew from the restored primary, which writes on past
+	// the token's position.
+	if err := n3.Reclone(ctx, n1); err != nil {
+		t.Fatal(err)
+	}
+	onB := writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 4000)")
+	waitStreaming(t, n3, 1, onB)
+	if parseLSN(t, onB) <= parseLSN(t, lost) {
+		t.Fatalf("the restored branch %s is not past the token %s", onB, lost)
+	}
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "replica.db.local to answer n3", func() ([]string, bool) {
+		got := e.ips(t, "replica.db.local.")
+		return got, slices.Contains(got, n3.IP)
+	})
+	for _, name := range []string{"lsn-" + lost + ".replica.db.local.", "lsn-" + lost + "-t1.replica.db.local.",
+		"lsn-" + lost + "-t1.prefer-replica.db.local."} {
+		e.holds(t, name, time.Second, without(n3.IP), "n3, cloned from the restored n1, which lacks the write of the token (lost with the restore, after pgdns crashed)")
+	}
+}
