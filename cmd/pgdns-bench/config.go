@@ -52,7 +52,7 @@ func parseFlags(fs *flag.FlagSet, args []string) config {
 	fs.StringVar(&c.only, "only", "", "run only this section (dns, failover, scale, dbcost, ha, hostile) and rewrite only it in the report")
 	fs.StringVar(&c.hostileAttack, "hostile-attack", "", "hostile: run only the attacks whose names contain one of these comma-separated words")
 	fs.StringVar(&c.hostileBefore, "hostile-before", "", "hostile: also measure pgdns built from this commit (git archive), before the binary under test")
-	fs.StringVar(&c.pprofDir, "pprof", "", "scale: save pgdns's CPU and heap profiles with 1,000 hosts in this directory and summarize them in the report")
+	fs.StringVar(&c.pprofDir, "pprof", "", "scale: save pgdns's CPU and heap profiles with 1,000 hosts (or, without 1,000 in -scale-hosts, the largest size) in this directory and summarize them in the report")
 	fs.StringVar(&c.scaleHosts, "scale-hosts", defaultScaleSizes, "scale: the series' numbers of hosts, comma-separated, each with @interval when not 250ms")
 	fs.StringVar(&c.scaleAdmission, "scale-admission", "", "scale: the probe.admission_interval of the scale step's pgdns (default: pgdns's own)")
 	fs.StringVar(&c.failoverBefore, "failover-before", "", "failover: also measure pgdns built from this commit (git archive), first, on the same cluster")

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
@@ -41,8 +43,22 @@ const (
 	scaleWindow    = 10 * time.Second
 	scaleDNSRounds = 2
 	scaleReadyIn   = 3 * time.Minute // most a size waits for every host to be live before it is measured all the same
-	scalePprofAt   = 1000            // the size whose profiles -pprof takes
+	scalePprofAt   = 1000            // the size whose profiles -pprof takes, when the series has it (pprofSize)
 )
+
+// pprofSize is the size of sizes whose profiles -pprof takes: 1,000 hosts
+// when the series has it (the default series), otherwise the largest asked
+// (-scale-hosts 10000@1s profiles 10,000 hosts, not none).
+func pprofSize(sizes []scaleSize) int {
+	largest := 0
+	for _, s := range sizes {
+		if s.hosts == scalePprofAt {
+			return scalePprofAt
+		}
+		largest = max(largest, s.hosts)
+	}
+	return largest
+}
 
 // parseScaleSizes reads -scale-hosts: host counts separated by commas,
 // each followed by @interval when it is not probed every 250ms.
@@ -143,6 +159,40 @@ type scaleDNS struct {
 	small, large  []float64 // queries/s per round: 3 hosts, hosts
 	probesPerSec  float64   // the large one's probes/s meanwhile
 	configuredPer float64
+	answers       []mixAnswer // the large one's answer to each name of the mix, asked once over UDP before the rounds
+}
+
+// mixAnswer is what the large pgdns answered one name of the mixed set,
+// asked once over UDP as dnsperf asks it: what the report says of the
+// answers the rounds measure is read here, not assumed.
+type mixAnswer struct {
+	name      string
+	rcode     string
+	records   int  // A records in the answer section
+	truncated bool // TC set: a UDP client would ask again over TCP
+}
+
+// askMix asks addr each of names once over UDP (no EDNS, as dnsperf's
+// query file asks) and returns what came back.
+func askMix(addr string, names []string) ([]mixAnswer, error) {
+	var out []mixAnswer
+	for _, name := range names {
+		req := new(dns.Msg)
+		req.SetQuestion(dns.Fqdn(name), dns.TypeA)
+		m, _, err := (&dns.Client{Net: "udp", Timeout: 2 * time.Second}).Exchange(req, addr)
+		if err != nil { // a truncated answer is no error: it comes back with TC set
+
+			return nil, fmt.Errorf("%s at %s: %w", name, addr, err)
+		}
+		a := mixAnswer{name: strings.TrimSuffix(dns.Fqdn(name), "."), rcode: dns.RcodeToString[m.Rcode], truncated: m.Truncated}
+		for _, rr := range m.Answer {
+			if _, ok := rr.(*dns.A); ok {
+				a.records++
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // scaleResult is the scale step: the 3 real hosts at rest, then the
@@ -191,6 +241,7 @@ func (b *bench) scale(ctx context.Context, r *report) error {
 	if err := writeFile(mixed, strings.Join(b.queryNames(), " A\n")+" A\n"); err != nil {
 		return err
 	}
+	res.pprofHosts = pprofSize(sizes)
 	for _, size := range sizes {
 		fmt.Fprintf(os.Stderr, "bench: scale, %d hosts every %v (load average %s)\n", size.hosts, size.interval, loadAverage())
 		var dnsAt *scaleDNS
@@ -367,11 +418,10 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 		}
 		p.fakeRSS += rss
 	}
-	if b.cfg.pprofDir != "" && size.hosts == scalePprofAt {
+	if b.cfg.pprofDir != "" && size.hosts == res.pprofHosts {
 		if res.cpuTop, res.heapTop, err = takeProfiles(b.addr.bigHTTP, b.cfg.pprofDir, b.pgdns); err != nil {
 			return p, err
 		}
-		res.pprofHosts = size.hosts
 	}
 	queries := filepath.Join(b.dir, "queries-latency.txt")
 	if err := writeFile(queries, "primary.db.local A\nlag-50ms.replica.db.local A\n"); err != nil {
@@ -381,6 +431,9 @@ func (b *bench) scaleAt(ctx context.Context, res *scaleResult, size scaleSize, m
 		return p, err
 	}
 	if dnsAt != nil {
+		if dnsAt.answers, err = askMix(b.addr.bigDNS, b.queryNames()); err != nil {
+			return p, err
+		}
 		n0, err := fakeCounts(len(fakes), b.addr.fakeControl)
 		if err != nil {
 			return p, err

@@ -139,8 +139,8 @@ func (s *scaleResult) markdown() string {
 	}
 	w("%s\n", s.targetsTable())
 	if d := s.dns; d != nil && len(d.small) > 0 && len(d.large) > 0 {
-		w("**Answering while probing %s hosts.** dnsperf as in the DNS section (1 thread, 4 clients, 200 queries outstanding, %v a run) on its query mix (`primary`, `replica`, `lag-50ms.replica`, `bytes-1mb.replica`, `lsn-….replica`), against the pgdns of %s hosts (every %v) and the pgdns of the 3 real hosts (every 250ms), in turns, %s each, both running throughout (so both share the cores with the large one's probing): the large one's replica answers hold more hosts than fit in UDP and are truncated (TC), as a client gets them.\n\n",
-			thousands(d.hosts), d.duration, thousands(d.hosts), d.interval, count(len(d.small), "round"))
+		w("**Answering while probing %s hosts.** dnsperf as in the DNS section (1 thread, 4 clients, 200 queries outstanding, %v a run) on its query mix (`primary`, `replica`, `lag-50ms.replica`, `bytes-1mb.replica`, `lsn-….replica`), against the pgdns of %s hosts (every %v) and the pgdns of the 3 real hosts (every 250ms), in turns, %s each, both running throughout (so both share the cores with the large one's probing). %s\n\n",
+			thousands(d.hosts), d.duration, thousands(d.hosts), d.interval, count(len(d.small), "round"), d.answersLine())
 		w("| pgdns | queries/s (rounds) |\n|---|---:|\n")
 		w("| 3 hosts | %.0f (%s) |\n", median(d.small), joinFloats(d.small))
 		w("| %s hosts | %.0f (%s) |\n\n", thousands(d.hosts), median(d.large), joinFloats(d.large))
@@ -153,6 +153,40 @@ func (s *scaleResult) markdown() string {
 		w("Profiles of this run at %s hosts (`PPROF=dir`: pgdns's `/debug/pprof/` on its loopback HTTP listener, 8 s of CPU, then the heap), top entries by flat share:\n\n```\n%s```\n\n```\n%s```\n\n", thousands(s.pprofHosts), trimTop(s.cpuTop), trimTop(s.heapTop))
 	}
 	return b.String()
+}
+
+// answersLine says what the large pgdns answered each name of the mix,
+// as askMix read it: the names are those of the default cluster, `main`
+// (the 3 real servers), whichever the fleet's size.
+func (d *scaleDNS) answersLine() string {
+	if len(d.answers) == 0 {
+		return ""
+	}
+	var each []string
+	truncated := 0
+	for _, a := range d.answers {
+		name := strings.TrimSuffix(a.name, ".db.local")
+		if strings.HasPrefix(name, "lsn-") {
+			name = "lsn-….replica"
+		}
+		cell := fmt.Sprintf("`%s` %s", name, count(a.records, "record"))
+		if a.rcode != "NOERROR" {
+			cell += " (" + a.rcode + ")"
+		}
+		if a.truncated {
+			cell += " (truncated, TC)"
+			truncated++
+		}
+		each = append(each, cell)
+	}
+	tc := "none truncated"
+	switch {
+	case truncated == len(d.answers):
+		tc = "all truncated (TC)"
+	case truncated > 0:
+		tc = fmt.Sprintf("%d of %d truncated (TC)", truncated, len(d.answers))
+	}
+	return fmt.Sprintf("The names are the default cluster's, `main` (the 3 real servers), whatever the fleet's size; the large one answered them, asked once each over UDP before the rounds: %s; %s.", strings.Join(each, ", "), tc)
 }
 
 // metricsLine is what /metrics said at each size, and what its page

@@ -108,8 +108,13 @@ func TestScaleMarkdown(t *testing.T) {
 			readyIn: 1234 * time.Millisecond, liveAfter: 100},
 		{hosts: 3000, fakes: 2997, interval: q, probesPerSec: 12000, span: 30 * time.Second, cpu: 18 * time.Second, shares: []float64{60, 60, 60}, rss: 100 * 1024,
 			why: map[string]float64{"tick": 10, "round": 11990, "closing": 30, "other": 1}, notReady: "2,000 of 3,000 live after 2m0s", liveAfter: 2500},
-	}, dns: &scaleDNS{hosts: 3000, interval: q, duration: 8 * time.Second, small: []float64{50000, 52000}, large: []float64{40000, 42000}, probesPerSec: 11900, configuredPer: 12000}}
+	}, dns: &scaleDNS{hosts: 3000, interval: q, duration: 8 * time.Second, small: []float64{50000, 52000}, large: []float64{40000, 42000}, probesPerSec: 11900, configuredPer: 12000,
+		answers: []mixAnswer{{name: "primary.db.local", rcode: "NOERROR", records: 1}, {name: "replica.db.local", rcode: "NOERROR", records: 2},
+			{name: "lsn-0-3000060.replica.db.local", rcode: "NOERROR", records: 2}}}}
 	md := s.markdown()
+	if strings.Contains(md, "truncated (TC), as a client gets them") {
+		t.Errorf("the section says replica answers are truncated, which no answer read was:\n%s", md)
+	}
 	for _, want := range []string{
 		"| 100 every 250ms | 400 (400) | flux 0 | 50.0 µs | 2.0% (2.0, 2.0, 2.0) | 20.0 MiB |",
 		"(100 hosts: 31 clusters of 3 and one of 4; 3,000 hosts: 999 clusters of 3)",
@@ -122,6 +127,7 @@ func TestScaleMarkdown(t *testing.T) {
 		"| 3 hosts | 52000 (50000, 52000) |",
 		"| 3,000 hosts | 42000 (40000, 42000) |",
 		"0.81× the queries/s of 3",
+		"the large one answered them, asked once each over UDP before the rounds: `primary` 1 record, `replica` 2 records, `lsn-….replica` 2 records; none truncated.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("no %q in\n%s", want, md)
@@ -244,5 +250,22 @@ func TestFakeClusters(t *testing.T) {
 	}
 	if why := fleetWrong(hosts, 2, 6); why == "" {
 		t.Error("a missing cluster passed")
+	}
+}
+
+// -pprof profiles 1,000 hosts when the series has it, and otherwise the
+// largest size asked: -scale-hosts 10000@1s profiled nothing before.
+func TestPprofSize(t *testing.T) {
+	for _, c := range []struct {
+		hosts string
+		want  int
+	}{{defaultScaleSizes, 1000}, {"10000@1s", 10000}, {"100,3000", 3000}} {
+		sizes, err := parseScaleSizes(c.hosts, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pprofSize(sizes); got != c.want {
+			t.Errorf("-scale-hosts %s profiles %d hosts, want %d", c.hosts, got, c.want)
+		}
 	}
 }
