@@ -148,7 +148,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-var benchFleets = []struct{ clusters, per int }{{100, 3}, {100, 10}, {1000, 10}}
+var benchFleets = []struct{ clusters, per int }{{100, 3}, {100, 10}, {1000, 10}, {333, 3}, {3334, 3}}
 
 func BenchmarkAggregator(b *testing.B) {
 	for _, fl := range benchFleets {

@@ -99,7 +99,7 @@ func (p *Prober) setLeader(u leaderUpdate) {
 	for ci, c := range p.state {
 		if c.Name == u.cluster {
 			c.Leader = u.addr
-			p.rebuild[ci] = true
+			p.markRebuild(ci)
 		}
 	}
 }
@@ -108,7 +108,7 @@ func (p *Prober) setLeader(u leaderUpdate) {
 func (p *Prober) setTags(u tagsUpdate) {
 	for ci, c := range p.state {
 		if c.Name == u.cluster {
-			p.rebuild[ci] = true
+			p.markRebuild(ci)
 			for i := range c.Hosts {
 				h := &c.Hosts[i]
 				t := u.tags[h.Addr]
@@ -135,7 +135,7 @@ func (p *Prober) forget(r forgetRequest) (ci int, before uint32, err error) {
 			// forgotten too, unless a live replica shows it again.
 			c.Witnessed, c.WitnessedBy, c.WitnessedRun = 0, "", time.Time{}
 		}
-		p.rebuild[ci] = true
+		p.markRebuild(ci)
 		for tl := range p.timelines[ci] {
 			if tl >= r.timeline {
 				delete(p.timelines[ci], tl)

@@ -1,7 +1,10 @@
 package probe
 
 import (
+	"container/heap"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgdns/pgdns/zone"
@@ -37,29 +40,35 @@ func (p *Prober) publish() {
 		Clusters:   make([]*zone.Cluster, 0, len(p.state)),
 	}
 	// Everything is built anew for the first snapshot and when readiness
-	// changes (every serial moves then: zone.StampSerials).
-	all := p.last == nil || p.last.Ready != snap.Ready
-	for ci, src := range p.state {
-		claimed := false
-		if !all && !p.rebuild[ci] && !now.After(p.holdsUntil[ci]) {
-			if claimed = p.claim(ci); !claimed {
-				snap.Clusters = append(snap.Clusters, p.last.Clusters[ci])
-				continue
+	// changes (every serial moves then: zone.StampSerials); every cluster
+	// is looked at while orphans wait to be claimed (claim), or after an
+	// adoption (dirtyClusters.all). Otherwise only the clusters marked
+	// (markRebuild) or whose last build no longer holds by the clock are
+	// built, and the rest are the last snapshot's: a publish costs the
+	// clusters that changed, not the fleet.
+	all := p.last == nil || p.last.Ready != snap.Ready || p.dirty.all || len(p.orphans) > 0
+	if all {
+		p.dirty.looked += len(p.state)
+		for ci := range p.state {
+			claimed := false
+			if p.last != nil && p.last.Ready == snap.Ready && !p.rebuild[ci] && !now.After(p.holdsUntil[ci]) {
+				if claimed = p.claim(ci); !claimed {
+					snap.Clusters = append(snap.Clusters, p.last.Clusters[ci])
+					continue
+				}
 			}
+			snap.Clusters = append(snap.Clusters, p.build(ci, now, stale, claimed))
 		}
-		p.rebuild[ci] = false
-		c := p.decide(ci, now, stale)
-		if !claimed && p.claim(ci) {
-			// An identity just established is one remembered under
-			// another name: decide again with what was learned of it,
-			// before anything is published.
-			c = p.decide(ci, now, stale)
+		p.dirty.reset()
+	} else {
+		snap.Clusters = append(snap.Clusters, p.last.Clusters...)
+		snap.BaseSeq, snap.Changed = p.last.Seq, p.dirty.take(p, now)
+		p.dirty.looked += len(snap.Changed)
+		for _, ci := range snap.Changed {
+			snap.Clusters[ci] = p.build(ci, now, stale, false)
 		}
-		p.computeLag(src, c, now, stale)
-		p.attachHistories(ci, c)
-		p.holdsUntil[ci], p.notLeader[ci] = holdsUntil(c, now, stale, p.cfg.Interval, p.cfg.MaxFails), notLeader(c)
-		snap.Clusters = append(snap.Clusters, c)
 	}
+	snap.Seq = snapshotSeq.Add(1)
 	p.dropOrphans()
 	first := p.last == nil
 	snap.StampSerials(p.serialBase())
@@ -85,6 +94,45 @@ func (p *Prober) publish() {
 		}
 	}
 }
+
+// build builds cluster ci anew (claimed: it has just inherited orphans).
+func (p *Prober) build(ci int, now time.Time, stale time.Duration, claimed bool) *zone.Cluster {
+	p.dirty.built++
+	p.rebuild[ci] = false
+	c := p.decide(ci, now, stale)
+	if !claimed && p.claim(ci) {
+		// An identity just established is one remembered under
+		// another name: decide again with what was learned of it,
+		// before anything is published.
+		c = p.decide(ci, now, stale)
+	}
+	p.computeLag(p.state[ci], c, now, stale)
+	p.attachHistories(ci, c)
+	p.holdsUntil[ci] = holdsUntil(c, now, stale, p.cfg.Interval, p.cfg.MaxFails)
+	p.dirty.expires(ci, p.holdsUntil[ci])
+	if nl := notLeader(c); nl != p.notLeader[ci] {
+		p.notLeader[ci] = nl
+		if nl {
+			p.dirty.notLeaders++
+		} else {
+			p.dirty.notLeaders--
+		}
+	}
+	return c
+}
+
+// markRebuild has cluster ci built anew at the next publish.
+func (p *Prober) markRebuild(ci int) {
+	if !p.rebuild[ci] {
+		p.rebuild[ci] = true
+		p.dirty.marked = append(p.dirty.marked, ci)
+	}
+}
+
+// snapshotSeq numbers the snapshots built in this process
+// (zone.Snapshot.Seq), across probers: a reload's prober compares its
+// first snapshot with its predecessor's last.
+var snapshotSeq atomic.Uint64
 
 // holdsUntil is the last moment the build c of a cluster, built at now,
 // describes it by the clock alone: until its first live host's last good
@@ -214,7 +262,20 @@ func (p *Prober) logChanges(prev, snap *zone.Snapshot) {
 	if prev != nil && !prev.Ready {
 		prev = nil
 	}
-	for ci, c := range snap.Clusters {
+	changed, only := snap.ChangedSince(prev)
+	for i := range snap.Clusters {
+		ci := i
+		if only {
+			if i >= len(changed) {
+				break
+			}
+			ci = changed[i] // the others are prev's
+		}
+		c := snap.Clusters[ci]
+		p.dirty.looked++
+		if prev != nil && ci < len(prev.Clusters) && prev.Clusters[ci] == c {
+			continue // shared, found without comparing names
+		}
 		var was *zone.Cluster
 		if prev != nil {
 			was = prev.ClusterNear(ci, c.Name)
@@ -275,7 +336,17 @@ func (p *Prober) logChanges(prev, snap *zone.Snapshot) {
 // from the probe role (zone.Host.StatsHidden), or readable again, since
 // the last snapshot: once per change, never on every probe.
 func (p *Prober) logHidden(snap *zone.Snapshot) {
-	for ci, c := range snap.Clusters {
+	changed, ok := snap.ChangedSince(p.last)
+	for i := range snap.Clusters {
+		ci := i
+		if ok {
+			if i >= len(changed) {
+				break
+			}
+			ci = changed[i] // the others are shared: nothing changed
+		}
+		c := snap.Clusters[ci]
+		p.dirty.looked++
 		if p.last != nil && p.last.Clusters[ci] == c {
 			continue // shared: nothing changed
 		}
@@ -304,4 +375,65 @@ func (p *Prober) serialBase() *zone.Snapshot {
 		return p.last
 	}
 	return p.table.Load()
+}
+
+// dirtyClusters is what the next publish builds: the clusters marked since
+// the last one (markRebuild) and those whose last build stops holding by
+// the clock (holdsUntil), kept in a heap by that moment so that finding
+// them looks at no other cluster. The aggregator owns it.
+type dirtyClusters struct {
+	marked []int
+	// all: build every cluster that needs it by a look at each (adopt
+	// marks every cluster without telling markRebuild).
+	all        bool
+	expiry     expiryHeap
+	notLeaders int // clusters whose last build set a host aside as not the leader (notLeader)
+	// Clusters built, and clusters looked at by publish's loops (the
+	// build, flux, logs), so far: what publishing cost, for tests.
+	built, looked int
+}
+
+// take returns the clusters to build at now, in configured order, and
+// starts a new list.
+func (d *dirtyClusters) take(p *Prober, now time.Time) []int {
+	for len(d.expiry) > 0 && now.After(d.expiry[0].until) {
+		e := heap.Pop(&d.expiry).(expiry)
+		if p.holdsUntil[e.cluster].Equal(e.until) { // not built since: this build expires
+			p.markRebuild(e.cluster)
+		}
+	}
+	list := d.marked
+	d.marked = nil // the snapshot keeps list (zone.Snapshot.Changed)
+	slices.Sort(list)
+	return list
+}
+
+// reset forgets the list: publish looked at every cluster.
+func (d *dirtyClusters) reset() { d.marked, d.all = d.marked[:0], false }
+
+// expires notes that cluster ci's build holds until until.
+func (d *dirtyClusters) expires(ci int, until time.Time) {
+	if until.Unix() < 1<<40 { // a build nothing of which ages is never rebuilt by the clock
+		heap.Push(&d.expiry, expiry{until: until, cluster: ci})
+	}
+}
+
+// expiry is when a build of a cluster stops holding. An entry whose
+// cluster was built again since is dropped when it comes up.
+type expiry struct {
+	until   time.Time
+	cluster int
+}
+
+type expiryHeap []expiry
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].until.Before(h[j].until) }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }

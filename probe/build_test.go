@@ -127,6 +127,72 @@ func TestPublishAllocationsDoNotGrowWithTheFleet(t *testing.T) {
 	}
 }
 
+// What a publish looks at after one cluster's round is that cluster, not
+// the fleet: at ten thousand hosts (3,334 clusters) every publish went
+// through every cluster four times (building, flux, the two logs, and in
+// zone the serials and changes), 173 us a publish against 22 at a
+// thousand hosts (BenchmarkAggregator), so the aggregator's cost per probe
+// grew with the fleet. The looks are counted (dirtyClusters.looked); a
+// publish made to look at every cluster, as each did before, counts them
+// all, which is what this test fails on.
+func TestPublishLooksAtWhatChanged(t *testing.T) {
+	for _, clusters := range []int{100, 3334} {
+		f := newFleetOnClock(t, clusters, 3, stepClock())
+		looked, built := f.p.dirty.looked, f.p.dirty.built
+		const publishes = 30
+		for i := range publishes {
+			f.round(i*7%clusters, func(r result) { f.p.take(r) })
+			f.p.publish()
+		}
+		perLook := float64(f.p.dirty.looked-looked) / publishes
+		perBuild := float64(f.p.dirty.built-built) / publishes
+		if perBuild != 1 || perLook > 4 {
+			t.Errorf("%d clusters: a publish after one cluster's round built %.1f clusters and looked at %.1f, want 1 and at most 4 (building, flux, two logs)",
+				clusters, perBuild, perLook)
+		}
+		if changed, ok := f.p.last.ChangedSince(nil); ok || changed != nil {
+			t.Errorf("a snapshot says it was built on none: %v", changed)
+		}
+		// The full look, as after an adoption, is the fleet: the count
+		// above would show a publish that made it every time.
+		looked = f.p.dirty.looked
+		f.p.dirty.all = true
+		f.p.publish()
+		if n := f.p.dirty.looked - looked; n < clusters {
+			t.Errorf("%d clusters: a publish that looks at all of them counted %d", clusters, n)
+		}
+	}
+}
+
+// A cluster built by the clock (its build stopped holding, no result
+// came) is built at the publish after its moment and not before; a result
+// of it meanwhile rebuilds it once.
+func TestPublishBuildsByTheClockOnly(t *testing.T) {
+	f := newBenchFleet(t, 50, 3)
+	at := time.Now()
+	f.p.now = func() time.Time { return at }
+	built := f.p.dirty.built
+	f.p.publish()
+	if n := f.p.dirty.built - built; n != 0 {
+		t.Fatalf("a publish with nothing changed and nothing aged built %d clusters", n)
+	}
+	at = at.Add(f.p.cfg.StaleAfter() + time.Second)
+	f.round(3, func(r result) {
+		r.sample.Start, r.sample.End, r.started = at, at, at
+		f.p.take(r)
+	})
+	built = f.p.dirty.built
+	f.p.publish()
+	if n := f.p.dirty.built - built; n != 50 {
+		t.Errorf("every cluster aged or had a result: %d of 50 built", n)
+	}
+	for ci, c := range f.p.last.Clusters {
+		if down := c.Hosts[1].Role == zone.RoleDown; down != (ci != 3) {
+			t.Errorf("cluster %s: host %s %v (%s)", c.Name, c.Hosts[1].Addr, c.Hosts[1].Role, c.Hosts[1].Note)
+		}
+	}
+}
+
 // A result is held for the round under way only when it changes no
 // answer: a drain or offline setting that changed, or one now hidden by a
 // role or database setting, and a host back from down by age, are

@@ -58,32 +58,49 @@ func (p *Prober) updateFlux(snap *zone.Snapshot, now time.Time) {
 		return
 	}
 	interval, duration := p.fluxSettings()
-	for ci, c := range snap.Clusters {
-		f := &p.flux[ci]
-		if !zone.SameRoleAnswer(p.last.Clusters[ci], c) {
-			if !f.active && !now.Before(f.cooldownUntil) && (p.fluxActive == 0 || p.fluxHosts < fluxMaxHosts) {
-				f.active, f.started = true, now
-				p.fluxActive++
-				p.fluxHosts += len(c.Hosts)
-				if hook := p.cfg.Hooks.FluxBegan; hook != nil && p.active.Load() {
-					hook(c.Name)
-				}
+	if changed, ok := snap.ChangedSince(p.last); ok && p.fluxActive == 0 {
+		// The usual case: no episode to end, and a cluster shared with
+		// the last snapshot has the same answer. No look at the others.
+		for _, ci := range changed {
+			p.updateFluxOf(snap, ci, now, interval, duration)
+		}
+		return
+	}
+	for ci := range snap.Clusters {
+		p.updateFluxOf(snap, ci, now, interval, duration)
+	}
+}
+
+// updateFluxOf is updateFlux of cluster ci.
+func (p *Prober) updateFluxOf(snap *zone.Snapshot, ci int, now time.Time, interval, duration time.Duration) {
+	c, f := snap.Clusters[ci], &p.flux[ci]
+	p.dirty.looked++
+	if !f.active && p.last.Clusters[ci] == c {
+		return // shared: the same answer, and no episode to end
+	}
+	if !zone.SameRoleAnswer(p.last.Clusters[ci], c) {
+		if !f.active && !now.Before(f.cooldownUntil) && (p.fluxActive == 0 || p.fluxHosts < fluxMaxHosts) {
+			f.active, f.started = true, now
+			p.fluxActive++
+			p.fluxHosts += len(c.Hosts)
+			if hook := p.cfg.Hooks.FluxBegan; hook != nil && p.active.Load() {
+				hook(c.Name)
 			}
-			f.lastChange = now
 		}
-		if !f.active {
-			continue
-		}
-		switch {
-		case now.Sub(f.started) >= duration:
-			f.active, f.cooldownUntil = false, now.Add(duration)
-			p.fluxActive--
-			p.fluxHosts -= len(c.Hosts)
-		case c.Primary >= 0 && now.Sub(f.lastChange) >= fluxSettleRounds*interval:
-			f.active = false
-			p.fluxActive--
-			p.fluxHosts -= len(c.Hosts)
-		}
+		f.lastChange = now
+	}
+	if !f.active {
+		return
+	}
+	switch {
+	case now.Sub(f.started) >= duration:
+		f.active, f.cooldownUntil = false, now.Add(duration)
+		p.fluxActive--
+		p.fluxHosts -= len(c.Hosts)
+	case c.Primary >= 0 && now.Sub(f.lastChange) >= fluxSettleRounds*interval:
+		f.active = false
+		p.fluxActive--
+		p.fluxHosts -= len(c.Hosts)
 	}
 }
 

@@ -352,6 +352,7 @@ func (p *Prober) Run(ctx context.Context) {
 			// Adopt before publishing anything: the first snapshot
 			// already knows what the predecessor knew.
 			p.adopt(a.knowledge)
+			p.dirty.all = true // adopt marks every cluster itself
 			p.active.Store(true)
 			activated = a.published
 		case reply := <-p.knowledgeReq:
@@ -382,7 +383,9 @@ func (p *Prober) Run(ctx context.Context) {
 			activated = nil
 		}
 		p.reportLearned()
-		p.leaderUnsure(p.last)
+		if p.dirty.notLeaders > 0 {
+			p.leaderUnsure(p.last) // no look at every cluster while none has a host set aside so
+		}
 		if fluxC == nil && p.fluxRound() {
 			fluxTick.Reset(fluxInterval)
 			fluxC = fluxTick.C
@@ -404,7 +407,7 @@ func (p *Prober) take(r result) bool {
 func (p *Prober) record(r result) {
 	c := p.state[r.cluster]
 	h := &c.Hosts[r.host]
-	p.rebuild[r.cluster] = true // built anew at the next publish (build.go)
+	p.markRebuild(r.cluster) // built anew at the next publish (build.go)
 	p.noteRefreshed(r)
 	if idx := p.flatIndex(r.cluster, r.host); !p.done[idx] {
 		p.done[idx] = true

@@ -176,7 +176,8 @@ type Prober struct {
 	// and until when the last build holds by the clock alone (build.go).
 	rebuild    []bool
 	holdsUntil []time.Time
-	notLeader  []bool // per cluster: its last build set a writable host aside as not Patroni's leader
+	dirty      dirtyClusters // which clusters publish builds (build.go)
+	notLeader  []bool        // per cluster: its last build set a writable host aside as not Patroni's leader
 	done       []bool
 	last       *zone.Snapshot
 	rounds     []*round // per cluster: the probe round under way (rounds.go)

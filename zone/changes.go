@@ -65,15 +65,25 @@ func Changes(prev, next *Snapshot) []Change {
 		prev = nil
 	}
 	var out []Change
-	for i, c := range next.Clusters {
+	one := func(i int) {
+		c := next.Clusters[i]
 		var was *Cluster
 		if prev != nil {
 			was = prev.ClusterNear(i, c.Name)
 		}
 		if was == c {
-			continue // shared by the two snapshots: nothing changed
+			return // shared by the two snapshots: nothing changed
 		}
 		out = append(out, clusterChanges(was, c)...)
+	}
+	if changed, ok := next.ChangedSince(prev); ok {
+		for _, i := range changed {
+			one(i) // the rest are prev's
+		}
+		return out
+	}
+	for i := range next.Clusters {
+		one(i)
 	}
 	return out
 }

@@ -25,22 +25,37 @@ import (
 // that nothing changed, immutable since prev was published) keeps its
 // serial untouched.
 func (s *Snapshot) StampSerials(prev *Snapshot) {
+	if changed, ok := s.ChangedSince(prev); ok {
+		for _, i := range changed {
+			s.stampSerial(prev, i)
+		}
+		return
+	}
 	for i, c := range s.Clusters {
-		var old *Cluster
-		if prev != nil {
-			old = prev.ClusterNear(i, c.Name)
+		if prev != nil && i < len(prev.Clusters) && prev.Clusters[i] == c {
+			continue // shared: its serial is the one it has (no names compared)
 		}
-		switch {
-		case old == c:
-		case old == nil:
-			c.Serial = uint32(s.Built.Unix())
-		case !s.Ready:
-			c.Serial = old.Serial
-		case !prev.Ready || !SameRoleAnswer(old, c):
-			c.Serial = NextSerial(old.Serial, s.Built)
-		default:
-			c.Serial = old.Serial
-		}
+		s.stampSerial(prev, i)
+	}
+}
+
+// stampSerial is StampSerials of cluster i of s.
+func (s *Snapshot) stampSerial(prev *Snapshot, i int) {
+	c := s.Clusters[i]
+	var old *Cluster
+	if prev != nil {
+		old = prev.ClusterNear(i, c.Name)
+	}
+	switch {
+	case old == c:
+	case old == nil:
+		c.Serial = uint32(s.Built.Unix())
+	case !s.Ready:
+		c.Serial = old.Serial
+	case !prev.Ready || !SameRoleAnswer(old, c):
+		c.Serial = NextSerial(old.Serial, s.Built)
+	default:
+		c.Serial = old.Serial
 	}
 }
 

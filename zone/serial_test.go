@@ -119,3 +119,30 @@ func TestSnapshotSerial(t *testing.T) {
 		t.Fatalf("no cluster: Serial() = %d", got)
 	}
 }
+
+// A snapshot built on another says which of its clusters are new
+// (ChangedSince), and only when the other is the one it was built on, with
+// as many clusters: otherwise the two are compared cluster by cluster.
+func TestChangedSince(t *testing.T) {
+	a, b := &Cluster{Name: "a"}, &Cluster{Name: "b"}
+	prev := &Snapshot{Seq: 7, Clusters: []*Cluster{a, b}}
+	next := &Snapshot{Seq: 8, BaseSeq: 7, Changed: []int{1}, Clusters: []*Cluster{a, {Name: "b"}}}
+	if got, ok := next.ChangedSince(prev); !ok || len(got) != 1 || got[0] != 1 {
+		t.Errorf("built on prev: %v, %v", got, ok)
+	}
+	for _, other := range []*Snapshot{nil, {Seq: 6, Clusters: prev.Clusters}, {Seq: 7, Clusters: []*Cluster{a}}} {
+		if _, ok := next.ChangedSince(other); ok {
+			t.Errorf("built on prev, compared with %+v: said built on it", other)
+		}
+	}
+	if _, ok := (&Snapshot{Seq: 9, Clusters: prev.Clusters}).ChangedSince(prev); ok {
+		t.Error("a snapshot built on none said it was built on prev")
+	}
+	// Changes and StampSerials look at the changed clusters alone.
+	next.Ready, prev.Ready = true, true
+	next.Clusters[1].Hosts = []Host{{Addr: "10.0.0.1:5432", Role: RolePrimary}}
+	next.Clusters[1].Primary = 0
+	if ch := Changes(prev, next); len(ch) == 0 {
+		t.Error("no change seen in the changed cluster")
+	}
+}

@@ -106,6 +106,25 @@ type Snapshot struct {
 	// Networks maps client addresses to locations (dns.locations); nil
 	// when none are configured.
 	Networks *Networks
+
+	// Seq numbers the snapshot among those built in this process (0: not
+	// numbered). With BaseSeq set, Changed lists, in order, the indices of
+	// the Clusters that are not those of the snapshot numbered BaseSeq:
+	// every other one is the same *Cluster at the same index there. Who
+	// compares the two snapshots looks at Changed alone (ChangedSince):
+	// at a fleet of thousands of clusters a publish changes a few.
+	Seq, BaseSeq uint64
+	Changed      []int
+}
+
+// ChangedSince returns the indices of the clusters of s that are not
+// prev's (Changed), and true, when s was built on prev; otherwise false,
+// and the two are to be compared cluster by cluster.
+func (s *Snapshot) ChangedSince(prev *Snapshot) ([]int, bool) {
+	if prev == nil || s.BaseSeq == 0 || prev.Seq != s.BaseSeq || len(prev.Clusters) != len(s.Clusters) {
+		return nil, false
+	}
+	return s.Changed, true
 }
 
 // Cluster returns the named cluster; "" means the default one.
