@@ -25,6 +25,12 @@ type Admin interface {
 	// live hosts prove now). Errors wrap ErrNoSuchCluster or
 	// ErrTimelineNotProven for a request that names nothing to forget.
 	ForgetTimeline(ctx context.Context, cluster string, tl uint32) (before, after uint32, err error)
+	// ForgetFork forgets that host (an address as the config lists it)
+	// of cluster was proven on another branch, once its server starts a
+	// new run (the rebuilt replica): the run it has now stays aside. It
+	// returns the proof and that run (zero: none seen yet). Errors wrap
+	// ErrNoSuchCluster, ErrNoSuchHost or ErrNoForkProof.
+	ForgetFork(ctx context.Context, cluster, host string) (proof string, staysAside time.Time, err error)
 }
 
 var (
@@ -32,10 +38,20 @@ var (
 	ErrNoSuchCluster = errors.New("no such cluster")
 	// ErrTimelineNotProven: the timeline is 0 or above the newest proven.
 	ErrTimelineNotProven = errors.New("timeline is not among the cluster's proven timelines")
+	// ErrNoSuchHost: the cluster does not list the host.
+	ErrNoSuchHost = errors.New("no such host in the cluster")
+	// ErrNoForkProof: the host is not proven on another branch.
+	ErrNoForkProof = errors.New("the host is not proven on another branch")
 )
 
-// adminRoute is the path of the one admin endpoint.
-const adminRoute = "/v1/admin/forget-timeline"
+// The admin endpoints' paths.
+const (
+	adminRoute      = "/v1/admin/forget-timeline"
+	forgetForkRoute = "/v1/admin/forget-fork"
+)
+
+// isAdminRoute reports whether path is an admin endpoint's.
+func isAdminRoute(path string) bool { return path == adminRoute || path == forgetForkRoute }
 
 // serveAdmin answers a request to an admin path.
 func (a *API) serveAdmin(w http.ResponseWriter, r *http.Request) {
@@ -62,6 +78,10 @@ func (a *API) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		a.log.Warn("admin: request refused: missing or wrong bearer token", "path", r.URL.Path, "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="pgdns admin"`)
 		writeJSON(w, http.StatusUnauthorized, errorBody{Error: "a valid bearer token is required"})
+		return
+	}
+	if r.URL.Path == forgetForkRoute {
+		a.forgetFork(w, r)
 		return
 	}
 	q := r.URL.Query()
@@ -102,4 +122,51 @@ func bearerToken(h string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimLeft(tok, " "), true
+}
+
+// forgetFork answers an authenticated POST /v1/admin/forget-fork?cluster=C&host=H.
+func (a *API) forgetFork(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	cluster, host := q.Get("cluster"), q.Get("host")
+	var missing []string
+	if cluster == "" {
+		missing = append(missing, "cluster=NAME")
+	}
+	if host == "" {
+		missing = append(missing, "host=HOST:PORT (as the config lists it)")
+	}
+	if len(missing) > 0 {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "give " + strings.Join(missing, " and ")})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	proof, stays, err := a.cfg.Admin.ForgetFork(ctx, cluster, host)
+	switch {
+	case errors.Is(err, ErrNoSuchCluster):
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such cluster: " + truncate(cluster, 100)})
+		return
+	case errors.Is(err, ErrNoSuchHost):
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such host in cluster " + truncate(cluster, 100) + ": " + truncate(host, 100) +
+			" (give it as the config lists it, host:port)"})
+		return
+	case errors.Is(err, ErrNoForkProof):
+		writeJSON(w, http.StatusConflict, errorBody{Error: truncate(host, 100) + ": " + err.Error() + ": nothing to forget"})
+		return
+	case err != nil:
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error()})
+		return
+	}
+	run := ""
+	if !stays.IsZero() {
+		run = stays.UTC().Format(time.RFC3339Nano)
+	}
+	a.log.Warn("admin: fork proof to be forgotten at the host's next server run, by an operator", "cluster", cluster, "host", host,
+		"stays_aside_run", run, "proof", proof, "remote", r.RemoteAddr)
+	done := "the proof is dropped when " + host + "'s server starts a new run (rebuilt: re-cloned or pg_rewind, then started); " +
+		"until then it stays aside"
+	if run != "" {
+		done += " (its run started at " + run + ")"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"cluster": cluster, "host": host, "proof": proof, "stays_aside_run": run, "done": done})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pgdns/pgdns/zone"
 )
@@ -23,6 +24,21 @@ func (f *forgetter) ForgetTimeline(_ context.Context, cluster string, tl uint32)
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, cluster)
 	return tl, tl - 1, nil
+}
+
+func (f *forgetter) ForgetFork(_ context.Context, cluster, host string) (string, time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case cluster != "main":
+		return "", time.Time{}, ErrNoSuchCluster
+	case host == "10.0.0.9:5432":
+		return "", time.Time{}, ErrNoSuchHost
+	case host == "10.0.0.3:5432":
+		return "", time.Time{}, ErrNoForkProof
+	}
+	f.calls = append(f.calls, cluster+" "+host)
+	return "another branch of timeline 1: …", time.Date(2026, 12, 1, 21, 0, 0, 0, time.UTC), nil
 }
 
 // The admin endpoint takes its token in the Bearer scheme, whose name is

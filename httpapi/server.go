@@ -106,8 +106,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	if r.URL.Path == adminRoute {
-		route = adminRoute
+	if isAdminRoute(r.URL.Path) {
+		route = r.URL.Path
 		a.serveAdmin(rec, r)
 		return
 	}

@@ -28,6 +28,7 @@
 //	classify.go   classify: whether a failure proves the server not serving
 //	timelines.go  record: what a sample teaches of timeline histories
 //	forks.go      record: two branches under one timeline number
+//	forgetfork.go from outside: ForgetFork, an operator's way out of a fork proof
 //	branches.go   build: who wrote each timeline, and the forked ones
 //	lag.go        record and build: the primary's WAL clock, the lag bounds
 //	rounds.go     after record: probe rounds, primary, replicas, primary

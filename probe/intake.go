@@ -362,6 +362,10 @@ func (p *Prober) Run(ctx context.Context) {
 			p.setLeader(u)
 		case u := <-p.tags:
 			p.setTags(u)
+		case r := <-p.forkForgets:
+			done, err := p.forgetFork(r)
+			r.reply <- forgetForkReply{done: done, err: err}
+			continue // nothing changes before the host's next run
 		case r := <-p.forgets:
 			ci, before, err := p.forget(r)
 			if err != nil {
@@ -437,6 +441,7 @@ func (p *Prober) record(r result) {
 	p.learnTimelines(r.cluster, h, continuous, s, tl, exact, c.Identity != 0 && s.SystemID == c.Identity)
 	p.watchReplay(h, continuous, s, tl, exact)
 	p.restoreFork(r.cluster, h, s.StartedAt, s.InRecovery, c.Identity != 0 && s.SystemID == c.Identity)
+	p.dropForgottenFork(r.cluster, h, s.StartedAt)
 	p.watchRun(h, s)
 
 	h.Seen, h.ProbeStart, h.ProbedAt, h.Fails, h.LastError, h.FailClass = true, s.Start, s.End, 0, "", ""

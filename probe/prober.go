@@ -148,10 +148,11 @@ type Prober struct {
 	activate     chan activation // tells the aggregator to adopt it, then publish at once
 	stopped      chan struct{}   // closed when Run returns
 	knowledgeReq chan chan Knowledge
-	leaders      chan leaderUpdate  // SetLeader (authority.go)
-	tags         chan tagsUpdate    // SetTags (authority.go)
-	forgets      chan forgetRequest // ForgetTimeline (authority.go)
-	ready        chan struct{}      // closed when every host has had a result
+	leaders      chan leaderUpdate      // SetLeader (authority.go)
+	tags         chan tagsUpdate        // SetTags (authority.go)
+	forgets      chan forgetRequest     // ForgetTimeline (authority.go)
+	forkForgets  chan forgetForkRequest // ForgetFork (forgetfork.go)
+	ready        chan struct{}          // closed when every host has had a result
 	readyOnce    sync.Once
 
 	refreshMu  sync.Mutex
@@ -196,6 +197,9 @@ type Prober struct {
 	// Per cluster: remembered forks not applied to a host yet, by the
 	// address the replica was last listed under (remember.go).
 	pending []map[string]fork
+	// Per cluster index, by host address: the fork proofs an operator
+	// forgot, with the server run that stays aside (forgetfork.go).
+	forgotten map[int]map[string]time.Time
 	// Knowledge of clusters no longer configured, by their old name, for
 	// a configured one of the same identity (orphans.go); aggregator's.
 	orphans                         map[string]clusterKnowledge
@@ -232,6 +236,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		leaders:      make(chan leaderUpdate, 8),
 		tags:         make(chan tagsUpdate, 8),
 		forgets:      make(chan forgetRequest),
+		forkForgets:  make(chan forgetForkRequest),
 		ready:        make(chan struct{}),
 	}
 	p.active.Store(!cfg.Inactive)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/pgdns/pgdns/httpapi"
 	"github.com/pgdns/pgdns/probe"
@@ -34,6 +35,26 @@ func (o adminOps) ForgetTimeline(ctx context.Context, cluster string, tl uint32)
 		err = fmt.Errorf("%w: %v", httpapi.ErrTimelineNotProven, err)
 	}
 	return before, after, err
+}
+
+// ForgetFork forgets a host's fork proof in the publishing prober, from the
+// host's next server run on; it holds a.mu as ForgetTimeline does.
+func (o adminOps) ForgetFork(ctx context.Context, cluster, host string) (string, time.Time, error) {
+	o.a.mu.Lock()
+	defer o.a.mu.Unlock()
+	if o.a.running == nil {
+		return "", time.Time{}, errors.New("pgdns is not running")
+	}
+	done, err := o.a.running.p.ForgetFork(ctx, cluster, host)
+	switch {
+	case errors.Is(err, probe.ErrUnknownCluster):
+		err = httpapi.ErrNoSuchCluster
+	case errors.Is(err, probe.ErrUnknownHost):
+		err = httpapi.ErrNoSuchHost
+	case errors.Is(err, probe.ErrNoForkProof):
+		err = httpapi.ErrNoForkProof
+	}
+	return done.Proof, done.Run, err
 }
 
 // adminToken returns a reader of the admin token in path, or nil when

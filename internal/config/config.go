@@ -83,7 +83,7 @@ type HTTP struct {
 	AllowedHosts []string
 
 	// AdminTokenFile holds the bearer token the admin endpoints demand
-	// (POST /v1/admin/forget-timeline); "" turns them off.
+	// (POST /v1/admin/forget-timeline, /v1/admin/forget-fork); "" turns them off.
 	AdminTokenFile string
 }
 

@@ -1,0 +1,92 @@
+package test
+
+// POST /v1/admin/forget-fork: an operator's way out of one replica's fork
+// proof (review 6, G7b), instead of pgdns -reset-state, which forgets
+// everything of every cluster. A replica proven on another branch stays
+// aside across its restarts; the operator who rebuilds it says so, and the
+// proof is dropped at its next server run, never for the run it has now.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+)
+
+func TestForgetForkOfARebuiltReplica(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
+	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-admin-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := attach(t, pg, envOptions{AdminTokenFile: tokenFile})
+	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP})
+	ctx := context.Background()
+	e.insertAndTakeLSN(t, n1)
+
+	// n1 restored in place from a base backup taken before a write that
+	// n2 and n3 replayed: both are another branch of timeline 1.
+	backup, err := n1.BaseBackup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := writeAndTakeLSN(t, n1.Conn(t), "INSERT INTO t (v) VALUES ('lost to the restore')")
+	waitStreaming(t, n2, 1, lost)
+	waitStreaming(t, n3, 1, lost)
+	time.Sleep(300 * time.Millisecond) // pgdns probes n1 at or past the write
+	if err := n1.RestoreInPlace(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{n1.IP})
+	e.waitFor(t, "replica.db.local.", nil) // both proven on another branch
+	writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 1000)")
+	e.holds(t, "replica.db.local.", 500*time.Millisecond, exactly(), "n2 and n3 are another branch of timeline 1")
+
+	forget := "/v1/admin/forget-fork?cluster=main&host=" + n2.Addr()
+	for _, c := range []struct {
+		what, path, token string
+		code              int
+		body              string
+	}{
+		{"no credential", forget, "", 401, "a valid bearer token is required"},
+		{"a wrong credential", forget, "s3cret-admin-tokeX", 401, "a valid bearer token is required"},
+		{"no host", "/v1/admin/forget-fork?cluster=main", "s3cret-admin-token", 400, "give host=HOST:PORT (as the config lists it)"},
+		{"no cluster", "/v1/admin/forget-fork?host=" + n2.Addr(), "s3cret-admin-token", 400, "give cluster=NAME"},
+		{"an unknown cluster", "/v1/admin/forget-fork?cluster=nope&host=" + n2.Addr(), "s3cret-admin-token", 404, "no such cluster: nope"},
+		{"an unknown host", "/v1/admin/forget-fork?cluster=main&host=" + n2.IP, "s3cret-admin-token", 404, "no such host in cluster main: " + n2.IP},
+		{"a host without a proof", "/v1/admin/forget-fork?cluster=main&host=" + n1.Addr(), "s3cret-admin-token", 409, "not proven on another branch"},
+	} {
+		if code, body := e.post(t, c.path, c.token); code != c.code || !strings.Contains(body, c.body) {
+			t.Errorf("%s: %d %s, want %d with %q", c.what, code, body, c.code, c.body)
+		}
+	}
+	e.holds(t, "replica.db.local.", 500*time.Millisecond, exactly(), "n2 and n3, whose proofs no refused request touched")
+
+	code, body := e.post(t, forget, "s3cret-admin-token")
+	if code != 200 || !strings.Contains(body, `"host":"`+n2.Addr()+`"`) || !strings.Contains(body, "another branch of timeline 1") ||
+		!strings.Contains(body, "the proof is dropped when "+n2.Addr()+"'s server starts a new run") {
+		t.Fatalf("forget-fork with the credential: %d %s, want 200 saying the proof and when it goes", code, body)
+	}
+	if !strings.Contains(e.logs.String(), `msg="admin: fork proof to be forgotten at the host's next server run, by an operator" cluster=main host=`+n2.Addr()) {
+		t.Errorf("no WARN line of the admin action:\n%s", e.logs)
+	}
+	// n2's run now is still the other branch's: it stays aside.
+	e.holds(t, "replica.db.local.", 2*time.Second, exactly(), "n2 before it is rebuilt (its data is still the other branch's), and n3")
+
+	// Rebuilt from the primary: a new run, answered; n3, not forgotten,
+	// stays aside.
+	if err := n2.Reclone(ctx, n1); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "replica.db.local.", []string{n2.IP})
+	e.holds(t, "replica.db.local.", time.Second, exactly(n2.IP), "n2 rebuilt, and not n3 (still another branch)")
+	if !strings.Contains(e.logs.String(), `msg="fork proof forgotten by an operator: the replica's server started a new run (rebuilt); it is judged from this run on" cluster=main host=`+n2.Addr()) {
+		t.Errorf("no WARN line of the proof dropped:\n%s", e.logs)
+	}
+}
