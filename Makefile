@@ -24,6 +24,8 @@ build: ## build bin/pgdns
 test: ## run every test: unit, fuzz seeds, and end-to-end against real PostgreSQL
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
+	# what a host's goroutine costs in stack is a real build's, not the race detector's: again without -race
+	$(GO) test -count=1 -run 'TestHostStack' ./probe/
 
 .PHONY: test-unit
 test-unit: ## run the unit tests and fuzz seeds only, no PostgreSQL (-short: end-to-end tests skip, except under CI=true)

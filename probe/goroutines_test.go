@@ -5,7 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
 	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,4 +64,122 @@ func TestOneGoroutinePerHost(t *testing.T) {
 	if passed, ok := testkit.Holds(time.Second, 10*time.Millisecond, func() bool { return runtime.NumGoroutine() <= want }); !ok {
 		t.Fatalf("more than %d goroutines after %d checks: %d", want, passed, runtime.NumGoroutine())
 	}
+}
+
+// A host's goroutine gives back a stack that grew. The runtime
+// grows a stack by doubling when a call does not fit, and gives it back
+// only by halves, at a collection that finds under a quarter of it in use
+// with the runtime's reserve (stackNosplit, 800 bytes) on top.
+//
+//   - shrinks: a goroutine whose stack grew once (a GC assist in the
+//     middle of a probe, an error path, a deep hook; here each host's
+//     first ProbeDone) is halved back to 4 KiB: parked on its socket it
+//     uses 1,168 bytes. Watch's frame of 384 bytes, on the stack all the
+//     goroutine's life, put it at 1,464, over a quarter of 8 KiB, and a
+//     host that grew once kept 8 KiB for good (at a thousand hosts, 7.4 MB
+//     of stacks with every probe fitting in 4 KiB).
+//
+// Real PostgreSQL 15: a primary with one streaming replica, under the
+// names of 70 clusters. Each case is
+// measured in a process of its own (this test, run again as a child): the
+// stacks a process's goroutines ever had stay in its stack memory for new
+// ones to reuse. Without -race only: the race detector's instrumentation
+// makes every frame larger, so its stacks say nothing of a real build's
+// (make test runs these without -race as well).
+func TestHostStack(t *testing.T) {
+	if raceBuild {
+		t.Skip("stack sizes under -race are the race detector's; make test runs this without -race")
+	}
+	if c := os.Getenv("PGDNS_TEST_STACK_CASE"); c != "" {
+		hostStackChild(t, c, strings.Split(os.Getenv("PGDNS_TEST_STACK_HOSTS"), ","))
+		return
+	}
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2), Conf: []string{"max_connections = 160"}})
+	const bound = 6 << 10
+	for _, c := range []struct{ name, hosts, fails string }{
+		{"shrinks", cl.Nodes[0].Addr() + "," + cl.Nodes[1].Addr(),
+			"after their first probe took them to 8 KiB: parked, a host's goroutine uses too much of its stack for the collector to halve it"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHostStack$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "PGDNS_TEST_STACK_CASE="+c.name, "PGDNS_TEST_STACK_HOSTS="+c.hosts)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c.name, err, out)
+		}
+		m := regexp.MustCompile(`stack a host: (\d+)`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: the child said no figure:\n%s", c.name, out)
+		}
+		perHost, _ := strconv.Atoi(string(m[1]))
+		t.Logf("%s: %d bytes of stack a host", c.name, perHost)
+		if perHost > bound {
+			t.Errorf("%s: %d bytes of stack a host, want at most %d: %s", c.name, perHost, bound, c.fails)
+		}
+	}
+}
+
+// hostStackChild measures a case of TestHostStack in this process: 140
+// hosts in clusters of hosts, probed every second, so that a collection
+// finds nearly every host parked between probes. It logs the stack memory
+// the prober added a host: in case shrinks, where each host's first
+// ProbeDone takes its goroutine's stack to 8 KiB, the fewest at 6
+// collections 400 ms apart.
+func hostStackChild(t *testing.T, c string, hosts []string) {
+	var hooks Hooks
+	if c == "shrinks" {
+		var grown sync.Map
+		hooks.ProbeDone = func(cluster, addr string, _ time.Duration, _ error) {
+			if _, seen := grown.LoadOrStore(cluster+" "+addr, true); !seen {
+				deepStack(3)
+			}
+		}
+	}
+	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable", AdmissionInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Interval: time.Second, Timeout: 5 * time.Second, MaxFails: 3, Hooks: hooks}
+	const n = 140
+	for i := range n / len(hosts) {
+		cfg.Clusters = append(cfg.Clusters, ClusterConfig{Name: fmt.Sprintf("c%d", i), Hosts: hosts})
+	}
+	p := New(cfg, zone.NewTable(), newChecker, slog.New(slog.NewTextHandler(io.Discard, nil)), "c0")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ms runtime.MemStats
+	stacks := func() int64 {
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return int64(ms.StackInuse)
+	}
+	stacks()
+	before := stacks()
+	stopped := make(chan struct{})
+	go func() { p.Run(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	select {
+	case <-p.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("not every host was probed within 30s")
+	}
+	held := int64(-1)
+	for range 6 {
+		time.Sleep(400 * time.Millisecond)
+		if s := stacks(); held < 0 || s < held {
+			held = s
+		}
+	}
+	t.Logf("stack a host: %d", (held-before)/n)
+}
+
+// deepStack uses about n+1 KiB of stack.
+//
+//go:noinline
+func deepStack(n int) byte {
+	var b [900]byte
+	b[n] = byte(n)
+	if n > 0 {
+		return deepStack(n-1) + b[n]
+	}
+	return b[0]
 }

@@ -30,80 +30,131 @@ const maxBackoff = 2 * time.Second
 // ctx is done. At most one probe of the host is in flight, and each has a
 // hard deadline, so a hung host delays nobody but itself.
 func (p *Prober) watch(ctx context.Context, ci, hi int, addr string) {
-	checker, err := p.newChecker(addr)
-	if err != nil {
-		p.sendFailure(ctx, ci, hi, err)
+	h := p.startHost(ctx, ci, hi, addr)
+	if h == nil {
 		return
 	}
-	defer checker.Close()
-
-	flat := p.flatIndex(ci, hi)
-	kick := p.kicks[flat]
-	if w, ok := checker.(waiter); ok {
-		p.wakeups[flat].Store(w.wakeup()) // a kick cuts the wait on the session (rounds.go)
-		defer p.wakeups[flat].Store(nil)
-	}
-	var tick hostTick
-	tick.reset(p.cfg.Interval)
-	defer tick.stop()
-	slowTick := false // the tick is every 2.5 intervals: rounds drive the host
-	fails := 0
-	var notBefore, lastStart time.Time
+	defer p.endHost(h)
 	for kicked := false; ; {
-		if kicked || (!time.Now().Before(notBefore) && !p.skipTick(flat, lastStart)) {
-			var err error
-			lastStart, err = p.probe(ctx, checker, ci, hi, addr, kicked)
-			if ctx.Err() != nil {
-				return
-			}
-			// A host that rounds drive leaves its own tick to them until
-			// they stop, two intervals after its last probe (skipTick):
-			// every tick before that would only wake it to skip it. So
-			// its tick comes two and a half intervals after each probe
-			// (past the two a late round may take: a tick at two would
-			// race it), and every interval again once it probes on its
-			// own: as before, within three intervals of the last round.
-			if driven := p.drivenRecently(flat); driven || slowTick {
-				if driven {
-					tick.reset(p.cfg.Interval * 5 / 2)
-				} else {
-					tick.reset(p.cfg.Interval)
-				}
-				slowTick = driven
-			}
-			if err == nil {
-				fails = 0
-				notBefore = time.Time{}
-			} else if fails++; fails >= p.cfg.MaxFails {
-				// Down: back off, doubling up to maxBackoff.
-				wait := p.cfg.Interval << min(fails-p.cfg.MaxFails+1, 16)
-				notBefore = time.Now().Add(min(wait, max(maxBackoff, p.cfg.Interval)) - p.cfg.Interval/2)
-			}
+		if (kicked || p.due(h)) && !p.probeTurn(ctx, h, kicked) {
+			return
 		}
 		var seen error
-		kicked, seen = p.idle(ctx, checker, &tick, kick)
+		kicked, seen = p.idle(ctx, h.checker, &h.tick, p.kicks[h.flat])
 		if ctx.Err() != nil {
 			return
 		}
 		if seen != nil {
 			// The server went away between probes: say so now, and let
 			// the next probe (on the tick, or sooner in flux) reconnect.
-			fails++
-			p.sendFailure(ctx, ci, hi, seen)
+			h.fails++
+			p.sendFailure(ctx, h.ci, h.hi, seen)
 		}
 	}
 }
 
+// hostLoop is what a host's goroutine keeps from one probe to the next:
+// on the heap, once a host, not in watch's frame (see below).
+type hostLoop struct {
+	ci, hi, flat int
+	addr         string
+	checker      Checker
+	tick         hostTick
+	slowTick     bool // the tick is every 2.5 intervals: rounds drive the host
+	fails        int
+	// No probe on the tick before notBefore (a host down backs off);
+	// lastStart is when the last probe started.
+	notBefore, lastStart time.Time
+}
+
+// startHost makes the host's checker and its loop; nil when there is no
+// checker (its failure sent).
+//
+//go:noinline
+func (p *Prober) startHost(ctx context.Context, ci, hi int, addr string) *hostLoop {
+	checker, err := p.newChecker(addr)
+	if err != nil {
+		p.sendFailure(ctx, ci, hi, err)
+		return nil
+	}
+	h := &hostLoop{ci: ci, hi: hi, flat: p.flatIndex(ci, hi), addr: addr, checker: checker}
+	if w, ok := checker.(waiter); ok {
+		p.wakeups[h.flat].Store(w.wakeup()) // a kick cuts the wait on the session (rounds.go)
+	}
+	h.tick.reset(p.cfg.Interval)
+	return h
+}
+
+// endHost undoes startHost.
+//
+//go:noinline
+func (p *Prober) endHost(h *hostLoop) {
+	h.tick.stop()
+	p.wakeups[h.flat].Store(nil)
+	h.checker.Close()
+}
+
+// due reports whether the host's tick is to probe it: it is not backing
+// off, and rounds do not drive it (skipTick).
+//
+//go:noinline
+func (p *Prober) due(h *hostLoop) bool {
+	return !time.Now().Before(h.notBefore) && !p.skipTick(h.flat, h.lastStart)
+}
+
+// probeTurn probes the host and sets its next tick and its back-off by
+// the outcome; false when ctx ended meanwhile.
+//
+//go:noinline
+func (p *Prober) probeTurn(ctx context.Context, h *hostLoop, kicked bool) bool {
+	var err error
+	h.lastStart, err = p.probe(ctx, h.checker, h.ci, h.hi, h.addr, kicked)
+	if ctx.Err() != nil {
+		return false
+	}
+	// A host that rounds drive leaves its own tick to them until they
+	// stop, two intervals after its last probe (skipTick): every tick
+	// before that would only wake it to skip it. So its tick comes two
+	// and a half intervals after each probe (past the two a late round
+	// may take: a tick at two would race it), and every interval again
+	// once it probes on its own: as before, within three intervals of the
+	// last round.
+	if driven := p.drivenRecently(h.flat); driven || h.slowTick {
+		if driven {
+			h.tick.reset(p.cfg.Interval * 5 / 2)
+		} else {
+			h.tick.reset(p.cfg.Interval)
+		}
+		h.slowTick = driven
+	}
+	if err == nil {
+		h.fails = 0
+		h.notBefore = time.Time{}
+	} else if h.fails++; h.fails >= p.cfg.MaxFails {
+		// Down: back off, doubling up to maxBackoff.
+		wait := p.cfg.Interval << min(h.fails-p.cfg.MaxFails+1, 16)
+		h.notBefore = time.Now().Add(min(wait, max(maxBackoff, p.cfg.Interval)) - p.cfg.Interval/2)
+	}
+	return true
+}
+
 // A host's goroutine spends nearly all its life waiting in idle, and the
 // runtime halves a goroutine's stack at a collection only while less than
-// a quarter of it is in use, and doubles it whenever a call does not fit:
-// so watch's own frame is kept small, and the probe path passes the Sample
-// by pointer into the host's slot of the prober's outbox. Then a host
-// holds a 4 KiB stack, probing or parked, where a watch frame of 2 KiB and
-// the Sample copied on every level kept every host at 8 KiB or more
-// (issue 28: stacks were a fifth of pgdns's memory at a thousand hosts).
-// probe and sendFailure are not inlined, so that their frames stay out of
-// watch's.
+// a quarter of it is in use (with 800 bytes of reserve on top), and
+// doubles it whenever a call does not fit: so the probe path passes the
+// Sample by pointer into the host's slot of the prober's outbox, and what
+// the loop keeps between probes is in its hostLoop, on the heap, with the
+// work of each turn in functions of their own (not inlined: startHost,
+// due, probeTurn, probe, sendFailure), so that watch's own frame, on the
+// stack all the goroutine's life, stays small. Then a host holds a 4 KiB
+// stack, probing or parked, and one that grew (a GC assist in the middle
+// of a probe, an error path) is halved back to it: parked on its socket
+// the goroutine uses 1,168 bytes, under a quarter of 8 KiB with the
+// reserve. A watch frame of 2 KiB and the Sample copied on every level
+// kept every host at 8 KiB or more, and one of 384 bytes (the loop's
+// state in it) kept every host that grew once at 8 KiB for good (issue
+// 28: stacks were a fifth of pgdns's memory at a thousand hosts).
+// probe/goroutines_test.go's TestHostStack measures both.
 
 // probe probes the host once, tells Hooks.ProbeDone and sends the result
 // (unless ctx ended meanwhile); it returns when it started and how it

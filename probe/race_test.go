@@ -1,0 +1,6 @@
+//go:build race
+
+package probe
+
+// raceBuild: the tests are built with -race.
+const raceBuild = true
