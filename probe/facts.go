@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -339,34 +341,214 @@ func parseReceiver(col string) (status, host string, port int) {
 }
 
 // parseStandbys reads the primary's pg_stat_replication rows, sent as a
-// JSON array of [client_addr, application_name, sync_state, slot_name].
+// JSON array of [client_addr, application_name, sync_state, slot_name],
+// each a string or null (json_build_array's output). It reads that shape
+// itself (standbyRows), not with encoding/json: the decoder's reflection
+// took a host's goroutine past its 4 KiB stack on every probe of a
+// primary, and the runtime gives a grown stack back only at a collection
+// that finds the goroutine using under a quarter of it, which a host's
+// goroutine parked on its socket never is (8 KiB or more a primary for
+// good; issue 28).
 func parseStandbys(text []byte) ([]zone.Standby, error) {
 	if bytes.Equal(text, []byte("[]")) {
-		return []zone.Standby{}, nil // every replica, every probe: no JSON decoder needed
+		return []zone.Standby{}, nil // every replica, every probe
 	}
-	var rows [][4]*string
-	if err := json.Unmarshal(text, &rows); err != nil {
+	out, err := standbyRows(text)
+	if err != nil {
 		return nil, fmt.Errorf("pg_stat_replication rows: %w", err)
 	}
-	out := make([]zone.Standby, 0, len(rows))
-	for _, r := range rows {
+	return out, nil
+}
+
+// standbyRows parses text, a JSON array of arrays of four strings or
+// nulls, into standbys; anything else is an error.
+func standbyRows(text []byte) ([]zone.Standby, error) {
+	d := jsonReader{s: text}
+	out := []zone.Standby{}
+	if !d.eat('[') {
+		return nil, d.fail("an array")
+	}
+	if d.eat(']') {
+		return out, d.end()
+	}
+	var scratch []byte
+	for {
+		if !d.eat('[') {
+			return nil, d.fail("a row, an array")
+		}
 		var sb zone.Standby
-		if r[0] != nil {
-			sb.Addr, _ = netip.ParseAddr(*r[0]) // a Unix socket has none
-			sb.Addr = sb.Addr.Unmap()
+		for k := range 4 {
+			if k > 0 && !d.eat(',') {
+				return nil, d.fail("a row of 4 columns")
+			}
+			v, null, err := d.stringOrNull(scratch[:0])
+			if err != nil {
+				return nil, err
+			}
+			scratch = v
+			if null {
+				continue
+			}
+			switch k {
+			case 0:
+				sb.Addr, _ = netip.ParseAddr(string(v)) // a Unix socket has none
+				sb.Addr = sb.Addr.Unmap()
+			case 1:
+				sb.AppName = string(v)
+			case 2:
+				sb.Sync = string(v) == "sync" || string(v) == "quorum"
+			case 3:
+				sb.Slot = string(v)
+			}
 		}
-		if r[1] != nil {
-			sb.AppName = *r[1]
-		}
-		if r[2] != nil {
-			sb.Sync = *r[2] == "sync" || *r[2] == "quorum"
-		}
-		if r[3] != nil {
-			sb.Slot = *r[3]
+		if !d.eat(']') {
+			return nil, d.fail("a row of 4 columns")
 		}
 		out = append(out, sb)
+		if d.eat(']') {
+			return out, d.end()
+		}
+		if !d.eat(',') {
+			return nil, d.fail("',' or ']'")
+		}
 	}
-	return out, nil
+}
+
+// jsonReader reads JSON text from s[i:], as encoding/json would decode
+// it into strings.
+type jsonReader struct {
+	s []byte
+	i int
+}
+
+// space skips JSON whitespace.
+func (d *jsonReader) space() {
+	for d.i < len(d.s) && (d.s[d.i] == ' ' || d.s[d.i] == '\t' || d.s[d.i] == '\n' || d.s[d.i] == '\r') {
+		d.i++
+	}
+}
+
+// eat skips whitespace, then c if it comes next, and reports whether it did.
+func (d *jsonReader) eat(c byte) bool {
+	d.space()
+	if d.i < len(d.s) && d.s[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+// end reports an error unless only whitespace is left.
+func (d *jsonReader) end() error {
+	if d.space(); d.i != len(d.s) {
+		return d.fail("the end")
+	}
+	return nil
+}
+
+func (d *jsonReader) fail(want string) error {
+	if d.i >= len(d.s) {
+		return fmt.Errorf("want %s at byte %d, the text ends", want, d.i)
+	}
+	return fmt.Errorf("want %s at byte %d, have %q", want, d.i, d.s[d.i])
+}
+
+// stringOrNull reads a string, appended to buf as encoding/json decodes
+// it (escapes resolved, a lone surrogate or invalid UTF-8 as U+FFFD), or
+// a null.
+func (d *jsonReader) stringOrNull(buf []byte) (v []byte, null bool, err error) {
+	d.space()
+	if bytes.HasPrefix(d.s[d.i:], []byte("null")) {
+		d.i += 4
+		return buf, true, nil
+	}
+	if d.i >= len(d.s) || d.s[d.i] != '"' {
+		return nil, false, d.fail("a string or null")
+	}
+	d.i++
+	for d.i < len(d.s) {
+		c := d.s[d.i]
+		switch {
+		case c == '"':
+			d.i++
+			return buf, false, nil
+		case c < ' ':
+			return nil, false, d.fail("no control character in a string")
+		case c == '\\':
+			if d.i+1 >= len(d.s) {
+				return nil, false, d.fail("an escape")
+			}
+			d.i += 2
+			switch e := d.s[d.i-1]; e {
+			case '"', '\\', '/':
+				buf = append(buf, e)
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			case 'u':
+				r := d.hex4()
+				if r < 0 {
+					return nil, false, d.fail("4 hex digits")
+				}
+				if utf16.IsSurrogate(r) {
+					if d.i+1 < len(d.s) && d.s[d.i] == '\\' && d.s[d.i+1] == 'u' {
+						save := d.i
+						d.i += 2
+						if r2 := d.hex4(); r2 < 0 {
+							return nil, false, d.fail("4 hex digits")
+						} else if dec := utf16.DecodeRune(r, r2); dec != unicode.ReplacementChar {
+							buf = utf8.AppendRune(buf, dec)
+							continue
+						}
+						d.i = save // not a pair: the second escape stands alone
+					}
+					r = unicode.ReplacementChar
+				}
+				buf = utf8.AppendRune(buf, r)
+			default:
+				d.i--
+				return nil, false, d.fail("an escape")
+			}
+		case c < utf8.RuneSelf:
+			buf = append(buf, c)
+			d.i++
+		default:
+			r, size := utf8.DecodeRune(d.s[d.i:])
+			buf = utf8.AppendRune(buf, r)
+			d.i += size
+		}
+	}
+	return nil, false, d.fail("the string's end")
+}
+
+// hex4 reads 4 hex digits as a rune, -1 when they are not there.
+func (d *jsonReader) hex4() rune {
+	if d.i+4 > len(d.s) {
+		return -1
+	}
+	var r rune
+	for _, c := range d.s[d.i : d.i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	d.i += 4
+	return r
 }
 
 // serverRun is one run of one server: its system identifier and its
