@@ -66,13 +66,25 @@ func runFake(t *testing.T, cfg Config, hosts map[string]*fakeHost) (*zone.Table,
 }
 
 // runPair probes a primary p:1 and its replica r:1, both at lsn, in
-// cluster "main" every 10ms (timeout 100ms, max_fails 3) until the test
-// ends.
+// cluster "main" every 10ms (timeout 5s, max_fails 3) until the test
+// ends. The timeout is far above the interval because it sets how long a
+// host's last good probe vouches for it (Config.StaleAfter): at 100ms a
+// healthy fake host whose goroutine waited that long for a CPU under load
+// went down by age and came back, a change the tests did not make (the
+// serial moved, a state change was logged twice). Their fake hosts fail
+// at once (fail), never by the timeout.
 func runPair(t *testing.T, lsn zone.LSN) (primary, replica *fakeHost, table *zone.Table, logs *testkit.Buffer) {
+	t.Helper()
+	return runPairWithin(t, lsn, 5*time.Second)
+}
+
+// runPairWithin is runPair with the probe timeout given, for a test whose
+// host hangs.
+func runPairWithin(t *testing.T, lsn zone.LSN, timeout time.Duration) (primary, replica *fakeHost, table *zone.Table, logs *testkit.Buffer) {
 	t.Helper()
 	primary = &fakeHost{ip: "10.0.0.1", lsn: lsn}
 	replica = &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: lsn}
-	cfg := Config{Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond, MaxFails: 3,
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: timeout, MaxFails: 3,
 		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}}}
 	table, logs = runFake(t, cfg, map[string]*fakeHost{"p:1": primary, "r:1": replica})
 	return primary, replica, table, logs
@@ -99,9 +111,20 @@ func startFakeLogging(t *testing.T, cfg Config, table *zone.Table, hosts map[str
 
 func waitSnapshot(t *testing.T, table *zone.Table, what string, ok func(*zone.Snapshot) bool) *zone.Snapshot {
 	t.Helper()
-	return testkit.Eventually(t, 5*time.Second, 5*time.Millisecond, "a snapshot "+what, func() (*zone.Snapshot, bool) {
+	return testkit.Eventually(t, 20*time.Second, 5*time.Millisecond, "a snapshot "+what, func() (*zone.Snapshot, bool) {
 		s := table.Load()
 		return s, ok(s)
+	})
+}
+
+// waitLogged waits until logs hold want: the prober logs a snapshot's
+// changes just after it is in the table (publish), so a test that saw
+// the snapshot may read the logs before its line is written.
+func waitLogged(t *testing.T, logs *testkit.Buffer, want string) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, 5*time.Millisecond, "the log line "+want, func() (string, bool) {
+		s := logs.String()
+		return s, strings.Contains(s, want)
 	})
 }
 
@@ -143,9 +166,7 @@ func TestProberHungHostDelaysNobody(t *testing.T) {
 	if n := primary.probes.Load(); n < 10 {
 		t.Errorf("primary probed %d times in %v", n, time.Since(now))
 	}
-	if !strings.Contains(logs.String(), "host=h:1 from=unknown to=down") {
-		t.Errorf("the hung host's state change is not logged:\n%s", logs)
-	}
+	waitLogged(t, logs, "host=h:1 from=unknown to=down") // the hung host's state change
 }
 
 func TestProberLogsEachChangeOnce(t *testing.T) {
@@ -157,11 +178,20 @@ func TestProberLogsEachChangeOnce(t *testing.T) {
 	waitSnapshot(t, table, "replica down", func(s *zone.Snapshot) bool { return roles(s) == "pd" })
 	time.Sleep(200 * time.Millisecond)
 
-	// Failover: the primary goes away, the replica is promoted.
+	// Failover: the primary goes away, then the replica is promoted. The
+	// promotion waits until pgdns has seen the primary down (max_fails
+	// refused probes): promoted before that, both are writable on one
+	// timeline in pgdns's samples, a split brain pgdns rightly logs (under
+	// load the primary's three failing probes took longer than the down
+	// replica's back-off before its next probe).
 	primary.set(func(h *fakeHost) { h.fail = errors.New("connect: connection refused") })
+	waitSnapshot(t, table, "primary down", func(s *zone.Snapshot) bool { return roles(s) == "dd" })
 	replica.set(func(h *fakeHost) { h.fail, h.inRecovery = nil, false })
 	waitSnapshot(t, table, "promotion", func(s *zone.Snapshot) bool { return roles(s) == "dp" })
-	time.Sleep(100 * time.Millisecond)
+	// Its line is written just after the snapshot is in the table, and
+	// every line before it was written before it.
+	waitLogged(t, logs, "host=r:1 from=down to=primary")
+	time.Sleep(100 * time.Millisecond) // more snapshots with nothing new
 
 	out := logs.String()
 	for _, want := range []string{
@@ -197,7 +227,7 @@ func TestProberComputesLagFromThePrimarysClock(t *testing.T) {
 	replica.set(func(h *fakeHost) { h.lsn = 5000 })
 	waitSnapshot(t, table, "replica caught up again", func(s *zone.Snapshot) bool {
 		r := s.Clusters[0].Hosts[1]
-		return r.LagKnown && r.Lag == 0 && r.LagBytes == 0
+		return r.LagKnown && r.Lag == 0 && r.BytesKnown && r.LagBytes == 0
 	})
 }
 
@@ -244,13 +274,18 @@ func TestProberRefresh(t *testing.T) {
 // A host that hangs goes stale, then down by max_fails: one change, logged
 // once, not once per snapshot while its staleness grows.
 func TestProberLogsAHungHostOnce(t *testing.T) {
-	_, replica, table, logs := runPair(t, 100)
+	// A timeout of 1s, not 100ms: the staleness bound it sets must not
+	// take the replica out before it hangs (runPair), while its three
+	// timed-out probes still take seconds, not minutes.
+	_, replica, table, logs := runPairWithin(t, 100, time.Second)
 	waitSnapshot(t, table, "pr", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" })
 	replica.set(func(h *fakeHost) { h.hang = true })
-	waitSnapshot(t, table, "replica down by max_fails", func(s *zone.Snapshot) bool {
+	testkit.Eventually(t, 30*time.Second, 5*time.Millisecond, "a snapshot with the replica down by max_fails", func() (*zone.Snapshot, bool) {
+		s := table.Load()
 		h := s.Clusters[0].Hosts[1]
-		return h.Role == zone.RoleDown && h.Fails >= 3
+		return s, h.Role == zone.RoleDown && h.Fails >= 3
 	})
+	waitLogged(t, logs, "host=r:1 from=replica to=down")
 	time.Sleep(200 * time.Millisecond) // more snapshots while it stays down
 	if n := strings.Count(logs.String(), "host=r:1 from=replica to=down"); n != 1 {
 		t.Errorf("the hung replica's fall logged %d times:\n%s", n, logs)

@@ -14,7 +14,10 @@ import (
 func TestProberTakesPatroniTags(t *testing.T) {
 	primary := &fakeHost{ip: "10.0.0.1", lsn: 0x5000}
 	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 0x5000}
-	cfg := Config{Interval: 10 * time.Millisecond, Timeout: 100 * time.Millisecond, MaxFails: 3,
+	// A timeout far above the interval: no host hangs here, and at 100ms
+	// the staleness bound it sets took the primary out under load (its
+	// goroutine waiting for a CPU), so it was not the primary (runPair).
+	cfg := Config{Interval: 10 * time.Millisecond, Timeout: 5 * time.Second, MaxFails: 3,
 		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}, Patroni: true, Leader: "p:1",
 			Tags: map[string]MemberTags{"r:1": {NoLoadBalance: true}}}}}
 	table := zone.NewTable()
