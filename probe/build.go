@@ -79,6 +79,12 @@ func (p *Prober) publish() {
 	p.updateFlux(snap, now)
 	p.driveOnReady(snap)
 	p.last = snap
+	// Refresh's copy, before the table has snap: a Refresh asked by
+	// anyone who saw snap in the table (in the hooks below, or on
+	// another goroutine meanwhile) probes snap's hosts. Stored after the
+	// hooks, it found the snapshot before (or none) and completed at
+	// once, probing nothing.
+	p.published.Store(snap)
 	if snap.Ready {
 		p.readyOnce.Do(func() { close(p.ready) })
 	}

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -222,5 +223,52 @@ func TestRefreshDuringARoundThenTheNext(t *testing.T) {
 	}
 	if n := rounds.Load(); n != 2 {
 		t.Fatalf("%d rounds, want 2", n)
+	}
+}
+
+// A Refresh asked the moment a snapshot is in the table (here from the
+// Published hook, which runs just after the table has it) probes the
+// hosts that snapshot answers. Refresh reads them from the prober's own
+// copy of its last snapshot, which was stored only after the hooks had
+// run: such a Refresh found no host and completed at once, unprobed, and
+// a read-your-writes lookup waiting on it was answered from the snapshot
+// it could not use (seen as TestProberRefresh reading the old replay
+// position after its refresh, 5 runs of 40 under load).
+func TestRefreshRightAfterAPublishProbes(t *testing.T) {
+	primary := &fakeHost{ip: "10.0.0.1", lsn: 100}
+	replica := &fakeHost{ip: "10.0.0.2", inRecovery: true, lsn: 100}
+	hosts := map[string]*fakeHost{"p:1": primary, "r:1": replica}
+	var prober atomic.Pointer[Prober]
+	var once sync.Once
+	asked := make(chan (<-chan struct{}), 1)
+	// A long interval: nothing but the refresh probes the replica again.
+	cfg := Config{Interval: time.Minute, Timeout: 5 * time.Second, MaxFails: 3,
+		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1", "r:1"}}},
+		Hooks: Hooks{Published: func(_, next *zone.Snapshot) {
+			if next.Ready && roles(next) == "pr" {
+				once.Do(func() {
+					replica.set(func(h *fakeHost) { h.lsn = 200 })
+					asked <- prober.Load().Refresh("main")
+				})
+			}
+		}}}
+	table := zone.NewTable()
+	p := New(cfg, table, func(addr string) (Checker, error) { return fakeChecker{hosts[addr]}, nil },
+		slog.New(slog.NewTextHandler(io.Discard, nil)), "main")
+	prober.Store(p)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	var refreshed <-chan struct{}
+	select {
+	case refreshed = <-asked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no ready snapshot with a primary and a replica")
+	}
+	waitClosed(t, refreshed, "the refresh asked right after the first publish")
+	if got := table.Load().Clusters[0].Hosts[1].ReplayLSN; got != 200 {
+		t.Fatalf("after the refresh the snapshot has replay %v, want 200: the refresh probed nothing", got)
 	}
 }
