@@ -3,6 +3,7 @@ package dnsserver
 import (
 	"net"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,14 +27,16 @@ func startLSNServer(t *testing.T, h *Handler, maxWaits int, full *atomic.Int64) 
 }
 
 // waitingHandler is a handler whose lsn- lookups no replica satisfies
-// wait wait: the re-probe it asks for never ends.
-func waitingHandler(t *testing.T, wait time.Duration) *Handler {
-	h := newTestHandler(testSnapshot())
-	never := make(chan struct{})
-	t.Cleanup(func() { close(never) })
+// wait wait, or until release: the re-probe they ask for ends only then.
+func waitingHandler(t *testing.T, wait time.Duration) (h *Handler, release func()) {
+	h = newTestHandler(testSnapshot())
+	refreshed := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(refreshed) }) }
+	t.Cleanup(release)
 	h.lsnWait = wait
-	h.refresh = func(string) <-chan struct{} { return never }
-	return h
+	h.refresh = func(string) <-chan struct{} { return refreshed }
+	return h, release
 }
 
 // udpClient is one UDP socket to addr sending queries with ids of their
@@ -81,23 +84,28 @@ func (c *udpClient) read(deadline time.Time) *dns.Msg {
 // LSN, the re-probe never ends) holds at most MaxLSNWaits goroutines;
 // every other lookup of the flood is answered at once, as lsn_wait 0
 // answers it (NOERROR, no address, the SOA), and counted. The flood takes
-// both UDP paths: A on the fast path, TXT on the slow one.
+// both UDP paths: A on the fast path, TXT on the slow one. The waiting
+// lookups end when their re-probe does (release), not by lsn_wait (a
+// minute): with a 3 s lsn_wait the whole flood had to be answered within
+// 2.5 s, or the first waits ended, freed their slots and took in more
+// lookups than counted (up to 0.9 s of it at load 28; TestUDPShutdownWaits-
+// ForWaitingQuery waits out an lsn_wait).
 func TestLSNWaitsAreBounded(t *testing.T) {
 	const (
 		maxWaits = 16
 		flood    = 400
-		wait     = 3 * time.Second
+		wait     = time.Minute
 	)
 	var full atomic.Int64
-	h := waitingHandler(t, wait)
+	h, release := waitingHandler(t, wait)
 	addr := startLSNServer(t, h, maxWaits, &full)
 	c := newUDPClient(t, addr)
 	before := runtime.NumGoroutine()
 
 	// Sent 40 at a time, the next ones once the last are answered, so
 	// that no datagram is lost to a full socket buffer. Everything but
-	// the waiting lookups comes back long before their wait ends (the
-	// machine may be loaded: a generous bound, not a timing figure).
+	// the waiting lookups comes back while they wait (the machine may be
+	// loaded: a generous bound, not a timing figure).
 	start := time.Now()
 	atOnce := 0
 	for sent := 0; sent < flood; {
@@ -110,7 +118,7 @@ func TestLSNWaitsAreBounded(t *testing.T) {
 			sent++
 		}
 		for atOnce < sent-min(sent, maxWaits) {
-			m := c.read(start.Add(wait - 500*time.Millisecond))
+			m := c.read(start.Add(wait / 2))
 			if m == nil {
 				t.Fatalf("%d of %d lookups answered before the wait ends, want all but the %d waiting", atOnce, sent, maxWaits)
 			}
@@ -127,16 +135,20 @@ func TestLSNWaitsAreBounded(t *testing.T) {
 	if n := full.Load(); n != flood-maxWaits {
 		t.Errorf("OnLSNWaitFull counted %d, want %d", n, flood-maxWaits)
 	}
+	if m := c.read(time.Now().Add(200 * time.Millisecond)); m != nil {
+		t.Fatalf("a reply before the waits ended, beyond the %d answered at once: %v", atOnce, m)
+	}
+	release()
 	waited := 0
 	for waited < maxWaits {
-		m := c.read(time.Now().Add(wait + 5*time.Second))
+		m := c.read(time.Now().Add(30 * time.Second))
 		if m == nil {
 			break
 		}
 		waited++
 	}
 	if waited != maxWaits {
-		t.Errorf("%d waiting lookups answered when their wait ended, want %d", waited, maxWaits)
+		t.Errorf("%d waiting lookups answered when their re-probe ended, want %d", waited, maxWaits)
 	}
 }
 
@@ -149,7 +161,7 @@ func TestLSNWaitsAreBounded(t *testing.T) {
 // counted full.
 func TestLSNBytesAloneNeverWait(t *testing.T) {
 	var full atomic.Int64
-	h := waitingHandler(t, 20*time.Second)
+	h, _ := waitingHandler(t, 20*time.Second)
 	addr := startLSNServer(t, h, 1, &full)
 	c := newUDPClient(t, addr)
 	c.send(1000, "lsn-0-3000061.replica.db.local.", dns.TypeA) // waits, holding the one slot
