@@ -7,8 +7,6 @@ package test
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -32,39 +30,8 @@ func TestForkedReplicaStaysAsideWhenThePrimaryIsRelisted(t *testing.T) {
 	}})
 	e := attach(t, pg, envOptions{})
 	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
-	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP})
 	ctx := context.Background()
-	e.insertAndTakeLSN(t, n1)
-
-	// n1 restored in place from a copy taken before a write (review 6,
-	// G5): n2 and n3 have the write, and are another branch of timeline 1.
-	if err := n1.Stop(ctx, "fast"); err != nil {
-		t.Fatal(err)
-	}
-	snap := filepath.Join(t.TempDir(), "snap")
-	if out, err := exec.Command("cp", "-a", n1.Dir, snap).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v: %s", err, out)
-	}
-	if err := n1.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", []string{n1.IP})
-	lost := writeAndTakeLSN(t, n1.Conn(t), "INSERT INTO t (v) VALUES ('lost to the restore')")
-	waitStreaming(t, n2, 1, lost)
-	waitStreaming(t, n3, 1, lost)
-	if err := n1.Stop(ctx, "immediate"); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("sh", "-c", "rm -rf '"+n1.Dir+"' && cp -a '"+snap+"' '"+n1.Dir+"'").CombinedOutput(); err != nil {
-		t.Fatalf("restore: %v: %s", err, out)
-	}
-	if err := n1.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", []string{n1.IP})
-	e.waitFor(t, "replica.db.local.", nil) // both proven on another branch
-	writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 1000)")
-	e.holds(t, "replica.db.local.", 500*time.Millisecond, exactly(), "n2 and n3 are another branch of timeline 1")
+	forkedByARestore(t, e)
 
 	reload := func(hosts ...string) {
 		t.Helper()

@@ -10,8 +10,6 @@ package test
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -28,32 +26,14 @@ func TestTokenOfAWriteLostToARestoreInPlace(t *testing.T) {
 	e.insertAndTakeLSN(t, n1)
 
 	// The snapshot: a copy of n1's data directory, taken while it is stopped.
-	if err := n1.Stop(ctx, "fast"); err != nil {
-		t.Fatal(err)
-	}
-	snap := filepath.Join(t.TempDir(), "snap")
-	if out, err := exec.Command("cp", "-a", n1.Dir, snap).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v: %s", err, out)
-	}
-	if err := n1.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", []string{n1.IP})
+	snap := snapshotInPlace(t, e, n1)
 	lost := writeAndTakeLSN(t, n1.Conn(t), "INSERT INTO t (v) VALUES ('lost to the restore')")
 	waitStreaming(t, n2, 1, lost)
 	time.Sleep(300 * time.Millisecond) // pgdns probes n1 at or past the token
 
 	// The restore: n1's directory replaced by the snapshot, n1 started:
 	// writable on timeline 1 again, before the write, at the same address.
-	if err := n1.Stop(ctx, "immediate"); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("sh", "-c", "rm -rf '"+n1.Dir+"' && cp -a '"+snap+"' '"+n1.Dir+"'").CombinedOutput(); err != nil {
-		t.Fatalf("restore: %v: %s", err, out)
-	}
-	if err := n1.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	restoreInPlace(t, n1, snap)
 	var has int
 	n1.Query(t, "SELECT count(*) FROM t WHERE v = 'lost to the restore'", &has)
 	if has != 0 {

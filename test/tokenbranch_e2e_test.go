@@ -28,7 +28,7 @@ import (
 func TestTokenOfTheOtherBranch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{Nodes: 4})
-	n2, n3, n4, onA := firstBranch(t, e)
+	n2, n3, n4, onA := firstBranch(t, e, "on n2")
 	if err := n2.Stop(context.Background(), "immediate"); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestForkSeenAcrossARestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	e := newEnv(t, envOptions{Nodes: 4, State: path})
 	ctx := context.Background()
-	n2, n3, n4, onA := firstBranch(t, e)
+	n2, n3, n4, onA := firstBranch(t, e, "on n2")
 	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the state file to name n2 timeline 2's writer", func() (string, bool) {
 		m, _, err := state.Load(path)
 		if err != nil {
@@ -131,8 +131,8 @@ func TestForkSeenAcrossARestart(t *testing.T) {
 // e's n1 is the primary and n2, n3 and n4 its replicas, all streaming a
 // common write; n1 hangs (SIGSTOP, until the test ends) and pgdns answers
 // no primary; n2 is promoted (timeline 2) and answered as the primary; a
-// client writes there and takes its token: onA.
-func firstBranch(t *testing.T, e *env) (n2, n3, n4 *pgtest.Node, onA string) {
+// client writes row v there and takes its token: onA.
+func firstBranch(t *testing.T, e *env, v string) (n2, n3, n4 *pgtest.Node, onA string) {
 	t.Helper()
 	n1, n2, n3, n4 := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2], e.pg.Nodes[3]
 	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP, n4.IP})
@@ -149,7 +149,7 @@ func firstBranch(t *testing.T, e *env) (n2, n3, n4 *pgtest.Node, onA string) {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "primary.db.local.", []string{n2.IP})
-	onA = writeAndTakeLSN(t, n2.Conn(t), "INSERT INTO t (v) VALUES ('on n2')") // the client's write, on n2's branch
+	onA = writeAndTakeLSN(t, n2.Conn(t), "INSERT INTO t (v) VALUES ($1)", v) // the client's write, on n2's branch
 	return n2, n3, n4, onA
 }
 

@@ -11,8 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
-	"time"
 )
 
 // BaseBackup copies the running node with pg_basebackup (WAL streamed
@@ -41,15 +39,7 @@ func (n *Node) BaseBackup(ctx context.Context) (string, error) {
 // backup's position, at the same address with a new start time. The
 // backup stays, for another restore.
 func (n *Node) RestoreInPlace(ctx context.Context, backup string) error {
-	if pid, err := n.PostmasterPID(); err == nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := n.WaitGone(gctx); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(n.Dir); err != nil {
+	if err := n.killAndRemove(ctx); err != nil {
 		return err
 	}
 	// cp -a keeps the owner (postgres) and the folder's mode (0700).

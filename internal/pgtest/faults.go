@@ -84,17 +84,7 @@ func (n *Node) processes() []int {
 // old primary rejoins after a failover. A running node is stopped first
 // (immediate).
 func (n *Node) Reclone(ctx context.Context, upstream *Node) error {
-	if _, err := os.Stat(filepath.Join(n.Dir, "postmaster.pid")); err == nil {
-		if pid, err := n.PostmasterPID(); err == nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := n.WaitGone(gctx); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(n.Dir); err != nil {
+	if err := n.killAndRemove(ctx); err != nil {
 		return err
 	}
 	c := n.c
@@ -111,6 +101,21 @@ func (n *Node) Reclone(ctx context.Context, upstream *Node) error {
 		return err
 	}
 	return n.Start(ctx)
+}
+
+// killAndRemove ends the node, if it runs, as a lost disk would (SIGKILL
+// to its postmaster), waits until none of its processes is left, and
+// removes its data directory.
+func (n *Node) killAndRemove(ctx context.Context) error {
+	if pid, err := n.PostmasterPID(); err == nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := n.WaitGone(gctx); err != nil {
+		return err
+	}
+	return os.RemoveAll(n.Dir)
 }
 
 // FollowContext is Follow for programs that are not tests: it points a
