@@ -16,9 +16,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/state"
@@ -34,15 +37,7 @@ func TestTokenOfAWriteLostToARestoreAfterPgdnsCrashed(t *testing.T) {
 	ctx := context.Background()
 	statePath := filepath.Join(t.TempDir(), "state.json")
 	listen := fmt.Sprintf("%s:%d", b.IP(53), b.Port())
-	crashing := startProcess(t, fmt.Sprintf(`
-dns: {listen: %q, ttl: 1, lsn_wait: 0s}
-http: {listen: ""}
-probe: {interval: 100ms, timeout: 1s, max_fails: 3, dsn: "user=postgres dbname=postgres sslmode=disable"}
-clusters:
-  main:
-    hosts: [%s, %s, %s]
-state: {path: %q}
-`, listen, n1.Addr(), n2.Addr(), n3.Addr(), statePath), listen)
+	crashing := startProcess(t, processConfig(listen, statePath, pg), listen)
 
 	// The base backup, taken after pgdns first saw n1 writable (and wrote
 	// the file); then a write the restore will lose, well past it.
@@ -54,14 +49,7 @@ state: {path: %q}
 	waitStreaming(t, n2, 1, lost)
 	// pgdns probes n1 past the write; its positions reach the file within
 	// a second (before: not until another change or a clean stop).
-	var last zone.LSN
-	if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
-		m, _, err := state.Load(statePath)
-		last = m["main"].Branches[1].Last
-		return err == nil && last >= zone.LSN(parseLSN(t, lost))
-	}) {
-		t.Logf("the state file's last of timeline 1 stayed at %s, below the lost write's %s", last, lost)
-	}
+	filePast(t, statePath, lost)
 	crashing.signal(t, syscall.SIGKILL)
 
 	// The restore: n1 back from the backup, writable on timeline 1 at the
@@ -96,5 +84,132 @@ state: {path: %q}
 	for _, name := range []string{"lsn-" + lost + ".replica.db.local.", "lsn-" + lost + "-t1.replica.db.local.",
 		"lsn-" + lost + "-t1.prefer-replica.db.local."} {
 		e.holds(t, name, time.Second, without(n3.IP), "n3, cloned from the restored n1, which lacks the write of the token (lost with the restore, after pgdns crashed)")
+	}
+}
+
+// processConfig is the config of a pgdns process (startProcess) in front
+// of pg's nodes, answering on listen, with its state file at statePath.
+func processConfig(listen, statePath string, pg *pgtest.Cluster) string {
+	var hosts []string
+	for _, n := range pg.Nodes {
+		hosts = append(hosts, n.Addr())
+	}
+	return fmt.Sprintf(`
+dns: {listen: %q, ttl: 1, lsn_wait: 0s}
+http: {listen: ""}
+probe: {interval: 100ms, timeout: 1s, max_fails: 3, dsn: "user=postgres dbname=postgres sslmode=disable"}
+clusters:
+  main:
+    hosts: [%s]
+state: {path: %q}
+`, listen, strings.Join(hosts, ", "), statePath)
+}
+
+// filePast waits until the state file's last of timeline 1 is at or past
+// lsn (written at most a second after pgdns probed it; before, not until
+// another change or a clean stop), and says so in the log if it never is:
+// the answers that follow show what that costs.
+func filePast(t *testing.T, statePath, lsn string) {
+	t.Helper()
+	var last zone.LSN
+	if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
+		m, _, err := state.Load(statePath)
+		last = m["main"].Branches[1].Last
+		return err == nil && last >= zone.LSN(parseLSN(t, lsn))
+	}) {
+		t.Logf("the state file's last of timeline 1 stayed at %s, below the lost write's %s", last, lsn)
+	}
+}
+
+// Review 7, H1: the same with the restore made while pgdns is down, from
+// a snapshot of the stopped data directory taken after pgdns saw n1 (and
+// wrote its restart window), and pgdns back before the restored n1 writes
+// again. Killed, pgdns restarted from the insert position of that window
+// and refused too few tokens: the lost write's token was answered by the
+// restored n1 (any). Stopped cleanly (the control), its final write kept
+// the position it saw.
+func TestTokenOfAWriteLostToARestoreWhilePgdnsWasDown(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		sig  syscall.Signal
+	}{{"killed", syscall.SIGKILL}, {"stopped", syscall.SIGTERM}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			restoreWhilePgdnsDown(t, c.sig)
+		})
+	}
+}
+
+func restoreWhilePgdnsDown(t *testing.T, sig syscall.Signal) {
+	b := pgtest.Addrs(t)
+	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(3)})
+	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	ctx := context.Background()
+	statePath := filepath.Join(t.TempDir(), "state.json")
+	listen := fmt.Sprintf("%s:%d", b.IP(53), b.Port())
+	cfg := processConfig(listen, statePath, pg)
+	p := startProcess(t, cfg, listen)
+	writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE t (id serial PRIMARY KEY, v text)")
+
+	// The snapshot, then n1 back: a new run, whose window the file holds.
+	snap := snapshotDir(t, n1)
+	p.waitAnswering(t, n1.IP)
+	testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "the state file to hold n1's new run as timeline 1's writer", func() (string, bool) {
+		m, _, err := state.Load(statePath)
+		b := m["main"].Branches[1]
+		return fmt.Sprintf("%+v %v", b, err), err == nil && b.Upto != 0
+	})
+
+	// The client's write, after the snapshot; pgdns probes n1 past it.
+	conn := n1.Conn(t)
+	writeAndTakeLSN(t, conn, "INSERT INTO t (v) SELECT repeat('w', 200) FROM generate_series(1, 500)")
+	lost := writeAndTakeLSN(t, conn, "INSERT INTO t (v) VALUES ('lost to the restore')")
+	waitStreaming(t, n2, 1, lost)
+	filePast(t, statePath, lost)
+	p.signal(t, sig)
+	if sig != syscall.SIGKILL {
+		<-p.done
+	}
+
+	// The restore while pgdns is away, and pgdns back with its file.
+	restoreInPlace(t, n1, snap)
+	var has int
+	n1.Query(t, "SELECT count(*) FROM t WHERE v = 'lost to the restore'", &has)
+	if has != 0 {
+		t.Fatalf("the restored n1 has the write (%d rows)", has)
+	}
+	p = startProcess(t, cfg, listen)
+	p.waitAnswering(t, n1.IP)
+
+	// n3 made anew from the restored n1, which writes on past the token.
+	if err := n3.Reclone(ctx, n1); err != nil {
+		t.Fatal(err)
+	}
+	onB := writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 3000)")
+	waitStreaming(t, n3, 1, onB)
+	if parseLSN(t, onB) <= parseLSN(t, lost) {
+		t.Fatalf("the restored branch %s is not past the token %s", onB, lost)
+	}
+	ips := func(name string) []string { return answerIPs(t, query(t, "udp", listen, name, dns.TypeA)) }
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "replica.db.local to answer n3", func() ([]string, bool) {
+		got := ips("replica.db.local.")
+		return got, slices.Contains(got, n3.IP)
+	})
+	bad := map[string]string{n1.IP: "n1, restored from before the write", n3.IP: "n3, cloned from the restored n1"}
+	var name, why string
+	if n, held := testkit.Holds(2*time.Second, 50*time.Millisecond, func() bool {
+		for _, name = range []string{"lsn-" + lost + ".any.db.local.", "lsn-" + lost + "-t1.any.db.local.",
+			"lsn-" + lost + ".prefer-replica.db.local.", "lsn-" + lost + "-t1.replica.db.local."} {
+			for _, ip := range ips(name) {
+				if w, ok := bad[ip]; ok {
+					why = ip + ": " + w
+					return false
+				}
+			}
+		}
+		return true
+	}); !held {
+		t.Fatalf("after %d rounds %s answered %s, which lacks the write of the token", n, name, why)
 	}
 }

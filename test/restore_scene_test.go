@@ -14,10 +14,19 @@ import (
 // before a write, in the steps its tests (restoreinplace, forkedrelist,
 // forkedrestart) share.
 
-// snapshotInPlace takes the snapshot: a copy of n's data directory, taken
-// while n is stopped (fast); n is started again and e waits until it
-// answers n as the primary. It returns the copy's folder.
+// snapshotInPlace takes the snapshot (snapshotDir), and e waits until it
+// answers n as the primary again. It returns the copy's folder.
 func snapshotInPlace(t *testing.T, e *env, n *pgtest.Node) string {
+	t.Helper()
+	snap := snapshotDir(t, n)
+	e.waitFor(t, "primary.db.local.", []string{n.IP})
+	return snap
+}
+
+// snapshotDir takes the snapshot: a copy of n's data directory, taken
+// while n is stopped (fast); n is started again. It returns the copy's
+// folder.
+func snapshotDir(t *testing.T, n *pgtest.Node) string {
 	t.Helper()
 	ctx := context.Background()
 	if err := n.Stop(ctx, "fast"); err != nil {
@@ -30,7 +39,6 @@ func snapshotInPlace(t *testing.T, e *env, n *pgtest.Node) string {
 	if err := n.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor(t, "primary.db.local.", []string{n.IP})
 	return snap
 }
 
