@@ -47,10 +47,14 @@ func TestReloadChangingNothingChangesNoRole(t *testing.T) {
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2)})
 	e := attach(t, pg, envOptions{})
 	e.waitFor(t, "replica.db.local.", []string{pg.Nodes[1].IP})
-	// Counted just after the snapshot that answers is published.
+	// Counted and logged just after the snapshot that answers is
+	// published, each host counted before its line is written
+	// (probe.logChanges): wait for both, or a line still to come would be
+	// taken for one the reloads logged.
 	before := testkit.Eventually(t, 10*time.Second, 20*time.Millisecond, "pgdns_role_changes_total 2 at start (unknown to primary, unknown to replica)",
 		func() (int, bool) { n := roleChangesTotal(t, e.app.HTTPAddr()); return n, n == 2 })
-	changesBefore := strings.Count(e.logs.String(), "host state changed")
+	changesBefore := testkit.Eventually(t, 10*time.Second, 20*time.Millisecond, "the 2 host state changes of the start logged",
+		func() (int, bool) { n := strings.Count(e.logs.String(), "host state changed"); return n, n == 2 })
 	for i := 0; i < 2; i++ {
 		next := *e.cfg
 		if err := e.app.Reload(&next); err != nil {

@@ -48,6 +48,12 @@ func TestSplitBrain(t *testing.T) {
 	}
 	e.waitFor(t, "primary.db.local.", nil)
 	e.waitFor(t, "prefer-replica.db.local.", nil)
+	// Logged (and counted) just after the snapshot is in the table: wait
+	// for the line, then give a second one 300 ms to show up.
+	testkit.Eventually(t, 10*time.Second, 20*time.Millisecond, "the split brain logged", func() (string, bool) {
+		logs := e.logs.String()
+		return logs, strings.Contains(logs, "split brain: writable hosts on the same timeline")
+	})
 	time.Sleep(300 * time.Millisecond)
 	if n := strings.Count(e.logs.String(), "split brain: writable hosts on the same timeline"); n != 1 {
 		t.Errorf("split brain logged %d times:\n%s", n, e.logs)
@@ -129,9 +135,14 @@ func TestBadHostsDelayNobody(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("worst probe age of the good hosts while three hosts fail: %v (interval %v)", worst, interval)
-	if worst >= 2*interval {
-		t.Errorf("probe age of good hosts reached %v, want < 2×interval = %v", worst, 2*interval)
+	// A good host's probe queued behind a hung one's would be as old as
+	// the 3 s timeout; a probe of a real server at load 20 may take a few
+	// intervals of its own, so the bound is half the timeout, not two
+	// intervals (a timing figure, which belongs to the bench).
+	timeout := e.cfg.Probe.Timeout
+	t.Logf("worst probe age of the good hosts while three hosts fail: %v (interval %v, timeout %v)", worst, interval, timeout)
+	if worst >= timeout/2 {
+		t.Errorf("probe age of good hosts reached %v, want < timeout/2 = %v: probes queued behind the failing hosts'", worst, timeout/2)
 	}
 	logs := e.logs.String()
 	for host, why := range map[string]string{
