@@ -298,6 +298,41 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 	}
 	c.ForkedTimelines = p.forkList(ci)
 	c.RestartedTimelines = p.restartList(ci)
+	c.Reached = p.reachList(ci, c.NewestTimeline)
+}
+
+// reachList returns how far the writer of each of cluster ci's timelines
+// below newest was seen to write (zone.Cluster.Reached: a token without a
+// timeline past where such a timeline ended and at or below that may be a
+// write lost in the failover), in timeline order: the same slice while
+// none changed (a published one is never modified), nil while there are
+// none. Of a writer seen only as the state file has it, its position there.
+func (p *Prober) reachList(ci int, newest uint32) []zone.TimelineReach {
+	if ci >= len(p.reached) {
+		p.reached = append(p.reached, make([][]zone.TimelineReach, ci+1-len(p.reached))...)
+	}
+	was := p.reached[ci]
+	n, same := 0, true
+	for tl, b := range p.branches[ci] {
+		if reach := max(b.Insert, b.Last); tl < newest && reach != 0 {
+			n++
+			if i := slices.IndexFunc(was, func(r zone.TimelineReach) bool { return r.Timeline == tl }); i < 0 || was[i].Insert != reach {
+				same = false
+			}
+		}
+	}
+	if same && n == len(was) {
+		return was
+	}
+	var list []zone.TimelineReach
+	for tl, b := range p.branches[ci] {
+		if reach := max(b.Insert, b.Last); tl < newest && reach != 0 {
+			list = append(list, zone.TimelineReach{Timeline: tl, Insert: reach})
+		}
+	}
+	slices.SortFunc(list, func(a, b zone.TimelineReach) int { return int(a.Timeline) - int(b.Timeline) })
+	p.reached[ci] = list
+	return list
 }
 
 // restartList returns cluster ci's restart windows, in timeline order, as

@@ -315,3 +315,32 @@ func TestRunningWriterPositionsReportedAtABoundedRate(t *testing.T) {
 		t.Fatalf("3 s after the last report with probe.interval 3s: want a fifth report with last 0/600 (%d reports)", len(reports))
 	}
 }
+
+// Review 7, H4: how far each older timeline's writer was seen to write
+// goes into the snapshot (zone.Cluster.Reached), for the timelines below
+// the newest only, the same slice while it holds.
+func TestReachedTimelines(t *testing.T) {
+	run := time.Unix(1000, 0)
+	p := &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}
+	step := func(newest uint32, hosts ...zone.Host) []zone.TimelineReach {
+		c := &zone.Cluster{Name: "main", Identity: 7, NewestTimeline: newest, Hosts: hosts}
+		p.watchBranches(0, c)
+		return c.Reached
+	}
+	writable := func(addr string, tl uint32, at zone.LSN) zone.Host {
+		return zone.Host{Addr: addr, Seen: true, SystemID: 7, Timeline: tl, TimelineExact: true, StartedAt: run, InsertLSN: at, Role: zone.RolePrimary}
+	}
+	if r := step(1, writable("a:5432", 1, 0x100)); r != nil {
+		t.Fatalf("one timeline: reached %+v, want none (the newest timeline's writer writes on)", r)
+	}
+	if r := step(1, writable("a:5432", 1, 0x300)); r != nil {
+		t.Fatalf("one timeline: reached %+v", r)
+	}
+	r := step(2, writable("b:5432", 2, 0x280))
+	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x300}}; !slices.Equal(r, want) {
+		t.Fatalf("after the failover: reached %+v, want %+v", r, want)
+	}
+	if again := step(2, writable("b:5432", 2, 0x400)); len(again) != 1 || &again[0] != &r[0] {
+		t.Errorf("unchanged: reached %+v, want the same slice", again)
+	}
+}

@@ -170,6 +170,7 @@ type Prober struct {
 	branches  []map[uint32]Branch             // per cluster: who wrote each timeline (branches.go)
 	forks     [][]zone.TimelineFork           // per cluster: its forked timelines as last published (branches.go)
 	restarts  [][]zone.TimelineRestart        // per cluster: its restart windows as last published (branches.go)
+	reached   [][]zone.TimelineReach          // per cluster: how far its older timelines' writers wrote, as last published (branches.go)
 	probed    int                             // hosts that have had at least one result
 	base      []int                           // per cluster: the flat index of its first host
 	// Per cluster: something it is built from changed since its last

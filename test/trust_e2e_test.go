@@ -353,6 +353,8 @@ func TestTimelineTokens(t *testing.T) {
 		}
 	}
 	lost := super.insertAndTakeLSN(t, primary)
+	primaryInsertPast(t, super, lost) // each pgdns saw the primary write it
+	primaryInsertPast(t, monitor, lost)
 	if err := primary.Stop(ctx, "immediate"); err != nil {
 		t.Fatal(err)
 	}
@@ -372,10 +374,18 @@ func TestTimelineTokens(t *testing.T) {
 	for _, e := range []*env{super, monitor} {
 		e.waitFor(t, "primary.db.local.", []string{r1})
 		e.waitFor(t, "lsn-"+later+"-t2.replica.db.local.", []string{r2})
-		// Without a timeline the lost LSN looks replayed: positions on
-		// timeline 2 are past it. With one, nobody has it.
-		e.waitFor(t, "lsn-"+lost+".replica.db.local.", []string{r2})
+		// With a timeline, nobody has the lost LSN. Without one it looks
+		// replayed (positions on timeline 2 are past it) unless pgdns
+		// knows where timeline 1 ended: then it lies between that end
+		// and where pgdns saw the primary insert, and no name answers it
+		// (review 7, H4). Without a history file (and the replicas
+		// restarted, so no switch was watched) the end is not known.
 		e.holds(t, "lsn-"+lost+"-t1.replica.db.local.", time.Second, exactly(), "a host that lacks the lost write")
+		if e == monitor {
+			e.waitFor(t, "lsn-"+lost+".replica.db.local.", []string{r2})
+		} else {
+			e.holds(t, "lsn-"+lost+".replica.db.local.", time.Second, exactly(), "a host that lacks the lost write")
+		}
 		if e == monitor {
 			// No history file: where timeline 1 ended is not known, no
 			// loss is proven, and prefer-replica falls back to the primary.

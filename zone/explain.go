@@ -147,6 +147,8 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 		return c.hostFork(h, q).why()
 	case RestartedTimeline:
 		return c.tokenRestarted(q).why(q)
+	case FailoverWindow:
+		return c.tokenFailedOver(q)
 	case NotReplayed:
 		return "replay " + h.ReplayLSN.String() + " < " + q.MinLSN.String()
 	}

@@ -64,3 +64,90 @@ func (h *Host) lostWhy(q *Query) string {
 	}
 	return token + " lost in a failover: " + own + " does not descend from " + tl
 }
+
+// Tokens without a timeline after a failover that lost writes (review 7,
+// H4). A token without -tN is compared as a position on the newest
+// timeline (rule 9). Below where the old timeline ended (E, its history
+// file says) both timelines hold the same WAL, and above it a position
+// names timeline N's WAL; but the old writer may have written past E
+// before it died (what it had not sent yet: asynchronous replication), and
+// a token of such a write names a position that on timeline N holds other
+// data, which every host on N has "replayed". The probe saw how far the
+// old writer wrote (Cluster.Reached: its last seen insert position I), so
+// a token without a timeline in (E, I] may be a write of timeline N−1
+// lost in the failover, or one of the first writes of N: no host proves
+// it (the same as a restart's window, restarted.go). After a clean
+// switchover the old writer sent everything before it stopped, I <= E, and
+// the window is empty. With only a watched lower bound of E the window
+// starts at that bound: E may be higher, never lower. A client that
+// carries -tN is judged by timeline, as ever (tokenLost); one without a
+// timeline is safe only where pgdns saw the old writer: a write it made
+// after pgdns's last probe of it is not in the window (docs/names.md).
+
+// TimelineReach is how far the probe saw a timeline's writer write.
+type TimelineReach struct {
+	Timeline uint32
+	Insert   LSN // the highest insert position seen of the timeline's writer
+}
+
+// ReachOf returns how far timeline tl's writer was seen to write, or nil.
+func (c *Cluster) ReachOf(tl uint32) *TimelineReach {
+	for i := range c.Reached {
+		if c.Reached[i].Timeline == tl {
+			return &c.Reached[i]
+		}
+	}
+	return nil
+}
+
+// failedOver returns where q's LSN, taken without a timeline, may be a
+// write lost in a failover: the host on the newest timeline whose history
+// was judged, the index in it of the ended timeline whose window (its end,
+// how far its writer was seen to write] holds the token, and that reach;
+// h is nil when none does. The history is the newest timeline's, as every
+// exact host on it has it (the probe attaches one per timeline), from a
+// file or watched.
+func (c *Cluster) failedOver(q *Query) (h *Host, i int, r *TimelineReach) {
+	if !q.HasLSN || q.Timeline != 0 || len(c.Reached) == 0 {
+		return nil, 0, nil
+	}
+	for hi := range c.Hosts {
+		h := &c.Hosts[hi]
+		if (h.Role != RolePrimary && h.Role != RoleReplica) || h.Timeline != c.NewestTimeline ||
+			!h.TimelineExact || len(h.History) == 0 {
+			continue
+		}
+		want := h.token(q.MinLSN)
+		for i, e := range h.History {
+			if r := c.ReachOf(e.Timeline); r != nil && want > e.End && want <= r.Insert {
+				return h, i, r
+			}
+		}
+		return nil, 0, nil
+	}
+	return nil, 0, nil
+}
+
+// tokenFailedOver says why q's LSN, taken without a timeline, is proven by
+// no host because it may be a write lost in a failover, or "".
+func (c *Cluster) tokenFailedOver(q *Query) string {
+	h, i, r := c.failedOver(q)
+	if h == nil {
+		return ""
+	}
+	e := h.History[i]
+	next := h.Timeline
+	if i+1 < len(h.History) {
+		next = h.History[i+1].Timeline
+	}
+	tl := strconv.FormatUint(uint64(e.Timeline), 10)
+	ended := "timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + "'s history file says timeline " + tl + " ended there"
+	at := e.End.String()
+	if !h.HistoryFromFile {
+		at = e.End.String() + " or later"
+		ended = "timeline " + tl + " ended at or after it (a switch pgdns watched; no history file read)"
+	}
+	return q.MinLSN.String() + " may be a write of timeline " + tl + " lost in the failover to " +
+		strconv.FormatUint(uint64(next), 10) + " at " + at + ": " + ended + ", and pgdns saw its writer insert up to " +
+		r.Insert.String() + " (a token with its timeline, -tN, would tell)"
+}

@@ -145,3 +145,76 @@ func explained(t *testing.T, v View, q *Query, primary, replica string) {
 		}
 	}
 }
+
+// Review 7, H4: a token without a timeline past where timeline 1 ended
+// (0/8000) and at or below where the probe saw timeline 1's writer insert
+// (0/8800) may be a write lost in the failover: on timeline 2 the position
+// holds other WAL, which every host on it has replayed. No name answers
+// it, and TXT and /v1/resolve say why. Below the end both timelines hold
+// the same WAL, above the reach only timeline 2 wrote, a -t2 token is
+// judged by timeline: each answers as before. After a clean switchover
+// (the writer seen no further than the end) the window is empty; with
+// only a watched lower bound of the end, the window starts at the bound.
+func TestTimelinelessTokenInAFailoverWindow(t *testing.T) {
+	withReach := func(fromFile bool, insert LSN) *Snapshot {
+		s := afterFailover(fromFile)
+		c := s.Clusters[0]
+		c.Reached = []TimelineReach{{Timeline: 1, Insert: insert}}
+		for i := range c.Hosts {
+			c.Hosts[i].WALBlockSize, c.Hosts[i].WALSegmentSize = 8192, 16<<20
+		}
+		return s
+	}
+	s := withReach(true, 0x8800)
+	for _, tok := range []string{"lsn-0-8400", "lsn-0-8800"} {
+		for _, target := range []string{"replica", "prefer-replica", "any", "primary"} {
+			if got := selectIPs(t, s, tok+"."+target+".db.local.", t0, 0); len(got) != 0 {
+				t.Errorf("%s.%s answered %v: the token may be a write of timeline 1 lost in the failover", tok, target, got)
+			}
+		}
+	}
+	for name, want := range map[string][]string{
+		"lsn-0-7000.replica.db.local.":        {"10.0.0.3"}, // before the end: on both timelines
+		"lsn-0-8000.replica.db.local.":        {"10.0.0.3"}, // at the end
+		"lsn-0-8018.replica.db.local.":        {"10.0.0.3"}, // past a page header at the end: the same position (8 kB pages)
+		"lsn-0-8801.replica.db.local.":        {"10.0.0.3"}, // above what timeline 1's writer was seen to write
+		"lsn-0-8400-t2.replica.db.local.":     {"10.0.0.3"}, // a write of timeline 2, by its timeline
+		"lsn-0-8400-t1.replica.db.local.":     {},           // lost, by the history file (tokenLost)
+		"lsn-0-9100.prefer-replica.db.local.": {"10.0.0.2"},
+	} {
+		if got := selectIPs(t, s, name, t0, 0); !slices.Equal(got, want) {
+			t.Errorf("%s answered %v, want %v", name, got, want)
+		}
+	}
+	const why = "0/8400 may be a write of timeline 1 lost in the failover to 2 at 0/8000: timeline 2's history file says timeline 1 " +
+		"ended there, and pgdns saw its writer insert up to 0/8800 (a token with its timeline, -tN, would tell)"
+	q, _ := Parse("lsn-0-8400.prefer-replica.db.local.", origin)
+	if got := s.TokenUnprovable(&q); got != why {
+		t.Errorf("TokenUnprovable = %q, want %q", got, why)
+	}
+	explained(t, View{Snap: s, Now: t0}, &q, "primary: "+why, why)
+	v := View{Snap: s, Now: t0}
+	if c := s.Clusters[0]; v.Within(c, &c.Hosts[0], &q) || v.Within(c, &c.Hosts[1], &q) {
+		t.Errorf("Within: a host passes %s", q.String())
+	}
+
+	clean := withReach(true, 0x7f00) // a switchover: everything sent before the end
+	for name, want := range map[string][]string{
+		"lsn-0-8400.replica.db.local.": {"10.0.0.3"},
+		"lsn-0-7f00.replica.db.local.": {"10.0.0.3"},
+	} {
+		if got := selectIPs(t, clean, name, t0, 0); !slices.Equal(got, want) {
+			t.Errorf("clean switchover: %s answered %v, want %v", name, got, want)
+		}
+	}
+
+	w := withReach(false, 0x8800) // timeline 1 ended at or after 0/8000
+	if got := selectIPs(t, w, "lsn-0-8400.prefer-replica.db.local.", t0, 0); len(got) != 0 {
+		t.Errorf("watched history: lsn-0-8400.prefer-replica answered %v", got)
+	}
+	const watched = "0/8400 may be a write of timeline 1 lost in the failover to 2 at 0/8000 or later: timeline 1 ended at or after it " +
+		"(a switch pgdns watched; no history file read), and pgdns saw its writer insert up to 0/8800 (a token with its timeline, -tN, would tell)"
+	if got := w.TokenUnprovable(&q); got != watched {
+		t.Errorf("watched history: TokenUnprovable = %q, want %q", got, watched)
+	}
+}

@@ -70,11 +70,15 @@ func (r *TimelineRestart) why(q *Query) string {
 }
 
 // tokenWithdrawn says why q's LSN is proven by no host for good, or "": a
-// window of a restart (tokenRestarted), or a write lost in a failover
-// (tokenLost).
+// window of a restart (tokenRestarted), a write lost in a failover
+// (tokenLost), or a token without a timeline that may be one
+// (tokenFailedOver).
 func (c *Cluster) tokenWithdrawn(q *Query) string {
 	if r := c.tokenRestarted(q); r != nil {
 		return r.why(q)
 	}
-	return c.tokenLost(q)
+	if why := c.tokenLost(q); why != "" {
+		return why
+	}
+	return c.tokenFailedOver(q)
 }

@@ -34,6 +34,7 @@ const (
 	ForkedTimeline           // the LSN's timeline, or the host's, is forked: which branch the token's write is on is unknown
 	BytesStale               // a byte filter was asked and the replica's sample is too old to bound its byte lag (Host.bytesHeldAt)
 	RestartedTimeline        // the LSN is in a window a restart of its timeline's writer may have written anew (restarted.go)
+	FailoverWindow           // the LSN, without a timeline, may be a write of an older timeline lost in a failover (lost.go)
 )
 
 // live reports whether h may be answered at all: a primary or replica whose
@@ -115,6 +116,9 @@ func (c *Cluster) passes(h *Host, q *Query, primary *Host, now time.Time, staleA
 		}
 		if c.tokenRestarted(q) != nil {
 			return RestartedTimeline
+		}
+		if h, _, _ := c.failedOver(q); h != nil {
+			return FailoverWindow
 		}
 		want := h.token(q.MinLSN)
 		if q.Timeline != 0 && !h.hasHistory(q.Timeline, want) {

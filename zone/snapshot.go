@@ -32,6 +32,13 @@ type Cluster struct {
 	// in one. Nil while there are none.
 	RestartedTimelines []TimelineRestart
 
+	// Reached is, for timelines below the newest, the highest insert
+	// position the probe saw each one's writer at (lost.go: a token
+	// without a timeline past where the timeline ended and at or below
+	// that may name a write lost in the failover), set by the probe, in
+	// timeline order. Nil while none is known.
+	Reached []TimelineReach
+
 	// What pgdns has learned of the cluster over time. Decide keeps them
 	// current; the probe carries them from one snapshot to the next, and
 	// across reloads. A restart of pgdns forgets them (docs/state.md: "What pgdns

@@ -1,0 +1,91 @@
+package test
+
+// A token without a timeline of a write lost in a failover (review 7, H4):
+// pgdns saw the old primary insert past the token, and the new timeline's
+// history file says the old timeline ended before it. Such a position lies
+// in (where timeline 1 ended, where pgdns saw its writer insert]: on
+// timeline 1 it names the lost write, on timeline 2 other WAL, and every
+// host now on timeline 2 lacks the write. No name may answer it, as rule
+// 13 refuses a token without a timeline in a restart's window.
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+func TestTimelinelessTokenOfAWriteLostInAFailover(t *testing.T) {
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
+	old, promoted, follower := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	old.Exec(t, "CREATE TABLE ryw (v text)")
+	e := attach(t, pg, envOptions{})
+	ctx := context.Background()
+	kept := e.insertAndTakeLSN(t, old)
+	e.waitFor(t, "lsn-"+kept+".replica.db.local.", []string{promoted.IP, follower.IP})
+
+	if err := old.SignalWalsenders(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	lost := writeAndTakeLSN(t, old.Conn(t), "INSERT INTO ryw SELECT 'LOST' FROM generate_series(1, 50)")
+	testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "pgdns to probe the old primary past the token", func() (string, bool) {
+		got := e.hostStates(t)[old.Addr()].ReplayLSN // a primary's is its insert position
+		return deref(got), got != nil && parseLSN(t, *got) >= parseLSN(t, lost)
+	})
+	if err := old.KillPostmaster(); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.SignalWalsenders(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := old.WaitGone(gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := promoted.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	follower.Follow(t, promoted)
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "timeline 2 past the lost position", func() (bool, bool) {
+		promoted.Exec(t, "INSERT INTO ryw SELECT repeat('y', 1000) FROM generate_series(1, 200)")
+		var past bool
+		promoted.Query(t, "SELECT pg_current_wal_lsn() > '"+strings.Replace(lost, "-", "/", 1)+"'::pg_lsn", &past)
+		return past, past
+	})
+	later := e.insertAndTakeLSN(t, promoted)
+	waitStreaming(t, follower, 2, later)
+	var rows int
+	follower.Query(t, "SELECT count(*) FROM ryw WHERE v = 'LOST'", &rows)
+	if rows != 0 {
+		t.Fatalf("the follower has the lost rows (%d)", rows)
+	}
+	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
+	e.waitFor(t, "lsn-"+later+".replica.db.local.", []string{follower.IP})
+	e.waitFor(t, "lsn-"+later+".any.db.local.", []string{promoted.IP, follower.IP})
+	e.waitFor(t, "lsn-"+kept+".replica.db.local.", []string{follower.IP}) // a token before the switch is in both timelines
+	// With -t1 every name refuses it (rule 9: the history file proves the loss).
+	e.holds(t, "lsn-"+lost+"-t1.prefer-replica.db.local.", 500*time.Millisecond, exactly(), "no host: the write is lost")
+	for _, name := range []string{"lsn-" + lost + ".replica.db.local.", "lsn-" + lost + ".prefer-replica.db.local.", "lsn-" + lost + ".any.db.local."} {
+		e.holds(t, name, time.Second, exactly(),
+			"no host: the token's position lies between where timeline 1 ended and where pgdns saw n1 insert on it; "+
+				"every host now on timeline 2 lacks the write")
+	}
+	txt := strings.Join(e.txt(t, "lsn-"+lost+".any.db.local."), " ")
+	t.Logf("lsn-%s.any TXT: %s", lost, txt)
+	if !strings.Contains(txt, "unprovable=") || !strings.Contains(txt, "may be a write of timeline 1 lost in the failover to 2 at") {
+		t.Errorf("lsn-%s.any TXT %q: want unprovable= saying it may be a write of timeline 1 lost in the failover to 2", lost, txt)
+	}
+}
+
+// deref is *s, or "nil".
+func deref(s *string) string {
+	if s == nil {
+		return "nil"
+	}
+	return *s
+}
