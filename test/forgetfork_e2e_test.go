@@ -39,7 +39,9 @@ func TestForgetForkOfARebuiltReplica(t *testing.T) {
 	lost := writeAndTakeLSN(t, n1.Conn(t), "INSERT INTO t (v) VALUES ('lost to the restore')")
 	waitStreaming(t, n2, 1, lost)
 	waitStreaming(t, n3, 1, lost)
-	time.Sleep(300 * time.Millisecond) // pgdns probes n1 at or past the write
+	// pgdns probes n1 at or past the write (a fixed 300 ms was three
+	// probes on a quiet machine, maybe none under load).
+	e.waitHost(t, n1.Addr(), "probed at or past the write", func(h hostState) bool { return replayedPast(t, h, lost) })
 	if err := n1.RestoreInPlace(ctx, backup); err != nil {
 		t.Fatal(err)
 	}

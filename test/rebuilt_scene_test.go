@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
@@ -19,7 +18,9 @@ import (
 func branchA(t *testing.T, e *env) (onA string) {
 	t.Helper()
 	n2, _, _, onA := firstBranch(t, e, "on n2, branch A")
-	time.Sleep(300 * time.Millisecond) // pgdns probes n2 at onA or past it
+	// pgdns probes n2 at onA or past it (a fixed 300 ms was three probes
+	// on a quiet machine, maybe none under load).
+	e.waitHost(t, n2.Addr(), "probed at or past onA", func(h hostState) bool { return replayedPast(t, h, onA) })
 	if err := n2.Stop(context.Background(), "immediate"); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,9 @@ func TestTokenOfAWriteLostToARestoreInPlace(t *testing.T) {
 	snap := snapshotInPlace(t, e, n1)
 	lost := writeAndTakeLSN(t, n1.Conn(t), "INSERT INTO t (v) VALUES ('lost to the restore')")
 	waitStreaming(t, n2, 1, lost)
-	time.Sleep(300 * time.Millisecond) // pgdns probes n1 at or past the token
+	// pgdns probes n1 at or past the token (a fixed 300 ms was three
+	// probes on a quiet machine, maybe none under load).
+	e.waitHost(t, n1.Addr(), "probed at or past the token", func(h hostState) bool { return replayedPast(t, h, lost) })
 
 	// The restore: n1's directory replaced by the snapshot, n1 started:
 	// writable on timeline 1 again, before the write, at the same address.
