@@ -240,16 +240,42 @@ const (
 )
 
 // The standbys column (standbysColumn): the primary's WAL senders, and
-// the replica variants' stand-in.
+// the replica variants' stand-in. The senders are read from
+// pg_stat_get_wal_senders() and pg_get_replication_slots() directly, not
+// from pg_stat_replication: that view joins pg_stat_get_activity(NULL),
+// whose first call in a transaction copies the status of every backend
+// of the server (pgstat_read_current_status: each slot's application
+// name, client host and up to track_activity_query_size bytes of its
+// query), and builds a row of 30 columns for each, to take two columns of
+// the senders' rows: 100 to 200 µs of every probe at rest, more than the
+// rest of the standbys column (issue 28). A sender's client address and
+// application name are fixed while its process lives (a physical
+// replication connection cannot SET one), so pgdns keeps them by pid
+// (senders.go) and sends the pids it knows with the statement ($1, $2:
+// senderKnownSQL); the server reads pg_stat_activity only for a sender
+// it does not list, so only when the set of senders changed, and for all
+// of them every senderNamesMaxAge. Each row is [pid,
+// sync_state, slot_name, known, [client_addr, application_name]], the
+// last NULL when known, or when the sender ended between the two reads
+// (the row pg_stat_replication's join would not have had).
 const (
 	standbysSQL = `
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'
-    ELSE coalesce((SELECT pg_catalog.json_agg(pg_catalog.json_build_array(pg_catalog.host(r.client_addr), r.application_name, r.sync_state, s.slot_name) ORDER BY r.pid)
-      FROM pg_catalog.pg_stat_replication r LEFT JOIN pg_catalog.pg_replication_slots s ON s.active_pid OPERATOR(pg_catalog.=) r.pid), '[]')::pg_catalog.text
+    ELSE coalesce((SELECT pg_catalog.json_agg(pg_catalog.json_build_array(w.pid, w.sync_state, s.slot_name, ` + senderKnownSQL + `,
+        CASE WHEN NOT ` + senderKnownSQL + ` THEN (SELECT pg_catalog.json_build_array(pg_catalog.host(a.client_addr), a.application_name)
+          FROM pg_catalog.pg_stat_activity a WHERE a.pid OPERATOR(pg_catalog.=) w.pid) END) ORDER BY w.pid)
+      FROM pg_catalog.pg_stat_get_wal_senders() w LEFT JOIN pg_catalog.pg_get_replication_slots() s ON s.active_pid OPERATOR(pg_catalog.=) w.pid), '[]')::pg_catalog.text
   END,`
 	replicaStandbysSQL = `
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]' END,`
 )
+
+// senderKnownSQL, in standbysSQL: the names of WAL sender w are the ones
+// pgdns sent with the statement (senders.go): its pid is one of $2, of the
+// server run $1 (pg_postmaster_start_time() in µs, as the probe's column
+// reads it).
+const senderKnownSQL = `coalesce(w.pid OPERATOR(pg_catalog.=) ANY ($2::integer[])
+        AND (extract(epoch FROM pg_catalog.pg_postmaster_start_time()) OPERATOR(pg_catalog.*) 1000000)::bigint OPERATOR(pg_catalog.=) $1::bigint, false)`
 
 // probeHead, probeTail and probeFrom are the statements' columns before
 // the standbys column and after it (but the last), and where they read
@@ -504,12 +530,13 @@ func (c *pgChecker) query(ctx context.Context, by time.Time) (start, end time.Ti
 		st := c.statement(by)
 		start = time.Now()
 		var r reply
-		r, err = c.sess.exchange(ctx, &c.alarm, st.run, by)
+		run := c.row.senders.request(st, time.Now())
+		r, err = c.sess.exchange(ctx, &c.alarm, run, by)
 		if err == nil && statementLost(r.err) {
 			if r, err = c.sess.exchange(ctx, &c.alarm, st.prepare, by); err == nil {
 				if err = r.err; err == nil {
 					start = time.Now()
-					r, err = c.sess.exchange(ctx, &c.alarm, st.run, by)
+					r, err = c.sess.exchange(ctx, &c.alarm, run, by)
 				} else {
 					err = fmt.Errorf("prepare: %w", poolerHint(err))
 				}

@@ -20,7 +20,8 @@
 //	              pgx has set it up: one write per probe, its reply and
 //	              the wait between probes read by the host's goroutine
 //	proberow.go   check: the probe query's row, parsed from its text
-//	facts.go      check: timeline history, the receiver's name, standbys
+//	facts.go      check: timeline history, the receiver's name
+//	senders.go    check: a primary's WAL senders, their names kept by pid
 //	admission.go  check: whether a server stopping smartly admits sessions
 //	shadow.go     check: role/database settings that hide the server's drain
 //	socket.go     check: the socket's own failure, which pgx may drop

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -338,80 +337,6 @@ func parseReceiver(col string) (status, host string, port int) {
 	p, host, _ := strings.Cut(rest, " ")
 	port, _ = strconv.Atoi(p)
 	return status, host, port
-}
-
-// parseStandbys reads the primary's pg_stat_replication rows, sent as a
-// JSON array of [client_addr, application_name, sync_state, slot_name],
-// each a string or null (json_build_array's output). It reads that shape
-// itself (standbyRows), not with encoding/json: the decoder's reflection
-// took a host's goroutine past its 4 KiB stack on every probe of a
-// primary, and the runtime gives a grown stack back only at a collection
-// that finds the goroutine using under a quarter of it, which a host's
-// goroutine parked on its socket never is (8 KiB or more a primary for
-// good; issue 28).
-func parseStandbys(text []byte) ([]zone.Standby, error) {
-	if bytes.Equal(text, []byte("[]")) {
-		return []zone.Standby{}, nil // every replica, every probe
-	}
-	out, err := standbyRows(text)
-	if err != nil {
-		return nil, fmt.Errorf("pg_stat_replication rows: %w", err)
-	}
-	return out, nil
-}
-
-// standbyRows parses text, a JSON array of arrays of four strings or
-// nulls, into standbys; anything else is an error.
-func standbyRows(text []byte) ([]zone.Standby, error) {
-	d := jsonReader{s: text}
-	out := []zone.Standby{}
-	if !d.eat('[') {
-		return nil, d.fail("an array")
-	}
-	if d.eat(']') {
-		return out, d.end()
-	}
-	var scratch []byte
-	for {
-		if !d.eat('[') {
-			return nil, d.fail("a row, an array")
-		}
-		var sb zone.Standby
-		for k := range 4 {
-			if k > 0 && !d.eat(',') {
-				return nil, d.fail("a row of 4 columns")
-			}
-			v, null, err := d.stringOrNull(scratch[:0])
-			if err != nil {
-				return nil, err
-			}
-			scratch = v
-			if null {
-				continue
-			}
-			switch k {
-			case 0:
-				sb.Addr, _ = netip.ParseAddr(string(v)) // a Unix socket has none
-				sb.Addr = sb.Addr.Unmap()
-			case 1:
-				sb.AppName = string(v)
-			case 2:
-				sb.Sync = string(v) == "sync" || string(v) == "quorum"
-			case 3:
-				sb.Slot = string(v)
-			}
-		}
-		if !d.eat(']') {
-			return nil, d.fail("a row of 4 columns")
-		}
-		out = append(out, sb)
-		if d.eat(']') {
-			return out, d.end()
-		}
-		if !d.eat(',') {
-			return nil, d.fail("',' or ']'")
-		}
-	}
 }
 
 // jsonReader reads JSON text from s[i:], as encoding/json would decode

@@ -53,6 +53,10 @@ const (
 	ProbeReplicaStatusSQL = probeReplicaStatusSQL
 )
 
+// NoSendersKnown are the parameters of ProbeSQL and ProbeStatusSQL that
+// say pgdns knows no WAL sender's name: the server gives every sender's.
+func NoSendersKnown() [][]byte { return senderParams(0, nil) }
+
 // SourcesSQL is the statement a probe session runs once, after preparing
 // probeSQL (shadow.go), for the same tools.
 const SourcesSQL = sourcesSQL
@@ -72,22 +76,32 @@ const (
 const standbysColumn = 8
 
 // probeStatement is one of the probe's prepared statements: its name,
-// text, and the requests that run it and prepare it again.
+// text, and the requests that run it and prepare it again. The primary's
+// statements (senders) take the WAL senders whose names pgdns knows as
+// parameters (standbysSQL); their run request here sends none, and a
+// checker that knows some sends its own (senderNames.request). status is
+// 1 for a statement that reads the server's status, 0 for the other.
 type probeStatement struct {
 	name, sql    string
 	run, prepare []byte
+	senders      bool
+	status       int
 }
 
-func newProbeStatement(name, sql string) probeStatement {
-	return probeStatement{name: name, sql: sql,
-		run:     encode(&pgproto3.Bind{PreparedStatement: name}, &pgproto3.Execute{}, &pgproto3.Sync{}),
+func newProbeStatement(name, sql string, senders bool, status int) probeStatement {
+	var params [][]byte
+	if senders {
+		params = senderParams(0, nil)
+	}
+	return probeStatement{name: name, sql: sql, senders: senders, status: status,
+		run:     runRequest(name, params),
 		prepare: encode(&pgproto3.Parse{Name: name, Query: sql}, &pgproto3.Sync{})}
 }
 
 // probeStatements are the probe's statements, by variant: [replica][status].
 var probeStatements = [2][2]probeStatement{
-	{newProbeStatement(ProbeStatement, probeSQL), newProbeStatement(ProbeStatusStatement, probeStatusSQL)},
-	{newProbeStatement(ProbeReplicaStatement, probeReplicaSQL), newProbeStatement(ProbeReplicaStatusStatement, probeReplicaStatusSQL)},
+	{newProbeStatement(ProbeStatement, probeSQL, true, 0), newProbeStatement(ProbeStatusStatement, probeStatusSQL, true, 1)},
+	{newProbeStatement(ProbeReplicaStatement, probeReplicaSQL, false, 0), newProbeStatement(ProbeReplicaStatusStatement, probeReplicaStatusSQL, false, 1)},
 }
 
 // statement is the variant a probe of c due by by (zero: no deadline)
@@ -131,6 +145,10 @@ type probeRow struct {
 	slot           string
 	drain          string
 	offline        string
+
+	// senders: the names of the primary's WAL senders, by pid, which the
+	// primary's statements send back (senders.go).
+	senders senderNames
 }
 
 // prepare prepares the probe's statements (probeStatements) on pc, a new
@@ -197,9 +215,10 @@ func pipelineResult[T any](p *pgconn.Pipeline) (T, error) {
 	return t, nil
 }
 
-// probeRequest runs the prepared probeSQL: Bind (no parameters, every
-// column in text format), Execute, Sync. The same bytes on every probe of
-// every session, encoded once (as every probeStatement's). The row
+// probeRequest runs the prepared probeSQL: Bind (the parameters of no
+// known WAL sender, every column in text format), Execute, Sync. The same
+// bytes on every probe of every session that knows no sender, encoded
+// once (as every probeStatement's). The row
 // description is the one the statement was prepared with (prepare checked
 // its columns), so the server is not asked for it again.
 var probeRequest = probeStatements[0][0].run
@@ -332,7 +351,7 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 		s.Timeline = 0
 	}
 	s.StartedAt = time.UnixMicro(started)
-	if s.Standbys, err = parseStandbys(v[8]); err != nil {
+	if s.Standbys, err = parseStandbys(v[8], started, s.End, &row.senders); err != nil {
 		return err
 	}
 	if !row.appNameOK || !bytes.Equal(v[9], row.conninfo) || !bytes.Equal(v[18], row.clusterName) { // the same on every probe of one WAL receiver

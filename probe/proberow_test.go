@@ -28,7 +28,7 @@ var (
 		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 fallback_application_name=walreceiver sslmode=prefer", "r1_slot", "t", "f", "8192", "16777216", "on", "",
 		"streaming 5432 10.0.0.1", "", "off", "", "1"}
 	primaryCols = []string{"f", "0/5000000", "", "", "3", "2", "7000000000000000001", "1700000000000123",
-		`[["10.0.0.2","r1","sync","r1_slot"],[null,"r2","async",null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus", "", "pg1", "on", "0/4FFFF00", "0"}
+		`[[101, "sync", "r1_slot", false, ["10.0.0.2", "r1"]], [102, "async", null, false, [null, "r2"]], [103, null, null, false, null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus", "", "pg1", "on", "0/4FFFF00", "0"}
 )
 
 // TestWALReceiverAppName: the application name a WAL receiver gives the
@@ -160,7 +160,7 @@ func TestParseProbeRow(t *testing.T) {
 		{6, "abc", "bad system identifier"},
 		{4, "0", "bad system identifier"}, // a primary always knows its timeline
 		{5, "0", "bad system identifier"},
-		{8, "[", "pg_stat_replication rows"},
+		{8, "[", "WAL senders"},
 		{4, "-1", "bad system identifier"}, // a primary has no WAL receiver
 		{11, "yes", "not a boolean"},
 		{12, "NULL", "column 13 is NULL"},

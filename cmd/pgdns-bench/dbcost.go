@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -27,9 +28,9 @@ import (
 type dbCostResult struct {
 	stamp stamp
 	execs int
-	// The statement alone, run execs times on a session of its own: sent
-	// as a simple query (planned every time, as pgdns did before it
-	// prepared it) and prepared (planned once).
+	// The statement alone, run execs times on a session of its own:
+	// unprepared (planned every time, as pgdns did before it prepared it)
+	// and prepared (planned once).
 	simple, prepared [2]time.Duration // [0] primary, [1] replica
 	// The variant that also reads the server's status (postmaster.pid),
 	// which pgdns runs for a role that may read server files, prepared.
@@ -217,7 +218,7 @@ func (d *dbCostResult) markdown() string {
 	w("%s\n\n%s\n\n", dbCostHeading, d.stamp)
 	w("Server CPU time per execution of the probe's statement, read from the backend that ran it (`/proc/PID/schedstat`), on the real primary and a real replica:\n\n")
 	w("| | primary | replica |\n|---|---:|---:|\n")
-	w("| the statement sent as a simple query (parsed and planned every time), %d times on a session of its own | %s | %s |\n", d.execs, us(d.simple[0]), us(d.simple[1]))
+	w("| the statement unprepared (parsed and planned every time), %d times on a session of its own | %s | %s |\n", d.execs, us(d.simple[0]), us(d.simple[1]))
 	w("| the statement prepared (planned once per session), %d times on a session of its own | %s | %s |\n", d.execs, us(d.prepared[0]), us(d.prepared[1]))
 	w("| its variant reading the server's status from `postmaster.pid` (what pgdns runs for a role that may read server files), prepared, %d times | %s | %s |\n", d.execs, us(d.preparedStatus[0]), us(d.preparedStatus[1]))
 	w("| pgdns's probe session at rest (`probe.interval: 250ms`), over %v | %s (%.1f probes/s) | %s (%.1f probes/s) |\n", d.window, us(d.rest[0]), d.restRate[0], us(d.rest[1]), d.restRate[1])
@@ -232,7 +233,7 @@ func (d *dbCostResult) markdown() string {
 }
 
 // statementCost runs the probe's statement execs times on a new session
-// to n, first as a simple query, then prepared, and returns the server's
+// to n, first unprepared, then prepared, and returns the server's
 // CPU time per execution of each.
 func statementCost(ctx context.Context, n *pgtest.Node, execs int) (simple, prepared, status time.Duration, err error) {
 	pc, err := pgconn.Connect(ctx, n.DSN())
@@ -249,8 +250,10 @@ func statementCost(ctx context.Context, n *pgtest.Node, execs int) (simple, prep
 		return 0, 0, 0, err
 	}
 	run := func(one func() error) (time.Duration, error) {
-		if err := one(); err != nil { // warm the session's caches
-			return 0, err
+		for range 6 { // warm the session's caches, and its plan cache past its custom plans
+			if err := one(); err != nil {
+				return 0, err
+			}
 		}
 		t0, err := schedNS(pid)
 		if err != nil {
@@ -264,22 +267,63 @@ func statementCost(ctx context.Context, n *pgtest.Node, execs int) (simple, prep
 		t1, err := schedNS(pid)
 		return time.Duration((t1 - t0) / int64(execs)), err
 	}
-	if simple, err = run(func() error { _, err := pc.Exec(ctx, probe.ProbeSQL).ReadAll(); return err }); err != nil {
-		return 0, 0, 0, fmt.Errorf("simple query: %w", err)
+	// Unprepared, the statement is parsed and planned on every run (the
+	// unnamed statement, as a simple query was before the statement took
+	// parameters).
+	if simple, err = run(func() error {
+		return pc.ExecParams(ctx, probe.ProbeSQL, probe.NoSendersKnown(), nil, nil, nil).Read().Err
+	}); err != nil {
+		return 0, 0, 0, fmt.Errorf("unprepared: %w", err)
 	}
+	// Prepared, it is run as pgdns runs it: with the WAL senders whose
+	// names the first run gave (probe's senders.go), so that it reads
+	// pg_stat_activity no more, and past the five runs PostgreSQL plans
+	// anew before it settles on its generic plan (run's warm-up).
 	sd, err := pc.Prepare(ctx, probe.ProbeStatement, probe.ProbeSQL, nil)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	if prepared, err = run(func() error { _, err := pc.ExecStatement(ctx, sd, nil, nil, nil).Close(); return err }); err != nil {
+	first := pc.ExecStatement(ctx, sd, probe.NoSendersKnown(), nil, nil).Read()
+	if first.Err != nil {
+		return 0, 0, 0, first.Err
+	}
+	params, err := knownSenders(first.Rows)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	exec := func(sd *pgconn.StatementDescription) func() error {
+		return func() error { return pc.ExecStatement(ctx, sd, params, nil, nil).Read().Err }
+	}
+	if prepared, err = run(exec(sd)); err != nil {
 		return 0, 0, 0, err
 	}
 	sds, err := pc.Prepare(ctx, probe.ProbeStatusStatement, probe.ProbeStatusSQL, nil)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	status, err = run(func() error { _, err := pc.ExecStatement(ctx, sds, nil, nil, nil).Close(); return err })
+	status, err = run(exec(sds))
 	return simple, prepared, status, err
+}
+
+// knownSenders are the parameters with which the probe's statement
+// names the WAL senders of its row rows as known: the server run (the
+// start time column) and their pids (the standbys column's first
+// elements), as pgdns sends them.
+func knownSenders(rows [][][]byte) ([][]byte, error) {
+	if len(rows) != 1 || len(rows[0]) <= fakeStandbysColumn {
+		return nil, fmt.Errorf("the probe's statement gave %d rows", len(rows))
+	}
+	var senders [][]json.RawMessage
+	if err := json.Unmarshal(rows[0][fakeStandbysColumn], &senders); err != nil {
+		return nil, fmt.Errorf("the standbys column %q: %w", rows[0][fakeStandbysColumn], err)
+	}
+	var pids []string
+	for _, s := range senders {
+		if len(s) > 0 {
+			pids = append(pids, string(s[0]))
+		}
+	}
+	return [][]byte{rows[0][fakeStartedColumn], []byte("{" + strings.Join(pids, ",") + "}")}, nil
 }
 
 // sessionCost opens and closes n sessions to node, one after the other,

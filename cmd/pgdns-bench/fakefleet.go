@@ -69,8 +69,7 @@ func learnPrimaryAnswer(ctx context.Context, dsn string) (*fakeAnswer, error) {
 	if len(ans.row) <= fakeSenderColumn || string(ans.row[0]) != "f" {
 		return nil, fmt.Errorf("not a primary's row: %q", ans.row)
 	}
-	var standbys [][4]*string
-	if err := json.Unmarshal(ans.row[fakeStandbysColumn], &standbys); err != nil {
+	if _, err := parseFakeSenders(ans.row[fakeStandbysColumn]); err != nil {
 		return nil, fmt.Errorf("column %d is not the standbys' JSON: %q", fakeStandbysColumn+1, ans.row[fakeStandbysColumn])
 	}
 	if _, err := strconv.ParseInt(string(ans.row[fakeSysIDColumn]), 10, 64); err != nil {
@@ -88,8 +87,8 @@ func learnPrimaryAnswer(ctx context.Context, dsn string) (*fakeAnswer, error) {
 // primary lists its replicas in pg_stat_replication as the real primary
 // lists its own (sync state and slot as the real ones have them).
 func fleetAnswers(primary, replica *fakeAnswer, addrs []string) ([]*fakeAnswer, error) {
-	var learned [][4]*string
-	if err := json.Unmarshal(primary.row[fakeStandbysColumn], &learned); err != nil || len(learned) == 0 {
+	learned, err := parseFakeSenders(primary.row[fakeStandbysColumn])
+	if err != nil || len(learned) == 0 {
 		return nil, fmt.Errorf("the real primary lists no standbys: %q", primary.row[fakeStandbysColumn])
 	}
 	sysid, err := strconv.ParseInt(string(replica.row[fakeSysIDColumn]), 10, 64)
@@ -107,7 +106,7 @@ func fleetAnswers(primary, replica *fakeAnswer, addrs []string) ([]*fakeAnswer, 
 		if err != nil {
 			return nil, err
 		}
-		var standbys [][4]*string
+		var standbys []fakeSender
 		for k, r := range members[1:] {
 			ans := replica.as(r)
 			ans.row[fakeSysIDColumn] = id
@@ -123,7 +122,7 @@ func fleetAnswers(primary, replica *fakeAnswer, addrs []string) ([]*fakeAnswer, 
 			if err != nil {
 				return nil, err
 			}
-			standbys = append(standbys, [4]*string{&rhost, &app, learned[k%len(learned)][2], slot})
+			standbys = append(standbys, fakeSender{pid: int32(1000 + k), addr: &rhost, app: &app, sync: learned[k%len(learned)].sync, slot: slot})
 			out[r] = ans
 		}
 		row := make([][]byte, len(primary.row))
@@ -131,27 +130,73 @@ func fleetAnswers(primary, replica *fakeAnswer, addrs []string) ([]*fakeAnswer, 
 		row[fakeInsertColumn], row[fakeSysIDColumn] = lsn, id
 		started, _ := strconv.ParseInt(string(replica.row[fakeStartedColumn]), 10, 64)
 		row[fakeStartedColumn] = []byte(strconv.FormatInt(started-1-int64(p), 10))
-		row[fakeStandbysColumn] = standbysJSON(standbys)
-		out[p] = &fakeAnswer{params: primary.params, fields: primary.fields, row: row, statusFields: primary.statusFields, status: primary.status}
+		row[fakeStandbysColumn] = standbysJSON(standbys, nil, nil)
+		out[p] = &fakeAnswer{params: primary.params, fields: primary.fields, row: row, statusFields: primary.statusFields, status: primary.status, senders: standbys}
+	}
+	return out, nil
+}
+
+// fakeSender is one WAL sender a fake primary lists (probe's standbys
+// column): its pid, client address, application name, sync state and
+// slot.
+type fakeSender struct {
+	pid                   int32
+	addr, app, sync, slot *string
+}
+
+// parseFakeSenders reads a real primary's standbys column, asked with no
+// sender known: [pid, sync_state, slot_name, known, [client_addr,
+// application_name]] each.
+func parseFakeSenders(col []byte) ([]fakeSender, error) {
+	var rows [][5]json.RawMessage
+	if err := json.Unmarshal(col, &rows); err != nil {
+		return nil, err
+	}
+	var out []fakeSender
+	for _, r := range rows {
+		var f fakeSender
+		var names [2]*string
+		var known bool
+		for i, dst := range []any{&f.pid, &f.sync, &f.slot, &known} {
+			if err := json.Unmarshal(r[i], dst); err != nil {
+				return nil, err
+			}
+		}
+		if err := json.Unmarshal(r[4], &names); err != nil || known {
+			return nil, fmt.Errorf("sender %d: known %v, names %s: %v", f.pid, known, r[4], err)
+		}
+		f.addr, f.app = names[0], names[1]
+		out = append(out, f)
 	}
 	return out, nil
 }
 
 // standbysJSON writes rows as PostgreSQL's json_agg of json_build_array
-// does: elements joined by ", ", rows by ", \n ".
-func standbysJSON(rows [][4]*string) []byte {
+// does (elements joined by ", ", rows by ", \n "), for the parameters a
+// probe bound (standbysSQL, senderKnownSQL): a sender whose pid the probe
+// listed, of the run it named (started, the fake's start time column), is
+// known and its names are left out. nil params: none known.
+func standbysJSON(rows []fakeSender, params [][]byte, started []byte) []byte {
+	var known []string
+	if len(params) == 2 && string(params[0]) == string(started) {
+		known = strings.Split(strings.Trim(string(params[1]), "{}"), ",")
+	}
+	str := func(v *string) string {
+		if v == nil {
+			return "null"
+		}
+		b, _ := json.Marshal(*v)
+		return string(b)
+	}
 	var each []string
 	for _, r := range rows {
-		var cols []string
-		for _, v := range r {
-			if v == nil {
-				cols = append(cols, "null")
-				continue
-			}
-			b, _ := json.Marshal(*v)
-			cols = append(cols, string(b))
+		pid := strconv.Itoa(int(r.pid))
+		names := "[" + str(r.addr) + ", " + str(r.app) + "]"
+		k := "false"
+		if slices.Contains(known, pid) {
+			k, names = "true", "null"
 		}
-		each = append(each, "["+strings.Join(cols, ", ")+"]")
+		each = append(each, "["+strings.Join([]string{pid, str(r.sync), str(r.slot), k, names}, ", ")+"]")
 	}
 	return []byte("[" + strings.Join(each, ", \n ") + "]")
 }

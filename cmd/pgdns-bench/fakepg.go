@@ -159,6 +159,9 @@ type fakeAnswer struct {
 	// which differs in its last column: the server's status.
 	statusFields []pgproto3.FieldDescription
 	status       []byte
+	// senders: a fake primary's WAL senders, whose standbys column
+	// depends on the parameters the probe binds (standbysJSON).
+	senders []fakeSender
 }
 
 func ptr(i int) *int { return &i }
@@ -211,7 +214,7 @@ func learnRow(ctx context.Context, dsn string) (*fakeAnswer, error) {
 		if err != nil {
 			return nil, err
 		}
-		res := pc.ExecStatement(ctx, sd, nil, nil, nil).Read()
+		res := pc.ExecStatement(ctx, sd, probe.NoSendersKnown(), nil, nil).Read()
 		if res.Err != nil {
 			return nil, fmt.Errorf("%s: %w", st.name, res.Err)
 		}
@@ -249,12 +252,12 @@ func (a *fakeAnswer) as(i int) *fakeAnswer {
 	started, _ := strconv.ParseInt(string(row[fakeStartedColumn]), 10, 64)
 	row[fakeStartedColumn] = []byte(strconv.FormatInt(started-1-int64(i), 10))
 	row[fakeConninfoColumn] = []byte("application_name=fake" + strconv.Itoa(i)) // primary_conninfo as written: no fallback_application_name
-	return &fakeAnswer{params: a.params, fields: a.fields, row: row, statusFields: a.statusFields, status: a.status}
+	return &fakeAnswer{params: a.params, fields: a.fields, row: row, statusFields: a.statusFields, status: a.status, senders: a.senders}
 }
 
 // serveFake speaks to one client as PostgreSQL 15 does: startup with
-// trust authentication, then the probe's statement, as a simple query or
-// through the extended protocol (Parse, Describe, Bind, Execute, Close,
+// trust authentication, then the probe's statements through the extended
+// protocol (Parse, Describe, Bind, Execute, Close,
 // Sync); replies are flushed at Sync, and after an error every message up
 // to Sync is skipped, as the server does. Any other statement is an error.
 func serveFake(c net.Conn, ans *fakeAnswer) {
@@ -305,6 +308,11 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 		replicaRow, replicaStatusRow = append([][]byte{}, ans.row...), append([][]byte{}, statusRow...)
 		replicaRow[fakeStandbysColumn], replicaStatusRow[fakeStandbysColumn] = nil, nil
 	}
+	// The primary's statements take two parameters (standbysSQL); their
+	// rows as last bound (bound: the parameters).
+	params := map[int][]uint32{probeKind: ans.params, statusKind: ans.params}
+	primaryRow, primaryStatusRow := ans.row, statusRow
+	var bound [2]string
 	failed := false // an error in the extended protocol: skip to Sync
 	fail := func(code, text string) {
 		be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: code, Message: text})
@@ -321,13 +329,12 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 		}
 		switch m := msg.(type) {
 		case *pgproto3.Query:
-			if m.String != probe.ProbeSQL {
-				be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "42601", Message: "fakepg answers the probe's statement only"})
+			// The probe's statements take parameters (or are not ones a
+			// fake knows): as a simple query, PostgreSQL refuses them.
+			if m.String == probe.ProbeSQL || m.String == probe.ProbeStatusSQL {
+				be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "42P02", Message: "there is no parameter $1"})
 			} else {
-				probesRun.Add(1)
-				be.Send(&pgproto3.RowDescription{Fields: ans.fields})
-				be.Send(&pgproto3.DataRow{Values: ans.row})
-				be.Send(complete)
+				be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "42601", Message: "fakepg answers the probe's statement only"})
 			}
 			be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 			if be.Flush() != nil {
@@ -350,7 +357,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 		case *pgproto3.Describe:
 			switch {
 			case m.ObjectType == 'S' && prepared[m.Name]:
-				be.Send(&pgproto3.ParameterDescription{ParameterOIDs: ans.params})
+				be.Send(&pgproto3.ParameterDescription{ParameterOIDs: params[kinds[m.Name]]})
 				fields := ans.fields
 				switch kinds[m.Name] {
 				case statusKind, replicaStatusKind:
@@ -374,10 +381,22 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 			switch {
 			case !prepared[m.PreparedStatement]:
 				fail("26000", fmt.Sprintf("prepared statement %q does not exist", m.PreparedStatement))
-			case m.DestinationPortal != "" || len(m.Parameters) != 0 || len(m.ResultFormatCodes) > 1 || (len(m.ResultFormatCodes) == 1 && m.ResultFormatCodes[0] != 0):
-				fail("0A000", "fakepg binds the unnamed portal, no parameters, text results")
+			case m.DestinationPortal != "" || len(m.Parameters) != len(params[kinds[m.PreparedStatement]]) || len(m.ParameterFormatCodes) > 1 ||
+				(len(m.ParameterFormatCodes) == 1 && m.ParameterFormatCodes[0] != 0) ||
+				len(m.ResultFormatCodes) > 1 || (len(m.ResultFormatCodes) == 1 && m.ResultFormatCodes[0] != 0):
+				fail("0A000", "fakepg binds the unnamed portal, the statement's parameters in text, text results")
 			default:
 				portal, portalKind = true, kinds[m.PreparedStatement]
+				if len(ans.senders) > 0 && len(m.Parameters) == 2 && (string(m.Parameters[0]) != bound[0] || string(m.Parameters[1]) != bound[1]) {
+					// The senders' names as the server gives them for
+					// what this probe says it knows (standbysSQL).
+					bound = [2]string{string(m.Parameters[0]), string(m.Parameters[1])}
+					col := standbysJSON(ans.senders, m.Parameters, ans.row[fakeStartedColumn])
+					for _, r := range []*[][]byte{&primaryRow, &primaryStatusRow} {
+						*r = append([][]byte{}, *r...)
+						(*r)[fakeStandbysColumn] = col
+					}
+				}
 				be.Send(&pgproto3.BindComplete{})
 			}
 		case *pgproto3.Execute:
@@ -390,7 +409,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
 			case statusKind:
 				probesRun.Add(1)
-				be.Send(&pgproto3.DataRow{Values: statusRow})
+				be.Send(&pgproto3.DataRow{Values: primaryStatusRow})
 				be.Send(complete)
 			case replicaKind:
 				probesRun.Add(1)
@@ -402,7 +421,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				be.Send(complete)
 			default:
 				probesRun.Add(1)
-				be.Send(&pgproto3.DataRow{Values: ans.row})
+				be.Send(&pgproto3.DataRow{Values: primaryRow})
 				be.Send(complete)
 			}
 			portal = false // an unnamed portal runs to completion once

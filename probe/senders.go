@@ -1,0 +1,287 @@
+package probe
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgdns/pgdns/zone"
+)
+
+// A primary's WAL senders are read on every probe, their names only when
+// pgdns does not know them (standbysSQL): reading a sender's client
+// address and application name means reading pg_stat_get_activity, which
+// copies the status of every backend of the server, the better part of
+// the primary's probe at rest (issue 28). Both are fixed while the
+// sender's process lives, so pgdns keeps them by pid, with the server run
+// they are of, and sends that pid list with the statement: the server
+// marks the senders it lists as known and gives the names of the others
+// (a new sender, a logical one, or any of them after a restart), so the
+// set is read again whenever it could have changed, in the same round
+// trip. A pid is a sender's process for as long as it runs; one reused
+// by another sender between two probes would need the server's pids to
+// wrap around within an interval. A physical replication connection
+// cannot change its application name; a logical one can, between two
+// streams (SET application_name, then START_REPLICATION again), so the
+// names of every sender are read again at least every senderNamesMaxAge
+// as well.
+
+// senderNamesMaxAge is how long names read are used before all of them
+// are read again: one read of pg_stat_activity every 40 probes at the
+// default interval.
+const senderNamesMaxAge = 10 * time.Second
+
+// senderNames are the names pgdns knows of the WAL senders of one server
+// run, by pid, and the requests that send them with the probe's statement.
+type senderNames struct {
+	run   int64   // the server run, pg_postmaster_start_time() in µs; 0: none known
+	pids  []int32 // ascending, as the statement orders its rows
+	names []senderName
+	// readAt: when the server last gave every sender's names, none taken
+	// as known.
+	readAt time.Time
+	// nextPids and nextNames are buffers for the next probe's, so that
+	// senders that did not change cost no allocation.
+	nextPids  []int32
+	nextNames []senderName
+	// req is the run request of probeStatements[0][status] with these as
+	// its parameters; nil while none are known (the statements' own).
+	req [2][]byte
+}
+
+// senderName is what a sender's row of pg_stat_activity says of it, and
+// the slot its last row named (kept to reuse the string).
+type senderName struct {
+	addr netip.Addr // client_addr; invalid over a Unix socket, or hidden
+	app  string     // application_name
+	slot string
+}
+
+// request is the request that runs st at now with what n knows.
+func (n *senderNames) request(st *probeStatement, now time.Time) []byte {
+	if st.senders && n.req[st.status] != nil && now.Sub(n.readAt) < senderNamesMaxAge {
+		return n.req[st.status]
+	}
+	return st.run
+}
+
+// senderParams are the parameters of the primary's statements: the run
+// and the pids of senders whose names pgdns has (standbysSQL).
+func senderParams(run int64, pids []int32) [][]byte {
+	list := []byte{'{'}
+	for i, p := range pids {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = strconv.AppendInt(list, int64(p), 10)
+	}
+	return [][]byte{strconv.AppendInt(nil, run, 10), append(list, '}')}
+}
+
+// runRequest is the Bind, Execute, Sync that runs the statement name with
+// params, every column in text format.
+func runRequest(name string, params [][]byte) []byte {
+	return encode(&pgproto3.Bind{PreparedStatement: name, Parameters: params}, &pgproto3.Execute{}, &pgproto3.Sync{})
+}
+
+// parseStandbys reads the primary's WAL senders of the server run run
+// from the standbys column of a probe that ended at end, with the names in
+// n for those the server took as known, and keeps in n the names of the
+// senders it read. Each row is [pid, sync_state, slot_name, known,
+// [client_addr, application_name]] (standbysSQL), read by jsonReader
+// (facts.go), not encoding/json, whose reflection takes a host's goroutine
+// past its 4 KiB stack (TestHostStack); a probe whose senders did not
+// change allocates only the standbys it returns.
+func parseStandbys(text []byte, run int64, end time.Time, n *senderNames) ([]zone.Standby, error) {
+	if string(text) == "[]" {
+		if len(n.pids) > 0 { // every sender gone: nothing to send
+			*n = senderNames{}
+		}
+		return []zone.Standby{}, nil // every replica, every probe
+	}
+	out, err := n.read(text, run, end)
+	if err != nil {
+		return nil, fmt.Errorf("WAL senders: %w", err)
+	}
+	return out, nil
+}
+
+// read is parseStandbys of a non-empty column.
+func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standby, error) {
+	d := jsonReader{s: text}
+	out := []zone.Standby{}
+	pids, names := n.nextPids[:0], n.nextNames[:0]
+	all := true // every row with its names: none taken as known
+	if !d.eat('[') {
+		return nil, d.fail("an array")
+	}
+	var scratch []byte
+	for !d.eat(']') {
+		if len(pids) > 0 && !d.eat(',') {
+			return nil, d.fail("',' or ']'")
+		}
+		if !d.eat('[') {
+			return nil, d.fail("a row, an array")
+		}
+		pid, err := d.integer()
+		if err != nil {
+			return nil, err
+		}
+		// What pgdns knows of pid, if the server takes it as known.
+		i, ok := slices.BinarySearch(n.pids, pid)
+		var name senderName
+		if ok && n.run == run {
+			name = n.names[i]
+		}
+		if !d.eat(',') {
+			return nil, d.fail("a row of 5 columns")
+		}
+		sync, syncNull, err := d.stringOrNull(scratch[:0])
+		if err != nil {
+			return nil, err
+		}
+		isSync := !syncNull && (string(sync) == "sync" || string(sync) == "quorum")
+		if !d.eat(',') {
+			return nil, d.fail("a row of 5 columns")
+		}
+		slot, slotNull, err := d.stringOrNull(sync[:0])
+		if err != nil {
+			return nil, err
+		}
+		scratch = slot
+		slotName := ""
+		if !slotNull {
+			slotName = reuse(name.slot, slot) // the same on every probe of one sender
+		}
+		if !d.eat(',') {
+			return nil, d.fail("a row of 5 columns")
+		}
+		known, err := d.boolean()
+		if err != nil {
+			return nil, err
+		}
+		if !d.eat(',') {
+			return nil, d.fail("a row of 5 columns")
+		}
+		gone := false
+		switch {
+		case known && !(ok && n.run == run):
+			return nil, fmt.Errorf("the server took sender %d as known, and pgdns does not know it", pid)
+		case known:
+			all = false
+			if !d.literal("null") {
+				return nil, d.fail("null: the names of a sender taken as known")
+			}
+		case d.literal("null"):
+			gone = true // ended between the two reads: not a sender any more
+		default:
+			if name, err = d.names(scratch[:0]); err != nil {
+				return nil, err
+			}
+		}
+		if !d.eat(']') {
+			return nil, d.fail("a row of 5 columns")
+		}
+		if gone {
+			continue
+		}
+		name.slot = slotName
+		out = append(out, zone.Standby{Addr: name.addr, AppName: name.app, Sync: isSync, Slot: name.slot})
+		pids, names = append(pids, pid), append(names, name)
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	n.nextPids, n.nextNames = pids, names
+	readAt := n.readAt
+	if all {
+		readAt = end
+	}
+	if run == n.run && slices.Equal(pids, n.pids) {
+		copy(n.names, names) // read again, every senderNamesMaxAge
+		n.readAt = readAt
+		return out, nil
+	}
+	n.pids, n.nextPids = pids, n.pids[:0]
+	n.names, n.nextNames = names, n.names[:0]
+	n.run, n.readAt = run, readAt
+	n.req = [2][]byte{}
+	if len(n.pids) > 0 {
+		params := senderParams(n.run, n.pids)
+		for i := range n.req {
+			n.req[i] = runRequest(probeStatements[0][i].name, params)
+		}
+	}
+	return out, nil
+}
+
+// names reads a sender's [client_addr, application_name].
+func (d *jsonReader) names(buf []byte) (senderName, error) {
+	var name senderName
+	if !d.eat('[') {
+		return name, d.fail("the names, an array")
+	}
+	v, null, err := d.stringOrNull(buf)
+	if err != nil {
+		return name, err
+	}
+	if !null {
+		name.addr, _ = netip.ParseAddr(string(v)) // a Unix socket has none
+		name.addr = name.addr.Unmap()
+	}
+	if !d.eat(',') {
+		return name, d.fail("the names, 2 columns")
+	}
+	if v, null, err = d.stringOrNull(v[:0]); err != nil {
+		return name, err
+	}
+	if !null {
+		name.app = string(v)
+	}
+	if !d.eat(']') {
+		return name, d.fail("the names, 2 columns")
+	}
+	return name, nil
+}
+
+// literal skips whitespace, then word if it comes next, and reports
+// whether it did.
+func (d *jsonReader) literal(word string) bool {
+	d.space()
+	if bytes.HasPrefix(d.s[d.i:], []byte(word)) {
+		d.i += len(word)
+		return true
+	}
+	return false
+}
+
+// boolean reads true or false.
+func (d *jsonReader) boolean() (bool, error) {
+	switch {
+	case d.literal("true"):
+		return true, nil
+	case d.literal("false"):
+		return false, nil
+	}
+	return false, d.fail("true or false")
+}
+
+// integer reads a pid: decimal digits, at most 10.
+func (d *jsonReader) integer() (int32, error) {
+	d.space()
+	start := d.i
+	for d.i < len(d.s) && d.s[d.i] >= '0' && d.s[d.i] <= '9' && d.i-start < 10 {
+		d.i++
+	}
+	v, err := strconv.ParseInt(string(d.s[start:d.i]), 10, 32)
+	if err != nil || d.i == start {
+		d.i = start
+		return 0, d.fail("a pid")
+	}
+	return int32(v), nil
+}
