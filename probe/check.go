@@ -183,12 +183,19 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // past where timeline 1 ended", from which rule 9 would learn a timeline
 // end past the real one (review 6, G3). So a replica's receiver timeline
 // is read once more after the replay position, by the column before the
-// last (a sub-select, run when the target list reaches it), and a sample
+// last (run when the target list reaches it), and a sample
 // whose two reads differ has no exact timeline (parseProbeRow): it
-// teaches no timeline end and vouches for no token. The checkpoint's timeline is read
-// by one sub-select, and the minimum recovery point's only on a replica
+// teaches no timeline end and vouches for no token (that read is -1
+// when it finds no receiver, or one whose timeline is hidden, which is
+// never the first read's exact timeline). The checkpoint's timeline is
+// read by one call, and the minimum recovery point's only on a replica
 // without a receiver (greatest ignores the NULL of the other case): each
-// pg_control_* call reads and checks the control file from disk. What
+// pg_control_* call reads and checks the control file from disk. Those
+// reads, and the second read of the receiver, are calls in the target
+// list, not sub-selects: PostgreSQL sets up every sub-plan of a
+// statement (a function scan, whose result type it builds from pg_proc
+// again, and a tuple store) each time it starts it, whichever CASE branch
+// runs, where a call in an expression costs its call alone (issue 28). What
 // cannot change while a server runs (system_identifier, wal_block_size,
 // wal_segment_size, cluster_name, pg_postmaster_start_time) is still read
 // on every probe: a pooler between pgdns and its hosts may hand the
@@ -289,9 +296,9 @@ const probeHead = `SELECT
     THEN CASE WHEN w.pid IS NULL THEN 0 ELSE coalesce(w.received_tli, -1) END::bigint
     ELSE ('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
   END,
-  greatest((SELECT timeline_id FROM pg_catalog.pg_control_checkpoint()),
-    CASE WHEN pg_catalog.pg_is_in_recovery() AND w.received_tli IS NULL THEN (SELECT min_recovery_end_timeline FROM pg_catalog.pg_control_recovery()) END)::bigint,
-  (SELECT system_identifier FROM pg_catalog.pg_control_system())::pg_catalog.text,
+  greatest((pg_catalog.pg_control_checkpoint()).timeline_id,
+    CASE WHEN pg_catalog.pg_is_in_recovery() AND w.received_tli IS NULL THEN (pg_catalog.pg_control_recovery()).min_recovery_end_timeline END)::bigint,
+  (pg_catalog.pg_control_system()).system_identifier::pg_catalog.text,
   (extract(epoch FROM pg_catalog.pg_postmaster_start_time()) OPERATOR(pg_catalog.*) 1000000)::bigint,`
 
 const probeTail = `
@@ -308,8 +315,7 @@ const probeTail = `
   pg_catalog.current_setting('cluster_name'),
   pg_catalog.current_setting('default_transaction_read_only'),
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_flush_lsn()::pg_catalog.text END,
-  CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce((SELECT CASE WHEN v.pid IS NULL THEN 0 ELSE coalesce(v.received_tli, -1) END
-    FROM pg_catalog.pg_stat_get_wal_receiver() v), 0) ELSE 0 END::bigint`
+  CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce((pg_catalog.pg_stat_get_wal_receiver()).received_tli, -1) ELSE 0 END::bigint`
 
 const probeFrom = `
 FROM pg_catalog.pg_stat_get_wal_receiver() w`
