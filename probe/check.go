@@ -264,14 +264,20 @@ const (
 // of them every senderNamesMaxAge. Each row is [pid,
 // sync_state, slot_name, known, [client_addr, application_name]], the
 // last NULL when known, or when the sender ended between the two reads
-// (the row pg_stat_replication's join would not have had).
+// (the row pg_stat_replication's join would not have had). The rows are
+// an ARRAY() sub-select made JSON, each sender's slot a sub-select of its
+// row (a sender holds one slot at most), not json_agg over a join with
+// the slots: an aggregate and a hash join are set up on every probe of
+// the primary, senders or not, for about 13% of its server time at rest
+// (perf), where the ARRAY() sub-select sets up a sort.
 const (
 	standbysSQL = `
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'
-    ELSE coalesce((SELECT pg_catalog.json_agg(pg_catalog.json_build_array(w.pid, w.sync_state, s.slot_name, ` + senderKnownSQL + `,
+    ELSE pg_catalog.array_to_json(ARRAY(SELECT pg_catalog.json_build_array(w.pid, w.sync_state,
+        (SELECT s.slot_name FROM pg_catalog.pg_get_replication_slots() s WHERE s.active_pid OPERATOR(pg_catalog.=) w.pid), ` + senderKnownSQL + `,
         CASE WHEN NOT ` + senderKnownSQL + ` THEN (SELECT pg_catalog.json_build_array(pg_catalog.host(a.client_addr), a.application_name)
-          FROM pg_catalog.pg_stat_activity a WHERE a.pid OPERATOR(pg_catalog.=) w.pid) END) ORDER BY w.pid)
-      FROM pg_catalog.pg_stat_get_wal_senders() w LEFT JOIN pg_catalog.pg_get_replication_slots() s ON s.active_pid OPERATOR(pg_catalog.=) w.pid), '[]')::pg_catalog.text
+          FROM pg_catalog.pg_stat_activity a WHERE a.pid OPERATOR(pg_catalog.=) w.pid) END)
+      FROM pg_catalog.pg_stat_get_wal_senders() w ORDER BY w.pid))::pg_catalog.text
   END,`
 	replicaStandbysSQL = `
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]' END,`

@@ -171,8 +171,8 @@ func parseFakeSenders(col []byte) ([]fakeSender, error) {
 	return out, nil
 }
 
-// standbysJSON writes rows as PostgreSQL's json_agg of json_build_array
-// does (elements joined by ", ", rows by ", \n "), for the parameters a
+// standbysJSON writes rows as PostgreSQL's array_to_json of an ARRAY of
+// json_build_array does (elements joined by ", ", rows by ","), for the parameters a
 // probe bound (standbysSQL, senderKnownSQL): a sender whose pid the probe
 // listed, of the run it named (started, the fake's start time column), is
 // known and its names are left out. nil params: none known.
@@ -198,7 +198,7 @@ func standbysJSON(rows []fakeSender, params [][]byte, started []byte) []byte {
 		}
 		each = append(each, "["+strings.Join([]string{pid, str(r.sync), str(r.slot), k, names}, ", ")+"]")
 	}
-	return []byte("[" + strings.Join(each, ", \n ") + "]")
+	return []byte("[" + strings.Join(each, ",") + "]")
 }
 
 // scaleConfig is the configuration of the scale step's pgdns: the real
