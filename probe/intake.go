@@ -65,6 +65,7 @@ type hostLoop struct {
 	// No probe on the tick before notBefore (a host down backs off);
 	// lastStart is when the last probe started.
 	notBefore, lastStart time.Time
+	opened               *opening // the first probe's slot, until it is done (takeOpening)
 }
 
 // startHost makes the host's checker and its loop; nil when there is no
@@ -82,6 +83,7 @@ func (p *Prober) startHost(ctx context.Context, ci, hi int, addr string) *hostLo
 		p.wakeups[h.flat].Store(w.wakeup()) // a kick cuts the wait on the session (rounds.go)
 	}
 	h.tick.reset(p.cfg.Interval)
+	h.opened = p.takeOpening(ctx) // the first probe opens the session: a bounded number at once
 	return h
 }
 
@@ -109,6 +111,10 @@ func (p *Prober) due(h *hostLoop) bool {
 func (p *Prober) probeTurn(ctx context.Context, h *hostLoop, kicked bool) bool {
 	var err error
 	h.lastStart, err = p.probe(ctx, h.checker, h.ci, h.hi, h.addr, kicked)
+	if h.opened != nil {
+		h.opened.release()
+		h.opened = nil
+	}
 	if ctx.Err() != nil {
 		return false
 	}
@@ -137,6 +143,52 @@ func (p *Prober) probeTurn(ctx context.Context, h *hostLoop, kicked bool) bool {
 	}
 	return true
 }
+
+// At start every host's first probe opens its session (a TCP connect, the
+// startup and authentication exchange, then the probe), and ten thousand
+// hosts did so at once: the opens took both cores, and those of the fakes,
+// for seconds, first probes timed out (4,023 "probe query: timed out" in
+// the first 15 s at 10,000 hosts, issue 28), hosts probed first aged out
+// while the rest opened, and every host was live only after 57 s. So at
+// most maxOpening first probes run at once; a slot is freed when the probe
+// is done, or after openingHold however long it takes, so that hosts that
+// hang (a fleet half down at start) hold up the others by openingHold
+// each at most, not by probe.timeout.
+const (
+	maxOpening  = 64
+	openingHold = 25 * time.Millisecond
+)
+
+// opening is a host's slot among the first probes running at once.
+type opening struct {
+	p    *Prober
+	once sync.Once
+	held *time.Timer
+}
+
+// takeOpening waits for a slot for the host's first probe; nil when ctx
+// ended first.
+//
+//go:noinline
+func (p *Prober) takeOpening(ctx context.Context) *opening {
+	select {
+	case p.opening <- struct{}{}:
+	case <-ctx.Done():
+		return nil
+	}
+	o := &opening{p: p}
+	o.held = time.AfterFunc(openingHold, o.free)
+	return o
+}
+
+// release frees the slot at the end of the first probe (or did already,
+// at openingHold).
+func (o *opening) release() {
+	o.held.Stop()
+	o.free()
+}
+
+func (o *opening) free() { o.once.Do(func() { <-o.p.opening }) }
 
 // A host's goroutine spends nearly all its life waiting in idle, and the
 // runtime halves a goroutine's stack at a collection only while less than
@@ -341,6 +393,7 @@ func (p *Prober) send(ctx context.Context, r *result) {
 // stopped and closed its connection.
 func (p *Prober) Run(ctx context.Context) {
 	defer close(p.stopped)
+	p.opening = make(chan struct{}, maxOpening)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ci, c := range p.state {

@@ -2,12 +2,16 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/pgdns/pgdns/internal/testkit"
 	"github.com/pgdns/pgdns/zone"
 )
 
@@ -52,5 +56,83 @@ func TestReplicasProbeOnTheirOwnWhenRoundsStop(t *testing.T) {
 	// stayed slow); at least 12 of 20, on a loaded machine.
 	if n := replicas[0].probes.Load() - mid; n < 12 {
 		t.Fatalf("a replica was probed %d times in the 20 intervals after the rounds stopped (%d in the 3 before), want about 20", n, mid-before)
+	}
+}
+
+// openingChecker answers its host's first probe after slow (opening a
+// session, as a real first probe does) and counts the first probes under
+// way, the most at once in most; later probes answer at once.
+type openingChecker struct {
+	host        fakeChecker
+	slow        time.Duration
+	first       bool
+	now, most   *atomic.Int64
+	firstProbes *atomic.Int64
+}
+
+func (c *openingChecker) Check(ctx context.Context) (Sample, error) {
+	if !c.first {
+		c.first = true
+		c.firstProbes.Add(1)
+		n := c.now.Add(1)
+		for m := c.most.Load(); n > m && !c.most.CompareAndSwap(m, n); m = c.most.Load() {
+		}
+		select {
+		case <-time.After(c.slow):
+		case <-ctx.Done():
+		}
+		c.now.Add(-1)
+	}
+	return c.host.Check(ctx)
+}
+
+func (*openingChecker) Close() {}
+
+// At start, at most maxOpening hosts run their first probe (the one that
+// opens the session) at once: 2,000 hosts all opened at once before (and
+// 10,000 did in the scale bench, their first probes timing out, every host
+// live after 57 s). A first probe that takes long frees its slot after
+// openingHold, so that hosts that hang hold the rest up that long at most
+// (logged: every host's first probe under way in about 2,000/64 × 25 ms,
+// although each takes 500 ms).
+func TestFirstProbesOpenABoundedNumberAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		slow     time.Duration
+		most     int64 // the bound on first probes at once
+		everyone time.Duration
+	}{
+		// A slot is held openingHold at least, so a loaded machine on
+		// which a 5 ms probe takes longer than that runs a few more.
+		{slow: 5 * time.Millisecond, most: 4 * maxOpening, everyone: time.Minute},
+		{slow: 500 * time.Millisecond, most: 2 * maxOpening * int64(500*time.Millisecond/openingHold+1), everyone: time.Minute},
+	} {
+		const hosts = 2000
+		var now, most, firsts atomic.Int64
+		cfg := Config{Interval: time.Second, Timeout: time.Second, MaxFails: 3}
+		cc := ClusterConfig{Name: "main"}
+		for i := range hosts {
+			cc.Hosts = append(cc.Hosts, fmt.Sprintf("10.0.%d.%d:5432", i>>8, i&255))
+		}
+		cfg.Clusters = []ClusterConfig{cc}
+		newChecker := func(addr string) (Checker, error) {
+			return &openingChecker{host: fakeChecker{&fakeHost{ip: strings.TrimSuffix(addr, ":5432"), inRecovery: true, lsn: 100}},
+				slow: c.slow, now: &now, most: &most, firstProbes: &firsts}, nil
+		}
+		p := New(cfg, zone.NewTable(), newChecker, slog.New(slog.NewTextHandler(io.Discard, nil)), "main")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		began := time.Now()
+		go func() { p.Run(ctx); close(done) }()
+		ok := testkit.Poll(c.everyone, 10*time.Millisecond, func() bool { return firsts.Load() == hosts })
+		took := time.Since(began)
+		cancel()
+		<-done
+		if !ok {
+			t.Errorf("first probes taking %v: %d of %d hosts had theirs within %v", c.slow, firsts.Load(), hosts, c.everyone)
+		}
+		if m := most.Load(); m > c.most {
+			t.Errorf("first probes taking %v: %d ran at once, want at most %d", c.slow, m, c.most)
+		}
+		t.Logf("first probes taking %v: every host's begun in %v, at most %d at once", c.slow, took.Round(time.Millisecond), most.Load())
 	}
 }

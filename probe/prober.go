@@ -179,6 +179,7 @@ type Prober struct {
 	rebuild    []bool
 	holdsUntil []time.Time
 	dirty      dirtyClusters // which clusters publish builds (build.go)
+	opening    chan struct{} // the first probes running at once (intake.go)
 	notLeader  []bool        // per cluster: its last build set a writable host aside as not Patroni's leader
 	done       []bool
 	last       *zone.Snapshot
