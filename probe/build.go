@@ -104,6 +104,9 @@ func (p *Prober) publish() {
 // build builds cluster ci anew (claimed: it has just inherited orphans).
 func (p *Prober) build(ci int, now time.Time, stale time.Duration, claimed bool) *zone.Cluster {
 	p.dirty.built++
+	if p.cfg.Hooks.Learned != nil {
+		p.dirty.builtSince(ci, len(p.state))
+	}
 	p.rebuild[ci] = false
 	c := p.decide(ci, now, stale)
 	if !claimed && p.claim(ci) {
@@ -395,8 +398,56 @@ type dirtyClusters struct {
 	expiry     expiryHeap
 	notLeaders int // clusters whose last build set a host aside as not the leader (notLeader)
 	// Clusters built, and clusters looked at by publish's loops (the
-	// build, flux, logs), so far: what publishing cost, for tests.
-	built, looked int
+	// build, flux, logs), so far: what publishing cost, for tests; and
+	// clusters compared with the last report (remember.go).
+	built, looked, looks int
+	// For Hooks.Learned (remember.go, remembersAsReported): the clusters
+	// built since it was last looked what p remembers, which only a build
+	// changes, and those whose running writers' positions moved since the
+	// last report; every cluster after an adoption (unreportedAll).
+	unreported, moved     []int
+	isUnreported, isMoved []bool
+	unreportedAll         bool
+}
+
+// builtSince notes that cluster ci was built since the last look.
+func (d *dirtyClusters) builtSince(ci, clusters int) {
+	if d.isUnreported == nil {
+		d.isUnreported, d.isMoved = make([]bool, clusters), make([]bool, clusters)
+	}
+	if !d.isUnreported[ci] {
+		d.isUnreported[ci] = true
+		d.unreported = append(d.unreported, ci)
+	}
+}
+
+// positionsMoved notes that cluster ci's running writers' positions are
+// not those last reported.
+func (d *dirtyClusters) positionsMoved(ci int) {
+	if !d.isMoved[ci] {
+		d.isMoved[ci] = true
+		d.moved = append(d.moved, ci)
+	}
+}
+
+// lookedAt starts the list of clusters built since the last look anew.
+func (d *dirtyClusters) lookedAt() {
+	for _, ci := range d.unreported {
+		d.isUnreported[ci] = false
+	}
+	d.unreported = d.unreported[:0]
+}
+
+// reported starts both lists anew: what is remembered is what was reported.
+func (d *dirtyClusters) reported() {
+	if d.isUnreported == nil {
+		return
+	}
+	d.lookedAt()
+	for _, ci := range d.moved {
+		d.isMoved[ci] = false
+	}
+	d.moved, d.unreportedAll = d.moved[:0], false
 }
 
 // take returns the clusters to build at now, in configured order, and

@@ -164,6 +164,61 @@ func TestPublishLooksAtWhatChanged(t *testing.T) {
 	}
 }
 
+// With a state file (Hooks.Learned), what p remembers is compared after
+// a publish with the last report for the clusters built since, not for
+// the fleet: every publish compared every cluster's timelines, branches
+// and forks (3,334 clusters looked at a publish at 3,334 clusters, which
+// this test fails on). Running writers' positions still go out once
+// positionsEvery has passed, those of the clusters whose writers moved
+// looked at then; and another change is reported at once.
+func TestReportLooksAtWhatWasBuilt(t *testing.T) {
+	const clusters = 3334
+	f := newFleetOnClock(t, clusters, 3, stepClock())
+	var reports []map[string]Remembered
+	f.p.cfg.Hooks.Learned = func(r map[string]Remembered) { reports = append(reports, r) }
+	f.p.active.Store(true)
+	t0 := time.Now()
+	f.p.report(false, t0) // the first report: everything
+	if len(reports) != 1 || len(reports[0]) != clusters {
+		t.Fatalf("the first report: %d reports", len(reports))
+	}
+	looks := f.p.dirty.looks
+	const publishes = 30
+	for i := range publishes {
+		f.round(i*7%clusters, func(r result) { f.p.take(r) })
+		f.p.publish()
+		f.p.report(false, t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	if per := float64(f.p.dirty.looks-looks) / publishes; per > 2 {
+		t.Errorf("a report after one cluster's round looked at %.1f clusters, want at most 2", per)
+	}
+	if len(reports) != 1 {
+		t.Fatalf("rounds moving running writers only were reported %d times within positionsEvery", len(reports)-1)
+	}
+	// positionsEvery later: the writers that moved are reported.
+	looks = f.p.dirty.looks
+	f.p.report(false, t0.Add(f.p.positionsEvery()))
+	if len(reports) != 2 {
+		t.Fatalf("positionsEvery after the first report, the moved writers' positions were not reported (%d reports)", len(reports))
+	}
+	if n := f.p.dirty.looks - looks; n > publishes {
+		t.Errorf("the positions' report looked at %d clusters, want at most the %d that moved", n, publishes)
+	}
+	for tl, b := range f.p.branches[7] {
+		if got := reports[1]["c7"].Branches[tl]; got.Last != b.Last || got.Insert != b.Insert {
+			t.Errorf("c7's timeline %d reported at %v/%v, its writer is at %v/%v", tl, got.Last, got.Insert, b.Last, b.Insert)
+		}
+	}
+	// A forgotten timeline history is what a cluster remembers: at once.
+	f.p.timelines[11][1] = timelineHistory{ends: []zone.TimelineEnd{{Timeline: 1}}}
+	f.p.markRebuild(11)
+	f.p.publish()
+	f.p.report(false, t0.Add(f.p.positionsEvery()+time.Millisecond))
+	if len(reports) != 3 {
+		t.Errorf("a cluster's changed timeline history was not reported (%d reports)", len(reports))
+	}
+}
+
 // A cluster built by the clock (its build stopped holding, no result
 // came) is built at the publish after its moment and not before; a result
 // of it meanwhile rebuilds it once.

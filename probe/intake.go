@@ -457,6 +457,7 @@ func (p *Prober) Run(ctx context.Context) {
 			// already knows what the predecessor knew.
 			p.adopt(a.knowledge)
 			p.dirty.all = true // adopt marks every cluster itself
+			p.dirty.unreportedAll = true
 			p.active.Store(true)
 			activated = a.published
 		case reply := <-p.knowledgeReq:

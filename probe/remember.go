@@ -246,6 +246,7 @@ func (p *Prober) report(final bool, now time.Time) {
 		return
 	}
 	p.reported, p.orphansReported, p.reportedAt = p.remembered(), p.orphansChanged, now
+	p.dirty.reported()
 	hook(p.reported)
 }
 
@@ -327,37 +328,101 @@ func (f fork) export() Fork {
 // (its final ones, which a later run at its address must start past), or
 // when positions (positionsEvery has passed since the last report, or the
 // prober is stopping: the state file's last write).
+//
+// What p remembers of a cluster changes only where the cluster is built
+// anew (a result, a leader, a forgotten timeline: build.go), so once
+// builds are tracked it looks at the clusters built since it last looked
+// (dirtyClusters.unreported), and, when positions, at those whose running
+// writers' positions moved since the last report (positionsMoved): at ten
+// thousand hosts with a state file every publish compared every cluster's
+// timelines, branches and forks with the last report. It looks at every
+// cluster after an adoption, and before builds are tracked.
 func (p *Prober) remembersAsReported(positions bool) bool {
 	if p.orphansReported != p.orphansChanged {
 		return false
 	}
-	n := len(p.orphans) // unchanged since reported: kept as they were
-	for ci, c := range p.state {
-		if c.Identity == 0 {
-			continue
-		}
-		n++
-		r, ok := p.reported[c.Name]
-		if !ok || r.Identity != c.Identity || r.NewestTimeline != c.NewestTimeline || len(r.Timelines) != len(p.timelines[ci]) {
-			return false
-		}
-		if r.Witnessed != c.Witnessed || r.WitnessedBy != c.WitnessedBy || !r.WitnessedRun.Equal(c.WitnessedRun) {
-			return false
-		}
-		for tl, h := range p.timelines[ci] {
-			was, ok := r.Timelines[tl]
-			if !ok || was.FromFile != h.fromFile || !slices.Equal(was.Ends, h.ends) {
+	d := &p.dirty
+	if d.isUnreported == nil || d.unreportedAll {
+		n := len(p.orphans) // unchanged since reported: kept as they were
+		for ci, c := range p.state {
+			if c.Identity == 0 {
+				continue
+			}
+			n++
+			if same, withPositions := p.clusterAsReported(ci); !same || (positions && !withPositions) {
 				return false
 			}
 		}
-		if !p.forksAsReported(ci, r.Forks) || !maps.EqualFunc(p.branches[ci], r.Branches, Branch.equal) || !p.lastsAsReported(ci, r.Branches, positions) {
+		if n != len(p.reported) {
 			return false
 		}
-		if r.Serial != p.serialOf(ci) && p.serialAhead(ci) {
+		if d.isUnreported != nil { // from here on, what was built is enough
+			d.reported()
+			for ci, c := range p.state {
+				if _, withPositions := p.clusterAsReported(ci); c.Identity != 0 && !withPositions {
+					d.positionsMoved(ci)
+				}
+			}
+		}
+		return true
+	}
+	look := func(ci int) (same, withPositions bool) {
+		c := p.state[ci]
+		if c.Identity == 0 {
+			_, had := p.reported[c.Name]
+			return !had, !had // lost the identity it had when reported
+		}
+		return p.clusterAsReported(ci)
+	}
+	for _, ci := range d.unreported {
+		if same, withPositions := look(ci); !same || (positions && !withPositions) {
 			return false
 		}
 	}
-	return n == len(p.reported)
+	if positions {
+		for _, ci := range d.moved {
+			if _, withPositions := look(ci); !withPositions {
+				return false
+			}
+		}
+		d.reported() // as reported, positions and all
+		return true
+	}
+	for _, ci := range d.unreported {
+		if _, withPositions := look(ci); !withPositions {
+			d.positionsMoved(ci)
+		}
+	}
+	d.lookedAt()
+	return true
+}
+
+// clusterAsReported reports whether cluster ci, which has an identity, is
+// remembered as last reported, the positions of its running writers aside
+// (same) and with them (withPositions).
+func (p *Prober) clusterAsReported(ci int) (same, withPositions bool) {
+	p.dirty.looks++
+	c := p.state[ci]
+	r, ok := p.reported[c.Name]
+	if !ok || r.Identity != c.Identity || r.NewestTimeline != c.NewestTimeline || len(r.Timelines) != len(p.timelines[ci]) {
+		return false, false
+	}
+	if r.Witnessed != c.Witnessed || r.WitnessedBy != c.WitnessedBy || !r.WitnessedRun.Equal(c.WitnessedRun) {
+		return false, false
+	}
+	for tl, h := range p.timelines[ci] {
+		was, ok := r.Timelines[tl]
+		if !ok || was.FromFile != h.fromFile || !slices.Equal(was.Ends, h.ends) {
+			return false, false
+		}
+	}
+	if !p.forksAsReported(ci, r.Forks) || !maps.EqualFunc(p.branches[ci], r.Branches, Branch.equal) || !p.lastsAsReported(ci, r.Branches, false) {
+		return false, false
+	}
+	if r.Serial != p.serialOf(ci) && p.serialAhead(ci) {
+		return false, false
+	}
+	return true, p.lastsAsReported(ci, r.Branches, true)
 }
 
 // lastsAsReported reports whether the flush and insert positions of
