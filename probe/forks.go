@@ -12,28 +12,49 @@ import (
 // same number: after a failover that stalled (the first promoted primary
 // cut off, a second one promoted), two branches of "timeline 3" exist, and
 // a replica of the first one streams or replays WAL the second one never
-// wrote. Its position compares with the second one's as if they were one
-// timeline. What tells them apart: a replica of a writable host can never
-// have replayed past what that host had written when the replica was
-// read, since WAL reaches replicas only once written. So a replica whose
-// replay position, read before a probe of the writable host started, is
-// past the position that probe read, is not that host's replica, nor will
-// it become one by replaying more (zone.Host.DivergedFrom). The timeline
-// history files tell the branches apart too, when they forked at
-// different points (zone.forkedFrom).
+// wrote; a primary restored in place from a snapshot writes a second
+// branch of its own timeline, and its replicas had the first. Positions
+// compare as if they were one timeline. What tells them apart: a replica
+// of a writable host can never have received or replayed past what that
+// host had written when the replica was read, since WAL reaches replicas
+// only once written (flushed: a WAL sender sends no further). So a replica
+// whose received or replayed position, read before a probe of the writable
+// host started, is past the position that probe read, is not that host's
+// replica, nor will it become one by replaying more
+// (zone.Host.DivergedFrom). This needs no WAL receiver: a replica whose
+// upstream is gone, or whose receiver the restored primary refuses (it
+// asks from a position past the primary's flush), replays nothing more
+// and is the usual replica with the lost writes (review 7, H2). Its
+// timeline is then a lower bound, and it is compared only when the bound
+// is the writable host's timeline and that is the newest one known: on a
+// later timeline it may follow a promotion, which supersedes the writable
+// host instead (rule 1). The timeline history files tell the branches
+// apart too, when they forked at different points (zone.forkedFrom).
 
-// replayWatch is the earliest reading of a replica's current replay
-// position in its current run: the position, the exact timeline it was
-// on, and a time by which it had surely been read (when the aggregator
-// took the result, after the probe ended).
+// replayWatch is the earliest reading of a replica's current position in
+// its current run: its replay and receive positions, the timeline it was
+// on (exact, or a lower bound), and a time by which it had surely been
+// read (when the aggregator took the result, after the probe ended).
 type replayWatch struct {
-	replay   zone.LSN
-	timeline uint32
-	read     time.Time
+	replay, receive zone.LSN
+	timeline        uint32
+	exact           bool // timeline is the WAL receiver's, not a lower bound
+	read            time.Time
 }
 
-// watchReplay keeps the earliest reading of replica h's replay position;
-// h still holds what its previous sample said. continuous is as in record.
+// reach is the furthest position the reading shows the replica had: what
+// it replayed, or what its WAL receiver had received and flushed, if more.
+func (w replayWatch) reach() (zone.LSN, string) {
+	if w.receive > w.replay {
+		return w.receive, "received to "
+	}
+	return w.replay, "replayed to "
+}
+
+// watchReplay keeps the earliest reading of replica h's positions; h still
+// holds what its previous sample said. continuous is as in record; tl is
+// the sample's timeline, exact or (without a streaming WAL receiver) a
+// lower bound.
 func (p *Prober) watchReplay(h *zone.Host, continuous bool, s Sample, tl uint32, exact bool) {
 	if !s.InRecovery {
 		// Writable: a promotion, the operator's choice of this data; its
@@ -48,20 +69,22 @@ func (p *Prober) watchReplay(h *zone.Host, continuous bool, s Sample, tl uint32,
 	// branches of one timeline share, and a re-clone keeps the system
 	// identifier), so the proof ends only at a promotion or by an operator
 	// (pgdns -reset-state): review 6, G7b.
-	if !s.InRecovery || !exact {
+	if !s.InRecovery {
 		delete(p.replays, h)
 		return
 	}
-	if w, ok := p.replays[h]; ok && continuous && w.timeline == tl && w.replay == s.ReplayLSN {
+	if w, ok := p.replays[h]; ok && continuous && w.timeline == tl && w.exact == exact &&
+		w.replay == s.ReplayLSN && w.receive == s.ReceiveLSN {
 		return
 	}
-	p.replays[h] = replayWatch{replay: s.ReplayLSN, timeline: tl, read: time.Now()} // the clock of result.started
+	p.replays[h] = replayWatch{replay: s.ReplayLSN, receive: s.ReceiveLSN, timeline: tl, exact: exact,
+		read: time.Now()} // the clock of result.started
 }
 
 // checkForks marks the replicas of cluster ci that writable host w, found
 // at position pos by a probe that started at started, proves to be on
-// another branch of its timeline: read at a replay position past pos
-// before that probe started. A proof names w's server (followServer).
+// another branch of its timeline: read at a position past pos before that
+// probe started. A proof names w's server (followServer).
 func (p *Prober) checkForks(ci int, w *zone.Host, started time.Time, pos zone.LSN) {
 	c := p.state[ci]
 	for i := range c.Hosts {
@@ -71,11 +94,21 @@ func (p *Prober) checkForks(ci int, w *zone.Host, started time.Time, pos zone.LS
 		}
 		rw, ok := p.replays[h]
 		if !ok || h == w || h.DivergedFrom == w.Addr || h.SystemID != w.SystemID || rw.timeline != w.Timeline ||
-			rw.read.After(started) || rw.replay <= pos {
+			rw.read.After(started) {
+			continue
+		}
+		if !rw.exact && (w.Timeline < c.NewestTimeline || w.Timeline < c.Witnessed) {
+			// The lower bound is w's timeline, but a later one is known:
+			// the replica may be on it, past w's position (rule 1 sets w
+			// aside, not the replica).
+			continue
+		}
+		at, how := rw.reach()
+		if at <= pos {
 			continue
 		}
 		h.DivergedFrom, h.DivergedRun = w.Addr, w.StartedAt
-		h.DivergedNote = "another branch of timeline " + strconv.FormatUint(uint64(w.Timeline), 10) + ": replayed to " + rw.replay.String() +
+		h.DivergedNote = "another branch of timeline " + strconv.FormatUint(uint64(w.Timeline), 10) + ": " + how + at.String() +
 			", past " + pos.String() + " where " + w.Addr + " was read after it"
 	}
 }

@@ -26,3 +26,58 @@ func TestForkOutlivesTheReplicasRestart(t *testing.T) {
 		t.Errorf("after a promotion: proof %q %v %q, want none", h.DivergedFrom, h.DivergedRun, h.DivergedNote)
 	}
 }
+
+// forkScene is a cluster of a writable host w:1 on timeline 1 and a
+// replica r:1 of the same system identifier, for the fork proofs.
+func forkScene() (*Prober, *zone.Cluster) {
+	c := &zone.Cluster{Name: "main", Identity: 42, NewestTimeline: 1, Hosts: []zone.Host{
+		{Addr: "w:1", Seen: true, SystemID: 42, Timeline: 1, TimelineExact: true, StartedAt: time.Unix(1000, 0)},
+		{Addr: "r:1", Seen: true, InRecovery: true, SystemID: 42, Timeline: 1},
+	}}
+	return &Prober{replays: map[*zone.Host]replayWatch{}, state: []*zone.Cluster{c}}, c
+}
+
+// A replica without a WAL receiver (its timeline a lower bound, the
+// writable host's) read past the writable host's position before a probe
+// of it started is on another branch: its upstream gone, or its receiver
+// refused by a primary restored in place (review 7, H2). So is one whose
+// receiver had received past it, whatever it replayed. One read after the
+// probe started proves nothing (the primary may have written since), nor
+// does one whose lower bound is w's timeline while a later one is known
+// (it may follow the promotion that superseded w).
+func TestForkProvenWithoutAStreamingReceiver(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		replay, receive zone.LSN
+		newest          uint32
+		readAfter       bool
+		want            string // the note, "" for no proof
+	}{
+		{name: "replayed past, no receiver", replay: 0x200, newest: 1,
+			want: "another branch of timeline 1: replayed to 0/200, past 0/100 where w:1 was read after it"},
+		{name: "received past, replayed behind", replay: 0x80, receive: 0x200, newest: 1,
+			want: "another branch of timeline 1: received to 0/200, past 0/100 where w:1 was read after it"},
+		{name: "behind", replay: 0x80, receive: 0x100, newest: 1},
+		{name: "read after the probe started", replay: 0x200, newest: 1, readAfter: true},
+		{name: "a later timeline is known", replay: 0x200, newest: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, c := forkScene()
+			c.NewestTimeline = tc.newest
+			w, r := &c.Hosts[0], &c.Hosts[1]
+			p.watchReplay(r, true, Sample{InRecovery: true, SystemID: 42, CheckpointTimeline: 1,
+				ReplayLSN: tc.replay, ReceiveLSN: tc.receive}, 1, false)
+			started := p.replays[r].read.Add(time.Millisecond) // w's probe started after the reading
+			if tc.readAfter {
+				started = p.replays[r].read.Add(-time.Millisecond)
+			}
+			p.checkForks(0, w, started, 0x100)
+			if r.DivergedNote != tc.want || (tc.want != "") != (r.DivergedFrom == "w:1") {
+				t.Errorf("proof %q %q, want %q", r.DivergedFrom, r.DivergedNote, tc.want)
+			}
+			if tc.want != "" && !r.DivergedRun.Equal(w.StartedAt) {
+				t.Errorf("proof of run %v, want w's %v", r.DivergedRun, w.StartedAt)
+			}
+		})
+	}
+}

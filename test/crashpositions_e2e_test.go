@@ -39,6 +39,14 @@ func TestTokenOfAWriteLostToARestoreAfterPgdnsCrashed(t *testing.T) {
 	listen := fmt.Sprintf("%s:%d", b.IP(53), b.Port())
 	crashing := startProcess(t, processConfig(listen, statePath, pg), listen)
 
+	// n3 stops first, so that it never has WAL the restore loses: a
+	// replica read past the restored n1 is proven on another branch (rule
+	// 1, review 7 H2), and stays aside across a re-clone, which pgdns
+	// cannot tell from a restart (G7b). The re-clone below is of a replica
+	// pgdns never saw on the dead branch.
+	if err := n3.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
 	// The base backup, taken after pgdns first saw n1 writable (and wrote
 	// the file); then a write the restore will lose, well past it.
 	backup, err := n1.BaseBackup(ctx)
@@ -152,6 +160,11 @@ func restoreWhilePgdnsDown(t *testing.T, sig syscall.Signal) {
 	p := startProcess(t, cfg, listen)
 	writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE t (id serial PRIMARY KEY, v text)")
 
+	// n3 stops first, never to have WAL the restore loses (see
+	// TestTokenOfAWriteLostToARestoreAfterPgdnsCrashed).
+	if err := n3.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
 	// The snapshot, then n1 back: a new run, whose window the file holds.
 	snap := snapshotDir(t, n1)
 	p.waitAnswering(t, n1.IP)

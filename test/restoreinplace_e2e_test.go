@@ -24,6 +24,14 @@ func TestTokenOfAWriteLostToARestoreInPlace(t *testing.T) {
 	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP})
 	ctx := context.Background()
 	e.insertAndTakeLSN(t, n1)
+	// n3 stops before the snapshot, so that it never has WAL of n1's run
+	// after it: a replica read past the restored n1 is proven on another
+	// branch (rule 1, review 7 H2), and stays aside across a re-clone,
+	// which pgdns cannot tell from a restart (G7b). The re-clone below is
+	// of a replica pgdns never saw on the dead branch.
+	if err := n3.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
 
 	// The snapshot: a copy of n1's data directory, taken while it is stopped.
 	snap := snapshotInPlace(t, e, n1)
