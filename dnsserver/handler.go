@@ -437,8 +437,11 @@ func (h *Handler) addresses(name string, qtype uint16, addrs []netip.Addr) []dns
 // view the answer was read from.
 func (h *Handler) answerHosts(m *dns.Msg, q dns.Question, parsed *zone.Query, v zone.View, mayWait bool) (zone.Outcome, zone.View) {
 	var buf [8]*zone.Host
-	hosts, err := v.Select(parsed, buf[:0])
 	asked := v.Now
+	// Selections after a refresh judge the primary's reach as of this
+	// moment, when the lookup arrived (zone.Query.Asked).
+	parsed.Asked = asked
+	hosts, err := v.Select(parsed, buf[:0])
 	if err == nil && mayWait && h.shouldWaitForReplay(parsed, hosts) && h.replayReachable(parsed, v, asked, true) {
 		// Read-your-writes: the write is probably on a replica already,
 		// just not in this snapshot. Re-probe the cluster (shared with

@@ -108,10 +108,10 @@ func (h *Handler) evidence(m *dns.Msg, owner string, parsed *zone.Query, hosts [
 		}
 		m.Answer = append(m.Answer, txtRecord(owner, h.ttl, v, c, host, h.hostFQDN(host), note))
 	}
-	if why := v.Snap.TokenUnprovable(parsed); why != "" {
+	if why := v.TokenUnprovable(parsed); why != "" {
 		// No host proves the token (a forked timeline) or has it (a
-		// write lost in a failover): say why, since no host's string
-		// does.
+		// write lost in a failover, a position beyond the primary's
+		// reach): say why, since no host's string does.
 		b := []byte("unprovable=" + why)
 		if len(b) > 255 { // one character-string holds at most 255 bytes
 			b = b[:255]

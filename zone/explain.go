@@ -39,6 +39,7 @@ func (v View) Explain(q *Query) ([]Verdict, error) {
 	out := make([]Verdict, len(c.Hosts))
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
+		view := v
 		v := Verdict{Host: h, Rank: slices.Index(chosen, h) + 1}
 		v.Selected = v.Rank > 0
 		switch {
@@ -55,15 +56,16 @@ func (v View) Explain(q *Query) ([]Verdict, error) {
 			v.SRVOnly = true
 			v.Why = "address " + h.IP.String() + " is already in the answer: answered by SRV only (_postgresql._tcp.)"
 		default:
-			v.Why = c.why(h, q, primary, now, s.StaleAfter, s.Interval)
+			v.Why = c.why(h, q, primary, now, s.StaleAfter, s.Interval, view.reachWhy(primary, q))
 		}
 		out[i] = v
 	}
 	return out, nil
 }
 
-// why says why h is not in the answer to q.
-func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfter, interval time.Duration) string {
+// why says why h is not in the answer to q; unreached is why the primary
+// provably lacks q's LSN by its reach ("" when it may have it).
+func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfter, interval time.Duration, unreached string) string {
 	if !live(h, now, staleAfter) {
 		switch {
 		case h.Note != "":
@@ -84,6 +86,9 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 	}
 	if lost := c.tokenWithdrawn(q); lost != "" && h == primary {
 		return "primary: " + lost
+	}
+	if unreached != "" && h == primary {
+		return "primary: " + unreached
 	}
 	if h == primary {
 		switch q.Target {

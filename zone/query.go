@@ -122,6 +122,12 @@ type Query struct {
 	// the server sets it from the client's address (Snapshot.Locate)
 	// before selection, which puts that location's replicas first.
 	From string
+
+	// Asked is when the lookup arrived (zero: the view's moment). It is
+	// not part of the name either: the server sets it before selecting
+	// again after a refresh, so that the primary's reach (View.Reach) is
+	// bounded as of the lookup's arrival, not of the later answer.
+	Asked time.Time
 }
 
 // Errors returned by Parse, each with its Outcome.

@@ -189,7 +189,9 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 	primary := c.livePrimary(now, s.StaleAfter)
 	// A primary on a forked timeline may be on the other branch of the
 	// token's history (forked.go): it passes no such lsn- filter.
-	primaryProves := primary != nil && (!q.HasLSN || c.hostFork(primary, q) == nil)
+	// Nor does one whose reach is below the token: it has not written
+	// that position (beyondReach).
+	primaryProves := primary != nil && (!q.HasLSN || c.hostFork(primary, q) == nil && !v.primaryBeyondReach(primary, q))
 	primaryFits := primaryProves && (q.DC == "" || primary.Location == q.DC)
 	start := len(dst)
 	if q.Target == TargetPrimary {
@@ -217,6 +219,13 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 		dst = c.forAddresses(q, append(dst, primary), start)
 	}
 	return dst, nil
+}
+
+// primaryBeyondReach reports whether q's LSN is beyond every position
+// primary can have reached when the lookup arrived.
+func (v View) primaryBeyondReach(primary *Host, q *Query) bool {
+	_, beyond := beyondReach(primary, q, v.asked(q))
+	return beyond
 }
 
 // offlineFirst keeps, of the replicas selected from dst[start:], the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -305,5 +306,53 @@ func TestLSNUnreachable(t *testing.T) {
 	}
 	if (View{Snap: s, Now: t0.Add(time.Hour)}).LSNUnreachable(&q, t0.Add(time.Hour)) {
 		t.Error("unreachable by a primary probe too old to be answered")
+	}
+}
+
+// A token beyond the primary's reach is one the primary provably lacks
+// (review 7, H9): prefer-replica, any and primary leave it out, and
+// TokenUnprovable says why; one within reach still falls back to it.
+// Asked bounds the reach as of the lookup's arrival, not the answer's.
+func TestPrimaryBeyondReachIsLeftOut(t *testing.T) {
+	p := seen("10.0.0.1", false, 0x5000)
+	p.InsertLSN, p.Timeline = 0x5000, 2
+	p.ProbeStart, p.ProbedAt = t0.Add(-time.Millisecond), t0
+	r := seen("10.0.0.2", true, 0x5000)
+	r.Timeline = 2
+	v := View{Snap: cluster(p, r), Now: t0}
+	for _, tc := range []struct {
+		name  string
+		asked time.Time // zero: the view's moment
+		want  string
+	}{
+		{"lsn-0-1005000.prefer-replica.db.local.", time.Time{}, ""},
+		{"lsn-0-1005000.any.db.local.", time.Time{}, ""},
+		{"lsn-0-1005000.primary.db.local.", time.Time{}, ""},
+		{"lsn-0-f00000.prefer-replica.db.local.", time.Time{}, "10.0.0.1"}, // within 1 ms of 16 GB/s
+		// Asked before the probe started: the reach is where it read.
+		{"lsn-0-5001.prefer-replica.db.local.", t0.Add(-2 * time.Millisecond), ""},
+		{"lsn-0-5001.any.db.local.", t0.Add(-2 * time.Millisecond), ""},
+		{"lsn-0-5000.primary.db.local.", t0.Add(-2 * time.Millisecond), "10.0.0.1"},
+	} {
+		q, err := Parse(tc.name, origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Asked = tc.asked
+		hosts, err := v.Select(&q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, h := range hosts {
+			got = append(got, h.IP.String())
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%s asked at %v: %v, want [%s]", tc.name, tc.asked, got, tc.want)
+		}
+		why := v.TokenUnprovable(&q)
+		if (tc.want == "") != strings.Contains(why, "beyond any position the primary 10.0.0.1") {
+			t.Errorf("%s: TokenUnprovable %q", tc.name, why)
+		}
 	}
 }

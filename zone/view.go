@@ -127,19 +127,61 @@ func (v View) LSNUnreachable(q *Query, asked time.Time) bool {
 	if c == nil {
 		return false
 	}
-	p := v.Primary(c)
-	if p == nil || q.Timeline > p.Timeline || p.ProbeStart.IsZero() {
-		return false
+	_, beyond := beyondReach(v.Primary(c), q, asked)
+	return beyond
+}
+
+// beyondReach reports whether q's LSN is beyond every position primary p
+// can have reached by asked (LSNUnreachable), with that reach. Then p
+// provably lacks the write too: Select leaves it out of every lsn- answer,
+// as it does a write lost in a failover, instead of sending a client to a
+// server that has not written the token's position.
+func beyondReach(p *Host, q *Query, asked time.Time) (reach LSN, beyond bool) {
+	if !q.HasLSN || p == nil || q.Timeline > p.Timeline || p.ProbeStart.IsZero() {
+		return 0, false
 	}
-	reach := p.InsertLSN
+	reach = p.InsertLSN
 	if since := asked.Sub(p.ProbeStart); since > 0 {
 		if since > time.Hour {
-			return false
+			return 0, false
 		}
 		reach += LSN(uint64(since/time.Microsecond) * maxWALRate)
 		if reach < p.InsertLSN {
-			return false // past the end of the LSN space: nothing is beyond
+			return 0, false // past the end of the LSN space: nothing is beyond
 		}
 	}
-	return p.token(q.MinLSN) > reach
+	return reach, p.token(q.MinLSN) > reach
+}
+
+// asked is when q's lookup arrived: q.Asked, or the view's moment.
+func (v View) asked(q *Query) time.Time {
+	if q.Asked.IsZero() {
+		return v.Now
+	}
+	return q.Asked
+}
+
+// reachWhy is why primary p does not have q's LSN by its reach, or "".
+func (v View) reachWhy(p *Host, q *Query) string {
+	reach, beyond := beyondReach(p, q, v.asked(q))
+	if !beyond {
+		return ""
+	}
+	return q.MinLSN.String() + " is beyond any position the primary " + p.Addr + " can have reached when the lookup arrived (" +
+		reach.String() + "): forged, another cluster's, or a write lost (a restore, a failover)"
+}
+
+// TokenUnprovable is Snapshot.TokenUnprovable, and also says when the
+// primary provably lacks q's LSN because it is beyond the primary's reach
+// (beyondReach): then no host has it either, since no replica is ahead of
+// the primary it follows.
+func (v View) TokenUnprovable(q *Query) string {
+	if why := v.Snap.TokenUnprovable(q); why != "" {
+		return why
+	}
+	c := v.Snap.Cluster(q.Cluster)
+	if c == nil {
+		return ""
+	}
+	return v.reachWhy(v.Primary(c), q)
 }
