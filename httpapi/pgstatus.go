@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,6 +106,14 @@ func (a *API) pgStatusPick(choose pick) http.HandlerFunc {
 		if h != nil && !asJSON && !c.Addressable(h) {
 			h = nil
 		}
+		if h == nil && lim.hasLSN {
+			// Why no host has the token, when pgdns knows: pg-status has
+			// no place for it, so a header carries it.
+			q := lim.lsnQuery(c)
+			if why := view.TokenUnprovable(&q); why != "" {
+				w.Header().Set("X-Pgdns-Reason", "unprovable="+why)
+			}
+		}
 		switch {
 		case h == nil && asJSON:
 			writeJSON(w, http.StatusNotFound, map[string]any{"host": nil})
@@ -137,12 +146,38 @@ func replicas(v zone.View, c *zone.Cluster, q zone.Query) []*zone.Host {
 }
 
 // roundRobin picks one of hosts by the view's turn, or falls back to the
-// primary as pg-status does.
-func roundRobin(v zone.View, c *zone.Cluster, hosts []*zone.Host) *zone.Host {
+// primary as pg-status does (fallback).
+func roundRobin(v zone.View, c *zone.Cluster, lim lagLimits, hosts []*zone.Host) *zone.Host {
 	if len(hosts) > 0 {
 		return hosts[v.Turn%uint64(len(hosts))]
 	}
-	return v.Primary(c)
+	return fallback(v, c, lim)
+}
+
+// fallback is pg-status's answer when no replica fits: the primary, which
+// has every write there is, except under a min_lsn the zone's selection
+// does not let it pass (prefer-replica's fallback): a token pgdns
+// withdraws for every name (a write lost in a failover or a restore, a
+// forked timeline, a position beyond the primary's reach). Answering the
+// primary then would send a read-your-writes client to a server that
+// provably lacks its write (review 7, H8); no host is the answer.
+func fallback(v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host {
+	p := v.Primary(c)
+	if p == nil || !lim.hasLSN {
+		return p
+	}
+	q := lim.lsnQuery(c)
+	v.Turn = 0
+	if hosts, _ := v.Select(&q, nil); slices.Contains(hosts, p) {
+		return p
+	}
+	return nil
+}
+
+// lsnQuery is the zone query of lim's min_lsn alone, on cluster c, as
+// any.<cluster> with an lsn- label asks it.
+func (lim lagLimits) lsnQuery(c *zone.Cluster) zone.Query {
+	return zone.Query{Kind: zone.KindHosts, Target: zone.TargetAny, Cluster: c.Name, HasLSN: true, MinLSN: lim.lsn, SRV: lim.allPorts}
 }
 
 // pickMaster: the primary, for writes: never one that refuses them
@@ -178,19 +213,19 @@ func (a *API) withDefaults(lim lagLimits) lagLimits {
 
 // pickReplica: an omitted parameter means no constraint on it.
 func pickReplica(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host {
-	return roundRobin(v, c, replicas(v, c, lim.query(lim.hasLag, lim.hasBytes)))
+	return roundRobin(v, c, lim, replicas(v, c, lim.query(lim.hasLag, lim.hasBytes)))
 }
 
 func pickSyncByTime(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host {
-	return roundRobin(v, c, replicas(v, c, a.withDefaults(lim).query(true, false)))
+	return roundRobin(v, c, lim, replicas(v, c, a.withDefaults(lim).query(true, false)))
 }
 
 func pickSyncByBytes(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host {
-	return roundRobin(v, c, replicas(v, c, a.withDefaults(lim).query(false, true)))
+	return roundRobin(v, c, lim, replicas(v, c, a.withDefaults(lim).query(false, true)))
 }
 
 func pickSyncByTimeAndBytes(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *zone.Host {
-	return roundRobin(v, c, replicas(v, c, a.withDefaults(lim).query(true, true)))
+	return roundRobin(v, c, lim, replicas(v, c, a.withDefaults(lim).query(true, true)))
 }
 
 // pickSyncByTimeOrBytes: replicas within either threshold, in configured
@@ -206,7 +241,7 @@ func pickSyncByTimeOrBytes(a *API, v zone.View, c *zone.Cluster, lim lagLimits) 
 			union = append(union, h)
 		}
 	}
-	return roundRobin(v, c, union)
+	return roundRobin(v, c, lim, union)
 }
 
 // pickMostSyncByBytes: the fitting replica with the least byte lag, ties
@@ -219,7 +254,7 @@ func pickMostSyncByBytes(a *API, v zone.View, c *zone.Cluster, lim lagLimits) *z
 		}
 	}
 	if best == nil {
-		return v.Primary(c)
+		return fallback(v, c, lim)
 	}
 	return best
 }
