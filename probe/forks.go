@@ -2,6 +2,7 @@ package probe
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pgdns/pgdns/zone"
@@ -28,8 +29,11 @@ import (
 // timeline is then a lower bound, and it is compared only when the bound
 // is the writable host's timeline and that is the newest one known: on a
 // later timeline it may follow a promotion, which supersedes the writable
-// host instead (rule 1). The timeline history files tell the branches
-// apart too, when they forked at different points (zone.forkedFrom).
+// host instead (rule 1). A replica whose WAL receiver streams from a
+// replica proven on another branch is on that branch too, whatever its
+// own position (inheritFork: review 7, H3). The timeline history files
+// tell the branches apart too, when they forked at different points
+// (zone.forkedFrom).
 
 // replayWatch is the earliest reading of a replica's current position in
 // its current run: its replay and receive positions, the timeline it was
@@ -110,6 +114,36 @@ func (p *Prober) checkForks(ci int, w *zone.Host, started time.Time, pos zone.LS
 		h.DivergedFrom, h.DivergedRun = w.Addr, w.StartedAt
 		h.DivergedNote = "another branch of timeline " + strconv.FormatUint(uint64(w.Timeline), 10) + ": " + how + at.String() +
 			", past " + pos.String() + " where " + w.Addr + " was read after it"
+	}
+}
+
+// inheritFork sets replica h of cluster ci aside with the replica it
+// streams from, when that one is proven on another branch: every WAL
+// record h receives is its upstream's, so it is on that branch too, even
+// behind the primary's position, where no position of its own can prove
+// it (review 7, H3). The proof is its upstream's, against the same
+// writable server, and stays with h as any proof does (watchReplay). Only
+// a WAL receiver shown streaming, from a configured host of the cluster's
+// system identifier (zone.Host.ReceivesFrom, as rule 7 tells cascades),
+// is taken: a replica streaming from a host pgdns does not probe shows
+// nothing.
+func (p *Prober) inheritFork(ci int, h *zone.Host) {
+	if !h.InRecovery || h.DivergedFrom != "" || h.Receiver != "streaming" {
+		return
+	}
+	c := p.state[ci]
+	for i := range c.Hosts {
+		u := &c.Hosts[i]
+		if u == h || u.DivergedFrom == "" || !u.InRecovery || u.SystemID != h.SystemID || !h.ReceivesFrom(u) {
+			continue
+		}
+		note := "which " + u.DivergedNote // "which streams from …" down a chain of cascades
+		if strings.HasPrefix(u.DivergedNote, "another branch") {
+			note = "which is on " + u.DivergedNote
+		}
+		h.DivergedFrom, h.DivergedRun = u.DivergedFrom, u.DivergedRun
+		h.DivergedNote = "streams from " + u.Addr + ", " + note
+		return
 	}
 }
 

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -79,5 +80,34 @@ func TestForkProvenWithoutAStreamingReceiver(t *testing.T) {
 				t.Errorf("proof of run %v, want w's %v", r.DivergedRun, w.StartedAt)
 			}
 		})
+	}
+}
+
+// A replica whose WAL receiver streams from a replica proven on another
+// branch is on that branch (review 7, H3), down a chain of cascades; one
+// whose receiver does not stream, or streams from another host, is not.
+func TestCascadeInheritsItsUpstreamsFork(t *testing.T) {
+	p, c := forkScene()
+	u := &c.Hosts[1]
+	u.IP = netip.MustParseAddr("10.0.0.2")
+	u.DivergedFrom, u.DivergedRun = "w:1", time.Unix(1000, 0)
+	u.DivergedNote = "another branch of timeline 1: replayed to 0/200, past 0/100 where w:1 was read after it"
+	c.Hosts = append(c.Hosts,
+		zone.Host{Addr: "x:1", Seen: true, InRecovery: true, SystemID: 42, Timeline: 1, Receiver: "streaming", SenderHost: "10.0.0.2", SenderPort: 1},
+		zone.Host{Addr: "y:1", Seen: true, InRecovery: true, SystemID: 42, Timeline: 1, Receiver: "streaming", SenderHost: "x", SenderPort: 1},
+		zone.Host{Addr: "z:1", Seen: true, InRecovery: true, SystemID: 42, Timeline: 1, Receiver: "waiting", SenderHost: "10.0.0.2", SenderPort: 1},
+		zone.Host{Addr: "v:1", Seen: true, InRecovery: true, SystemID: 42, Timeline: 1, Receiver: "streaming", SenderHost: "10.0.0.2", SenderPort: 2})
+	x, y, z, v := &c.Hosts[2], &c.Hosts[3], &c.Hosts[4], &c.Hosts[5]
+	for _, h := range []*zone.Host{x, y, z, v} {
+		p.inheritFork(0, h)
+	}
+	if want := "streams from r:1, which is on " + u.DivergedNote; x.DivergedFrom != "w:1" || !x.DivergedRun.Equal(u.DivergedRun) || x.DivergedNote != want {
+		t.Errorf("x, streaming from r's IP: %q %v %q, want %q", x.DivergedFrom, x.DivergedRun, x.DivergedNote, want)
+	}
+	if want := "streams from x:1, which streams from r:1, which is on " + u.DivergedNote; y.DivergedFrom != "w:1" || y.DivergedNote != want {
+		t.Errorf("y, streaming from x by its name: %q %q, want %q", y.DivergedFrom, y.DivergedNote, want)
+	}
+	if z.DivergedFrom != "" || v.DivergedFrom != "" {
+		t.Errorf("z (receiver waiting) %q, v (another port) %q: want no proof", z.DivergedNote, v.DivergedNote)
 	}
 }

@@ -564,6 +564,9 @@ func (p *Prober) record(r result) {
 	h.DrainSetting, h.OfflineSetting = s.DrainSetting, s.OfflineSetting
 	h.SettingShadowed = s.SettingShadowed
 	h.DefaultReadOnly, h.ReadOnlyShadowed = s.DefaultReadOnly, s.ReadOnlyShadowed
+	if s.InRecovery && c.Identity != 0 && s.SystemID == c.Identity {
+		p.inheritFork(r.cluster, h) // a cascade of a replica on another branch (forks.go)
+	}
 
 	// The WAL clock of a writable host. It starts over when the host
 	// changes timeline or goes back into recovery: positions on another

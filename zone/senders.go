@@ -170,6 +170,11 @@ func streamsFrom(h, p *Host) string {
 	return ""
 }
 
+// ReceivesFrom reports whether replica h's WAL receiver is connected to
+// host o, as receivesFrom: whether o is the upstream h would receive WAL
+// from (the probe takes a cascade's branch from it).
+func (h *Host) ReceivesFrom(o *Host) bool { return receivesFrom(h, o) }
+
 // receivesFrom reports whether replica h's WAL receiver is connected to
 // host o: to o's configured host name or address (compared without case:
 // a host name) or to o's IP, on o's port.
