@@ -90,6 +90,12 @@ func TestTokenOfAnAsyncCommitLostInACrash(t *testing.T) {
 	if kept == len(tokens) {
 		t.Fatalf("the crash lost none of the %d asynchronous commits: nothing to test", kept)
 	}
+	// pgdns sees the new run before it writes: the window then ends
+	// below the write (a first probe after it would cover it too, and
+	// rightly refuse its token).
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "pgdns to see n1's new server run", func() (string, bool) {
+		return e.logs.String(), strings.Contains(e.logs.String(), "a new server run of a timeline's writer")
+	})
 	// The restarted n1 writes past the lost tokens, and n2 replays it.
 	after := writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 1000)")
 	waitStreaming(t, n2, 1, after)
