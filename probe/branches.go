@@ -121,6 +121,38 @@ type writableRun struct {
 	run      time.Time
 	promoted string // "" or how the run shows that it was promoted
 	flush    zone.LSN
+	// crashed is "" or what showed that the run went through crash
+	// recovery since it was last seen writable (watchCrash): the first
+	// writer's run, seen writable again, was reinitialised.
+	crashed string
+}
+
+// watchCrash keeps, of host h's server run as its last sample showed it
+// (h still holds it), what showed the server in crash recovery since: a
+// probe that failed with a session refused so (crashRecovery), or a
+// session ended with the server's crash notice (Sample.Crashed). When the
+// run was writable then, and is seen writable again, a crash of one of its
+// processes reinitialised it (classify.go), and whatever WAL it had not
+// written out is lost.
+func (p *Prober) watchCrash(h *zone.Host, why string) {
+	r, ok := p.runs[h]
+	if !ok || r.crashed != "" || !h.Seen || h.InRecovery || !r.run.Equal(h.StartedAt) {
+		return
+	}
+	r.crashed = why
+	p.runs[h] = r
+}
+
+// crashTaken forgets that the server run of host i of cluster ci went
+// through crash recovery: its window is set.
+func (p *Prober) crashTaken(ci, i int) {
+	if ci < len(p.state) && i < len(p.state[ci].Hosts) {
+		k := &p.state[ci].Hosts[i]
+		if r, ok := p.runs[k]; ok {
+			r.crashed = ""
+			p.runs[k] = r
+		}
+	}
 }
 
 // watchRun keeps what sample s of host h tells of its server run while it
@@ -247,7 +279,15 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 			// when a crash of one of its processes reinitialised the
 			// server (the start time stays): the WAL it had not flushed
 			// is lost, asynchronous commits included, as in a restart.
-			if h.InsertLSN < b.Insert {
+			// The run refused a session in crash recovery meanwhile, or
+			// its WAL is back: the window of a restart (review 7, H5:
+			// clients write past the lost position before the first
+			// probe after, on a busy primary).
+			switch {
+			case r.crashed != "":
+				b = p.crashWindow(ci, i, c, h, b, r.crashed)
+				known[h.Timeline] = b
+			case h.InsertLSN < b.Insert:
 				b = b.window(b.Insert, h.Addr+"'s server crashed (WAL back from "+b.Insert.String()+" to "+h.InsertLSN.String()+")")
 				known[h.Timeline] = b
 			}
@@ -261,6 +301,9 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 			// The first writer's run under another address: that
 			// address is the writer's too, for its later runs.
 			b = b.alias(h.Addr)
+			if r.crashed != "" {
+				b = p.crashWindow(ci, i, c, h, b, r.crashed)
+			}
 			b.Last, b.Insert = max(b.Last, r.flush), max(b.Insert, h.InsertLSN)
 			known[h.Timeline] = b
 			writing[h.Timeline] = true
@@ -333,6 +376,25 @@ func (p *Prober) reachList(ci int, newest uint32) []zone.TimelineReach {
 	slices.SortFunc(list, func(a, b zone.TimelineReach) int { return int(a.Timeline) - int(b.Timeline) })
 	p.reached[ci] = list
 	return list
+}
+
+// crashWindow returns b, the branch of writable host i of cluster c (ci),
+// with the window of a restart (restart) up to the higher of the insert
+// position last seen of the run and where it is seen now: the run went
+// through crash recovery (crashed says how it showed), so the WAL it had
+// not written out is lost and its positions are written anew. Said once,
+// at WARN.
+func (p *Prober) crashWindow(ci, i int, c *zone.Cluster, h *zone.Host, b Branch, crashed string) Branch {
+	p.crashTaken(ci, i)
+	was := b.Upto
+	b = b.window(max(b.Insert, b.Last, h.InsertLSN), h.Addr+"'s server reinitialised after a crash ("+crashed+")")
+	if b.Upto != was && p.active.Load() && p.log != nil {
+		p.log.Warn("a timeline's writer went through crash recovery (a crash of one of its processes reinitialised it, "+
+			"its start time unchanged): WAL it had not written out is lost, asynchronous commits included, so no lsn- token "+
+			"on the timeline at or below the window is answered (rule 13)",
+			"cluster", c.Name, "timeline", h.Timeline, "host", h.Addr, "window_upto", b.Upto.String(), "seen", b.Restarted)
+	}
+	return b
 }
 
 // restartList returns cluster ci's restart windows, in timeline order, as

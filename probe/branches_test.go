@@ -1,10 +1,14 @@
 package probe
 
 import (
+	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgdns/pgdns/zone"
 )
@@ -342,5 +346,76 @@ func TestReachedTimelines(t *testing.T) {
 	}
 	if again := step(2, writable("b:5432", 2, 0x400)); len(again) != 1 || &again[0] != &r[0] {
 		t.Errorf("unchanged: reached %+v, want the same slice", again)
+	}
+}
+
+// Review 7, H5: the first writer's run refused a session in crash
+// recovery, and is writable again with the same start time: a crash of
+// one of its processes reinitialised it. Its first sample after is already
+// past the insert position last seen (clients wrote on at once), yet the
+// window of a restart is set, up to that sample's position. A session that
+// only ended, a refusal of a run seen in recovery, or one of another run,
+// sets none.
+func TestWatchBranchesReinitialisedWriter(t *testing.T) {
+	run1, run2 := time.Unix(1000, 0), time.Unix(2000, 0)
+	recovering := classify(connectError(&pgconn.PgError{Severity: "FATAL", Code: "57P03", Message: "the database system is in recovery mode"}))
+	ended := classify(fmt.Errorf("probe query: %w", io.ErrUnexpectedEOF))
+	type obs struct {
+		err      error // a failed probe, else a sample:
+		run      time.Time
+		recovery bool
+		insert   zone.LSN
+		crashed  bool // the sample says a session ended with the crash notice
+	}
+	for _, tc := range []struct {
+		name     string
+		steps    []obs
+		wantUpto zone.LSN
+	}{
+		{"refused in crash recovery, back past", []obs{
+			{run: run1, insert: 0x500}, {err: ended}, {err: recovering}, {run: run1, insert: 0x900}, {run: run1, insert: 0xa00},
+		}, 0x900},
+		{"its session ended with the crash notice, back at once", []obs{
+			{run: run1, insert: 0x500}, {run: run1, insert: 0x980, crashed: true},
+		}, 0x980},
+		{"only its session ended", []obs{{run: run1, insert: 0x500}, {err: ended}, {run: run1, insert: 0x900}}, 0},
+		{"refused while a replica", []obs{
+			{run: run1, insert: 0x500}, {run: run2, recovery: true}, {err: recovering}, {run: run2, recovery: true},
+		}, 0},
+		{"refused, back in another run", []obs{{run: run1, insert: 0x500}, {err: recovering}, {run: run2, insert: 0x900}}, 0x900},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{{Addr: "a:5432"}}}
+			p := &Prober{state: []*zone.Cluster{src}, branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1),
+				runs: map[*zone.Host]writableRun{}, writing: []map[uint32]bool{{}}}
+			h := &src.Hosts[0]
+			for _, o := range tc.steps {
+				if o.err != nil {
+					if crashRecovery(o.err) {
+						p.watchCrash(h, "it refused a session in crash recovery at 1970-01-01T00:25:00Z")
+					}
+					h.Fails++
+					continue
+				}
+				if o.crashed {
+					p.watchCrash(h, "its session was ended for a crash of another server process, 57P02")
+				}
+				p.watchRun(h, Sample{InRecovery: o.recovery, StartedAt: o.run, Timeline: 2, CheckpointTimeline: 2, FlushLSN: o.insert})
+				h.Seen, h.Fails, h.SystemID, h.InRecovery, h.StartedAt, h.Timeline, h.TimelineExact, h.InsertLSN = true, 0, 7, o.recovery, o.run, 2, true, o.insert
+				c := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{*h}}
+				if c.Hosts[0].Role = zone.RolePrimary; o.recovery {
+					c.Hosts[0].Role = zone.RoleReplica
+				}
+				p.watchBranches(0, c)
+			}
+			b := p.branches[0][2]
+			if b.Upto != tc.wantUpto {
+				t.Fatalf("window up to %v (%q), want %v", b.Upto, b.Restarted, tc.wantUpto)
+			}
+			if tc.name == "refused in crash recovery, back past" &&
+				b.Restarted != "a:5432's server reinitialised after a crash (it refused a session in crash recovery at 1970-01-01T00:25:00Z)" {
+				t.Errorf("window noted %q", b.Restarted)
+			}
+		})
 	}
 }

@@ -105,6 +105,11 @@ type Sample struct {
 	// on timeline 1 or when the file cannot be read (the prober then
 	// records switches it observes).
 	History []zone.TimelineEnd
+	// Crashed: a session of the checker's to the server ended since its
+	// last sample with the notice PostgreSQL sends every session as it
+	// reinitialises after a crash of one of its processes (57P02,
+	// classify.go).
+	Crashed bool
 }
 
 // Checker probes one host. Check is never called concurrently on one
@@ -350,6 +355,9 @@ type pgChecker struct {
 	// may still be answered; should its session be gone (lost after a
 	// good probe, or closed by a failed one), Watch opens another.
 	rewatch bool
+	// crashed: a session closed since the last sample had the server's
+	// crash notice (session.crashed); the next sample says so.
+	crashed bool
 
 	// When a new session to the server was last admitted (a connect, or
 	// the start of an admission attempt), how many probes have run since,
@@ -526,6 +534,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 	}
 	s.History = c.readHistoryBy(ctx, by, end.Sub(start), s)
 	s.SettingShadowed, s.ReadOnlyShadowed = c.shadow, c.roShadow
+	s.Crashed, c.crashed = c.crashed, false
 	return nil
 }
 
@@ -656,7 +665,7 @@ func reopenFailed(err, oerr error) error {
 	}
 	switch {
 	case refused && !terminated(oerr) && errors.Is(classify(oerr), ErrNotServing):
-		return classify(err) // refused: as a stopping or crashed server does
+		return refusedAfter{classify(err), oerr} // refused: as a stopping or crashed server does
 	case !refused && !unproven(oerr):
 		return classify(oerr) // admitted, and then the server's own word
 	}
@@ -802,6 +811,7 @@ func (c *pgChecker) Close() {
 	if c.sess == nil {
 		return
 	}
+	c.crashed = c.crashed || c.sess.crashed
 	c.sess.close()
 	c.sess = nil
 }

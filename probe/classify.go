@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -97,3 +98,54 @@ func terminated(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "57P01"
 }
+
+// A crash of one of a server's processes (a backend killed by the OOM
+// killer) makes the postmaster end every session (57P02, or just the end
+// of the socket) and reinitialise the server: crash recovery, then the
+// same run (pg_postmaster_start_time() unchanged) writable again, without
+// the WAL it had not written out, asynchronous commits included (review
+// 7, H5; rule 13). While it does, it refuses every new session with 57P03
+// "the database system is in recovery mode" (postmaster.c,
+// canAcceptConnections: CAC_RECOVERY, after a crash, FatalError set). The
+// other refusals with that code come before a run ever admits a session
+// (CAC_STARTUP "starting up", CAC_NOTCONSISTENT "not yet accepting
+// connections": neither once FatalError is set, which only the end of
+// crash recovery clears) or as it ends for good (CAC_SHUTDOWN "shutting
+// down": a shutdown is never called off). So a run seen writable that
+// refuses a session with 57P03 and is later writable again was
+// reinitialised. The server may translate the message (lc_messages): one
+// that is not the English text of the other three is taken for crash
+// recovery, which for a run seen writable, and seen again, is what it
+// must be.
+
+// otherRefusals are the English messages of PostgreSQL's 57P03 refusals
+// other than crash recovery's (PostgreSQL 10 to 17).
+var otherRefusals = []string{
+	"the database system is starting up",
+	"the database system is shutting down",
+	"the database system is not yet accepting connections",
+	"the database system is not accepting connections",
+}
+
+// crashRecovery reports whether err shows a new session refused by a
+// server in crash recovery: 57P03 with a message other than those of the
+// refusals that are not (otherRefusals). A session that only ended (57P01,
+// 57P02, a reset) or a connect that failed otherwise proves nothing of
+// the kind; the refusal a failure was followed by does (refusedAfter).
+func crashRecovery(err error) bool {
+	var ra refusedAfter
+	if errors.As(err, &ra) {
+		err = ra.refusal
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57P03" && !slices.Contains(otherRefusals, pgErr.Message)
+}
+
+// refusedAfter is a definitive failure, the end of a session (err), that a
+// new session refused as a stopping or crashed server refuses it
+// (refusal) made definitive: its message and errors.Is and errors.As are
+// err's, and crashRecovery reads the refusal.
+type refusedAfter struct{ err, refusal error }
+
+func (e refusedAfter) Error() string { return e.err.Error() }
+func (e refusedAfter) Unwrap() error { return e.err }

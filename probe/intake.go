@@ -523,6 +523,9 @@ func (p *Prober) record(r result) {
 		p.probed++
 	}
 	if r.err != nil {
+		if crashRecovery(r.err) {
+			p.watchCrash(h, "it refused a session in crash recovery at "+r.started.UTC().Format(time.RFC3339))
+		}
 		h.Fails++
 		if errors.Is(r.err, ErrNotServing) {
 			h.Fails = max(h.Fails, p.cfg.MaxFails) // down at once (classify.go)
@@ -531,6 +534,9 @@ func (p *Prober) record(r result) {
 		return
 	}
 	s := r.sample
+	if s.Crashed {
+		p.watchCrash(h, "its session was ended for a crash of another server process, 57P02")
+	}
 	// One run of one server, probed without a failure in between: what
 	// the last sample said still holds as far as it goes.
 	continuous := h.Seen && h.Fails == 0 && h.StartedAt.Equal(s.StartedAt)

@@ -67,6 +67,12 @@ type session struct {
 	// the server sent, which ends it.
 	end   error
 	fatal error
+	// crashed: the server sent the notice it ends every session with as
+	// it reinitialises after a crash of one of its processes (57P02,
+	// "terminating connection because of crash of another server
+	// process"; quickdie, PostgreSQL 14 and later a WARNING to the client
+	// only), before the end of the socket.
+	crashed bool
 
 	// The buffer read into: buf[r:w] is read and not yet parsed.
 	buf  []byte
@@ -248,6 +254,11 @@ func (s *session) take(typ byte, body []byte) bool {
 		s.reply.rows++
 	case 'E': // ErrorResponse
 		s.takeError(body)
+	case 'N': // NoticeResponse
+		var msg pgproto3.NoticeResponse
+		if msg.Decode(body) == nil && msg.Code == "57P02" {
+			s.crashed = true
+		}
 	case 'Z': // ReadyForQuery: the reply is complete
 		return true
 	}

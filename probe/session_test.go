@@ -178,6 +178,29 @@ func TestSessionSeesAnUnsolicitedFatalError(t *testing.T) {
 	}
 }
 
+// Review 7, H5: the notice a server sends every session as it
+// reinitialises after a crash (57P02, a WARNING to the client only) is
+// kept, and the session's end is the socket's as before; another notice
+// is let go.
+func TestSessionKeepsTheCrashNotice(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		code string
+		want bool
+	}{{"57P02", true}, {"57P01", false}, {"01000", false}} {
+		s, server := scripted(t)
+		_, _ = server.Write(backend(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: c.code,
+			Message: "terminating connection because of crash of another server process"}))
+		server.Close()
+		if !waitEnd(s) {
+			t.Fatal("the session's end was not seen")
+		}
+		if s.crashed != c.want || terminated(s.end) || !definitive(s.end) {
+			t.Errorf("a notice %s, then the end of the socket: crashed %v (want %v), end %v", c.code, s.crashed, c.want, s.end)
+		}
+	}
+}
+
 // A socket the server closes between probes ends the session, and a
 // probe on it then fails definitively, with the socket's word for it.
 func TestSessionSeesEOFBetweenProbes(t *testing.T) {
