@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,6 +71,15 @@ func TestTokenOfAnAsyncCommitLostInACrash(t *testing.T) {
 	waitStreaming(t, n2, 1, common)
 	n1.Exec(t, "ALTER SYSTEM SET wal_writer_delay = '10s'")
 	n1.Exec(t, "SELECT pg_reload_conf()")
+	// The WAL writer is held stopped, so that no asynchronous commit is
+	// written out before the crash: with the delay alone, something else
+	// (wal_writer_flush_after, a checkpoint) flushed them all now and then
+	// under load, and the test had nothing to test.
+	var walWriter int
+	n1.Query(t, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'", &walWriter)
+	if err := syscall.Kill(walWriter, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
 	conn := n1.Conn(t)
 	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
 		t.Fatal(err)
@@ -79,6 +89,11 @@ func TestTokenOfAnAsyncCommitLostInACrash(t *testing.T) {
 		tokens = append(tokens, writeAndTakeLSN(t, conn, "INSERT INTO t (v) VALUES ($1)", fmt.Sprintf("async %d", i)))
 	}
 	primaryInsertPast(t, e, tokens[len(tokens)-1])
+	// A stopped process ends only by SIGKILL: end the WAL writer so, then
+	// the server at once (its postmaster would wait 5 s for it).
+	if err := syscall.Kill(walWriter, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 	if err := n1.Stop(ctx, "immediate"); err != nil {
 		t.Fatal(err)
 	}
