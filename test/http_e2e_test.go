@@ -149,8 +149,8 @@ func TestHTTPAgainstRealCluster(t *testing.T) {
 				}
 			}
 		}
-		if _, body := e.get(t, http.DefaultClient, "/replica?min_lsn=FFFFFFFF/0", ""); body != p {
-			t.Errorf("min_lsn nobody has: %q, want the master", body)
+		if code, body := e.get(t, http.DefaultClient, "/replica?min_lsn=FFFFFFFF/0", ""); code != http.StatusNotFound || body != "" {
+			t.Errorf("min_lsn beyond the master's reach: %d %q, want 404 and no host (the master lacks it too)", code, body)
 		}
 		code, body := e.get(t, http.DefaultClient, "/replica?lag_ms=abc", "application/json")
 		if code != 400 || body != "{\"error_text\":\"Invalid lag_ms\"}\n" {

@@ -121,7 +121,8 @@ func TestLocalityFromTwoSources(t *testing.T) {
 		"dc-east.primary.db.local.":                 {p},
 		"dc-west.any.db.local.":                     {r2},
 		"dc-east.prefer-replica.db.local.":          {r1},
-		"dc-west.lsn-ff-0.prefer-replica.db.local.": {p}, // no west replica has it: the primary
+		"dc-west.lsn-0-0.prefer-replica.db.local.":  {r2},
+		"dc-west.lsn-ff-0.prefer-replica.db.local.": nil, // beyond the primary's reach: it lacks it too
 	} {
 		for _, src := range []string{east, west} {
 			m, got := queryFrom(t, "udp", src, a.DNSAddr(), name)
