@@ -85,7 +85,7 @@ func TestOneGoroutinePerHost(t *testing.T) {
 //     of stacks with every probe fitting in 4 KiB).
 //
 // Real PostgreSQL 15: a primary with one streaming replica, under the
-// names of 140 clusters (the primary alone, or both). Each case is
+// names of 280 clusters (the primary alone, or both). Each case is
 // measured in a process of its own (this test, run again as a child): the
 // stacks a process's goroutines ever had stay in its stack memory for new
 // ones to reuse. Without -race only: the race detector's instrumentation
@@ -99,7 +99,7 @@ func TestHostStack(t *testing.T) {
 		hostStackChild(t, c, strings.Split(os.Getenv("PGDNS_TEST_STACK_HOSTS"), ","))
 		return
 	}
-	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2), Conf: []string{"max_connections = 160"}})
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2), Conf: []string{"max_connections = 300"}})
 	const bound = 6 << 10
 	for _, c := range []struct{ name, hosts, fails string }{
 		{"fits", cl.Nodes[0].Addr(), "a primary's probe no longer fits in a 4 KiB stack"},
@@ -124,7 +124,7 @@ func TestHostStack(t *testing.T) {
 	}
 }
 
-// hostStackChild measures a case of TestHostStack in this process: 140
+// hostStackChild measures a case of TestHostStack in this process: 280
 // hosts in clusters of hosts, probed every second, so that a collection
 // finds nearly every host parked between probes. It logs the stack memory
 // the prober added a host: in case fits, 2.5 s after a collection (every
@@ -146,7 +146,7 @@ func hostStackChild(t *testing.T, c string, hosts []string) {
 		t.Fatal(err)
 	}
 	cfg := Config{Interval: time.Second, Timeout: 5 * time.Second, MaxFails: 3, Hooks: hooks}
-	const n = 140
+	const n = 280 // stack memory moves in spans of 32 KiB: over 280 hosts that is 117 bytes a host
 	for i := range n / len(hosts) {
 		cfg.Clusters = append(cfg.Clusters, ClusterConfig{Name: fmt.Sprintf("c%d", i), Hosts: hosts})
 	}

@@ -299,6 +299,27 @@ func statementLost(err error) bool {
 // every one that could be), a boolean is t or f, integers are decimal,
 // LSNs are PostgreSQL's X/X or empty.
 func parseProbeRow(row *probeRow, s *Sample) error {
+	if err := parseProbeFields(row, s); err != nil {
+		return err
+	}
+	return parseProbeStandbys(row, s)
+}
+
+// parseProbeStandbys reads a primary's WAL senders from row into s, after
+// parseProbeFields has returned: its frame (close to a KiB) and the
+// senders' reader (senderNames.read) together took a primary's goroutine
+// past the 4 KiB a host's probe fits in (TestHostStack).
+//
+//go:noinline
+func parseProbeStandbys(row *probeRow, s *Sample) (err error) {
+	s.Standbys, err = parseStandbys(row.values[8], s.StartedAt.UnixMicro(), s.End, &row.senders)
+	return err
+}
+
+// parseProbeFields is parseProbeRow but for the WAL senders.
+//
+//go:noinline
+func parseProbeFields(row *probeRow, s *Sample) error {
 	for i, null := range row.null {
 		if null {
 			return fmt.Errorf("column %d is NULL", i+1)
@@ -351,9 +372,6 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 		s.Timeline = 0
 	}
 	s.StartedAt = time.UnixMicro(started)
-	if s.Standbys, err = parseStandbys(v[8], started, s.End, &row.senders); err != nil {
-		return err
-	}
 	if !row.appNameOK || !bytes.Equal(v[9], row.conninfo) || !bytes.Equal(v[18], row.clusterName) { // the same on every probe of one WAL receiver
 		row.conninfo, row.clusterName, row.appNameOK = append(row.conninfo[:0], v[9]...), append(row.clusterName[:0], v[18]...), true
 		row.appName, row.appNameWhy = walReceiverAppName(string(v[9]), string(v[18]))
