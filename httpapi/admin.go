@@ -26,11 +26,12 @@ type Admin interface {
 	// ErrTimelineNotProven for a request that names nothing to forget.
 	ForgetTimeline(ctx context.Context, cluster string, tl uint32) (before, after uint32, err error)
 	// ForgetFork forgets that host (an address as the config lists it)
-	// of cluster was proven on another branch, once its server starts a
-	// new run (the rebuilt replica): the run it has now stays aside. It
-	// returns the proof and that run (zero: none seen yet). Errors wrap
-	// ErrNoSuchCluster, ErrNoSuchHost or ErrNoForkProof.
-	ForgetFork(ctx context.Context, cluster, host string) (proof string, staysAside time.Time, err error)
+	// of cluster was proven on another branch: the operator rebuilt it. It
+	// returns the proof, the host's server run now and the run proven
+	// (zero: not known). Errors wrap ErrNoSuchCluster, ErrNoSuchHost,
+	// ErrNoForkProof or ErrForkProofRunning (nothing forgotten: the host
+	// still runs the run proven, or was not probed yet).
+	ForgetFork(ctx context.Context, cluster, host string) (proof string, run, proven time.Time, err error)
 }
 
 var (
@@ -42,6 +43,12 @@ var (
 	ErrNoSuchHost = errors.New("no such host in the cluster")
 	// ErrNoForkProof: the host is not proven on another branch.
 	ErrNoForkProof = errors.New("the host is not proven on another branch")
+	// ErrForkProofRunning: the host still runs the server run proven on
+	// another branch (or was not probed yet): rebuild it first.
+	ErrForkProofRunning = errors.New("the host still runs the server run proven on another branch")
+	// ErrForkHostDown: the host's last probe failed; its run now is not
+	// known: ask again once it is up.
+	ErrForkHostDown = errors.New("the host is down")
 )
 
 // The admin endpoints' paths.
@@ -141,7 +148,7 @@ func (a *API) forgetFork(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	proof, stays, err := a.cfg.Admin.ForgetFork(ctx, cluster, host)
+	proof, run, proven, err := a.cfg.Admin.ForgetFork(ctx, cluster, host)
 	switch {
 	case errors.Is(err, ErrNoSuchCluster):
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such cluster: " + truncate(cluster, 100)})
@@ -153,20 +160,37 @@ func (a *API) forgetFork(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrNoForkProof):
 		writeJSON(w, http.StatusConflict, errorBody{Error: truncate(host, 100) + ": " + err.Error() + ": nothing to forget"})
 		return
+	case errors.Is(err, ErrForkHostDown):
+		writeJSON(w, http.StatusConflict, errorBody{Error: truncate(host, 100) + ": nothing forgotten: it is down, so its server run now is not known " +
+			"(the proof stays, " + proof + "); start the rebuilt replica, then ask again once pgdns shows it up"})
+		return
+	case errors.Is(err, ErrForkProofRunning):
+		why := "it has not been probed yet"
+		switch {
+		case !run.IsZero() && proven.IsZero():
+			why = "the server run its proof was made on is not known (" + proof + ")"
+		case !run.IsZero():
+			why = "its server run started at " + stamp(run) + " is the one proven on another branch (" + proof + ")"
+		}
+		writeJSON(w, http.StatusConflict, errorBody{Error: truncate(host, 100) + ": nothing forgotten: " + why +
+			"; rebuild it (re-clone it or pg_rewind it, then start it), then ask again"})
+		return
 	case err != nil:
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: err.Error()})
 		return
 	}
-	run := ""
-	if !stays.IsZero() {
-		run = stays.UTC().Format(time.RFC3339Nano)
+	a.log.Warn("admin: fork proof forgotten by an operator", "cluster", cluster, "host", host,
+		"server_started", stamp(run), "proven_run", stamp(proven), "proof", proof, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, map[string]any{"cluster": cluster, "host": host, "forgotten": proof,
+		"server_started": stamp(run), "proven_run": stamp(proven),
+		"done": host + " is judged without the proof from now on: its server run started at " + stamp(run) +
+			", not the one proven on another branch (" + stamp(proven) + ")"})
+}
+
+// stamp is t for people, in UTC; "" when zero.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
 	}
-	a.log.Warn("admin: fork proof to be forgotten at the host's next server run, by an operator", "cluster", cluster, "host", host,
-		"stays_aside_run", run, "proof", proof, "remote", r.RemoteAddr)
-	done := "the proof is dropped when " + host + "'s server starts a new run (rebuilt: re-cloned or pg_rewind, then started); " +
-		"until then it stays aside"
-	if run != "" {
-		done += " (its run started at " + run + ")"
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"cluster": cluster, "host": host, "proof": proof, "stays_aside_run": run, "done": done})
+	return t.UTC().Format(time.RFC3339Nano)
 }

@@ -26,19 +26,22 @@ func (f *forgetter) ForgetTimeline(_ context.Context, cluster string, tl uint32)
 	return tl, tl - 1, nil
 }
 
-func (f *forgetter) ForgetFork(_ context.Context, cluster, host string) (string, time.Time, error) {
+func (f *forgetter) ForgetFork(_ context.Context, cluster, host string) (string, time.Time, time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	proven := time.Date(2026, 12, 1, 21, 0, 0, 0, time.UTC)
 	switch {
 	case cluster != "main":
-		return "", time.Time{}, ErrNoSuchCluster
+		return "", time.Time{}, time.Time{}, ErrNoSuchCluster
 	case host == "10.0.0.9:5432":
-		return "", time.Time{}, ErrNoSuchHost
+		return "", time.Time{}, time.Time{}, ErrNoSuchHost
 	case host == "10.0.0.3:5432":
-		return "", time.Time{}, ErrNoForkProof
+		return "", time.Time{}, time.Time{}, ErrNoForkProof
+	case host == "10.0.0.4:5432":
+		return "another branch of timeline 1: …", proven, proven, ErrForkProofRunning
 	}
 	f.calls = append(f.calls, cluster+" "+host)
-	return "another branch of timeline 1: …", time.Date(2026, 12, 1, 21, 0, 0, 0, time.UTC), nil
+	return "another branch of timeline 1: …", proven.Add(time.Minute), proven, nil
 }
 
 // The admin endpoint takes its token in the Bearer scheme, whose name is

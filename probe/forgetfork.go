@@ -12,10 +12,13 @@ import (
 // replica proven on another branch (forks.go) stays aside across restarts
 // of its server, since a restart keeps the other branch's data directory,
 // and nothing pgdns reads tells a re-clone or a pg_rewind from a restart
-// (review 6, G7b). The operator who rebuilds it says so: the proof is
-// dropped at the replica's next server run, never for the run it holds
-// now (which may still be the other branch's), so that asking before the
-// rebuild is safe, and a host answered again is one that started anew.
+// (review 6, G7b). The operator who has rebuilt it says so, and the proof
+// goes at once, for the server run the host has now: never while that is
+// still the run the proof was made on (or, from the state file or a
+// reload, last seen with), which is the other branch's for certain. A
+// request made before the rebuild is refused instead of waiting for the
+// next run, which may be a plain restart of the unrebuilt replica (a
+// crash, a reboot: review 7, H11).
 
 // ErrUnknownHost is returned for a host the cluster does not list.
 var ErrUnknownHost = errors.New("no such host in the cluster")
@@ -24,13 +27,23 @@ var ErrUnknownHost = errors.New("no such host in the cluster")
 // that has none.
 var ErrNoForkProof = errors.New("the host is not proven on another branch")
 
-// ForkForgotten says what ForgetFork did.
+// ErrForkProofRunning is returned when the host still runs the server run
+// its fork proof was made on (or was last seen with), or has not been
+// probed yet: rebuild it first.
+var ErrForkProofRunning = errors.New("the host still runs the server run proven on another branch")
+
+// ErrForkHostDown is returned when the host's last probe failed: the run
+// pgdns saw last may be gone (a re-clone under way, or a plain restart),
+// and the operator's word is for the run it has now, which pgdns has not
+// seen yet.
+var ErrForkHostDown = errors.New("the host is down: its server run now is not known")
+
+// ForkForgotten says what ForgetFork did, or (with ErrForkProofRunning)
+// why not.
 type ForkForgotten struct {
-	Proof string // the proof to be forgotten, for people (the host's note)
-	// Run is the server run that stays aside: the proof is dropped when
-	// the host is seen in any other (zero: no run known yet, the first
-	// run seen drops it).
-	Run time.Time
+	Proof  string    // the proof, for people (the host's note)
+	Run    time.Time // the host's server run now (zero: not probed yet)
+	Proven time.Time // the run the proof was made on or last seen with (zero: not known)
 }
 
 // forgetForkRequest is a ForgetFork call for the aggregator.
@@ -45,10 +58,11 @@ type forgetForkReply struct {
 }
 
 // ForgetFork makes the prober forget that host (an address as the config
-// lists it) of cluster is on another branch, once its server starts a new
-// run: the rebuilt replica. Its current run stays aside. Errors wrap
-// ErrUnknownCluster, ErrUnknownHost or ErrNoForkProof. A reload or a
-// restart of pgdns before the new run keeps the proof (ask again then).
+// lists it) of cluster is on another branch: the operator rebuilt it. It
+// applies at the next publish, which it causes. Errors wrap
+// ErrUnknownCluster, ErrUnknownHost, ErrNoForkProof or
+// ErrForkProofRunning (nothing forgotten: the host still runs the run
+// proven, or was not probed yet).
 func (p *Prober) ForgetFork(ctx context.Context, cluster, host string) (ForkForgotten, error) {
 	req := forgetForkRequest{cluster: cluster, host: host, reply: make(chan forgetForkReply, 1)}
 	select {
@@ -66,8 +80,7 @@ func (p *Prober) ForgetFork(ctx context.Context, cluster, host string) (ForkForg
 	}
 }
 
-// forgetFork marks the proof of r's host to be dropped at its next server
-// run. Only the aggregator calls it.
+// forgetFork applies r. Only the aggregator calls it.
 func (p *Prober) forgetFork(r forgetForkRequest) (ForkForgotten, error) {
 	for ci, c := range p.state {
 		if c.Name != r.cluster {
@@ -78,21 +91,28 @@ func (p *Prober) forgetFork(r forgetForkRequest) (ForkForgotten, error) {
 			if h.Addr != r.host {
 				continue
 			}
-			done := ForkForgotten{Proof: h.DivergedNote, Run: h.StartedAt}
+			var run time.Time
+			if h.Seen {
+				run = h.StartedAt
+			}
+			done := ForkForgotten{Proof: h.DivergedNote, Run: run, Proven: p.provenRun[ci][h.Addr]}
 			if h.DivergedFrom == "" {
 				f, ok := p.pending[ci][h.Addr]
 				if !ok {
 					return ForkForgotten{}, ErrNoForkProof
 				}
-				done = ForkForgotten{Proof: f.note, Run: f.run} // remembered, not applied yet
+				done.Proof, done.Proven = f.note, f.run // remembered, not applied yet
 			}
-			if p.forgotten == nil {
-				p.forgotten = map[int]map[string]time.Time{}
+			if h.Seen && h.Fails > 0 {
+				return done, ErrForkHostDown
 			}
-			if p.forgotten[ci] == nil {
-				p.forgotten[ci] = map[string]time.Time{}
+			if run.IsZero() || done.Proven.IsZero() || run.Equal(done.Proven) {
+				return done, ErrForkProofRunning
 			}
-			p.forgotten[ci][h.Addr] = done.Run
+			h.DivergedFrom, h.DivergedNote, h.DivergedRun = "", "", time.Time{}
+			delete(p.pending[ci], h.Addr)
+			delete(p.provenRun[ci], h.Addr)
+			p.markRebuild(ci) // not p.rebuild[ci] alone: a flag set outside the dirty list froze the cluster's snapshot for good
 			return done, nil
 		}
 		return ForkForgotten{}, ErrUnknownHost
@@ -100,23 +120,15 @@ func (p *Prober) forgetFork(r forgetForkRequest) (ForkForgotten, error) {
 	return ForkForgotten{}, ErrUnknownCluster
 }
 
-// dropForgottenFork drops the fork proof of host h of cluster ci, seen in
-// server run run, when an operator forgot it (ForgetFork) and run is not
-// the run that stays aside. record calls it after restoreFork.
-func (p *Prober) dropForgottenFork(ci int, h *zone.Host, run time.Time) {
-	stays, ok := p.forgotten[ci][h.Addr]
-	if !ok || run.Equal(stays) {
-		return
+// proven notes run as the server run host h of cluster ci was proven on
+// another branch in (checkForks), or last seen with a remembered proof
+// (restoreFork): ForgetFork refuses while h runs it.
+func (p *Prober) proven(ci int, h *zone.Host, run time.Time) {
+	if p.provenRun == nil {
+		p.provenRun = map[int]map[string]time.Time{}
 	}
-	delete(p.forgotten[ci], h.Addr)
-	delete(p.pending[ci], h.Addr)
-	if h.DivergedFrom == "" {
-		return
+	if p.provenRun[ci] == nil {
+		p.provenRun[ci] = map[string]time.Time{}
 	}
-	was := h.DivergedNote
-	h.DivergedFrom, h.DivergedNote, h.DivergedRun = "", "", time.Time{}
-	if p.log != nil {
-		p.log.Warn("fork proof forgotten by an operator: the replica's server started a new run (rebuilt); it is judged from this run on",
-			"cluster", p.state[ci].Name, "host", h.Addr, "server_started", run.UTC().Format(time.RFC3339Nano), "forgotten", was)
-	}
+	p.provenRun[ci][h.Addr] = run
 }

@@ -112,6 +112,7 @@ func (p *Prober) checkForks(ci int, w *zone.Host, started time.Time, pos zone.LS
 			continue
 		}
 		h.DivergedFrom, h.DivergedRun = w.Addr, w.StartedAt
+		p.proven(ci, h, h.StartedAt)
 		h.DivergedNote = "another branch of timeline " + strconv.FormatUint(uint64(w.Timeline), 10) + ": " + how + at.String() +
 			", past " + pos.String() + " where " + w.Addr + " was read after it"
 	}
@@ -143,6 +144,7 @@ func (p *Prober) inheritFork(ci int, h *zone.Host) {
 		}
 		h.DivergedFrom, h.DivergedRun = u.DivergedFrom, u.DivergedRun
 		h.DivergedNote = "streams from " + u.Addr + ", " + note
+		p.proven(ci, h, h.StartedAt)
 		return
 	}
 }

@@ -469,8 +469,12 @@ func (p *Prober) Run(ctx context.Context) {
 			p.setTags(u)
 		case r := <-p.forkForgets:
 			done, err := p.forgetFork(r)
-			r.reply <- forgetForkReply{done: done, err: err}
-			continue // nothing changes before the host's next run
+			if err != nil {
+				r.reply <- forgetForkReply{done: done, err: err}
+				continue
+			}
+			p.publish() // the host is judged without the proof from now on
+			r.reply <- forgetForkReply{done: done}
 		case r := <-p.forgets:
 			ci, before, err := p.forget(r)
 			if err != nil {
@@ -552,7 +556,6 @@ func (p *Prober) record(r result) {
 	p.learnTimelines(r.cluster, h, continuous, s, tl, exact, c.Identity != 0 && s.SystemID == c.Identity)
 	p.watchReplay(h, continuous, s, tl, exact)
 	p.restoreFork(r.cluster, h, s.StartedAt, s.InRecovery, c.Identity != 0 && s.SystemID == c.Identity)
-	p.dropForgottenFork(r.cluster, h, s.StartedAt)
 	p.watchRun(h, s)
 
 	h.Seen, h.ProbeStart, h.ProbedAt, h.Fails, h.LastError, h.FailClass = true, s.Start, s.End, 0, "", ""

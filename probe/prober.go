@@ -199,9 +199,10 @@ type Prober struct {
 	// Per cluster: remembered forks not applied to a host yet, by the
 	// address the replica was last listed under (remember.go).
 	pending []map[string]fork
-	// Per cluster index, by host address: the fork proofs an operator
-	// forgot, with the server run that stays aside (forgetfork.go).
-	forgotten map[int]map[string]time.Time
+	// Per cluster index, by host address: the server run a replica was
+	// proven on another branch in, or last seen with a remembered proof
+	// (forgetfork.go).
+	provenRun map[int]map[string]time.Time
 	// Knowledge of clusters no longer configured, by their old name, for
 	// a configured one of the same identity (orphans.go); aggregator's.
 	orphans                         map[string]clusterKnowledge

@@ -211,6 +211,7 @@ func (p *Prober) restoreFork(ci int, h *zone.Host, run time.Time, inRecovery, ou
 	}
 	if ok && ours && inRecovery && h.DivergedFrom == "" {
 		h.DivergedFrom, h.DivergedNote, h.DivergedRun = f.from, f.note, f.fromRun
+		p.proven(ci, h, f.run) // the run last seen with it, if not the one now
 	}
 }
 

@@ -37,13 +37,13 @@ func (o adminOps) ForgetTimeline(ctx context.Context, cluster string, tl uint32)
 	return before, after, err
 }
 
-// ForgetFork forgets a host's fork proof in the publishing prober, from the
-// host's next server run on; it holds a.mu as ForgetTimeline does.
-func (o adminOps) ForgetFork(ctx context.Context, cluster, host string) (string, time.Time, error) {
+// ForgetFork forgets a host's fork proof in the publishing prober; it
+// holds a.mu as ForgetTimeline does.
+func (o adminOps) ForgetFork(ctx context.Context, cluster, host string) (string, time.Time, time.Time, error) {
 	o.a.mu.Lock()
 	defer o.a.mu.Unlock()
 	if o.a.running == nil {
-		return "", time.Time{}, errors.New("pgdns is not running")
+		return "", time.Time{}, time.Time{}, errors.New("pgdns is not running")
 	}
 	done, err := o.a.running.p.ForgetFork(ctx, cluster, host)
 	switch {
@@ -53,8 +53,12 @@ func (o adminOps) ForgetFork(ctx context.Context, cluster, host string) (string,
 		err = httpapi.ErrNoSuchHost
 	case errors.Is(err, probe.ErrNoForkProof):
 		err = httpapi.ErrNoForkProof
+	case errors.Is(err, probe.ErrForkProofRunning):
+		err = httpapi.ErrForkProofRunning
+	case errors.Is(err, probe.ErrForkHostDown):
+		err = httpapi.ErrForkHostDown
 	}
-	return done.Proof, done.Run, err
+	return done.Proof, done.Run, done.Proven, err
 }
 
 // adminToken returns a reader of the admin token in path, or nil when
