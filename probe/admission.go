@@ -151,7 +151,50 @@ func (c *pgChecker) reach(deadline time.Time) error {
 	}
 	c.startAdmission(deadline, tryConnect)
 	c.reachedAt = time.Now()
+	c.reachTry, c.reachBound, c.reachSlowest = true, c.boundOf(deadline), c.lastRTT
 	return nil
+}
+
+// reachTimeoutsOut: this many bare connects in a row that time out while
+// the open session's probes answer fast take the host out (review 7, H7).
+// A packet filter that DROPs new connections (a security group, conntrack
+// keeping only the established flow) sends no reset: the connect times
+// out while pgdns's own session works, and every client sent there hangs
+// in its connect. A timeout while the session is slow too (its slowest
+// probe during the connect took half the connect's bound or more) is load,
+// not a filter, and proves nothing.
+const reachTimeoutsOut = 2
+
+// errDropsNew is the probe's failure when new connections time out.
+var errDropsNew = notServing{errors.New("new connections time out (the open session still works): a packet filter drops them")}
+
+// reachTimedOut judges a bare connect that ended with err (not
+// definitive): a timeout with the session fast counts toward
+// reachTimeoutsOut, anything else starts the count again.
+func (c *pgChecker) reachTimedOut(err error) error {
+	var ne net.Error
+	timeout := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	if err == nil || !timeout || 2*c.reachSlowest >= c.reachBound {
+		c.reachTimeouts = 0
+		return nil
+	}
+	if c.reachTimeouts++; c.reachTimeouts < reachTimeoutsOut {
+		return nil
+	}
+	c.reachTimeouts = 0
+	return errDropsNew
+}
+
+// boundOf is the bound startAdmission gives an attempt by deadline.
+func (c *pgChecker) boundOf(deadline time.Time) time.Duration {
+	d := time.Second
+	if !deadline.IsZero() {
+		d = time.Until(deadline)
+	}
+	if t := c.cfg.ConnectTimeout; t > 0 && t < d {
+		d = t
+	}
+	return d
 }
 
 // admissionResult reads the attempt under way, if it has ended: a
@@ -164,10 +207,17 @@ func (c *pgChecker) admissionResult() error {
 	select {
 	case err := <-c.admitting:
 		c.admitting, c.admitStop = nil, nil
+		reached := c.reachTry
+		c.reachTry = false
 		if err != nil && definitive(err) {
+			c.reachTimeouts = 0
 			return classify(fmt.Errorf("a new session was refused (the open one still works): %w", connectError(err)))
 		}
+		if reached {
+			return c.reachTimedOut(err)
+		}
 	default:
+		c.reachSlowest = max(c.reachSlowest, c.lastRTT)
 	}
 	return nil
 }
@@ -248,7 +298,7 @@ func (c *pgChecker) stopAdmission() {
 	}
 	c.admitStop()
 	<-c.admitting
-	c.admitting, c.admitStop = nil, nil
+	c.admitting, c.admitStop, c.reachTry = nil, nil, false
 }
 
 // tryAdmission starts a new session to the server of cfg (which it does

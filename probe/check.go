@@ -368,6 +368,13 @@ type pgChecker struct {
 	admitting     chan error
 	admitStop     context.CancelFunc
 	reachedAt     time.Time // the last bare connect (reach), status "ready"
+	// The bare connect under way (reachTry), the bound it was given, the
+	// slowest probe of the open session while it ran, and how many bare
+	// connects in a row timed out while the session was fast (reach).
+	reachTry      bool
+	reachBound    time.Duration
+	reachSlowest  time.Duration
+	reachTimeouts int
 	// readsStatus: the session's role may read server files, so its
 	// probes run probeStatusSQL, whose status column tells admission
 	// (admission.go); rowStatus: the last row is probeStatusSQL's.
