@@ -55,8 +55,10 @@ import (
 // at most once every reachIntervals admission intervals, 4 s by default)
 // and closes the connection at once, having sent nothing: the forked
 // backend exits without a word in the log, no session is started, and a
-// connect refused or reset takes the host out as a refused session does
-// (a timeout proves nothing). A host reached through a proxy or pooler
+// connect refused or reset takes the host out as a refused session does,
+// and so do two connects in a row that time out while the open session
+// answers fast (a packet filter dropping new connections, review 7 H7); a
+// timeout with the session slow too is load, and proves nothing. A host reached through a proxy or pooler
 // that accepts for the server is the operator's business: its accept is
 // taken for the server's. A server full (53300) is not a shutdown either
 // way.
@@ -140,8 +142,8 @@ func (c *pgChecker) admission(deadline time.Time) error {
 // show, and every client pgdns sends there needs one. So at most once
 // every admission interval it connects to the server's address and closes
 // the connection at once, sending nothing (tryConnect), and judges a
-// failure as a refused session is judged: refused or reset is definitive,
-// a timeout is not. Read at the next probe, as admission's attempts are.
+// failure as a refused session is judged: refused or reset is definitive;
+// a timeout counts only twice in a row with the session fast meanwhile. Read at the next probe, as admission's attempts are.
 func (c *pgChecker) reach(deadline time.Time) error {
 	if err := c.admissionResult(); err != nil || c.admitting != nil {
 		return err
