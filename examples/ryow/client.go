@@ -64,22 +64,30 @@ func (c *Client) Fresh(ctx context.Context, maxLag time.Duration) (*pgx.Conn, er
 // cookie or header; sign it if clients could forge it).
 type Token string
 
-// WriteToken returns the token of everything conn has committed so far.
-// Call it after the commit.
+// WriteToken returns the token of everything conn has committed so far,
+// with the timeline it was written on (lsn-HI-LO-tN), so that no host that
+// lost the write in a failover can answer it. Call it after the commit.
 func WriteToken(ctx context.Context, conn *pgx.Conn) (Token, error) {
 	var lsn string
-	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
+	var tli int64
+	err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text,
+	  ('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()), 1, 8))::bit(32)::int`).Scan(&lsn, &tli)
+	if err != nil {
 		return "", err
 	}
 	hi, lo, ok := strings.Cut(lsn, "/")
 	if !ok {
 		return "", errors.New("unexpected LSN " + lsn)
 	}
-	return Token(strings.ToLower("lsn-" + hi + "-" + lo)), nil
+	return Token(strings.ToLower(fmt.Sprintf("lsn-%s-%s-t%d", hi, lo, tli))), nil
 }
 
 // ReadYourWrites opens a session on a replica that has replayed token, or
-// on the primary when none has yet.
+// on the primary when none has yet and the primary has (or may have) the
+// write: prefer-replica makes that choice in pgdns. It fails when no host
+// provably has the write (lost in a failover, a forked timeline, a restart
+// of the timeline's writer). Never add "primary" after the token's name:
+// the client would then skip pgdns's refusal and read without its write.
 func (c *Client) ReadYourWrites(ctx context.Context, token Token) (*pgx.Conn, error) {
-	return c.connect(ctx, "any", string(token)+".replica", "primary")
+	return c.connect(ctx, "any", string(token)+".prefer-replica")
 }

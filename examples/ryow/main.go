@@ -1,7 +1,7 @@
 // Command ryow is an example of a Go program that finds its PostgreSQL
 // hosts through pgdns, with pgx: writes through primary.<zone>, reads with
 // bounded lag through lag-…replica.<zone>, and reads that must see the
-// program's own last write through lsn-….replica.<zone>.
+// program's own last write through lsn-…-tN.prefer-replica.<zone>.
 //
 //	go run ./examples/ryow -dns 127.0.0.1:5353 -rounds 50
 //

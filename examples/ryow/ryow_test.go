@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +47,28 @@ clusters:
 	}
 	if r.FreshFrom != ips[1] && r.FreshFrom != ips[2] {
 		t.Errorf("bounded-lag read served by %s, want a replica", r.FreshFrom)
+	}
+
+	// The token carries the timeline, and a token no host provably has
+	// (here a timeline above every one the cluster has: in no host's WAL)
+	// fails to connect instead of falling back to the primary.
+	w, err := c.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	token, err := WriteToken(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(token), "-t1") {
+		t.Fatalf("token %s carries no timeline (want -t1)", token)
+	}
+	unprovable := Token(strings.TrimSuffix(string(token), "-t1") + "-t9")
+	if conn, err := c.ReadYourWrites(ctx, unprovable); err == nil {
+		var server string
+		_ = conn.QueryRow(ctx, "SELECT host(inet_server_addr())").Scan(&server)
+		conn.Close(ctx)
+		t.Fatalf("ReadYourWrites(%s) connected to %s: a token no host has must fail, not fall back to the primary", unprovable, server)
 	}
 }
