@@ -212,9 +212,6 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 		p.seeded[ci] = false
 	}
 	src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline
-	for hi := range c.Hosts {
-		src.Hosts[hi].OfIdentity = c.Hosts[hi].OfIdentity // who may vote a replacement (settleIdentity)
-	}
 	src.Witnessed, src.WitnessedBy, src.WitnessedRun = c.Witnessed, c.WitnessedBy, c.WitnessedRun
 	p.watchBranches(ci, c)
 	return c

@@ -33,9 +33,6 @@ type clusterKnowledge struct {
 	clocks       map[string]*walHistory // by host address
 	forks        map[string]fork        // by the address a replica was last listed under: replicas proven on another branch (forks.go)
 	branches     map[uint32]Branch      // by timeline: who wrote it, and whether it forked (branches.go)
-	// members are the addresses of hosts seen live with identity
-	// (zone.Host.OfIdentity): only they may vote it replaced.
-	members map[string]bool
 }
 
 // fork is what proved a replica to be on another branch than a writable
@@ -79,7 +76,6 @@ func (p *Prober) export() Knowledge {
 		for addr, f := range p.forksOf(ci) {
 			ck.forks[addr] = fork{run: f.Run, fromRun: f.FromRun, from: f.From, note: f.Note}
 		}
-		ck.members = p.membersOf(ci)
 		for hi := range c.Hosts {
 			if w := p.history[&c.Hosts[hi]]; w != nil {
 				ck.clocks[c.Hosts[hi].Addr] = &walHistory{timeline: w.timeline,
@@ -122,9 +118,6 @@ func (p *Prober) adopt(k Knowledge) {
 			// anew by majority if none does. What this prober learned
 			// under the other identity is that cluster's, not this one's.
 			c.Identity, c.NewestTimeline = old.identity, 0
-			for hi := range c.Hosts {
-				c.Hosts[hi].OfIdentity = 0 // seen with the warming prober's identity, not this one
-			}
 			c.Witnessed, c.WitnessedBy, c.WitnessedRun = 0, "", time.Time{}
 			p.timelines[ci] = map[uint32]timelineHistory{}
 			p.branches[ci], p.forks[ci], p.restarts[ci], p.pending[ci] = map[uint32]Branch{}, nil, nil, nil
@@ -162,9 +155,6 @@ func (p *Prober) inherit(ci int, old clusterKnowledge) {
 	}
 	for hi := range c.Hosts {
 		h := &c.Hosts[hi]
-		if old.members[h.Addr] && c.Identity == old.identity {
-			h.OfIdentity = c.Identity
-		}
 		if h.Seen {
 			p.restoreFork(ci, h, h.StartedAt, h.InRecovery, c.Identity != 0 && h.SystemID == c.Identity)
 		}
@@ -220,16 +210,3 @@ func (p *Prober) Activate(ctx context.Context, predecessor *Prober) {
 // Deactivate stops a prober from publishing; it keeps probing until its
 // Run ends.
 func (p *Prober) Deactivate() { p.active.Store(false) }
-
-// membersOf lists the addresses of cluster ci's hosts seen live with its
-// identity (zone.Host.OfIdentity).
-func (p *Prober) membersOf(ci int) map[string]bool {
-	c := p.state[ci]
-	out := map[string]bool{}
-	for hi := range c.Hosts {
-		if h := &c.Hosts[hi]; c.Identity != 0 && h.OfIdentity == c.Identity {
-			out[h.Addr] = true
-		}
-	}
-	return out
-}

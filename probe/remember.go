@@ -47,11 +47,6 @@ type Remembered struct {
 	Witnessed    uint32
 	WitnessedBy  string
 	WitnessedRun time.Time
-	// Members are the addresses of hosts seen live with Identity
-	// (zone.Host.OfIdentity): after a restart only they may vote it
-	// replaced, so that another cluster's hosts listed by mistake never
-	// outvote it while its own are down (review 7, H6).
-	Members []string
 }
 
 // Fork is a replica proven to be on another branch than writable host
@@ -91,10 +86,7 @@ func (p *Prober) seed(remembered map[string]Remembered) {
 			continue // nothing learned: timelines belong to an identity
 		}
 		ck := clusterKnowledge{identity: r.Identity, newest: r.NewestTimeline, timelines: map[uint32]timelineHistory{},
-			branches: maps.Clone(r.Branches), members: map[string]bool{}}
-		for _, a := range r.Members {
-			ck.members[a] = true
-		}
+			branches: maps.Clone(r.Branches)}
 		if r.Witnessed > r.NewestTimeline {
 			ck.witnessed, ck.witnessedBy, ck.witnessedRun = r.Witnessed, r.WitnessedBy, r.WitnessedRun
 		}
@@ -279,13 +271,11 @@ func (p *Prober) remembered() map[string]Remembered {
 		r.Serial = p.serialOf(ci)
 		r.Branches = maps.Clone(p.branches[ci])
 		r.Witnessed, r.WitnessedBy, r.WitnessedRun = c.Witnessed, c.WitnessedBy, c.WitnessedRun
-		r.Members = slices.Sorted(maps.Keys(p.membersOf(ci)))
 		out[c.Name] = r
 	}
 	for name, o := range p.orphans {
 		r := Remembered{Identity: o.identity, NewestTimeline: o.newest, Timelines: make(map[uint32]TimelineHistory, len(o.timelines)),
-			Branches: maps.Clone(o.branches), Witnessed: o.witnessed, WitnessedBy: o.witnessedBy, WitnessedRun: o.witnessedRun,
-			Members: slices.Sorted(maps.Keys(o.members))}
+			Branches: maps.Clone(o.branches), Witnessed: o.witnessed, WitnessedBy: o.witnessedBy, WitnessedRun: o.witnessedRun}
 		for tl, h := range o.timelines {
 			r.Timelines[tl] = TimelineHistory{Ends: h.ends, FromFile: h.fromFile}
 		}
@@ -431,18 +421,6 @@ func (p *Prober) clusterAsReported(ci int) (same, withPositions bool) {
 		return false, false
 	}
 	if r.Serial != p.serialOf(ci) && p.serialAhead(ci) {
-		return false, false
-	}
-	n := 0
-	for hi := range c.Hosts {
-		if c.Hosts[hi].OfIdentity == c.Identity {
-			if _, found := slices.BinarySearch(r.Members, c.Hosts[hi].Addr); !found {
-				return false, false // a host newly seen with the identity: the state file must list it
-			}
-			n++
-		}
-	}
-	if n != len(r.Members) {
 		return false, false
 	}
 	return true, p.lastsAsReported(ci, r.Branches, true)

@@ -80,11 +80,6 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 	}
 
 	c.settleIdentity(live)
-	for i := range c.Hosts {
-		if live[i] && c.Identity != 0 && c.Hosts[i].SystemID == c.Identity {
-			c.Hosts[i].OfIdentity = c.Identity
-		}
-	}
 	runs := make(map[serverRun]int, len(c.Hosts))
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
@@ -384,14 +379,7 @@ func provenSync(p, h *Host, senders *senderIndex) (proven, unknown bool, why str
 // cluster over. On a tie nothing is established and every host is set
 // aside. Once established the identity is kept while any live host has
 // it, and changes only when none does and a strict majority of the
-// configured hosts agree on another (the cluster was rebuilt), counting
-// only hosts that were seen with the old identity (Host.OfIdentity): a
-// rebuild shows the new one at addresses pgdns saw with the old, while
-// another cluster's hosts listed by mistake (a reload, Patroni) were never
-// seen with it and never outvote it, even once every host of the cluster
-// is down: the cluster then has no primary, its foreign hosts are set
-// aside, until an operator pins system_identifier or resets the state
-// (review 7, H6).
+// configured hosts agree on another (the cluster was rebuilt).
 //
 // Votes are servers, not entries: a live host that is the same server run
 // as one counted before it (a name and its address, one address twice, a
@@ -403,7 +391,7 @@ func (c *Cluster) settleIdentity(live []bool) {
 	if c.IdentityPinned {
 		return
 	}
-	counts, former := map[uint64]int{}, map[uint64]int{}
+	counts := map[uint64]int{}
 	nLive, nHosts, probedAll := 0, len(c.Hosts), true
 	runs := make(map[serverRun]bool, len(c.Hosts))
 	for i := range c.Hosts {
@@ -421,16 +409,10 @@ func (c *Cluster) settleIdentity(live []bool) {
 			runs[run] = true
 		}
 		counts[h.SystemID]++
-		if c.Identity != 0 && h.OfIdentity == c.Identity {
-			former[h.SystemID]++
-		}
 		nLive++
 	}
 	if c.Identity != 0 && counts[c.Identity] > 0 {
 		return
-	}
-	if c.Identity != 0 {
-		counts = former // a replacement: only hosts seen with the old identity vote
 	}
 	for id, n := range counts {
 		byLive := c.Identity == 0 && probedAll && n >= 2 && 2*n > nLive
