@@ -89,8 +89,10 @@ func TestLibpqThroughTheSystemResolver(t *testing.T) {
 		byReplica := 0
 		const rounds = 200
 		for i := range rounds {
-			host := "lsn-" + writeAndTakeLSN(t, writer, "INSERT INTO ryw VALUES ($1)", i) + ".replica.db.local"
-			out, err := ns.psql("host="+host+",primary.db.local",
+			// The DSN docs/clients/libpq.md gives: the token's
+			// prefer-replica name alone.
+			host := documentedToken(t, writer, "INSERT INTO ryw VALUES ($1)", i) + ".prefer-replica.db.local"
+			out, err := ns.psql("host="+host,
 				fmt.Sprintf("SELECT inet_server_addr(), EXISTS (SELECT 1 FROM ryw WHERE id = %d)", i))
 			if err != nil {
 				t.Fatal(err)
