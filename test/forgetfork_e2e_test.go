@@ -12,47 +12,20 @@ package test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 func TestForgetForkOfARebuiltReplica(t *testing.T) {
 	t.Parallel()
-	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
-	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
-	tokenFile := filepath.Join(t.TempDir(), "admin-token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret-admin-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e := attach(t, pg, envOptions{AdminTokenFile: tokenFile})
-	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP})
-	ctx := context.Background()
-	e.insertAndTakeLSN(t, n1)
-
 	// n1 restored in place from a base backup taken before a write that
 	// n2 and n3 replayed: both are another branch of timeline 1.
-	backup, err := n1.BaseBackup(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost := writeAndTakeLSN(t, n1.Conn(t), "INSERT INTO t (v) VALUES ('lost to the restore')")
-	waitStreaming(t, n2, 1, lost)
-	waitStreaming(t, n3, 1, lost)
-	// pgdns probes n1 at or past the write (a fixed 300 ms was three
-	// probes on a quiet machine, maybe none under load).
-	e.waitHost(t, n1.Addr(), "probed at or past the write", func(h hostState) bool { return replayedPast(t, h, lost) })
-	if err := n1.RestoreInPlace(ctx, backup); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", []string{n1.IP})
-	e.waitFor(t, "replica.db.local.", nil) // both proven on another branch
-	writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 1000)")
+	e := forkedWithAdminToken(t, "s3cret-admin-token")
+	n1, n2 := e.pg.Nodes[0], e.pg.Nodes[1]
+	ctx := context.Background()
 	e.holds(t, "replica.db.local.", 500*time.Millisecond, exactly(), "n2 and n3 are another branch of timeline 1")
 
 	forget := "/v1/admin/forget-fork?cluster=main&host=" + n2.Addr()

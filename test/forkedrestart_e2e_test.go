@@ -27,25 +27,6 @@ func TestForkedReplicaStaysAsideAcrossItsRestart(t *testing.T) {
 	ctx := context.Background()
 	forkedByARestore(t, e)
 
-	// n2 restarted: a new run of the replica, whose data is still the
-	// dead branch's.
-	restart := func() time.Time {
-		t.Helper()
-		if err := n2.Stop(ctx, "fast"); err != nil {
-			t.Fatal(err)
-		}
-		if err := n2.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		var has int
-		n2.Query(t, "SELECT count(*) FROM t WHERE v = 'lost to the restore'", &has)
-		if has != 1 {
-			t.Fatalf("n2 has %d rows of the lost write, want 1 (still the dead branch)", has)
-		}
-		var run time.Time
-		n2.Query(t, "SELECT pg_postmaster_start_time()", &run)
-		return run
-	}
 	// Once the state file names n2's new run, pgdns has probed it.
 	remembered := func(run time.Time) {
 		t.Helper()
@@ -58,7 +39,9 @@ func TestForkedReplicaStaysAsideAcrossItsRestart(t *testing.T) {
 			return string(state.Encode(m)), ok && f.Run.Equal(run) && strings.Contains(f.Note, "another branch of timeline 1")
 		})
 	}
-	remembered(restart())
+	// n2 restarted: a new run of the replica, whose data is still the
+	// dead branch's.
+	remembered(restartUnrebuilt(t, n2))
 	e.holds(t, "replica.db.local.", 2*time.Second, without(n2.IP), "n2, restarted, still another branch of timeline 1 (it has a write the primary lost)")
 
 	// pgdns stopped, n2 restarted meanwhile, pgdns started from its state
@@ -66,7 +49,7 @@ func TestForkedReplicaStaysAsideAcrossItsRestart(t *testing.T) {
 	if err := e.app.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	run := restart()
+	run := restartUnrebuilt(t, n2)
 	again := launch(t, pg, envOptions{State: path})
 	again.waitFor(t, "primary.db.local.", []string{n1.IP})
 	remembered(run)

@@ -1,15 +1,12 @@
 package test
 
 import (
-	"context"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
-	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // Review 6, G4: a write lost in a failover, proven lost by the new
@@ -34,40 +31,15 @@ func TestLostWriteIsAnsweredByNoName(t *testing.T) {
 	old.Exec(t, "CREATE TABLE ryw (v text); CREATE ROLE watcher LOGIN IN ROLE pg_monitor")
 	super := attach(t, pg, envOptions{})
 	monitor := attach(t, pg, envOptions{DSN: "user=watcher dbname=postgres sslmode=disable"})
-	ctx := context.Background()
 
 	kept := super.insertAndTakeLSN(t, old)
 	for _, e := range []*env{super, monitor} {
 		e.waitFor(t, "lsn-"+kept+"-t1.replica.db.local.", []string{p, r2})
 	}
 	// The lost write: committed on the old primary while its WAL senders
-	// are stopped, so that no replica receives it.
-	if err := old.SignalWalsenders(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	lost := writeAndTakeLSN(t, old.Conn(t), "INSERT INTO ryw VALUES ('LOST')")
-	if err := old.KillPostmaster(); err != nil {
-		t.Fatal(err)
-	}
-	if err := old.SignalWalsenders(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	gone, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := old.WaitGone(gone); err != nil {
-		t.Fatal(err)
-	}
-	if err := promoted.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	follower.Follow(t, promoted)
-	// Timeline 2 writes past the lost position, without the row.
-	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "timeline 2 past the lost position", func() (bool, bool) {
-		promoted.Exec(t, "INSERT INTO ryw SELECT repeat('y', 1000) FROM generate_series(1, 200)")
-		var past bool
-		promoted.Query(t, "SELECT pg_current_wal_lsn() > '"+strings.Replace(lost, "-", "/", 1)+"'::pg_lsn", &past)
-		return past, past
-	})
+	// are stopped, so that no replica receives it; timeline 2 then writes
+	// past the lost position, without the row.
+	lost := failoverLosingAWrite(t, old, promoted, follower, "INSERT INTO ryw VALUES ('LOST')", nil)
 	later := super.insertAndTakeLSN(t, promoted)
 	var rows int
 	promoted.Query(t, "SELECT count(*) FROM ryw WHERE v = 'LOST'", &rows)

@@ -9,9 +9,7 @@ package test
 // 13 refuses a token without a timeline in a restart's window.
 
 import (
-	"context"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,38 +22,14 @@ func TestTimelinelessTokenOfAWriteLostInAFailover(t *testing.T) {
 	old, promoted, follower := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	old.Exec(t, "CREATE TABLE ryw (v text)")
 	e := attach(t, pg, envOptions{})
-	ctx := context.Background()
 	kept := e.insertAndTakeLSN(t, old)
 	e.waitFor(t, "lsn-"+kept+".replica.db.local.", []string{promoted.IP, follower.IP})
 
-	if err := old.SignalWalsenders(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	lost := writeAndTakeLSN(t, old.Conn(t), "INSERT INTO ryw SELECT 'LOST' FROM generate_series(1, 50)")
-	testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "pgdns to probe the old primary past the token", func() (string, bool) {
-		got := e.hostStates(t)[old.Addr()].ReplayLSN // a primary's is its insert position
-		return deref(got), got != nil && parseLSN(t, *got) >= parseLSN(t, lost)
-	})
-	if err := old.KillPostmaster(); err != nil {
-		t.Fatal(err)
-	}
-	if err := old.SignalWalsenders(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	gone, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := old.WaitGone(gone); err != nil {
-		t.Fatal(err)
-	}
-	if err := promoted.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	follower.Follow(t, promoted)
-	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "timeline 2 past the lost position", func() (bool, bool) {
-		promoted.Exec(t, "INSERT INTO ryw SELECT repeat('y', 1000) FROM generate_series(1, 200)")
-		var past bool
-		promoted.Query(t, "SELECT pg_current_wal_lsn() > '"+strings.Replace(lost, "-", "/", 1)+"'::pg_lsn", &past)
-		return past, past
+	lost := failoverLosingAWrite(t, old, promoted, follower, "INSERT INTO ryw SELECT 'LOST' FROM generate_series(1, 50)", func(lost string) {
+		testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "pgdns to probe the old primary past the token", func() (string, bool) {
+			got := e.hostStates(t)[old.Addr()].ReplayLSN // a primary's is its insert position
+			return deref(got), got != nil && parseLSN(t, *got) >= parseLSN(t, lost)
+		})
 	})
 	later := e.insertAndTakeLSN(t, promoted)
 	waitStreaming(t, follower, 2, later)
