@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,15 +54,18 @@ import (
 // pgdns's own session works. So while the status says "ready", the
 // checker still connects to the server's address now and then (reach:
 // at most once every reachIntervals admission intervals, 4 s by default)
-// and closes the connection at once, having sent nothing: the forked
-// backend exits without a word in the log, no session is started, and a
-// connect refused or reset takes the host out as a refused session does,
-// and so do two connects in a row that time out while the open session
-// answers fast (a packet filter dropping new connections, review 7 H7); a
-// timeout with the session slow too is load, and proves nothing. A host reached through a proxy or pooler
-// that accepts for the server is the operator's business: its accept is
-// taken for the server's. A server full (53300) is not a shutdown either
-// way.
+// and waits for a backend's answer to an SSLRequest, then leaves: the
+// forked backend exits without a word in the log, no session is started,
+// and a connect refused or reset, or the "could not fork" of a postmaster
+// that cannot start a backend, takes the host out as a refused session
+// does, and so do two attempts in a row that get no answer while the open
+// session answers fast (a packet filter dropping new connections, review
+// 7 H7; a postmaster frozen alone, whose kernel completes the connects it
+// never accepts, review 8 R8-1); no answer with the session slow too is
+// load, and proves nothing. The new-session attempts below are judged the
+// same way. A host reached through a proxy or pooler that accepts and
+// answers for the server is the operator's business: its answer is taken
+// for the server's. A server full (53300) is not a shutdown either way.
 //
 // Otherwise the checker asks the server, now and then, whether it still
 // admits a new session. The question costs the server a backend start,
@@ -132,6 +136,7 @@ func (c *pgChecker) admission(deadline time.Time) error {
 	}
 	c.startAdmission(deadline, tryAdmission)
 	c.sinceAdmitted, c.admittedAt = 0, time.Now()
+	c.reachTry, c.reachBound, c.reachSlowest = true, c.boundOf(deadline), c.lastRTT // its silence is judged as reach's
 	return nil
 }
 
@@ -139,11 +144,14 @@ func (c *pgChecker) admission(deadline time.Time) error {
 // server admits sessions, but whether a new connection still gets to it
 // (a packet filter's REJECT added to drain the host, a security group
 // changed, conntrack keeping only the established flow) the status cannot
-// show, and every client pgdns sends there needs one. So at most once
-// every admission interval it connects to the server's address and closes
-// the connection at once, sending nothing (tryConnect), and judges a
-// failure as a refused session is judged: refused or reset is definitive;
-// a timeout counts only twice in a row with the session fast meanwhile. Read at the next probe, as admission's attempts are.
+// show, nor whether the postmaster still takes a connection at all (one
+// frozen or stuck leaves the kernel completing connects it never
+// answers), and every client pgdns sends there needs one. So now and
+// then it connects to the server's address, sends an SSLRequest and
+// waits for its one-byte answer (tryConnect), and judges a failure as a
+// refused session is judged: refused, reset or a fork failure is
+// definitive; no answer counts only twice in a row with the session fast
+// meanwhile. Read at the next probe, as admission's attempts are.
 func (c *pgChecker) reach(deadline time.Time) error {
 	if err := c.admissionResult(); err != nil || c.admitting != nil {
 		return err
@@ -157,26 +165,29 @@ func (c *pgChecker) reach(deadline time.Time) error {
 	return nil
 }
 
-// reachTimeoutsOut: this many bare connects in a row that time out while
-// the open session's probes answer fast take the host out (review 7, H7).
-// A packet filter that DROPs new connections (a security group, conntrack
-// keeping only the established flow) sends no reset: the connect times
-// out while pgdns's own session works, and every client sent there hangs
-// in its connect. A timeout while the session is slow too (its slowest
-// probe during the connect took half the connect's bound or more) is load,
-// not a filter, and proves nothing.
+// reachTimeoutsOut: this many attempts in a row (bare connects or new
+// sessions) that get no answer while the open session's probes answer
+// fast take the host out (review 7, H7; review 8, R8-1). No answer is a
+// timeout before the server sent a byte (noAnswer): a packet filter that
+// DROPs new connections (a security group, conntrack keeping only the
+// established flow) lets no connect complete, and a postmaster that
+// accepts nothing (frozen, stuck in the kernel) leaves completed connects
+// in the kernel's listen queue unanswered; either way pgdns's own session
+// works and every client sent there hangs in its connect. A timeout while
+// the session is slow too (its slowest probe during the attempt took half
+// the attempt's bound or more) is load and proves nothing, and so does a
+// timeout after the server's first byte (a session slow to start).
 const reachTimeoutsOut = 2
 
-// errDropsNew is the probe's failure when new connections time out.
-var errDropsNew = notServing{errors.New("new connections time out (the open session still works): a packet filter drops them")}
+// errDropsNew is the probe's failure when new connections get no answer.
+var errDropsNew = notServing{errors.New("new connections get no answer (the open session still works): a packet filter drops them, or the postmaster accepts none")}
 
-// reachTimedOut judges a bare connect that ended with err (not
-// definitive): a timeout with the session fast counts toward
-// reachTimeoutsOut, anything else starts the count again.
+// reachTimedOut judges an attempt that ended with err (not definitive):
+// no answer with the session fast counts toward reachTimeoutsOut,
+// anything else starts the count again.
 func (c *pgChecker) reachTimedOut(err error) error {
-	var ne net.Error
-	timeout := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
-	if err == nil || !timeout || 2*c.reachSlowest >= c.reachBound {
+	var silent noAnswer
+	if !errors.As(err, &silent) || 2*c.reachSlowest >= c.reachBound {
 		c.reachTimeouts = 0
 		return nil
 	}
@@ -211,7 +222,7 @@ func (c *pgChecker) admissionResult() error {
 		c.admitting, c.admitStop = nil, nil
 		reached := c.reachTry
 		c.reachTry = false
-		if err != nil && definitive(err) {
+		if err != nil && (definitive(err) || errors.Is(err, ErrNotServing)) {
 			c.reachTimeouts = 0
 			return classify(fmt.Errorf("a new session was refused (the open one still works): %w", connectError(err)))
 		}
@@ -327,10 +338,11 @@ func tryAdmission(ctx context.Context, cfg *pgx.ConnConfig) error {
 	c := &cfg.Config
 	ctx, cancel := withConnectTimeout(ctx, c)
 	defer cancel()
-	conn, err := dialServer(ctx, c)
+	raw, err := dialServer(ctx, c)
 	if err != nil {
-		return err
+		return unanswered(err)
 	}
+	conn := &answerConn{Conn: raw}
 	defer conn.Close()
 	if d, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(d)
@@ -341,10 +353,10 @@ func tryAdmission(ctx context.Context, cfg *pgx.ConnConfig) error {
 	a := &admitter{conn: conn}
 	if c.TLSConfig != nil {
 		if err := a.startTLS(ctx, cfg); err != nil {
-			return err
+			return conn.judge(err)
 		}
 	}
-	return a.exchange(cfg)
+	return conn.judge(a.exchange(cfg))
 }
 
 // withConnectTimeout bounds ctx by c's connect_timeout, when it has one.
@@ -367,25 +379,140 @@ func dialServer(ctx context.Context, c *pgconn.Config) (net.Conn, error) {
 }
 
 // tryConnect connects to the server of cfg as the probe's session was
-// dialed (cfg's DialFunc, address and connect_timeout) and closes the
-// connection at once, having sent nothing: no TLS, no startup packet.
-// PostgreSQL forks a backend for it, which finds no data and exits
-// without a word in the log (ProcessStartupPacket: "If we get no data at
-// all, don't clutter the log").
+// dialed (cfg's DialFunc, address and connect_timeout), sends an
+// SSLRequest and waits for the server's one-byte answer, then leaves.
+// The kernel completes a connect from its listen queue without the
+// postmaster: only an answer shows that a new connection gets to a
+// backend (review 8, R8-1: a frozen postmaster left every connect
+// complete and every client hanging). PostgreSQL forks a backend for the
+// connection, which answers 'N' (no TLS) or 'S' before it reads anything
+// else, pg_hba and authentication included, and then exits without a word
+// in the log when the client goes away ("If we get no data at all, don't
+// clutter the log", ProcessStartupPacket, which names a client leaving
+// after the SSLRequest's answer as such a case): the same fork and exit
+// as a connect closed at once. After an 'S' the backend is in its TLS
+// handshake, and a client leaving there is logged ("could not accept SSL
+// connection"), so the handshake is made and the connection closed with
+// TLS's close_notify, which the backend takes as the same silent end
+// (only on a server with ssl on: the handshake's CPU on both ends). A
+// postmaster that cannot fork answers, in place of a backend, "E" and
+// its old-style error text ("could not fork new process for connection:
+// ..."): a refusal of every new session, definitive (errForkFailed).
+// No answer within the bound is noAnswer.
 func tryConnect(ctx context.Context, cfg *pgx.ConnConfig) error {
 	c := &cfg.Config
 	ctx, cancel := withConnectTimeout(ctx, c)
 	defer cancel()
-	conn, err := dialServer(ctx, c)
+	raw, err := dialServer(ctx, c)
 	if err != nil {
+		return unanswered(err)
+	}
+	conn := &answerConn{Conn: raw}
+	defer conn.Close()
+	// The attempt's end (its deadline, or stopAdmission) ends the wait:
+	// one timer, ctx's, not a deadline of the socket's as well.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := conn.Write(sslRequest); err != nil {
 		return err
 	}
-	// A plain close (FIN), not a reset (SO_LINGER 0): a reset makes the
-	// backend log "could not receive data from client: Connection reset
-	// by peer" for every connect. The cost is a socket in TIME_WAIT on
-	// pgdns's side for a minute, about 15 per host at the default interval.
-	_ = conn.Close()
-	return nil
+	var b [1]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		return conn.judge(err)
+	}
+	switch b[0] {
+	case 'N':
+		// A plain close (FIN), not a reset (SO_LINGER 0): a reset makes
+		// the backend log "could not receive data from client:
+		// Connection reset by peer". The cost is a socket in TIME_WAIT
+		// on pgdns's side for a minute, about 15 per host at the default
+		// interval.
+		return nil
+	case 'S':
+		leaveTLS(ctx, conn, cfg)
+		return nil
+	case 'E':
+		return forkFailure(conn)
+	}
+	return fmt.Errorf("unexpected answer %q to an SSLRequest", b[0])
+}
+
+// leaveTLS makes the handshake a server began by answering 'S' and ends
+// it as a client does, so that the backend logs nothing: close_notify,
+// then the server's close_notify and EOF read (with TLS 1.3's session
+// tickets, which left unread would make the close a reset). Nothing is
+// sent inside the handshake and nothing read from it is trusted: the
+// server's answer was the 'S'; so without a TLS configuration of the
+// probe's own (sslmode=disable against a server with ssl on) no
+// certificate is checked. Its failures change nothing: the server
+// answered.
+func leaveTLS(ctx context.Context, conn net.Conn, cfg *pgx.ConnConfig) {
+	tc := cfg.TLSConfig
+	if tc == nil {
+		tc = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // nothing is sent or trusted: see above
+	}
+	t := tls.Client(conn, tc)
+	if t.HandshakeContext(ctx) != nil {
+		return
+	}
+	if t.CloseWrite() != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(t, maxAdmissionMessage))
+}
+
+// answerConn is a connection that notes whether the server has sent a
+// byte: a timeout before the first one is no answer (noAnswer), one
+// after it is a slow server, which proves nothing.
+type answerConn struct {
+	net.Conn
+	answered bool
+}
+
+func (a *answerConn) Read(b []byte) (int, error) {
+	n, err := a.Conn.Read(b)
+	a.answered = a.answered || n > 0
+	return n, err
+}
+
+// judge is err, marked noAnswer when it is a timeout before the server
+// sent anything.
+func (a *answerConn) judge(err error) error {
+	if err == nil || a.answered {
+		return err
+	}
+	return unanswered(err)
+}
+
+// noAnswer is an attempt's timeout before the server sent a byte: the
+// connect itself (no SYN-ACK: a packet filter's DROP), or the wait for the
+// first answer of a connection the kernel completed (a postmaster that
+// accepts nothing: frozen, stuck in the kernel). reachTimedOut counts it.
+type noAnswer struct{ err error }
+
+func (e noAnswer) Error() string { return e.err.Error() }
+func (e noAnswer) Unwrap() error { return e.err }
+
+// unanswered marks err noAnswer when it is a timeout.
+func unanswered(err error) error {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		return noAnswer{err}
+	}
+	return err
+}
+
+// forkFailure reads the rest of the error a postmaster that cannot fork
+// writes in place of a backend ('E' already read; report_fork_failure_to_client:
+// old-style, the text then a newline and a NUL, then it closes) and
+// returns it as definitive: such a postmaster refuses every new session,
+// a superuser's too, and unlike a server full (53300) it serves no one
+// who is not connected yet.
+func forkFailure(r io.Reader) error {
+	var b [256]byte
+	n, _ := io.ReadFull(r, b[:]) // to the close (EOF or a reset): the text is short
+	msg, _, _ := bytes.Cut(b[:n], []byte{0})
+	return notServing{fmt.Errorf("the postmaster answered %q", strings.TrimSpace(string(msg)))}
 }
 
 // admitter is one admission attempt's connection and buffer.
@@ -420,6 +547,8 @@ func (a *admitter) startTLS(ctx context.Context, cfg *pgx.ConnConfig) error {
 			}
 		}
 		return errors.New("server refused TLS connection")
+	case 'E':
+		return forkFailure(a.conn)
 	}
 	return fmt.Errorf("unexpected answer %q to an SSLRequest", b[0])
 }
@@ -493,6 +622,11 @@ func (a *admitter) next() (byte, []byte, error) {
 		return 0, nil, err
 	}
 	typ, n := a.buf[0], int(binary.BigEndian.Uint32(a.buf[1:5]))-4
+	if typ == 'E' && a.buf[1] != 0 {
+		// Not a length (an error message is far shorter than 16 MiB):
+		// the old-style error of a postmaster that cannot fork.
+		return 0, nil, forkFailure(io.MultiReader(bytes.NewReader(a.buf[1:5]), a.conn))
+	}
 	if n < 0 || n > maxAdmissionMessage {
 		return 0, nil, fmt.Errorf("a message %q of %d bytes in a new session", typ, n)
 	}

@@ -50,7 +50,9 @@ func processCPU() time.Duration {
 }
 
 // A server that accepts the connection and never answers: the attempt
-// ends at its deadline, and that proves nothing (not definitive).
+// ends at its deadline, and that proves nothing (not definitive) but is
+// no answer (noAnswer), which reachTimedOut counts; so is the bare
+// connect's (tryConnect), whose connect alone used to be enough.
 func TestAdmissionOfASilentServer(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", pgtest.Addrs(t).IPs(1)[0]+":0")
@@ -77,6 +79,15 @@ func TestAdmissionOfASilentServer(t *testing.T) {
 	}
 	if d := time.Since(start); d > 20*time.Second {
 		t.Fatalf("admission of a silent server took %v, its deadline was 300ms", d)
+	}
+	var silent noAnswer
+	if !errors.As(err, &silent) {
+		t.Fatalf("admission of a silent server: %v, want no answer", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := tryConnect(ctx, c.cfg); !errors.As(err, &silent) || definitive(err) {
+		t.Fatalf("a bare connect to a silent server: %v, want no answer, not definitive", err)
 	}
 }
 
@@ -111,6 +122,29 @@ func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: Allo
 		t.Fatalf("admission in plaintext where pg_hba.conf rejects it: %v, want 28000, not definitive", err)
 	}
 
+	// The bare connect to a server with ssl on is answered 'S' and ends
+	// after a TLS handshake, under either sslmode, with nothing in the
+	// server's log but the connections received.
+	logged := len(node.Log())
+	for _, c := range []*pgChecker{tlsChecker, plain} {
+		if err := tryConnect(ctx, c.cfg); err != nil {
+			t.Fatalf("a bare connect to a server with ssl on: %v", err)
+		}
+	}
+	complaint := func() bool {
+		log := node.Log()[logged:]
+		for _, s := range []string{"could not accept SSL connection", "incomplete startup packet", "could not receive data", "SSL error", "unexpected EOF"} {
+			if strings.Contains(log, s) {
+				t.Logf("the server's log after the bare connects:\n%s", log)
+				return true
+			}
+		}
+		return false
+	}
+	if _, held := testkit.Holds(time.Second, 50*time.Millisecond, func() bool { return !complaint() }); !held {
+		t.Fatal("a bare connect to a server with ssl on made it complain")
+	}
+
 	trusted := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
 	allocs := testkit.FewestAllocs(20, 40, func() {
 		if err := tryAdmission(ctx, trusted.cfg); err != nil {
@@ -141,5 +175,9 @@ func TestAdmissionOfAFullServer(t *testing.T) {
 	var pgErr *pgconn.PgError
 	if err := tryAdmission(ctx, held.cfg); !errors.As(err, &pgErr) || pgErr.Code != "53300" || definitive(err) {
 		t.Fatalf("admission of a full server: %v, want 53300, not definitive", err)
+	}
+	// Its backends still answer an SSLRequest: the bare connect is admitted.
+	if err := tryConnect(ctx, held.cfg); err != nil {
+		t.Fatalf("a bare connect to a full server: %v, want it answered", err)
 	}
 }

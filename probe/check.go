@@ -368,9 +368,10 @@ type pgChecker struct {
 	admitting     chan error
 	admitStop     context.CancelFunc
 	reachedAt     time.Time // the last bare connect (reach), status "ready"
-	// The bare connect under way (reachTry), the bound it was given, the
-	// slowest probe of the open session while it ran, and how many bare
-	// connects in a row timed out while the session was fast (reach).
+	// The attempt under way is judged for silence (reachTry), the bound
+	// it was given, the slowest probe of the open session while it ran,
+	// and how many attempts in a row got no answer while the session was
+	// fast (reachTimedOut).
 	reachTry      bool
 	reachBound    time.Duration
 	reachSlowest  time.Duration
