@@ -38,6 +38,28 @@ func TestProbeSessionSettings(t *testing.T) {
 			return ok, err == nil && ok
 		})
 	}
+	// settingsReplicated waits until both replicas have replayed the role
+	// and database settings the primary has now. A session pgdns opens on
+	// a replica before it replays an ALTER ROLE or ALTER DATABASE ... SET
+	// starts without the setting, rightly reads the server's value, and
+	// keeps it (a session whose settings are not shadowed is not
+	// reopened): a case that attached pgdns right after the SET tested
+	// that race, and under load lost it (the drain case: replica.db.local
+	// kept r1 or r2).
+	settingsReplicated := func() {
+		t.Helper()
+		const settings = `SELECT coalesce(string_agg(setdatabase::text || '/' || setrole::text || '=' || array_to_string(setconfig, ','), ';'
+		  ORDER BY setdatabase, setrole), '') FROM pg_db_role_setting`
+		var want string
+		p.Query(t, settings, &want)
+		for _, n := range []*pgtest.Node{r1, r2} {
+			testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the role and database settings on "+n.Name, func() (string, bool) {
+				var got string
+				err := n.QueryOnce(ctx, settings, &got)
+				return got, err == nil && got == want
+			})
+		}
+	}
 	hostNote := func(e *env, addr string) string {
 		t.Helper()
 		_, body := e.get(t, http.DefaultClient, "/v1/hosts", "")
@@ -55,6 +77,7 @@ func TestProbeSessionSettings(t *testing.T) {
 		p.Exec(t, "GRANT USAGE ON SCHEMA evil TO PUBLIC")
 		p.Exec(t, "ALTER ROLE pgdns SET search_path = evil, pg_catalog")
 		defer p.Exec(t, "ALTER ROLE pgdns RESET search_path")
+		settingsReplicated()
 		// A session of the probe role without pgdns's startup parameter
 		// takes the look-alike.
 		conn, err := pgx.Connect(ctx, strings.Replace(p.DSN(), "user=postgres", "user=pgdns", 1))
@@ -112,6 +135,7 @@ func TestProbeSessionSettings(t *testing.T) {
 
 	t.Run("ALTER ROLE SET pgdns.drain drains every replica until RESET", func(t *testing.T) {
 		p.Exec(t, "ALTER ROLE pgdns SET pgdns.drain = on")
+		settingsReplicated()
 		e := attach(t, pg, o)
 		e.waitFor(t, "replica.db.local.", []string{})
 		if got := e.ips(t, "primary.db.local."); !slices.Equal(got, []string{p.IP}) {
@@ -135,6 +159,7 @@ func TestProbeSessionSettings(t *testing.T) {
 	} {
 		t.Run(c.name+" SET pgdns.drain = off does not hide the server's drain", func(t *testing.T) {
 			p.Exec(t, c.set)
+			settingsReplicated() // else r1 may be drained by its own value alone: the case would prove nothing
 			if err := r1.SetCustom(ctx, "pgdns.drain", "on"); err != nil {
 				t.Fatal(err)
 			}
