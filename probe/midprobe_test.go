@@ -2,6 +2,8 @@ package probe
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,14 +13,23 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
+// heldProbe is a probe started by probeHeld: its outcome comes on done;
+// cancel ends its context.
+type heldProbe struct {
+	done   <-chan error
+	cancel context.CancelFunc
+}
+
 // probeHeld starts a probe of c that waits in its query behind locker's
 // lock, returns once the server shows it waiting, and gives the probe's
-// outcome on the channel.
-func probeHeld(t *testing.T, ctx context.Context, c Checker, locker *pgx.Conn) <-chan error {
+// outcome on the channel. The probe runs under a context of its own, which
+// wantProbed ends when the probe does not return.
+func probeHeld(t *testing.T, ctx context.Context, c Checker, locker *pgx.Conn) heldProbe {
 	t.Helper()
+	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Check(ctx)
+		_, err := c.Check(pctx)
 		done <- err
 	}()
 	testkit.Eventually(t, 10*time.Second, 10*time.Millisecond, "the probe to wait for the lock (pgdns sessions waiting)", func() (int, bool) {
@@ -28,21 +39,45 @@ func probeHeld(t *testing.T, ctx context.Context, c Checker, locker *pgx.Conn) <
 		}
 		return n, n == 1
 	})
-	return done
+	return heldProbe{done: done, cancel: cancel}
 }
 
-// wantProbed waits for a probe's outcome on done and fails t unless it
-// succeeded.
-func wantProbed(t *testing.T, done <-chan error, what string) {
+// wantProbed waits for a held probe's outcome and fails t unless it
+// succeeded. A probe that does not return is stopped (its context ended)
+// and waited for before t fails, so that no later case's Check runs beside
+// it on the same checker (a data race that hid the hang before); the
+// failure shows where the probe's goroutines were.
+func wantProbed(t *testing.T, p heldProbe, what string) {
 	t.Helper()
 	select {
-	case err := <-done:
+	case err := <-p.done:
 		if err != nil {
 			t.Fatalf("%s: the probe failed with %v, while the server serves", what, err)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: the probe did not return", what)
+		stacks := probeStacks()
+		p.cancel()
+		select {
+		case err := <-p.done:
+			t.Fatalf("%s: the probe did not return in 20 s (it returned %v once its context ended); its goroutines then:\n%s", what, err, stacks)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the probe did not return in 20 s, nor 10 s after its context ended; its goroutines then:\n%s", what, stacks)
+		}
 	}
+}
+
+// probeStacks is the stack of every goroutine in the probe package or
+// the test proxy, for a failure to show where a probe waits.
+func probeStacks() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "probe.(*") || strings.Contains(g, "testkit.(*Proxy)") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // A probe whose own session ends under it without proof that the server
@@ -89,10 +124,12 @@ func TestProbeSurvivesItsSessionsEndMidQuery(t *testing.T) {
 		}
 	}
 
-	t.Run("pg_terminate_backend", func(t *testing.T) {
+	// A case that fails may leave a probe or the lock behind: the cases
+	// after it would run beside them on the same checkers, so none runs.
+	if !t.Run("pg_terminate_backend", func(t *testing.T) {
 		proxied.Close() // one pgdns session on the server: the direct one
 		lock(direct)
-		done := probeHeld(t, ctx, direct, locker)
+		held := probeHeld(t, ctx, direct, locker)
 		var n int
 		if err := locker.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'pgdns' AND wait_event_type = 'Lock'").Scan(&n); err != nil {
 			t.Fatal(err)
@@ -101,26 +138,30 @@ func TestProbeSurvivesItsSessionsEndMidQuery(t *testing.T) {
 			t.Fatalf("terminated %d pgdns sessions, want 1", n)
 		}
 		unlock()
-		wantProbed(t, done, "pgdns's session terminated mid-probe")
-	})
+		wantProbed(t, held, "pgdns's session terminated mid-probe")
+	}) {
+		return
+	}
 	for _, rst := range []bool{true, false} {
 		name := map[bool]string{true: "reset", false: "end of stream"}[rst]
-		t.Run(name, func(t *testing.T) {
+		if !t.Run(name, func(t *testing.T) {
 			direct.Close() // one pgdns session on the server: the proxied one
 			lock(proxied)
-			done := probeHeld(t, ctx, proxied, locker)
+			held := probeHeld(t, ctx, proxied, locker)
 			proxy.Cut(rst)
 			unlock()
-			wantProbed(t, done, "the proxied connection cut mid-probe ("+name+")")
-		})
+			wantProbed(t, held, "the proxied connection cut mid-probe ("+name+")")
+		}) {
+			return
+		}
 	}
 	t.Run("fast shutdown", func(t *testing.T) {
 		proxied.Close()
 		lock(direct)
-		done := probeHeld(t, ctx, direct, locker)
+		held := probeHeld(t, ctx, direct, locker)
 		if err := node.Stop(context.Background(), "fast"); err != nil {
 			t.Fatal(err)
 		}
-		wantNotServing(t, done, 10*time.Second, "a probe cut by a fast shutdown failed with %v, want a definitive failure", "the probe did not return after the fast shutdown")
+		wantNotServing(t, held.done, 10*time.Second, "a probe cut by a fast shutdown failed with %v, want a definitive failure", "the probe did not return after the fast shutdown")
 	})
 }
