@@ -61,6 +61,11 @@ type session struct {
 	ip   netip.Addr // the address connected to
 
 	reply reply // the reply being read, or the last one
+	// rowInBuf: reply.row lies in buf, read in place (take); pinned is
+	// where it is copied to when buf must be read into again before the
+	// reply ends (pin), which a reply read in one read never needs.
+	rowInBuf bool
+	pinned   []byte
 
 	// end says why the session ended (the server's FATAL error, or the
 	// socket's); nil while it is open. fatal is a FATAL or PANIC error
@@ -85,6 +90,21 @@ type reply struct {
 	rows int    // DataRows
 	row  []byte // the first DataRow's body (its column count and columns)
 	err  error  // the first ErrorResponse, a *pgconn.PgError
+}
+
+// drop lets the last reply's row go: the next read may reuse its bytes.
+func (s *session) drop() {
+	s.reply.row, s.rowInBuf = nil, false
+	if cap(s.pinned) > largeReadBuffer {
+		s.pinned = nil // a large row was pinned (a history file): not kept for every reply after
+	}
+}
+
+// pin copies the reply's row out of buf, which is about to be read into
+// again (next).
+func (s *session) pin() {
+	s.pinned = append(s.pinned[:0], s.reply.row...)
+	s.reply.row, s.rowInBuf = s.pinned, false
 }
 
 // startSession takes over pc, an idle session pgx has set up. pc is
@@ -123,12 +143,14 @@ func (s *session) ended() bool { return s.end != nil }
 // it came (the server's error, if any, is in reply.err), else why it did
 // not: the session's end (the server's FATAL error, or the socket's), or
 // the deadline or ctx's end (errTimedOut, and the session is closed). The
-// reply's row is valid until the next exchange.
+// reply's row is valid until the session is read again (an exchange, a
+// wait): it is read in place, in the session's buffer.
 func (s *session) exchange(ctx context.Context, a *alarm, req []byte, by time.Time) (reply, error) {
 	if s.end != nil {
 		return reply{}, s.end
 	}
 	s.reply.rows, s.reply.err = 0, nil
+	s.drop()
 	if _, err := s.conn.Write(req); err != nil {
 		return reply{}, err
 	}
@@ -161,6 +183,7 @@ func (s *session) wait(ctx context.Context, a *alarm, until time.Time, kick <-ch
 	if s.end != nil {
 		return false, false
 	}
+	s.drop()
 	armed := a.arm(ctx, s.conn, until, kick != nil)
 	defer a.disarm()
 	select {
@@ -246,10 +269,10 @@ func (s *session) take(typ byte, body []byte) bool {
 	switch typ {
 	case 'D': // DataRow
 		if s.reply.rows == 0 {
-			if cap(s.reply.row) > largeReadBuffer && len(body) <= largeReadBuffer {
-				s.reply.row = nil // a large row was read once (a history file): not kept for every one after
-			}
-			s.reply.row = append(s.reply.row[:0], body...)
+			// In place: a copy of the row kept for every session was
+			// 250 to 550 bytes a host (issue 28); next pins it when it
+			// must read into buf before the reply ends.
+			s.reply.row, s.rowInBuf = body, true
 		}
 		s.reply.rows++
 	case 'E': // ErrorResponse
@@ -304,6 +327,9 @@ func (s *session) next() (byte, []byte, error) {
 				s.w = copy(grown, s.buf[s.r:s.w])
 				s.r, s.buf = 0, grown
 			}
+		}
+		if s.rowInBuf {
+			s.pin() // what follows reuses buf's bytes, the row's among them
 		}
 		switch {
 		case s.r == s.w:

@@ -143,6 +143,40 @@ func TestSessionReadsAReplySplitAcrossReads(t *testing.T) {
 	}
 }
 
+// The reply's row is read in place, in the session's buffer: a reply
+// whose messages after the row come in reads of their own (the buffer
+// compacted, or reused from its start) keeps the row as it was sent.
+func TestSessionKeepsARowReadInPlace(t *testing.T) {
+	t.Parallel()
+	s, server := scripted(t)
+	for _, piece := range []int{1, 7, 1024} {
+		row := []byte(strings.Repeat("abcdefghij", 30))
+		reply := backend(&pgproto3.BindComplete{},
+			&pgproto3.DataRow{Values: [][]byte{[]byte("t"), row}},
+			&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")},
+			&pgproto3.ParameterStatus{Name: "application_name", Value: strings.Repeat("z", 900)},
+			&pgproto3.ReadyForQuery{TxStatus: 'I'})
+		go func() {
+			readRequest(t, server)
+			for i := 0; i < len(reply); i += piece {
+				if _, err := server.Write(reply[i:min(i+piece, len(reply))]); err != nil {
+					return
+				}
+				time.Sleep(50 * time.Microsecond)
+			}
+		}()
+		r, err := exchange(s, probeRequest)
+		if err != nil || r.err != nil || r.rows != 1 {
+			t.Fatalf("pieces of %d: exchange: %+v, %v", piece, r, err)
+		}
+		var values [2][]byte
+		var null [2]bool
+		if n, err := dataRowColumns(r.row, values[:], null[:]); err != nil || n != 2 || string(values[0]) != "t" || string(values[1]) != string(row) {
+			t.Fatalf("pieces of %d: the row read as %d columns %q, %v", piece, n, values, err)
+		}
+	}
+}
+
 // The server's error in a reply is the reply's, and the session goes on.
 func TestSessionReadsAnErrorReply(t *testing.T) {
 	t.Parallel()
