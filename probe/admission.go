@@ -204,7 +204,7 @@ func (c *pgChecker) boundOf(deadline time.Time) time.Duration {
 	if !deadline.IsZero() {
 		d = time.Until(deadline)
 	}
-	if t := c.cfg.ConnectTimeout; t > 0 && t < d {
+	if t := c.configs.base.ConnectTimeout; t > 0 && t < d {
 		d = t
 	}
 	return d
@@ -245,9 +245,10 @@ func (c *pgChecker) startAdmission(deadline time.Time, try func(context.Context,
 	}
 	actx, cancel := context.WithTimeout(context.Background(), timeout)
 	done := make(chan error, 1)
+	cfg := c.config()
 	go func() {
 		defer cancel()
-		done <- try(actx, c.cfg)
+		done <- try(actx, cfg)
 	}()
 	c.admitting, c.admitStop = done, cancel
 }

@@ -34,7 +34,7 @@ func BenchmarkAdmissionAttempt(b *testing.B) {
 	b.ResetTimer()
 	before := processCPU()
 	for b.Loop() {
-		if err := tryAdmission(ctx, c.cfg); err != nil {
+		if err := tryAdmission(ctx, c.config()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestAdmissionOfASilentServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err = tryAdmission(ctx, c.cfg)
+	err = tryAdmission(ctx, c.config())
 	if err == nil || definitive(err) {
 		t.Fatalf("admission of a silent server: %v, want a failure that is not definitive", err)
 	}
@@ -110,7 +110,7 @@ func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: Allo
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tlsChecker := pgCheckerOf(t, "user=guarded dbname=postgres sslmode=require", node.Addr())
-	if err := tryAdmission(ctx, tlsChecker.cfg); err != nil {
+	if err := tryAdmission(ctx, tlsChecker.config()); err != nil {
 		t.Fatalf("admission under sslmode=require: %v", err)
 	}
 	if !strings.Contains(node.Log(), "user=guarded database=postgres application_name=pgdns SSL enabled") {
@@ -118,7 +118,7 @@ func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: Allo
 	}
 	plain := pgCheckerOf(t, "user=guarded dbname=postgres sslmode=disable", node.Addr())
 	var pgErr *pgconn.PgError
-	if err := tryAdmission(ctx, plain.cfg); !errors.As(err, &pgErr) || pgErr.Code != "28000" || definitive(err) {
+	if err := tryAdmission(ctx, plain.config()); !errors.As(err, &pgErr) || pgErr.Code != "28000" || definitive(err) {
 		t.Fatalf("admission in plaintext where pg_hba.conf rejects it: %v, want 28000, not definitive", err)
 	}
 
@@ -147,7 +147,7 @@ func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: Allo
 
 	trusted := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
 	allocs := testkit.FewestAllocs(20, 40, func() {
-		if err := tryAdmission(ctx, trusted.cfg); err != nil {
+		if err := tryAdmission(ctx, trusted.config()); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -173,7 +173,7 @@ func TestAdmissionOfAFullServer(t *testing.T) {
 		}
 	}
 	var pgErr *pgconn.PgError
-	if err := tryAdmission(ctx, held.cfg); !errors.As(err, &pgErr) || pgErr.Code != "53300" || definitive(err) {
+	if err := tryAdmission(ctx, held.config()); !errors.As(err, &pgErr) || pgErr.Code != "53300" || definitive(err) {
 		t.Fatalf("admission of a full server: %v, want 53300, not definitive", err)
 	}
 	// Its backends still answer an SSLRequest: the bare connect is admitted.

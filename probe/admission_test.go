@@ -30,7 +30,7 @@ func TestAdmissionStopsAtTheFirstReply(t *testing.T) {
 	connections := func() int { return strings.Count(node.Log(), "connection received") }
 	before := connections()
 	for range 3 {
-		if err := tryAdmission(ctx, wrong.cfg); err != nil {
+		if err := tryAdmission(ctx, wrong.config()); err != nil {
 			t.Fatalf("admission under scram-sha-256: %v", err)
 		}
 	}
@@ -39,7 +39,7 @@ func TestAdmissionStopsAtTheFirstReply(t *testing.T) {
 		t.Fatalf("3 admission attempts opened %d connections", n)
 	}
 	trusted := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
-	if err := tryAdmission(ctx, trusted.cfg); err != nil {
+	if err := tryAdmission(ctx, trusted.config()); err != nil {
 		t.Fatalf("admission under trust: %v", err)
 	}
 	if log := node.Log(); strings.Contains(log, "user=guarded database") || strings.Contains(log, "authentication failed") || strings.Contains(log, "could not") || strings.Contains(log, "unexpected EOF") {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgdns/pgdns/zone"
@@ -348,8 +347,13 @@ const (
 // pgChecker keeps one session with one host and opens another when it
 // ends. pgx opens it; then the checker drives its socket (session.go).
 type pgChecker struct {
-	cfg  *pgx.ConnConfig
-	sess *session
+	// The host's connection config is made from configs for each
+	// connect (config), not kept: a copy of pgx's ConnConfig was about
+	// 400 bytes a host, and a host connects rarely (issue 28).
+	configs *hostConfigs
+	host    string
+	port    uint16
+	sess    *session
 
 	// rewatch: the last Check did not prove the server gone, so the host
 	// may still be answered; should its session be gone (lost after a
@@ -715,7 +719,7 @@ func (c *pgChecker) open(ctx context.Context) error {
 
 // connect is open, on the calling goroutine.
 func (c *pgChecker) connect(ctx context.Context) error {
-	pc, err := pgconn.ConnectConfig(ctx, &c.cfg.Config)
+	pc, err := pgconn.ConnectConfig(ctx, &c.config().Config)
 	if err != nil {
 		return connectFailure{err}
 	}

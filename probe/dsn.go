@@ -55,7 +55,7 @@ func PostgresCheckers(dsn string, opts ...CheckerOption) (NewCheckerFunc, error)
 		if err != nil {
 			return nil, fmt.Errorf("host %q: %w", addr, err)
 		}
-		c := &pgChecker{cfg: configs.forHost(host, port), admitEvery: DefaultAdmissionInterval}
+		c := &pgChecker{configs: configs, host: host, port: port, admitEvery: DefaultAdmissionInterval}
 		for _, o := range opts {
 			o(c)
 		}
@@ -245,6 +245,9 @@ func (h hostTLS) forHost(host string) *tls.Config {
 	c.ServerName = host // verify-full: Go checks the name itself
 	return c
 }
+
+// config is c's host's connection config, made anew (forHost).
+func (c *pgChecker) config() *pgx.ConnConfig { return c.configs.forHost(c.host, c.port) }
 
 // defaultPassfile is the passfile pgx reads when the DSN names none:
 // PGPASSFILE, else ~/.pgpass; nil when it cannot be read.

@@ -28,7 +28,7 @@ import (
 // hostCfg is the connection config the checker of addr would use.
 func hostCfg(t *testing.T, dsn, addr string) *pgx.ConnConfig {
 	t.Helper()
-	return pgCheckerOf(t, dsn, addr).cfg
+	return pgCheckerOf(t, dsn, addr).config()
 }
 
 // Each host's config is the parsed DSN with the host's address and TLS

@@ -85,10 +85,10 @@ func clientShadow(params map[string]string, settings ...string) string {
 // of sourcesSQL, pipelined with the probe statement's preparation.
 func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 	var shadowed, readOnly []string
-	if cs := clientShadow(c.cfg.RuntimeParams, "pgdns.drain", "pgdns.offline"); cs != "" {
+	if cs := clientShadow(c.configs.base.RuntimeParams, "pgdns.drain", "pgdns.offline"); cs != "" {
 		shadowed = append(shadowed, cs)
 	}
-	if cs := clientShadow(c.cfg.RuntimeParams, readOnlySetting); cs != "" {
+	if cs := clientShadow(c.configs.base.RuntimeParams, readOnlySetting); cs != "" {
 		readOnly = append(readOnly, cs)
 	}
 	for rr.NextRow() {
