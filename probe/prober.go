@@ -251,6 +251,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 			log.Warn("hosts given one name; the later ones are named by their address", "cluster", cc.Name, "hosts", renamed)
 		}
 		ports := make([]uint16, len(cc.Hosts))
+		c.Hosts = make([]zone.Host, 0, len(cc.Hosts)) // appended one by one, 3 hosts took room for 4: 700 bytes a host
 		for i, addr := range cc.Hosts {
 			_, ports[i], _ = zone.ParseHostPort(addr) // read by the config, or by discovery, already
 			t := cc.Tags[addr]
