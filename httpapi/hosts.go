@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"bufio"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -88,13 +91,38 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := a.view()
-	body := hostsBody{Ready: v.Snap.Ready, Hosts: []hostJSON{}}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	writeHosts(w, v, a.newHostJSON)
+}
+
+// writeHosts writes the body json.Marshal makes of hostsBody, with every
+// host of v, one host encoded at a time: at 10,000 hosts the body built
+// whole (every host's hostJSON, Marshal's buffer, its copy) was tens of
+// MiB of heap for one request, a buffer of which encoding/json's pool
+// then kept (issue 28). A hostJSON always encodes (strings, booleans,
+// integers and pointers to them), so nothing is left to fail once the
+// status is sent.
+func writeHosts(w io.Writer, v zone.View, show func(zone.View, *zone.Cluster, *zone.Host) hostJSON) {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	_, _ = bw.WriteString(`{"ready":` + strconv.FormatBool(v.Snap.Ready) + `,"hosts":[`)
+	first := true
 	for _, c := range v.Snap.Clusters {
 		for i := range c.Hosts {
-			body.Hosts = append(body.Hosts, a.newHostJSON(v, c, &c.Hosts[i]))
+			b, err := json.Marshal(show(v, c, &c.Hosts[i]))
+			if err != nil {
+				return // unreachable: see above
+			}
+			if !first {
+				_ = bw.WriteByte(',')
+			}
+			first = false
+			_, _ = bw.Write(b)
 		}
 	}
-	writeJSON(w, http.StatusOK, body)
+	_, _ = bw.WriteString("]}\n")
+	_ = bw.Flush()
 }
 
 // noParams answers 400 to a request with query parameters where none are
