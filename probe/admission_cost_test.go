@@ -86,7 +86,7 @@ func TestAdmissionOfASilentServer(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if err := tryConnect(ctx, c.cfg); !errors.As(err, &silent) || definitive(err) {
+	if err := tryConnect(ctx, c.config()); !errors.As(err, &silent) || definitive(err) {
 		t.Fatalf("a bare connect to a silent server: %v, want no answer, not definitive", err)
 	}
 }
@@ -127,7 +127,7 @@ func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: Allo
 	// server's log but the connections received.
 	logged := len(node.Log())
 	for _, c := range []*pgChecker{tlsChecker, plain} {
-		if err := tryConnect(ctx, c.cfg); err != nil {
+		if err := tryConnect(ctx, c.config()); err != nil {
 			t.Fatalf("a bare connect to a server with ssl on: %v", err)
 		}
 	}
@@ -177,7 +177,7 @@ func TestAdmissionOfAFullServer(t *testing.T) {
 		t.Fatalf("admission of a full server: %v, want 53300, not definitive", err)
 	}
 	// Its backends still answer an SSLRequest: the bare connect is admitted.
-	if err := tryConnect(ctx, held.cfg); err != nil {
+	if err := tryConnect(ctx, held.config()); err != nil {
 		t.Fatalf("a bare connect to a full server: %v, want it answered", err)
 	}
 }
