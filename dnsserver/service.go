@@ -83,8 +83,9 @@ func (h *Handler) services(m *dns.Msg, owner string, parsed *zone.Query, hosts [
 // answer, so that the hosts an address answer leaves out are said too
 // (srv_only=port, or srv_only=address when their address is already in
 // it or another configured host's on another port), then any host only the address answer has (prefer-replica's
-// primary, when every fitting replica is on another port). parsed is the
-// name asked, hosts its answer.
+// primary, when every fitting replica is on another port); then, during a
+// split brain, one split_brain= string, and for a token no host proves one
+// unprovable= string. parsed is the name asked, hosts its answer.
 func (h *Handler) evidence(m *dns.Msg, owner string, parsed *zone.Query, hosts []*zone.Host, v zone.View) {
 	c := v.Snap.Cluster(parsed.Cluster)
 	all := hosts
@@ -108,16 +109,27 @@ func (h *Handler) evidence(m *dns.Msg, owner string, parsed *zone.Query, hosts [
 		}
 		m.Answer = append(m.Answer, txtRecord(owner, h.ttl, v, c, host, h.hostFQDN(host), note))
 	}
+	if why := c.SplitBrainWhy(); why != "" {
+		// During a split brain neither writer nor any replica of the
+		// split timeline is answered: say why, since no host's string
+		// does (review 7, H10).
+		m.Answer = append(m.Answer, txtString(owner, h.ttl, "split_brain="+why))
+	}
 	if why := v.TokenUnprovable(parsed); why != "" {
 		// No host proves the token (a forked timeline) or has it (a
 		// write lost in a failover, a position beyond the primary's
 		// reach): say why, since no host's string does.
-		b := []byte("unprovable=" + why)
-		if len(b) > 255 { // one character-string holds at most 255 bytes
-			b = b[:255]
-		}
-		m.Answer = append(m.Answer, &dns.TXT{Hdr: header(owner, dns.TypeTXT, h.ttl), Txt: []string{string(b)}})
+		m.Answer = append(m.Answer, txtString(owner, h.ttl, "unprovable="+why))
 	}
+}
+
+// txtString is a TXT record of one string, cut to the 255 bytes one
+// character-string holds.
+func txtString(owner string, ttl uint32, s string) dns.RR {
+	if len(s) > 255 {
+		s = s[:255]
+	}
+	return &dns.TXT{Hdr: header(owner, dns.TypeTXT, ttl), Txt: []string{s}}
 }
 
 // fitAdditional drops, from the end, the additional records of an SRV

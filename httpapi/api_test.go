@@ -151,8 +151,14 @@ func TestHostsShowAside(t *testing.T) {
 			t.Errorf("%s is not shown set aside for split brain: %s", want, body)
 		}
 	}
-	if strings.Contains(body[strings.Index(body, `"addr":"127.0.0.13:5432"`):], `"aside"`) {
-		t.Errorf("a replica answered as usual shows an aside: %s", body)
+	// The replica on the split timeline is set aside with them (review 7,
+	// H10); a host that is down shows no aside, but its error.
+	i := strings.Index(body, `"addr":"127.0.0.13:5432"`)
+	if i < 0 || !strings.Contains(body[i:i+strings.Index(body[i:], "}")], `"aside":"split_brain","note":"split brain on timeline 1: its branch may be lost`) {
+		t.Errorf("the replica on the split timeline is not shown set aside for it: %s", body)
+	}
+	if strings.Contains(body[strings.Index(body, `"addr":"127.0.0.14:5432"`):], `"aside"`) {
+		t.Errorf("a host that is down shows an aside: %s", body)
 	}
 }
 

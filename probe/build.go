@@ -297,7 +297,7 @@ func (p *Prober) logChanges(prev, snap *zone.Snapshot) {
 		case c.SplitBrain && !wasSplit:
 			var writable []string
 			for i := range c.Hosts {
-				if c.Hosts[i].Aside == zone.AsideSplitBrain {
+				if h := &c.Hosts[i]; h.Aside == zone.AsideSplitBrain && !h.InRecovery { // a writer, not a replica of one
 					writable = append(writable, c.Hosts[i].Addr)
 				}
 			}

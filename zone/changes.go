@@ -245,11 +245,12 @@ func vanishedDetail(c *Cluster, addr string) string {
 	return "no host is the primary"
 }
 
-// splitHosts lists the writable hosts set aside by a split brain.
+// splitHosts lists the writable hosts set aside by a split brain (not
+// the replicas set aside with them).
 func splitHosts(c *Cluster) string {
 	s := ""
 	for i := range c.Hosts {
-		if c.Hosts[i].Aside == AsideSplitBrain {
+		if h := &c.Hosts[i]; h.Aside == AsideSplitBrain && !h.InRecovery {
 			if s != "" {
 				s += ","
 			}

@@ -51,9 +51,12 @@ import (
 //   - in recovery: replica;
 //   - writable: primary if it is the only writable host on the newest
 //     timeline; two writable hosts there cannot be told apart (split
-//     brain), and neither is answered;
+//     brain), and neither is answered; nor is any replica on that
+//     timeline (setAsideSplitBranches): each follows one of the branches,
+//     and one branch's writes will be thrown away;
 //   - a replica on the primary's timeline number but another branch of it
-//     (see forkedFrom): set aside; so is one on a timeline above 1 that
+//     (see forkedFrom), or streaming from another host last seen writable
+//     on it (otherWriterNote): set aside; so is one on a timeline above 1 that
 //     neither history files nor one of the primary's WAL senders prove on
 //     the primary's branch (setAsideUnprovenBranch);
 //   - a primary whose new sessions are read-only (default_transaction_read_only,
@@ -173,9 +176,13 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 			if h := &c.Hosts[i]; h.Role == RoleReplica {
 				if note := forkedFrom(h, p); note != "" {
 					c.setAside(h, AsideForked, note)
+				} else if note := c.otherWriterNote(h, p); note != "" {
+					c.setAside(h, AsideForked, note)
 				}
 			}
 		}
+	} else if c.SplitBrain {
+		c.setAsideSplitBranches(writable)
 	}
 	c.setAsideUnproven()
 	c.setAsideUnprovenBranch()

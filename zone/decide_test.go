@@ -51,13 +51,14 @@ func TestDecide(t *testing.T) {
 			want:    []hostCase{{RoleUnknown, AsideSuperseded, "superseded by timeline 2"}, {RolePrimary, NotAside, ""}},
 		},
 		{
-			name: "split brain on one timeline answers no primary",
+			name: "split brain on one timeline answers no primary, nor its replicas",
 			hosts: func() []Host {
 				return []Host{seen("10.0.0.1", false, 0), seen("10.0.0.2", false, 0), seen("10.0.0.3", true, 0)}
 			},
 			primary: -1,
 			split:   true,
-			want:    []hostCase{{RoleUnknown, AsideSplitBrain, "split brain"}, {RoleUnknown, AsideSplitBrain, "split brain"}, {RoleReplica, NotAside, ""}},
+			want: []hostCase{{RoleUnknown, AsideSplitBrain, "split brain"}, {RoleUnknown, AsideSplitBrain, "split brain"},
+				{RoleUnknown, AsideSplitBrain, "split brain on timeline 1: its branch may be lost"}},
 		},
 		{
 			name: "a host of another cluster is set aside",

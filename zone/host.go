@@ -39,7 +39,7 @@ const (
 	AsideUnsettled        // no system identifier is the cluster's yet (a tie, or too few hosts agree)
 	AsideDuplicate        // the same server as a host listed before it
 	AsideSuperseded       // on a timeline older than the cluster's newest
-	AsideSplitBrain       // one of several writable hosts on the newest timeline
+	AsideSplitBrain       // one of several writable hosts on the newest timeline, or a replica on it meanwhile
 	AsideForked           // a replica on the primary's timeline number, but on another branch of it
 	AsideNotLeader        // writable, but Patroni's leader key is another member's
 	AsideAbandoned        // on a timeline above the cluster's newest proven one: a branch it left
