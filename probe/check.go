@@ -233,11 +233,26 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // (the server was promoted since) makes the same probe run the primary's
 // statement at once (query), so a promotion is read in full by the probe
 // that first sees it.
+//
+// The primary's statements have a variant too (probeKnownSQL,
+// probeKnownStatusSQL), which a session runs while pgdns knows the names
+// and slots of the server's WAL senders (senders.go): its standbys column
+// reads pg_stat_get_wal_senders() alone, a row [pid, sync_state, null,
+// true, null] for each sender pgdns listed and a null element for any
+// other, and then the same probe runs the primary's statement at once and
+// reads that sender's names and slot (query). The sub-selects that read
+// them (pg_get_replication_slots(), pg_stat_get_activity()) are set up on
+// every run of a statement that has them, whether they run or not (each
+// function scan builds its result type from pg_proc again, of 16 and 30
+// columns): about a fifth of the primary's server time per probe at rest
+// (issue 28).
 const (
 	probeSQL              = probeHead + standbysSQL + probeTail + privilegeColumnSQL + probeFrom
 	probeStatusSQL        = probeHead + standbysSQL + probeTail + statusColumnSQL + probeFrom
 	probeReplicaSQL       = probeHead + replicaStandbysSQL + probeTail + privilegeColumnSQL + probeFrom
 	probeReplicaStatusSQL = probeHead + replicaStandbysSQL + probeTail + statusColumnSQL + probeFrom
+	probeKnownSQL         = probeHead + knownStandbysSQL + probeTail + privilegeColumnSQL + probeFrom
+	probeKnownStatusSQL   = probeHead + knownStandbysSQL + probeTail + statusColumnSQL + probeFrom
 )
 
 // The last column: whether the role may read server files, or the
@@ -263,12 +278,19 @@ const (
 // application name are fixed while its process lives (a physical
 // replication connection cannot SET one), so pgdns keeps them by pid
 // (senders.go) and sends the pids it knows with the statement ($1, $2:
-// senderKnownSQL); the server reads pg_stat_activity only for a sender
-// it does not list, so only when the set of senders changed, and for all
-// of them every senderNamesMaxAge. Each row is [pid,
-// sync_state, slot_name, known, [client_addr, application_name]], the
-// last NULL when known, or when the sender ended between the two reads
-// (the row pg_stat_replication's join would not have had). The rows are
+// senderKnownSQL); the server reads a sender's row of
+// pg_stat_get_activity(pid) (the function: the pg_stat_activity view
+// joins pg_database and pg_authid, and locks both) and its slot only for
+// a sender it does not list, so only when the set of senders changed,
+// and for all of them every senderNamesMaxAge. A sender holds its slot
+// for as long as its process lives (a physical one names it once,
+// primary_slot_name, whose change restarts the WAL receiver; a logical
+// one may take another between two streams, read again within
+// senderNamesMaxAge, as its names are). Each row is [pid, sync_state,
+// slot_name, known, [client_addr, application_name]], slot_name and the
+// names NULL when known, the names NULL too when the sender ended
+// between the two reads (the row pg_stat_replication's join would not
+// have had). The rows are
 // an ARRAY() sub-select made JSON, each sender's slot a sub-select of its
 // row (a sender holds one slot at most), not json_agg over a join with
 // the slots: an aggregate and a hash join are set up on every probe of
@@ -278,13 +300,20 @@ const (
 	standbysSQL = `
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'
     ELSE pg_catalog.array_to_json(ARRAY(SELECT pg_catalog.json_build_array(w.pid, w.sync_state,
-        (SELECT s.slot_name FROM pg_catalog.pg_get_replication_slots() s WHERE s.active_pid OPERATOR(pg_catalog.=) w.pid), ` + senderKnownSQL + `,
+        CASE WHEN NOT ` + senderKnownSQL + ` THEN (SELECT s.slot_name FROM pg_catalog.pg_get_replication_slots() s WHERE s.active_pid OPERATOR(pg_catalog.=) w.pid) END,
+        ` + senderKnownSQL + `,
         CASE WHEN NOT ` + senderKnownSQL + ` THEN (SELECT pg_catalog.json_build_array(pg_catalog.host(a.client_addr), a.application_name)
-          FROM pg_catalog.pg_stat_activity a WHERE a.pid OPERATOR(pg_catalog.=) w.pid) END)
+          FROM pg_catalog.pg_stat_get_activity(w.pid) a) END)
       FROM pg_catalog.pg_stat_get_wal_senders() w ORDER BY w.pid))::pg_catalog.text
   END,`
 	replicaStandbysSQL = `
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]' END,`
+	knownStandbysSQL = `
+  CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'
+    ELSE pg_catalog.array_to_json(ARRAY(SELECT CASE WHEN ` + senderKnownSQL + `
+        THEN pg_catalog.json_build_array(w.pid, w.sync_state, NULL::pg_catalog.text, true, NULL::pg_catalog.json) END
+      FROM pg_catalog.pg_stat_get_wal_senders() w ORDER BY w.pid))::pg_catalog.text
+  END,`
 )
 
 // senderKnownSQL, in standbysSQL: the names of WAL sender w are the ones
@@ -559,11 +588,16 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 // revoked, a replica promoted), and its round trip is the frame.
 func (c *pgChecker) query(ctx context.Context, by time.Time) (start, end time.Time, err error) {
 	read := false // c.row holds this probe's row
-	for range 3 { // a revoke and a promotion each send the loop round once at most
-		st := c.statement(by)
+	// full: the WAL senders' names are read in this probe (a promotion, or
+	// a sender the known variant did not list); the known variant is run
+	// only when its round trip leaves room for a second before by, as the
+	// replica variants are (statement).
+	full := false
+	for range 4 { // a revoke, a promotion and a new sender each send the loop round once at most
+		room := by.IsZero() || 3*c.lastRTT < time.Until(by)
+		st, run := c.row.senders.request(c.statement(by), time.Now(), room, full)
 		start = time.Now()
 		var r reply
-		run := c.row.senders.request(st, time.Now())
 		r, err = c.sess.exchange(ctx, &c.alarm, run, by)
 		if err == nil && statementLost(r.err) {
 			if r, err = c.sess.exchange(ctx, &c.alarm, st.prepare, by); err == nil {
@@ -596,10 +630,16 @@ func (c *pgChecker) query(ctx context.Context, by time.Time) (start, end time.Ti
 			// its WAL senders, in this probe when there is room for its
 			// round trip, else in the next (this one fails, ambiguously,
 			// and leaves the session as it is: nothing is pending on it).
-			c.replica = false
+			c.replica, full = false, true
 			if !by.IsZero() && time.Until(by) < (end.Sub(start))*3/2 {
 				return start, end, errPromotedLate
 			}
+			continue
+		}
+		if err == nil && st.known && unknownSender(c.row.values[standbysColumn]) {
+			// A WAL sender pgdns does not list (a replica connected, the
+			// server restarted): the primary's statement reads its names.
+			full = true
 			continue
 		}
 		read = err == nil

@@ -36,21 +36,29 @@ const ProbeStatement = "pgdns_probe"
 // ProbeStatusStatement is the name of the probe's statement that also
 // reads the server's status (probeStatusSQL, admission.go);
 // ProbeReplicaStatement and ProbeReplicaStatusStatement those of their
-// replica variants (probeReplicaSQL, probeReplicaStatusSQL).
+// replica variants (probeReplicaSQL, probeReplicaStatusSQL), and
+// ProbeKnownStatement and ProbeKnownStatusStatement those of the
+// primary's variants for WAL senders pgdns knows (probeKnownSQL,
+// probeKnownStatusSQL).
 const (
 	ProbeStatusStatement        = "pgdns_probe_status"
 	ProbeReplicaStatement       = "pgdns_probe_replica"
 	ProbeReplicaStatusStatement = "pgdns_probe_replica_status"
+	ProbeKnownStatement         = "pgdns_probe_known"
+	ProbeKnownStatusStatement   = "pgdns_probe_known_status"
 )
 
-// ProbeSQL, ProbeStatusSQL, ProbeReplicaSQL and ProbeReplicaStatusSQL
-// are the texts of the probe's statements, for tools that must answer or
-// measure them as PostgreSQL does (the bench's fake servers).
+// ProbeSQL, ProbeStatusSQL, ProbeReplicaSQL, ProbeReplicaStatusSQL,
+// ProbeKnownSQL and ProbeKnownStatusSQL are the texts of the probe's
+// statements, for tools that must answer or measure them as PostgreSQL
+// does (the bench's fake servers).
 const (
 	ProbeSQL              = probeSQL
 	ProbeStatusSQL        = probeStatusSQL
 	ProbeReplicaSQL       = probeReplicaSQL
 	ProbeReplicaStatusSQL = probeReplicaStatusSQL
+	ProbeKnownSQL         = probeKnownSQL
+	ProbeKnownStatusSQL   = probeKnownStatusSQL
 )
 
 // NoSendersKnown are the parameters of ProbeSQL and ProbeStatusSQL that
@@ -80,11 +88,14 @@ const standbysColumn = 8
 // statements (senders) take the WAL senders whose names pgdns knows as
 // parameters (standbysSQL); their run request here sends none, and a
 // checker that knows some sends its own (senderNames.request). status is
-// 1 for a statement that reads the server's status, 0 for the other.
+// 1 for a statement that reads the server's status, 0 for the other;
+// known: a variant that reads only the WAL senders pgdns lists
+// (probeKnownSQL), run with what it knows, never with run.
 type probeStatement struct {
 	name, sql    string
 	run, prepare []byte
 	senders      bool
+	known        bool
 	status       int
 }
 
@@ -93,16 +104,22 @@ func newProbeStatement(name, sql string, senders bool, status int) probeStatemen
 	if senders {
 		params = senderParams(0, nil)
 	}
-	return probeStatement{name: name, sql: sql, senders: senders, status: status,
+	return probeStatement{name: name, sql: sql, senders: senders, known: sql == probeKnownSQL || sql == probeKnownStatusSQL, status: status,
 		run:     runRequest(name, params),
 		prepare: encode(&pgproto3.Parse{Name: name, Query: sql}, &pgproto3.Sync{})}
 }
 
-// probeStatements are the probe's statements, by variant: [replica][status].
-var probeStatements = [2][2]probeStatement{
+// probeStatements are the probe's statements, by variant: [kind][status],
+// kind 0 the primary's, 1 the replica's (statement picks one of those),
+// knownVariant the primary's for WAL senders pgdns knows (senderNames.request).
+var probeStatements = [3][2]probeStatement{
 	{newProbeStatement(ProbeStatement, probeSQL, true, 0), newProbeStatement(ProbeStatusStatement, probeStatusSQL, true, 1)},
 	{newProbeStatement(ProbeReplicaStatement, probeReplicaSQL, false, 0), newProbeStatement(ProbeReplicaStatusStatement, probeReplicaStatusSQL, false, 1)},
+	{newProbeStatement(ProbeKnownStatement, probeKnownSQL, true, 0), newProbeStatement(ProbeKnownStatusStatement, probeKnownStatusSQL, true, 1)},
 }
+
+// knownVariant is the kind of probeStatements that probeKnownSQL is.
+const knownVariant = 2
 
 // statement is the variant a probe of c due by by (zero: no deadline)
 // runs: a replica variant only while the last probe found the server in
@@ -171,7 +188,7 @@ func (c *pgChecker) prepare(ctx context.Context, pc *pgconn.PgConn) error {
 	}
 	var columns []int
 	var err error
-	for range 4 {
+	for range 2 * len(probeStatements) {
 		var sd *pgconn.StatementDescription
 		if sd, err = pipelineResult[*pgconn.StatementDescription](p); err != nil {
 			break

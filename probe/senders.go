@@ -49,9 +49,10 @@ type senderNames struct {
 	// senders that did not change cost no allocation.
 	nextPids  []int32
 	nextNames []senderName
-	// req is the run request of probeStatements[0][status] with these as
-	// its parameters; nil while none are known (the statements' own).
-	req [2][]byte
+	// req is the run request of probeStatements[knownVariant][status]
+	// with these as its parameters, full that of probeStatements[0][status];
+	// nil while no server run is known (the statements' own).
+	req, full [2][]byte
 }
 
 // senderName is what a sender's row of pg_stat_activity says of it, and
@@ -62,12 +63,31 @@ type senderName struct {
 	slot string
 }
 
-// request is the request that runs st at now with what n knows.
-func (n *senderNames) request(st *probeStatement, now time.Time) []byte {
-	if st.senders && n.req[st.status] != nil && now.Sub(n.readAt) < senderNamesMaxAge {
-		return n.req[st.status]
+// request is the statement that stands for st, a primary's, at now with
+// what n knows, and the request that runs it: the known variant while n
+// has the senders of a server run (even none) read within
+// senderNamesMaxAge and known is true, else st with what n knows (full:
+// the same probe's known variant found a sender n does not list), or with
+// none (every name read again).
+func (n *senderNames) request(st *probeStatement, now time.Time, known, full bool) (*probeStatement, []byte) {
+	switch {
+	case !st.senders || n.req[st.status] == nil:
+	case full:
+		return st, n.full[st.status]
+	case known && now.Sub(n.readAt) < senderNamesMaxAge:
+		return &probeStatements[knownVariant][st.status], n.req[st.status]
 	}
-	return st.run
+	return st, st.run
+}
+
+// unknownSender reports whether col, the standbys column of a known
+// variant (knownStandbysSQL), has a null element: a WAL sender that the
+// probe did not list, whose names and slot only the primary's statement
+// reads. Its rows are json_build_array's ("[pid, ...]", elements joined by
+// ", "), and array_to_json joins them with ",", so a null element is
+// "[null" at the start or "],null" after a row.
+func unknownSender(col []byte) bool {
+	return bytes.HasPrefix(col, []byte("[null")) || bytes.Contains(col, []byte("],null"))
 }
 
 // senderParams are the parameters of the primary's statements: the run
@@ -99,9 +119,10 @@ func runRequest(name string, params [][]byte) []byte {
 // change allocates only the standbys it returns.
 func parseStandbys(text []byte, run int64, end time.Time, n *senderNames) ([]zone.Standby, error) {
 	if string(text) == "[]" {
-		if len(n.pids) > 0 { // every sender gone: nothing to send
-			*n = senderNames{}
+		if n.run != run || len(n.pids) > 0 || n.req[0] == nil { // every sender gone, or none yet
+			n.setKnown(run, n.pids[:0], n.names[:0])
 		}
+		n.readAt = end               // no sender has a name to read
 		return []zone.Standby{}, nil // every replica, every probe
 	}
 	out, err := n.read(text, run, end)
@@ -154,16 +175,19 @@ func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standb
 			return nil, err
 		}
 		scratch = slot
-		slotName := ""
-		if !slotNull {
-			slotName = reuse(name.slot, slot) // the same on every probe of one sender
-		}
 		if !d.eat(',') {
 			return nil, d.fail("a row of 5 columns")
 		}
 		known, err := d.boolean()
 		if err != nil {
 			return nil, err
+		}
+		slotName := name.slot // known: the slot read with its names
+		if !known {
+			slotName = ""
+			if !slotNull {
+				slotName = reuse(name.slot, slot) // the same on every probe of one sender
+			}
 		}
 		if !d.eat(',') {
 			return nil, d.fail("a row of 5 columns")
@@ -207,17 +231,21 @@ func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standb
 		n.readAt = readAt
 		return out, nil
 	}
-	n.pids, n.nextPids = pids, n.pids[:0]
-	n.names, n.nextNames = names, n.names[:0]
-	n.run, n.readAt = run, readAt
-	n.req = [2][]byte{}
-	if len(n.pids) > 0 {
-		params := senderParams(n.run, n.pids)
-		for i := range n.req {
-			n.req[i] = runRequest(probeStatements[0][i].name, params)
-		}
-	}
+	n.nextPids, n.nextNames = n.pids[:0], n.names[:0]
+	n.setKnown(run, pids, names)
+	n.readAt = readAt
 	return out, nil
+}
+
+// setKnown makes pids and names the senders n knows of the server run
+// run, and encodes the requests that send them.
+func (n *senderNames) setKnown(run int64, pids []int32, names []senderName) {
+	n.run, n.pids, n.names = run, pids, names
+	params := senderParams(n.run, n.pids)
+	for i := range n.req {
+		n.req[i] = runRequest(probeStatements[knownVariant][i].name, params)
+		n.full[i] = runRequest(probeStatements[0][i].name, params)
+	}
 }
 
 // names reads a sender's [client_addr, application_name].

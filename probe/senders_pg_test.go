@@ -8,12 +8,15 @@ import (
 
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
+	"github.com/pgdns/pgdns/zone"
 )
 
-// A primary's probe reads its WAL senders' names (pg_stat_activity) when
-// it does not know them, then takes them as known, and reads them again
-// as soon as the set of senders changes: a replica that reconnects under
-// another application name is named by it, never by the old one.
+// A primary's probe reads its WAL senders' names (pg_stat_activity) and
+// slots when it does not know them, then takes them as known (the known
+// variant, which reads neither), and reads them again in the probe that
+// first sees the set of senders change: a replica that reconnects under
+// another application name and with a slot is named by it, never by the
+// old one nor by none, and keeps its slot on the probes after.
 func TestPrimaryReadsSenderNamesOnlyWhenTheyChange(t *testing.T) {
 	t.Parallel()
 	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2)})
@@ -39,15 +42,18 @@ func TestPrimaryReadsSenderNamesOnlyWhenTheyChange(t *testing.T) {
 	if len(s.Standbys) != 1 || s.Standbys[0].AppName != replica.Name || !s.Standbys[0].Addr.IsValid() {
 		t.Fatalf("the replica's sender on the next probe: %+v", s.Standbys)
 	}
-	if !strings.Contains(col, "true, null]") || strings.Contains(col, replica.Name) {
-		t.Fatalf("the next probe's standbys column %q: the server read the sender's name again, or did not take it as known", col)
+	if !strings.Contains(col, "null, true, null]") || strings.Contains(col, replica.Name) || c.row.senders.req[0] == nil {
+		t.Fatalf("the next probe's standbys column %q: the server read the sender's name or slot again, or did not take it as known", col)
 	}
 
 	// The replica's WAL receiver restarts under another name: a new
 	// sender on the primary, whose name the next probe that sees it reads.
 	var conninfo string
 	replica.Query(t, "SELECT current_setting('primary_conninfo')", &conninfo)
+	var slot string
+	primary.Query(t, "SELECT slot_name FROM pg_create_physical_replication_slot('pgdns_test_slot')", &slot)
 	replica.Exec(t, "ALTER SYSTEM SET primary_conninfo = '"+strings.ReplaceAll(conninfo, "'", "''")+" application_name=renamed'")
+	replica.Exec(t, "ALTER SYSTEM SET primary_slot_name = 'pgdns_test_slot'")
 	var ok bool
 	replica.Query(t, "SELECT pg_reload_conf()", &ok)
 	testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, "the renamed replica listed by its new name", func() ([]string, bool) {
@@ -61,7 +67,14 @@ func TestPrimaryReadsSenderNamesOnlyWhenTheyChange(t *testing.T) {
 		}
 		return names, len(names) == 1 && names[0] == "renamed"
 	})
-	if s, _ := probe(); len(s.Standbys) != 1 || s.Standbys[0].AppName != "renamed" {
-		t.Fatalf("after the rename: %+v", s.Standbys)
+	testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, "the renamed sender's slot", func() ([]zone.Standby, bool) {
+		s, _ := probe()
+		return s.Standbys, len(s.Standbys) == 1 && s.Standbys[0].Slot == slot
+	})
+	for range 3 {
+		s, col := probe()
+		if len(s.Standbys) != 1 || s.Standbys[0].AppName != "renamed" || s.Standbys[0].Slot != slot || !strings.Contains(col, "null, true, null]") {
+			t.Fatalf("after the rename, with the sender known: %+v (standbys column %q)", s.Standbys, col)
+		}
 	}
 }

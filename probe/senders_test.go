@@ -10,9 +10,10 @@ import (
 	"github.com/pgdns/pgdns/zone"
 )
 
-// The names of a primary's WAL senders are kept by pid, of one server
-// run: a row the server marks known takes them from there; the request
-// sends the pids kept, and changes only with the set.
+// The names and slots of a primary's WAL senders are kept by pid, of one
+// server run: a row the server marks known takes them from there; the
+// request runs the known variant with the pids kept, and changes only
+// with the set.
 func TestSenderNamesKeptByPid(t *testing.T) {
 	var n senderNames
 	now := time.Now()
@@ -23,46 +24,64 @@ func TestSenderNamesKeptByPid(t *testing.T) {
 		t.Fatalf("first read: %+v, %v; want %+v (103 ended between the reads)", got, err, want)
 	}
 	st := &probeStatements[0][1]
-	req := n.request(st, now)
-	if bytes.Equal(req, st.run) || !bytes.Contains(req, []byte("{101,102}")) || !bytes.Contains(req, []byte("\x00\x00\x00\x017")) {
-		t.Fatalf("the request after the first read does not send run 7 and pids 101, 102: %q", req)
+	kst, req := n.request(st, now, true, false)
+	if kst != &probeStatements[knownVariant][1] || !bytes.Contains(req, []byte(ProbeKnownStatusStatement+"\x00")) || !bytes.Contains(req, []byte("{101,102}")) || !bytes.Contains(req, []byte("\x00\x00\x00\x017")) {
+		t.Fatalf("the request after the first read does not run the known variant with run 7 and pids 101, 102: %s %q", kst.name, req)
 	}
-	if r := n.request(&probeStatements[1][1], now); !bytes.Equal(r, probeStatements[1][1].run) {
+	if fst, r := n.request(st, now, true, true); fst != st || !bytes.Contains(r, []byte(ProbeStatusStatement+"\x00")) || !bytes.Contains(r, []byte("{101,102}")) {
+		t.Fatalf("a probe that found a sender not listed runs %s with %q, want %s with pids 101, 102", fst.name, r, st.name)
+	}
+	if fst, r := n.request(st, now, false, false); fst != st || !bytes.Equal(r, st.run) {
+		t.Fatalf("without room for a second round trip: %s %q, want %s with none known", fst.name, r, st.name)
+	}
+	if rst, r := n.request(&probeStatements[1][1], now, true, false); rst != &probeStatements[1][1] || !bytes.Equal(r, probeStatements[1][1].run) {
 		t.Fatalf("a replica variant's request carries senders: %q", r)
 	}
 
-	known := `[[101, "async", "r1_slot", true, null], [102, "sync", null, true, null]]`
+	// The known variant's rows: no slot, no names (knownStandbysSQL).
+	known := `[[101, "async", null, true, null], [102, "sync", null, true, null]]`
 	got, err = parseStandbys([]byte(known), 7, now, &n)
-	if err != nil || len(got) != 2 || got[0].AppName != "r1" || got[0].Addr != want[0].Addr || got[0].Sync || !got[1].Sync || got[1].AppName != "r2" {
+	if err != nil || len(got) != 2 || got[0].AppName != "r1" || got[0].Addr != want[0].Addr || got[0].Slot != "r1_slot" || got[0].Sync || !got[1].Sync || got[1].AppName != "r2" || got[1].Slot != "" {
 		t.Fatalf("known senders: %+v, %v", got, err)
 	}
-	if r := n.request(st, now); &r[0] != &req[0] {
+	if _, r := n.request(st, now, true, false); &r[0] != &req[0] {
 		t.Fatal("the same senders encoded a new request")
 	}
 
 	// A sender replaced (a new pid) is read again, the one gone dropped.
-	changed := `[[101, "async", "r1_slot", true, null], [104, "async", null, false, ["10.0.0.4", "r4"]]]`
-	if got, err = parseStandbys([]byte(changed), 7, now, &n); err != nil || len(got) != 2 || got[1].AppName != "r4" || got[0].AppName != "r1" {
+	// The known variant shows a sender it was not given as a null
+	// element; the primary's statement then reads it.
+	for _, tc := range []struct {
+		col  string
+		want bool
+	}{{known, false}, {`[[101, "async", null, true, null],null]`, true}, {`[null,[102, "sync", null, true, null]]`, true}, {`[null]`, true}, {`[]`, false}} {
+		if got := unknownSender([]byte(tc.col)); got != tc.want {
+			t.Errorf("unknownSender(%s) = %v, want %v", tc.col, got, tc.want)
+		}
+	}
+	changed := `[[101, "async", null, true, null], [104, "async", "r4_slot", false, ["10.0.0.4", "r4"]]]`
+	if got, err = parseStandbys([]byte(changed), 7, now, &n); err != nil || len(got) != 2 || got[1].AppName != "r4" || got[1].Slot != "r4_slot" || got[0].AppName != "r1" || got[0].Slot != "r1_slot" {
 		t.Fatalf("a new sender: %+v, %v", got, err)
 	}
-	if r := n.request(st, now); !bytes.Contains(r, []byte("{101,104}")) {
+	if _, r := n.request(st, now, true, false); !bytes.Contains(r, []byte("{101,104}")) {
 		t.Fatalf("request after a new sender: %q", r)
 	}
-	// Every senderNamesMaxAge, all names are read again (a logical
-	// replication connection may rename itself between streams).
+	// Every senderNamesMaxAge, all names and slots are read again (a
+	// logical replication connection may rename itself, or take another
+	// slot, between streams).
 	later := now.Add(senderNamesMaxAge)
-	if r := n.request(st, later); !bytes.Equal(r, st.run) {
-		t.Fatalf("request %v after the names were read: %q, want none known", senderNamesMaxAge, r)
+	if fst, r := n.request(st, later, true, false); fst != st || !bytes.Equal(r, st.run) {
+		t.Fatalf("request %v after the names were read: %s %q, want %s with none known", senderNamesMaxAge, fst.name, r, st.name)
 	}
-	renamed := `[[101, "async", "r1_slot", false, ["10.0.0.2", "r1b"]], [104, "async", null, false, ["10.0.0.4", "r4"]]]`
-	if got, err = parseStandbys([]byte(renamed), 7, later, &n); err != nil || got[0].AppName != "r1b" {
+	renamed := `[[101, "async", "r1_other", false, ["10.0.0.2", "r1b"]], [104, "async", "r4_slot", false, ["10.0.0.4", "r4"]]]`
+	if got, err = parseStandbys([]byte(renamed), 7, later, &n); err != nil || got[0].AppName != "r1b" || got[0].Slot != "r1_other" {
 		t.Fatalf("read again: %+v, %v", got, err)
 	}
-	if r := n.request(st, later); bytes.Equal(r, st.run) {
+	if fst, _ := n.request(st, later, true, false); fst != &probeStatements[knownVariant][1] {
 		t.Fatal("names read again are not used")
 	}
-	got, err = parseStandbys([]byte(changed), 7, later, &n)
-	if err != nil || got[0].AppName != "r1b" {
+	got, err = parseStandbys([]byte(`[[101, "async", null, true, null], [104, "async", null, true, null]]`), 7, later, &n)
+	if err != nil || got[0].AppName != "r1b" || got[0].Slot != "r1_other" || got[1].Slot != "r4_slot" {
 		t.Fatalf("after the names were read again: %+v, %v", got, err)
 	}
 
@@ -78,7 +97,14 @@ func TestSenderNamesKeptByPid(t *testing.T) {
 		}
 	}
 
-	if got, err = parseStandbys([]byte("[]"), 7, now, &n); err != nil || len(got) != 0 || n.request(st, now)[0] != st.run[0] || !bytes.Equal(n.request(st, now), st.run) {
-		t.Fatalf("no senders: %+v, %v, request %q", got, err, n.request(st, now))
+	// No sender: the known variant, listing none, of that run.
+	if got, err = parseStandbys([]byte("[]"), 7, now, &n); err != nil || len(got) != 0 {
+		t.Fatalf("no senders: %+v, %v", got, err)
+	}
+	if fst, r := n.request(st, now, true, false); fst != &probeStatements[knownVariant][1] || !bytes.Contains(r, []byte("{}")) || !bytes.Contains(r, []byte("\x00\x00\x00\x017")) {
+		t.Fatalf("no senders: request %s %q, want the known variant with none, of run 7", fst.name, r)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = parseStandbys([]byte("[]"), 7, now, &n) }); allocs != 0 {
+		t.Fatalf("a primary without senders allocates %v a probe", allocs)
 	}
 }

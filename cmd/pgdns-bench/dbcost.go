@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,13 +29,18 @@ import (
 type dbCostResult struct {
 	stamp stamp
 	execs int
-	// The statement alone, run execs times on a session of its own:
-	// unprepared (planned every time, as pgdns did before it prepared it)
-	// and prepared (planned once).
+	// The statement alone, run execs times back to back on a session of
+	// its own: unprepared (planned every time, as pgdns did before it
+	// prepared it) and prepared (planned once), the variant pgdns runs on
+	// each (on the primary the one for WAL senders it knows, on the
+	// replica the replica's).
 	simple, prepared [2]time.Duration // [0] primary, [1] replica
 	// The variant that also reads the server's status (postmaster.pid),
 	// which pgdns runs for a role that may read server files, prepared.
 	preparedStatus [2]time.Duration
+	// floorBackToBack: a prepared SELECT 1, execs times back to back on
+	// the same session: the least a statement costs with warm caches.
+	floorBackToBack [2]time.Duration
 	// pgdns's own probe sessions (the 3-host instance, probe.interval
 	// 250ms) over window: CPU per probe of each, and probes/s of each.
 	window         time.Duration
@@ -97,7 +103,7 @@ func (b *bench) dbCost(ctx context.Context) (*dbCostResult, error) {
 	nodes := [2]*pgtest.Node{b.pg.Nodes[0], b.pg.Nodes[1]}
 	for i, n := range nodes {
 		var err error
-		if res.simple[i], res.prepared[i], res.preparedStatus[i], err = statementCost(ctx, n, res.execs); err != nil {
+		if res.simple[i], res.prepared[i], res.preparedStatus[i], res.floorBackToBack[i], err = statementCost(ctx, n, i == 1, res.execs); err != nil {
 			return nil, fmt.Errorf("%s: %w", n.Name, err)
 		}
 	}
@@ -219,8 +225,9 @@ func (d *dbCostResult) markdown() string {
 	w("Server CPU time per execution of the probe's statement, read from the backend that ran it (`/proc/PID/schedstat`), on the real primary and a real replica:\n\n")
 	w("| | primary | replica |\n|---|---:|---:|\n")
 	w("| the statement unprepared (parsed and planned every time), %d times on a session of its own | %s | %s |\n", d.execs, us(d.simple[0]), us(d.simple[1]))
-	w("| the statement prepared (planned once per session), %d times on a session of its own | %s | %s |\n", d.execs, us(d.prepared[0]), us(d.prepared[1]))
+	w("| the statement prepared (planned once per session): the variant pgdns runs on each (on the primary, for the WAL senders it knows), %d times | %s | %s |\n", d.execs, us(d.prepared[0]), us(d.prepared[1]))
 	w("| its variant reading the server's status from `postmaster.pid` (what pgdns runs for a role that may read server files), prepared, %d times | %s | %s |\n", d.execs, us(d.preparedStatus[0]), us(d.preparedStatus[1]))
+	w("| a prepared `SELECT 1`, %d times on the same session: the least a statement costs back to back | %s | %s |\n", d.execs, us(d.floorBackToBack[0]), us(d.floorBackToBack[1]))
 	w("| pgdns's probe session at rest (`probe.interval: 250ms`), over %v | %s (%.1f probes/s) | %s (%.1f probes/s) |\n", d.window, us(d.rest[0]), d.restRate[0], us(d.rest[1]), d.restRate[1])
 	w("| pgdns's probe session under the `lsn-` refresh bound (%.0f lookups/s of LSNs just written, `dns.lsn_refresh_min_gap` default), over %v | %s (%.1f probes/s) | %s (%.1f probes/s) |\n\n", d.refreshLookups, d.window, us(d.refresh[0]), d.refreshRate[0], us(d.refresh[1]), d.refreshRate[1])
 	w("Per probe of pgdns's own sessions, target ≤ %s: %s (the most: %s", us(dbCostTarget), verdict(worst <= dbCostTarget), us(worst))
@@ -236,22 +243,27 @@ func (d *dbCostResult) markdown() string {
 	return b.String()
 }
 
-// statementCost runs the probe's statement execs times on a new session
-// to n, first unprepared, then prepared, and returns the server's
-// CPU time per execution of each.
-func statementCost(ctx context.Context, n *pgtest.Node, execs int) (simple, prepared, status time.Duration, err error) {
+// statementCost runs the probe's statement execs times back to back on a
+// new session to n, first unprepared, then prepared as pgdns runs it on
+// that server (replica: the replica variants; else the primary's for the
+// WAL senders it knows, with their pids), and a prepared SELECT 1, and
+// returns the server's CPU time per execution of each. Each is warmed
+// first, and the session's start, its planning and the warm-up are not
+// counted: the backend's CPU time is read right before the execs runs and
+// right after.
+func statementCost(ctx context.Context, n *pgtest.Node, replica bool, execs int) (simple, prepared, status, floor time.Duration, err error) {
 	pc, err := pgconn.Connect(ctx, n.DSN())
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	defer pc.Close(context.Background())
 	rows, err := pc.Exec(ctx, "SELECT pg_backend_pid()").ReadAll()
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	pid, err := strconv.Atoi(string(rows[0].Rows[0][0]))
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	run := func(one func() error) (time.Duration, error) {
 		for range 6 { // warm the session's caches, and its plan cache past its custom plans
@@ -277,36 +289,64 @@ func statementCost(ctx context.Context, n *pgtest.Node, execs int) (simple, prep
 	if simple, err = run(func() error {
 		return pc.ExecParams(ctx, probe.ProbeSQL, probe.NoSendersKnown(), nil, nil, nil).Read().Err
 	}); err != nil {
-		return 0, 0, 0, fmt.Errorf("unprepared: %w", err)
+		return 0, 0, 0, 0, fmt.Errorf("unprepared: %w", err)
 	}
-	// Prepared, it is run as pgdns runs it: with the WAL senders whose
-	// names the first run gave (probe's senders.go), so that it reads
-	// pg_stat_activity no more, and past the five runs PostgreSQL plans
-	// anew before it settles on its generic plan (run's warm-up).
+	// Prepared, it is run as pgdns runs it: on the primary with the WAL
+	// senders whose names the first run of the primary's statement gave
+	// (probe's senders.go), in the variant that reads no more than their
+	// pids and states, and past the five runs PostgreSQL plans anew before
+	// it settles on its generic plan (run's warm-up).
 	sd, err := pc.Prepare(ctx, probe.ProbeStatement, probe.ProbeSQL, nil)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	first := pc.ExecStatement(ctx, sd, probe.NoSendersKnown(), nil, nil).Read()
 	if first.Err != nil {
-		return 0, 0, 0, first.Err
+		return 0, 0, 0, 0, first.Err
 	}
 	params, err := knownSenders(first.Rows)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
-	exec := func(sd *pgconn.StatementDescription) func() error {
-		return func() error { return pc.ExecStatement(ctx, sd, params, nil, nil).Read().Err }
+	plain, withStatus := [2]string{probe.ProbeKnownStatement, probe.ProbeKnownSQL}, [2]string{probe.ProbeKnownStatusStatement, probe.ProbeKnownStatusSQL}
+	if replica {
+		plain, withStatus = [2]string{probe.ProbeReplicaStatement, probe.ProbeReplicaSQL}, [2]string{probe.ProbeReplicaStatusStatement, probe.ProbeReplicaStatusSQL}
+		params = nil
 	}
-	if prepared, err = run(exec(sd)); err != nil {
-		return 0, 0, 0, err
+	exec := func(sd *pgconn.StatementDescription, params [][]byte) func() error {
+		return func() error {
+			res := pc.ExecStatement(ctx, sd, params, nil, nil).Read()
+			if res.Err == nil && len(res.Rows) == 1 && len(res.Rows[0]) > fakeStandbysColumn {
+				// The known variant's null element: a sender not listed,
+				// which pgdns would read with the primary's statement.
+				if col := res.Rows[0][fakeStandbysColumn]; bytes.HasPrefix(col, []byte("[null")) || bytes.Contains(col, []byte("],null")) {
+					return fmt.Errorf("%s: a WAL sender not known: %s", sd.Name, col)
+				}
+			}
+			return res.Err
+		}
 	}
-	sds, err := pc.Prepare(ctx, probe.ProbeStatusStatement, probe.ProbeStatusSQL, nil)
+	for i, st := range [][2]string{plain, withStatus} {
+		sd, err := pc.Prepare(ctx, st[0], st[1], nil)
+		if err != nil {
+			return 0, 0, 0, 0, err
+		}
+		d, err := run(exec(sd, params))
+		if err != nil {
+			return 0, 0, 0, 0, err
+		}
+		if i == 0 {
+			prepared = d
+		} else {
+			status = d
+		}
+	}
+	sd1, err := pc.Prepare(ctx, "floor", "SELECT 1", nil)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
-	status, err = run(exec(sds))
-	return simple, prepared, status, err
+	floor, err = run(exec(sd1, nil))
+	return simple, prepared, status, floor, err
 }
 
 // knownSenders are the parameters with which the probe's statement

@@ -175,8 +175,18 @@ func parseFakeSenders(col []byte) ([]fakeSender, error) {
 // json_build_array does (elements joined by ", ", rows by ","), for the parameters a
 // probe bound (standbysSQL, senderKnownSQL): a sender whose pid the probe
 // listed, of the run it named (started, the fake's start time column), is
-// known and its names are left out. nil params: none known.
+// known and its slot and names are left out. nil params: none known.
 func standbysJSON(rows []fakeSender, params [][]byte, started []byte) []byte {
+	return senderRowsJSON(rows, params, started, false)
+}
+
+// knownStandbysJSON is standbysJSON of the known variant
+// (knownStandbysSQL): a sender not known is a null element.
+func knownStandbysJSON(rows []fakeSender, params [][]byte, started []byte) []byte {
+	return senderRowsJSON(rows, params, started, true)
+}
+
+func senderRowsJSON(rows []fakeSender, params [][]byte, started []byte, knownOnly bool) []byte {
 	var known []string
 	if len(params) == 2 && string(params[0]) == string(started) {
 		known = strings.Split(strings.Trim(string(params[1]), "{}"), ",")
@@ -191,12 +201,16 @@ func standbysJSON(rows []fakeSender, params [][]byte, started []byte) []byte {
 	var each []string
 	for _, r := range rows {
 		pid := strconv.Itoa(int(r.pid))
-		names := "[" + str(r.addr) + ", " + str(r.app) + "]"
+		slot, names := str(r.slot), "["+str(r.addr)+", "+str(r.app)+"]"
 		k := "false"
-		if slices.Contains(known, pid) {
-			k, names = "true", "null"
+		switch {
+		case slices.Contains(known, pid):
+			k, slot, names = "true", "null", "null"
+		case knownOnly:
+			each = append(each, "null")
+			continue
 		}
-		each = append(each, "["+strings.Join([]string{pid, str(r.sync), str(r.slot), k, names}, ", ")+"]")
+		each = append(each, "["+strings.Join([]string{pid, str(r.sync), slot, k, names}, ", ")+"]")
 	}
 	return []byte("[" + strings.Join(each, ",") + "]")
 }

@@ -292,10 +292,13 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 		statusKind
 		replicaKind       // probe.ProbeReplicaSQL
 		replicaStatusKind // probe.ProbeReplicaStatusSQL
+		knownKind         // probe.ProbeKnownSQL
+		knownStatusKind   // probe.ProbeKnownStatusSQL
 		sourcesKind
 	)
 	probeKinds := map[string]*int{probe.ProbeSQL: ptr(probeKind), probe.ProbeStatusSQL: ptr(statusKind),
-		probe.ProbeReplicaSQL: ptr(replicaKind), probe.ProbeReplicaStatusSQL: ptr(replicaStatusKind)}
+		probe.ProbeReplicaSQL: ptr(replicaKind), probe.ProbeReplicaStatusSQL: ptr(replicaStatusKind),
+		probe.ProbeKnownSQL: ptr(knownKind), probe.ProbeKnownStatusSQL: ptr(knownStatusKind)}
 	prepared := map[string]bool{}
 	kinds := map[string]int{}
 	portal := false // the unnamed portal is bound
@@ -310,8 +313,9 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 	}
 	// The primary's statements take two parameters (standbysSQL); their
 	// rows as last bound (bound: the parameters).
-	params := map[int][]uint32{probeKind: ans.params, statusKind: ans.params}
+	params := map[int][]uint32{probeKind: ans.params, statusKind: ans.params, knownKind: ans.params, knownStatusKind: ans.params}
 	primaryRow, primaryStatusRow := ans.row, statusRow
+	knownRow, knownStatusRow := ans.row, statusRow // the known variants' (knownStandbysSQL)
 	var bound [2]string
 	failed := false // an error in the extended protocol: skip to Sync
 	fail := func(code, text string) {
@@ -331,7 +335,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 		case *pgproto3.Query:
 			// The probe's statements take parameters (or are not ones a
 			// fake knows): as a simple query, PostgreSQL refuses them.
-			if m.String == probe.ProbeSQL || m.String == probe.ProbeStatusSQL {
+			if m.String == probe.ProbeSQL || m.String == probe.ProbeStatusSQL || m.String == probe.ProbeKnownSQL || m.String == probe.ProbeKnownStatusSQL {
 				be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "42P02", Message: "there is no parameter $1"})
 			} else {
 				be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "42601", Message: "fakepg answers the probe's statement only"})
@@ -360,7 +364,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				be.Send(&pgproto3.ParameterDescription{ParameterOIDs: params[kinds[m.Name]]})
 				fields := ans.fields
 				switch kinds[m.Name] {
-				case statusKind, replicaStatusKind:
+				case statusKind, replicaStatusKind, knownStatusKind:
 					fields = ans.statusFields
 				case sourcesKind:
 					fields = sourcesFields
@@ -368,7 +372,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				be.Send(&pgproto3.RowDescription{Fields: fields})
 			case m.ObjectType == 'P' && portal && m.Name == "" && portalKind == sourcesKind:
 				be.Send(&pgproto3.RowDescription{Fields: sourcesFields})
-			case m.ObjectType == 'P' && portal && m.Name == "" && (portalKind == statusKind || portalKind == replicaStatusKind):
+			case m.ObjectType == 'P' && portal && m.Name == "" && (portalKind == statusKind || portalKind == replicaStatusKind || portalKind == knownStatusKind):
 				be.Send(&pgproto3.RowDescription{Fields: ans.statusFields})
 			case m.ObjectType == 'P' && portal && m.Name == "":
 				be.Send(&pgproto3.RowDescription{Fields: ans.fields})
@@ -389,10 +393,16 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				portal, portalKind = true, kinds[m.PreparedStatement]
 				if len(ans.senders) > 0 && len(m.Parameters) == 2 && (string(m.Parameters[0]) != bound[0] || string(m.Parameters[1]) != bound[1]) {
 					// The senders' names as the server gives them for
-					// what this probe says it knows (standbysSQL).
+					// what this probe says it knows (standbysSQL,
+					// knownStandbysSQL).
 					bound = [2]string{string(m.Parameters[0]), string(m.Parameters[1])}
 					col := standbysJSON(ans.senders, m.Parameters, ans.row[fakeStartedColumn])
 					for _, r := range []*[][]byte{&primaryRow, &primaryStatusRow} {
+						*r = append([][]byte{}, *r...)
+						(*r)[fakeStandbysColumn] = col
+					}
+					col = knownStandbysJSON(ans.senders, m.Parameters, ans.row[fakeStartedColumn])
+					for _, r := range []*[][]byte{&knownRow, &knownStatusRow} {
 						*r = append([][]byte{}, *r...)
 						(*r)[fakeStandbysColumn] = col
 					}
@@ -418,6 +428,14 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 			case replicaStatusKind:
 				probesRun.Add(1)
 				be.Send(&pgproto3.DataRow{Values: replicaStatusRow})
+				be.Send(complete)
+			case knownKind:
+				probesRun.Add(1)
+				be.Send(&pgproto3.DataRow{Values: knownRow})
+				be.Send(complete)
+			case knownStatusKind:
+				probesRun.Add(1)
+				be.Send(&pgproto3.DataRow{Values: knownStatusRow})
 				be.Send(complete)
 			default:
 				probesRun.Add(1)
