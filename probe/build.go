@@ -211,7 +211,19 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 		p.branches[ci], p.forks[ci], p.restarts[ci] = map[uint32]Branch{}, nil, nil
 		p.seeded[ci] = false
 	}
+	if c.Unfollowed != p.unfollowed[ci] && p.active.Load() {
+		p.unfollowed[ci] = c.Unfollowed
+		if c.Unfollowed != 0 {
+			p.log.Warn("cluster identity not replaced: no live host has it and a majority of the configured hosts have another, "+
+				"but none of them was seen with it (another cluster's hosts listed by mistake?); no primary is answered "+
+				"until one of the cluster's hosts is back, or an operator pins system_identifier or runs -reset-state",
+				"cluster", src.Name, "system_identifier", c.Identity, "system_identifier_shown", c.Unfollowed)
+		}
+	}
 	src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline
+	for hi := range c.Hosts {
+		src.Hosts[hi].OfIdentity = c.Hosts[hi].OfIdentity // who may vote a replacement (settleIdentity)
+	}
 	src.Witnessed, src.WitnessedBy, src.WitnessedRun = c.Witnessed, c.WitnessedBy, c.WitnessedRun
 	p.watchBranches(ci, c)
 	return c

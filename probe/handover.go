@@ -33,6 +33,11 @@ type clusterKnowledge struct {
 	clocks       map[string]*walHistory // by host address
 	forks        map[string]fork        // by the address a replica was last listed under: replicas proven on another branch (forks.go)
 	branches     map[uint32]Branch      // by timeline: who wrote it, and whether it forked (branches.go)
+	// members are the addresses of hosts seen live with identity
+	// (zone.Host.OfIdentity): only they may vote it replaced, and a
+	// configured cluster listing one of them takes this knowledge (adopt).
+	// nil: not known (a state file written before them).
+	members map[string]bool
 }
 
 // fork is what proved a replica to be on another branch than a writable
@@ -76,6 +81,7 @@ func (p *Prober) export() Knowledge {
 		for addr, f := range p.forksOf(ci) {
 			ck.forks[addr] = fork{run: f.Run, fromRun: f.FromRun, from: f.From, note: f.Note}
 		}
+		ck.members = p.membersOf(ci)
 		for hi := range c.Hosts {
 			if w := p.history[&c.Hosts[hi]]; w != nil {
 				ck.clocks[c.Hosts[hi].Addr] = &walHistory{timeline: w.timeline,
@@ -91,44 +97,135 @@ func (p *Prober) export() Knowledge {
 }
 
 // adopt folds a predecessor's knowledge into the aggregator's state, for
-// the clusters and hosts both probe. What the predecessor knew of clusters
-// no longer configured is kept aside (orphans.go) for a configured cluster
-// of the same identity: a cluster renamed in the config keeps what pgdns
-// learned of it. Only the aggregator calls it.
+// the clusters and hosts both probe. Knowledge follows the identity, not
+// the name: a configured cluster takes what was known under its own name
+// while its hosts hold it (holds: a host listed there was seen with that
+// identity, or shows it now), and otherwise, having none of its own, the
+// one entry whose identity its hosts were seen with under another name
+// (lists): a blue/green reload that swaps two clusters' hosts under their
+// names hands each cluster's knowledge to the name its hosts moved to
+// (review 7, H13), as a rename does. What is left, knowledge of clusters
+// no longer configured or whose name now lists none of its hosts, is kept
+// aside (orphans.go) for a configured cluster that establishes the same
+// identity. Only the aggregator calls it.
 func (p *Prober) adopt(k Knowledge) {
 	for ci := range p.rebuild {
 		p.rebuild[ci] = true // what each cluster is built from may change
 	}
+	taken := map[string]bool{} // entries of k handed to a cluster, or dropped
+	has := make([]bool, len(p.state))
 	for ci, c := range p.state {
 		old, ok := k.clusters[c.Name]
-		if !ok || (c.IdentityPinned && old.identity != c.Identity) {
+		if !ok {
 			continue
 		}
-		if old.identity == 0 && c.Identity != 0 {
+		if c.IdentityPinned && old.identity != c.Identity {
+			taken[c.Name] = true // not applied: seed says so at WARN
+			continue
+		}
+		if old.identity == 0 {
+			taken[c.Name] = true
+			if c.Identity == 0 {
+				p.takeOver(ci, old) // no identity, but WAL clocks
+			}
 			continue // the predecessor knew no identity: nothing of it applies
 		}
-		p.own[ci] = old.identity != 0
-		if old.identity != c.Identity {
-			// An identity, once established, is kept while any live host
-			// has it (zone.Cluster.settleIdentity), across a reload or a
-			// membership change too: a warming prober settles one of its
-			// own from what it sees, and new hosts of another cluster may
-			// outvote the one live host of ours. The predecessor's stands;
-			// the next Decide keeps it if a live host has it, and settles
-			// anew by majority if none does. What this prober learned
-			// under the other identity is that cluster's, not this one's.
-			c.Identity, c.NewestTimeline = old.identity, 0
-			c.Witnessed, c.WitnessedBy, c.WitnessedRun = 0, "", time.Time{}
-			p.timelines[ci] = map[uint32]timelineHistory{}
-			p.branches[ci], p.forks[ci], p.restarts[ci], p.pending[ci] = map[uint32]Branch{}, nil, nil, nil
+		if p.holds(ci, old) {
+			p.takeOver(ci, old)
+			taken[c.Name], has[ci] = true, true
 		}
-		p.inherit(ci, old)
 	}
-	p.keepOrphans(k)
+	// A cluster whose name's knowledge is not its hosts' takes the one
+	// entry left whose identity exactly it lists hosts of; an entry two
+	// clusters list is left to both (claim, by identity).
+	wants := map[string][]int{}
+	for ci, c := range p.state {
+		if has[ci] {
+			continue
+		}
+		var pick string
+		n := 0
+		for name, o := range k.clusters {
+			if !taken[name] && o.identity != 0 && (!c.IdentityPinned || o.identity == c.Identity) && p.lists(ci, o) {
+				pick, n = name, n+1
+			}
+		}
+		if n == 1 {
+			wants[pick] = append(wants[pick], ci)
+		}
+	}
+	for name, cis := range wants {
+		if len(cis) != 1 {
+			continue
+		}
+		ci := cis[0]
+		p.takeOver(ci, k.clusters[name])
+		taken[name] = true
+		o := k.clusters[name]
+		p.log.Info("cluster inherits what pgdns knew of it under another name: its hosts were seen with that system identifier there",
+			"cluster", p.state[ci].Name, "known_as", name, "system_identifier", o.identity,
+			"newest_timeline", o.newest, "timeline_histories", len(o.timelines))
+	}
+	p.keepOrphans(k, taken)
 	for ci := range p.state {
 		p.claim(ci)
 	}
 	p.dropOrphans()
+}
+
+// takeOver makes old, an entry of a predecessor's knowledge, cluster ci's own.
+func (p *Prober) takeOver(ci int, old clusterKnowledge) {
+	c := p.state[ci]
+	p.own[ci] = old.identity != 0
+	if old.identity != c.Identity {
+		// An identity, once established, is kept while any live host
+		// has it (zone.Cluster.settleIdentity), across a reload or a
+		// membership change too: a warming prober settles one of its
+		// own from what it sees, and new hosts of another cluster may
+		// outvote the one live host of ours. The predecessor's stands;
+		// the next Decide keeps it if a live host has it, and replaces
+		// it only by a majority of hosts seen with it if none does.
+		// What this prober learned under the other identity is that
+		// cluster's, not this one's.
+		c.Identity, c.NewestTimeline = old.identity, 0
+		for hi := range c.Hosts {
+			c.Hosts[hi].OfIdentity = 0 // seen with the warming prober's identity, not this one
+		}
+		c.Witnessed, c.WitnessedBy, c.WitnessedRun = 0, "", time.Time{}
+		p.timelines[ci] = map[uint32]timelineHistory{}
+		p.branches[ci], p.forks[ci], p.restarts[ci], p.pending[ci] = map[uint32]Branch{}, nil, nil, nil
+	}
+	p.inherit(ci, old)
+}
+
+// holds reports whether cluster ci's hosts hold o, the knowledge remembered
+// under its name: one of them was seen with o's identity (o.members; when
+// they are not known, as from a state file written before them, every host
+// counts), or shows it now. A name that lists none of the hosts its
+// identity was seen on (a blue/green swap, every address changed) passes
+// the knowledge on by identity instead.
+func (p *Prober) holds(ci int, o clusterKnowledge) bool {
+	if o.members == nil {
+		return true
+	}
+	for hi := range p.state[ci].Hosts {
+		h := &p.state[ci].Hosts[hi]
+		if o.members[h.Addr] || h.Seen && h.SystemID == o.identity {
+			return true
+		}
+	}
+	return false
+}
+
+// lists reports whether cluster ci lists a host seen with o's identity
+// under o's name (o.members, known).
+func (p *Prober) lists(ci int, o clusterKnowledge) bool {
+	for hi := range p.state[ci].Hosts {
+		if o.members[p.state[ci].Hosts[hi].Addr] {
+			return true
+		}
+	}
+	return false
 }
 
 // inherit folds old, knowledge of cluster ci's identity, into what p
@@ -155,6 +252,9 @@ func (p *Prober) inherit(ci int, old clusterKnowledge) {
 	}
 	for hi := range c.Hosts {
 		h := &c.Hosts[hi]
+		if c.Identity != 0 && c.Identity == old.identity && (old.members == nil || old.members[h.Addr]) {
+			h.OfIdentity = c.Identity // seen with it (members not known: every host listed counts)
+		}
 		if h.Seen {
 			p.restoreFork(ci, h, h.StartedAt, h.InRecovery, c.Identity != 0 && h.SystemID == c.Identity)
 		}
@@ -210,3 +310,16 @@ func (p *Prober) Activate(ctx context.Context, predecessor *Prober) {
 // Deactivate stops a prober from publishing; it keeps probing until its
 // Run ends.
 func (p *Prober) Deactivate() { p.active.Store(false) }
+
+// membersOf lists the addresses of cluster ci's hosts seen live with its
+// identity (zone.Host.OfIdentity).
+func (p *Prober) membersOf(ci int) map[string]bool {
+	c := p.state[ci]
+	out := map[string]bool{}
+	for hi := range c.Hosts {
+		if h := &c.Hosts[hi]; c.Identity != 0 && h.OfIdentity == c.Identity {
+			out[h.Addr] = true
+		}
+	}
+	return out
+}

@@ -1,5 +1,7 @@
 package probe
 
+import "strconv"
+
 // What pgdns knows belongs to a cluster's system identity, not to its
 // name in the config: a cluster renamed by a reload (clusters: main: →
 // prod:, same hosts) or in the config a restarted pgdns reads must not
@@ -20,11 +22,20 @@ package probe
 // set production's primary and replicas aside as superseded (review 6,
 // G9). Its orphan is dropped then (dropOrphans).
 
-// keepOrphans sets aside what k knows of clusters p does not probe.
-func (p *Prober) keepOrphans(k Knowledge) {
+// keepOrphans sets aside what k knows that adopt handed to no cluster
+// (taken): clusters p does not probe, and knowledge whose name p probes
+// but lists none of its hosts (adopt), kept under orphanName.
+func (p *Prober) keepOrphans(k Knowledge, taken map[string]bool) {
 	for name, o := range k.clusters {
-		if o.identity == 0 || p.configured(name) {
-			continue // nothing learned, or the cluster's own (adopt)
+		if o.identity == 0 || taken[name] {
+			continue // nothing learned, or a cluster's own (adopt)
+		}
+		if p.configured(name) {
+			p.log.Warn("cluster lists none of the hosts pgdns saw with its system identifier: what it knew of it is kept aside "+
+				"for a cluster that establishes that identity, and the cluster's own is settled anew from its hosts",
+				"cluster", name, "system_identifier_before", o.identity, "known_as", orphanName(name, o.identity),
+				"newest_timeline", o.newest, "hosts_seen_with_it", len(o.members))
+			name = orphanName(name, o.identity)
 		}
 		o.clocks = nil // measured again; a clock is of one primary's run
 		if p.orphans == nil {
@@ -33,6 +44,14 @@ func (p *Prober) keepOrphans(k Knowledge) {
 		p.orphans[name] = o
 		p.orphansChanged++
 	}
+}
+
+// orphanName is the name knowledge of identity id, remembered under a
+// cluster name still configured whose hosts no longer hold it, is kept
+// under aside (and in the state file): never a configured name, which
+// cluster names (DNS labels) cannot hold.
+func orphanName(name string, id uint64) string {
+	return name + "@" + strconv.FormatUint(id, 10)
 }
 
 // configured reports whether p probes a cluster called name.

@@ -211,6 +211,9 @@ type Prober struct {
 	// Per cluster: it has knowledge of its own, under its own name, from a
 	// predecessor or the state file: it inherits no orphan (orphans.go).
 	own []bool
+	// Per cluster: the identity said at WARN to be shown by a majority
+	// of hosts never seen with the cluster's (zone.Cluster.Unfollowed).
+	unfollowed []uint64
 	// Per cluster: the SOA serial a previous run of pgdns last gave it
 	// (Config.Remembered), which the first snapshot's follows (remember.go).
 	serialFloor []uint32
@@ -283,6 +286,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	p.flux = make([]flux, len(p.state))
 	p.seeded = make([]bool, len(p.state))
 	p.own = make([]bool, len(p.state))
+	p.unfollowed = make([]uint64, len(p.state))
 	p.serialFloor = make([]uint32, len(p.state))
 	p.seed(cfg.Remembered)
 	return p

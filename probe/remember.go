@@ -47,6 +47,15 @@ type Remembered struct {
 	Witnessed    uint32
 	WitnessedBy  string
 	WitnessedRun time.Time
+	// Members are the addresses of hosts seen live with Identity
+	// (zone.Host.OfIdentity): after a restart only they may vote it
+	// replaced, so that another cluster's hosts listed by mistake never
+	// outvote it while its own are down (review 7, H6), and a configured
+	// cluster that lists one of them and none of its own name's takes
+	// this knowledge (a blue/green swap: review 7, H13). nil: not known
+	// (a file written before them): every host the cluster lists at the
+	// start counts as seen with it.
+	Members []string
 }
 
 // Fork is a replica proven to be on another branch than writable host
@@ -87,6 +96,12 @@ func (p *Prober) seed(remembered map[string]Remembered) {
 		}
 		ck := clusterKnowledge{identity: r.Identity, newest: r.NewestTimeline, timelines: map[uint32]timelineHistory{},
 			branches: maps.Clone(r.Branches)}
+		if r.Members != nil { // nil: a file written before them, who was seen with it is not known
+			ck.members = make(map[string]bool, len(r.Members))
+			for _, a := range r.Members {
+				ck.members[a] = true
+			}
+		}
 		if r.Witnessed > r.NewestTimeline {
 			ck.witnessed, ck.witnessedBy, ck.witnessedRun = r.Witnessed, r.WitnessedBy, r.WitnessedRun
 		}
@@ -271,11 +286,13 @@ func (p *Prober) remembered() map[string]Remembered {
 		r.Serial = p.serialOf(ci)
 		r.Branches = maps.Clone(p.branches[ci])
 		r.Witnessed, r.WitnessedBy, r.WitnessedRun = c.Witnessed, c.WitnessedBy, c.WitnessedRun
+		r.Members = append([]string{}, slices.Sorted(maps.Keys(p.membersOf(ci)))...) // known, if none
 		out[c.Name] = r
 	}
 	for name, o := range p.orphans {
 		r := Remembered{Identity: o.identity, NewestTimeline: o.newest, Timelines: make(map[uint32]TimelineHistory, len(o.timelines)),
-			Branches: maps.Clone(o.branches), Witnessed: o.witnessed, WitnessedBy: o.witnessedBy, WitnessedRun: o.witnessedRun}
+			Branches: maps.Clone(o.branches), Witnessed: o.witnessed, WitnessedBy: o.witnessedBy, WitnessedRun: o.witnessedRun,
+			Members: members(o.members)}
 		for tl, h := range o.timelines {
 			r.Timelines[tl] = TimelineHistory{Ends: h.ends, FromFile: h.fromFile}
 		}
@@ -423,6 +440,18 @@ func (p *Prober) clusterAsReported(ci int) (same, withPositions bool) {
 	if r.Serial != p.serialOf(ci) && p.serialAhead(ci) {
 		return false, false
 	}
+	n := 0
+	for hi := range c.Hosts {
+		if c.Hosts[hi].OfIdentity == c.Identity {
+			if _, found := slices.BinarySearch(r.Members, c.Hosts[hi].Addr); !found {
+				return false, false // a host newly seen with the identity: the state file must list it
+			}
+			n++
+		}
+	}
+	if n != len(r.Members) {
+		return false, false
+	}
 	return true, p.lastsAsReported(ci, r.Branches, true)
 }
 
@@ -451,4 +480,12 @@ func (p *Prober) forksAsReported(ci int, reported map[string]Fork) bool {
 	return maps.EqualFunc(p.forksOf(ci), reported, func(a, b Fork) bool {
 		return a.Run.Equal(b.Run) && a.From == b.From && a.FromRun.Equal(b.FromRun) && a.Note == b.Note
 	})
+}
+
+// members lists the addresses of m sorted, nil when m is (not known).
+func members(m map[string]bool) []string {
+	if m == nil {
+		return nil
+	}
+	return append([]string{}, slices.Sorted(maps.Keys(m))...)
 }

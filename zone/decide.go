@@ -83,6 +83,11 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 	}
 
 	c.settleIdentity(live)
+	for i := range c.Hosts {
+		if live[i] && c.Identity != 0 && c.Hosts[i].SystemID == c.Identity {
+			c.Hosts[i].OfIdentity = c.Identity
+		}
+	}
 	runs := make(map[serverRun]int, len(c.Hosts))
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
@@ -91,6 +96,12 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		case h.SystemID != c.Identity && c.Identity == 0:
 			c.setAside(h, AsideUnsettled, "system identifier "+strconv.FormatUint(h.SystemID, 10)+
 				": no identity is shared by a majority of the hosts yet")
+			live[i] = false
+		case h.SystemID != c.Identity && h.SystemID == c.Unfollowed:
+			c.setAside(h, AsideForeign, "system identifier "+strconv.FormatUint(h.SystemID, 10)+
+				" is not the cluster's "+strconv.FormatUint(c.Identity, 10)+": a majority of the configured hosts show it, "+
+				"but none was seen with "+strconv.FormatUint(c.Identity, 10)+" (another cluster's hosts listed by mistake?); "+
+				"pin clusters."+c.Name+".system_identifier or run pgdns -reset-state to follow it")
 			live[i] = false
 		case h.SystemID != c.Identity:
 			c.setAside(h, AsideForeign, "system identifier "+strconv.FormatUint(h.SystemID, 10)+
@@ -386,7 +397,17 @@ func provenSync(p, h *Host, senders *senderIndex) (proven, unknown bool, why str
 // cluster over. On a tie nothing is established and every host is set
 // aside. Once established the identity is kept while any live host has
 // it, and changes only when none does and a strict majority of the
-// configured hosts agree on another (the cluster was rebuilt).
+// configured hosts agree on another (the cluster was rebuilt), counting
+// only hosts that were seen with the old identity (Host.OfIdentity): a
+// rebuild shows the new one at addresses pgdns saw with the old, while
+// another cluster's hosts listed by mistake (a reload, Patroni) were never
+// seen with it and never outvote it, even once every host of the cluster
+// is down: the cluster then has no primary, its foreign hosts are set
+// aside with a note saying why and Unfollowed names their identity, until
+// one of its own is back or an operator pins system_identifier or resets
+// the state (review 7, H6). Which hosts were seen with the identity the
+// probe carries across reloads and restarts, with the identity's
+// knowledge (a blue/green swap hands both to the name the hosts moved to).
 //
 // Votes are servers, not entries: a live host that is the same server run
 // as one counted before it (a name and its address, one address twice, a
@@ -395,10 +416,11 @@ func provenSync(p, h *Host, senders *senderIndex) (proven, unknown bool, why str
 // twice is one vote. A host that is down cannot be told apart from
 // another and counts as one.
 func (c *Cluster) settleIdentity(live []bool) {
+	c.Unfollowed = 0
 	if c.IdentityPinned {
 		return
 	}
-	counts := map[uint64]int{}
+	counts, former := map[uint64]int{}, map[uint64]int{}
 	nLive, nHosts, probedAll := 0, len(c.Hosts), true
 	runs := make(map[serverRun]bool, len(c.Hosts))
 	for i := range c.Hosts {
@@ -416,15 +438,26 @@ func (c *Cluster) settleIdentity(live []bool) {
 			runs[run] = true
 		}
 		counts[h.SystemID]++
+		if c.Identity != 0 && h.OfIdentity == c.Identity {
+			former[h.SystemID]++
+		}
 		nLive++
 	}
 	if c.Identity != 0 && counts[c.Identity] > 0 {
 		return
 	}
+	if c.Identity != 0 {
+		for id, n := range counts {
+			if 2*n > nHosts && 2*former[id] <= nHosts {
+				c.Unfollowed = id // a majority, but not of hosts seen with the identity
+			}
+		}
+		counts = former // a replacement: only hosts seen with the old identity vote
+	}
 	for id, n := range counts {
 		byLive := c.Identity == 0 && probedAll && n >= 2 && 2*n > nLive
 		if 2*n > nHosts || byLive {
-			c.Identity, c.NewestTimeline = id, 0
+			c.Identity, c.NewestTimeline, c.Unfollowed = id, 0, 0
 			c.Witnessed, c.WitnessedBy, c.WitnessedRun = 0, "", time.Time{}
 			return
 		}

@@ -190,6 +190,15 @@ type Host struct {
 	// address (a DNS name for it, a second IP, a forwarder: review 6, G7).
 	DivergedRun time.Time
 
+	// OfIdentity is the cluster identity this host was last seen live
+	// with (0: never): Decide sets it, the probe carries it across a
+	// reload (by address) and a restart (the state file's hosts; a file
+	// without them: every host listed at the start). Only such a host may
+	// vote the identity replaced (settleIdentity): one that joined by a
+	// reload or Patroni and never showed the cluster's identity never
+	// outvotes it (review 7, H6).
+	OfIdentity uint64
+
 	// Probe failures since the last success.
 	Fails     int
 	LastError string

@@ -56,6 +56,13 @@ type Cluster struct {
 	Witnessed    uint32
 	WitnessedBy  string
 	WitnessedRun time.Time
+	// Unfollowed is the system identifier a strict majority of the
+	// configured hosts show while no live host has Identity, and that
+	// settleIdentity does not follow: none of them was seen with Identity
+	// (Host.OfIdentity), so they are another cluster's hosts listed by
+	// mistake as far as pgdns can tell (review 7, H6). 0: none. Set by
+	// every Decide, never remembered.
+	Unfollowed uint64
 
 	// LeaderKey says Patroni's leader key decides which host may be the
 	// primary (the cluster is read from Patroni); Leader is the address of

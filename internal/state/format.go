@@ -52,6 +52,12 @@ type clusterJSON struct {
 	// in files written before it, and while there is none;
 	// probe.Remembered.Witnessed).
 	Witnessed *witnessedJSON `json:"witnessed,omitempty"`
+	// Hosts are the addresses seen live with system_identifier (version
+	// 2, optional; probe.Remembered.Members): only they may vote it
+	// replaced after a restart, and a cluster listing one of them takes
+	// the entry. Absent or null: not known (a file written before them);
+	// [] : none.
+	Hosts []string `json:"hosts"`
 }
 
 // witnessedJSON is a timeline a replica showed by a lower bound (its last
@@ -118,7 +124,8 @@ type endJSON struct {
 func Encode(m map[string]probe.Remembered) []byte {
 	f := file{Version: Version, Clusters: map[string]clusterJSON{}}
 	for name, r := range m {
-		c := clusterJSON{SystemIdentifier: strconv.FormatUint(r.Identity, 10), NewestTimeline: r.NewestTimeline, Serial: r.Serial}
+		c := clusterJSON{SystemIdentifier: strconv.FormatUint(r.Identity, 10), NewestTimeline: r.NewestTimeline, Serial: r.Serial,
+			Hosts: r.Members}
 		for _, tl := range slices.Sorted(maps.Keys(r.Timelines)) {
 			h := r.Timelines[tl]
 			t := timelineJSON{FromHistoryFile: h.FromFile, Ends: []endJSON{}}
@@ -227,6 +234,12 @@ func (c clusterJSON) remembered() (probe.Remembered, error) {
 		return probe.Remembered{}, fmt.Errorf("system_identifier %q is not a system identifier (a positive whole number)", c.SystemIdentifier)
 	}
 	r := probe.Remembered{Identity: id, NewestTimeline: c.NewestTimeline, Timelines: map[uint32]probe.TimelineHistory{}, Serial: c.Serial}
+	for _, a := range c.Hosts {
+		if a == "" {
+			return probe.Remembered{}, fmt.Errorf("hosts holds an empty address")
+		}
+	}
+	r.Members = c.Hosts
 	for key, t := range c.Timelines {
 		tl, err := strconv.ParseUint(key, 10, 32)
 		if err != nil || tl == 0 {
