@@ -525,6 +525,7 @@ func (p *Prober) record(r result) {
 	if idx := p.flatIndex(r.cluster, r.host); !p.done[idx] {
 		p.done[idx] = true
 		p.probed++
+		p.probedSoFar.Store(int64(p.probed))
 	}
 	if r.err != nil {
 		if crashRecovery(r.err) {

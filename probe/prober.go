@@ -154,6 +154,7 @@ type Prober struct {
 	forkForgets  chan forgetForkRequest // ForgetFork (forgetfork.go)
 	ready        chan struct{}          // closed when every host has had a result
 	readyOnce    sync.Once
+	probedSoFar  atomic.Int64 // probed, for Progress (read from other goroutines)
 
 	refreshMu  sync.Mutex
 	refreshing map[string]*refreshes         // by cluster name
@@ -294,6 +295,14 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 
 // Ready is closed once every host has been probed at least once.
 func (p *Prober) Ready() <-chan struct{} { return p.ready }
+
+// Progress returns how many hosts have been probed at least once, and how
+// many there are: a reload waits on it (internal/app), for as long as the
+// count keeps rising, since a fleet's first probes are spread out at start
+// (intake.go, maxOpening).
+func (p *Prober) Progress() (probed, hosts int) {
+	return int(p.probedSoFar.Load()), len(p.done)
+}
 
 // flatIndex is the index of host hi of cluster ci among all hosts: O(1),
 // as it is used for every result.

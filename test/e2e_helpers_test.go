@@ -43,6 +43,8 @@ type envOptions struct {
 	Hosts    []string // the whole host list, in this order, instead of the nodes and Extra
 	Listen   string   // dns.listen, default 127.0.0.1:0
 	MinGap   string   // dns.lsn_refresh_min_gap, default the built-in one
+	// DefaultCluster is dns.default_cluster, default none (one cluster).
+	DefaultCluster string
 	// NameServers is dns.nameservers ("ns1=127.x.y.z", ...), default none.
 	NameServers []string
 	State       string // state.path, default "" (memory only)
@@ -112,6 +114,9 @@ func launch(t *testing.T, pg *pgtest.Cluster, o envOptions) *env {
 	dnsExtra := ""
 	if o.MinGap != "" {
 		dnsExtra = "  lsn_refresh_min_gap: " + o.MinGap + "\n"
+	}
+	if o.DefaultCluster != "" {
+		dnsExtra += "  default_cluster: " + o.DefaultCluster + "\n"
 	}
 	if o.NameServers != nil {
 		dnsExtra += "  nameservers: [" + strings.Join(o.NameServers, ", ") + "]\n"

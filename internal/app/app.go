@@ -294,18 +294,16 @@ func (a *App) reload(cfg *config.Config) error {
 }
 
 // swap starts a prober for probing aside, waits until it has probed every
-// host once, then lets it publish and stops the running one. The caller
-// holds a.mu.
+// host once (waitProbed), then lets it publish and stops the running one.
+// The caller holds a.mu.
 func (a *App) swap(probing *config.Config) error {
 	next, err := a.startProber(probing, false, nil)
 	if err != nil {
 		return err
 	}
-	select {
-	case <-next.p.Ready():
-	case <-time.After(2*probing.Probe.Timeout + 2*time.Second):
+	if err := waitProbed(next.p, 2*probing.Probe.Timeout+reloadStall); err != nil {
 		next.halt()
-		return errors.New("the new hosts were not all probed in time; keeping the running configuration")
+		return err
 	}
 	old := a.running
 	old.p.Deactivate()
