@@ -159,11 +159,28 @@ func (c *pgChecker) reach(deadline time.Time) error {
 	if time.Since(c.reachedAt) < reachIntervals*c.admitEvery {
 		return nil
 	}
-	c.startAdmission(deadline, tryConnect)
+	try := tryConnect
+	if c.reaches++; c.reaches >= startupReaches {
+		// pg_hba.conf is read after the SSLRequest's answer: now and
+		// then the startup packet goes too (review 8, R8-2).
+		c.reaches, try = 0, tryAdmission
+	}
+	c.startAdmission(deadline, try)
 	c.reachedAt = time.Now()
 	c.reachTry, c.reachBound, c.reachSlowest = true, c.boundOf(deadline), c.lastRTT
 	return nil
 }
+
+// startupReaches: every this many reaches (12 s by default), the reach is
+// an admission attempt (tryAdmission: the startup packet read up to the
+// server's first reply) in place of the bare connect, so that a
+// pg_hba.conf reloaded to refuse every client (hbaRefusal) is seen while
+// the status says "ready" (review 8, R8-2): the backend reads pg_hba.conf
+// only after the startup packet. Under password (or SASL, GSS)
+// authentication the attempt stops at the request for it and costs the
+// server what the bare connect does, a fork and an exit; under trust it
+// is a whole session (docs/operating.md: what pgdns costs your database).
+const startupReaches = 3
 
 // reachTimeoutsOut: this many attempts in a row (bare connects or new
 // sessions) that get no answer while the open session's probes answer
@@ -335,10 +352,58 @@ func (c *pgChecker) stopAdmission() {
 // declines and the DSN allows plaintext (sslmode=prefer) the startup
 // packet follows on the same socket, which PostgreSQL accepts after an
 // 'N'.
+//
+// A refusal by pg_hba.conf (hbaRefusal: a "reject" line, or no line for
+// the probe's role, database and encryption) is definitive (notServing)
+// when every way the probe's own connect would try is refused so: under
+// sslmode=prefer (or allow) a client refused over TLS (or in plaintext)
+// tries the other way, as pgx and libpq do, so the attempt tries it too
+// before it counts. Such a refusal is not about the probe's credentials:
+// the server's hba file refuses the connection before any password is
+// asked, every client of that host, address and encryption alike (a host
+// fenced or retired by its hba file, a config-management run gone
+// wrong). A refusal of the probe's role alone once the hba file lets it
+// through (a wrong password, 28P01; a role dropped or NOLOGIN, 28000)
+// proves nothing about the clients, which use roles of their own: the
+// host stays while the probe's open session works, and rule 3 takes it
+// down when pgdns must connect anew.
 func tryAdmission(ctx context.Context, cfg *pgx.ConnConfig) error {
 	c := &cfg.Config
 	ctx, cancel := withConnectTimeout(ctx, c)
 	defer cancel()
+	err := admitOnce(ctx, cfg, c.TLSConfig)
+	if !hbaRefusal(err) {
+		return err
+	}
+	for _, f := range c.Fallbacks {
+		if f.Host != c.Host || f.Port != c.Port || (f.TLSConfig == nil) == (c.TLSConfig == nil) {
+			continue
+		}
+		if err = admitOnce(ctx, cfg, f.TLSConfig); !hbaRefusal(err) {
+			return err
+		}
+		break
+	}
+	return notServing{err}
+}
+
+// hbaRefusal: err is PostgreSQL's refusal of a connection by pg_hba.conf
+// (28000, from ClientAuthentication before any authentication: "pg_hba.conf
+// rejects connection for host ..." for a reject line, "no pg_hba.conf
+// entry for host ..." for none). The message is the only mark 28000's
+// other uses lack; a server whose lc_messages is not English words it
+// otherwise, and its refusal proves nothing, as before (docs/decisions.md,
+// rule 3).
+func hbaRefusal(err error) bool {
+	var pgErr *pgconn.PgError
+	return err != nil && errors.As(err, &pgErr) && pgErr.Code == "28000" &&
+		(strings.HasPrefix(pgErr.Message, "pg_hba.conf rejects connection") || strings.HasPrefix(pgErr.Message, "no pg_hba.conf entry"))
+}
+
+// admitOnce is one admission attempt, asking for TLS with tc when it is
+// not nil.
+func admitOnce(ctx context.Context, cfg *pgx.ConnConfig, tc *tls.Config) error {
+	c := &cfg.Config
 	raw, err := dialServer(ctx, c)
 	if err != nil {
 		return unanswered(err)
@@ -352,8 +417,8 @@ func tryAdmission(ctx context.Context, cfg *pgx.ConnConfig) error {
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	a := &admitter{conn: conn}
-	if c.TLSConfig != nil {
-		if err := a.startTLS(ctx, cfg); err != nil {
+	if tc != nil {
+		if err := a.startTLS(ctx, cfg, tc); err != nil {
 			return conn.judge(err)
 		}
 	}
@@ -525,7 +590,7 @@ type admitter struct {
 // sslRequest is PostgreSQL's SSLRequest: length 8, code 80877103.
 var sslRequest = []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}
 
-func (a *admitter) startTLS(ctx context.Context, cfg *pgx.ConnConfig) error {
+func (a *admitter) startTLS(ctx context.Context, cfg *pgx.ConnConfig, tc *tls.Config) error {
 	if _, err := a.conn.Write(sslRequest); err != nil {
 		return err
 	}
@@ -535,11 +600,11 @@ func (a *admitter) startTLS(ctx context.Context, cfg *pgx.ConnConfig) error {
 	}
 	switch b[0] {
 	case 'S':
-		tc := tls.Client(a.conn, cfg.TLSConfig)
-		if err := tc.HandshakeContext(ctx); err != nil {
+		t := tls.Client(a.conn, tc)
+		if err := t.HandshakeContext(ctx); err != nil {
 			return err
 		}
-		a.conn = tc
+		a.conn = t
 		return nil
 	case 'N':
 		for _, f := range cfg.Fallbacks {

@@ -94,7 +94,10 @@ func TestAdmissionOfASilentServer(t *testing.T) {
 // Under sslmode=require the attempt asks for TLS as pgx does and sends
 // its startup packet inside it: a server whose pg_hba.conf rejects the
 // role over plaintext admits the attempt, and a plaintext attempt of the
-// same role is rejected (28000, which proves nothing about admission).
+// same role (sslmode=disable, whose session would be refused too) is a
+// refusal (review 8, R8-2). Under sslmode=prefer a role that pg_hba.conf
+// rejects over TLS only is admitted, as a client's connect is, by
+// plaintext after the TLS refusal.
 // One attempt in plaintext allocates a bounded, small amount (it was 160
 // allocations through pgx.ConnectConfig).
 func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: AllocsPerRun
@@ -103,10 +106,11 @@ func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: Allo
 	cl := pgtest.New(t, pgtest.Options{IPs: []string{bl.IP(1)},
 		Conf:  []string{"ssl = on", "ssl_cert_file = 'server.crt'", "ssl_key_file = 'server.key'", "log_connections = on"},
 		Files: map[string][]byte{"server.crt": certPEM, "server.key": keyPEM},
-		HBA:   []string{"hostnossl all guarded 127.0.0.0/8 reject"},
+		HBA:   []string{"hostnossl all guarded 127.0.0.0/8 reject", "hostssl all plain 127.0.0.0/8 reject"},
 	})
 	node := cl.Nodes[0]
 	node.Exec(t, "CREATE ROLE guarded LOGIN")
+	node.Exec(t, "CREATE ROLE plain LOGIN")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tlsChecker := pgCheckerOf(t, "user=guarded dbname=postgres sslmode=require", node.Addr())
@@ -118,8 +122,16 @@ func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: Allo
 	}
 	plain := pgCheckerOf(t, "user=guarded dbname=postgres sslmode=disable", node.Addr())
 	var pgErr *pgconn.PgError
-	if err := tryAdmission(ctx, plain.config()); !errors.As(err, &pgErr) || pgErr.Code != "28000" || definitive(err) {
-		t.Fatalf("admission in plaintext where pg_hba.conf rejects it: %v, want 28000, not definitive", err)
+	if err := tryAdmission(ctx, plain.config()); !errors.As(err, &pgErr) || pgErr.Code != "28000" || !errors.Is(err, ErrNotServing) {
+		t.Fatalf("admission in plaintext where pg_hba.conf rejects it: %v, want 28000, a refusal", err)
+	}
+	prefer := pgCheckerOf(t, "user=plain dbname=postgres sslmode=prefer", node.Addr())
+	if err := tryAdmission(ctx, prefer.config()); err != nil {
+		t.Fatalf("admission under sslmode=prefer where pg_hba.conf rejects TLS only: %v, want admitted in plaintext", err)
+	}
+	tlsOnly := pgCheckerOf(t, "user=plain dbname=postgres sslmode=require", node.Addr())
+	if err := tryAdmission(ctx, tlsOnly.config()); !errors.As(err, &pgErr) || pgErr.Code != "28000" || !errors.Is(err, ErrNotServing) {
+		t.Fatalf("admission under sslmode=require where pg_hba.conf rejects TLS: %v, want 28000, a refusal", err)
 	}
 
 	// The bare connect to a server with ssl on is answered 'S' and ends

@@ -401,6 +401,7 @@ type pgChecker struct {
 	admitting     chan error
 	admitStop     context.CancelFunc
 	reachedAt     time.Time // the last bare connect (reach), status "ready"
+	reaches       int       // reaches since the last that sent a startup packet
 	// The attempt under way is judged for silence (reachTry), the bound
 	// it was given, the slowest probe of the open session while it ran,
 	// and how many attempts in a row got no answer while the session was

@@ -189,10 +189,16 @@ func answerIPs(t *testing.T, m *dns.Msg) []string {
 // how long that took.
 func (e *env) waitFor(t *testing.T, name string, want []string) time.Duration {
 	t.Helper()
+	return e.waitWithin(t, 20*time.Second, name, want)
+}
+
+// waitWithin is waitFor with a bound of its own.
+func (e *env) waitWithin(t *testing.T, bound time.Duration, name string, want []string) time.Duration {
+	t.Helper()
 	want = slices.Sorted(slices.Values(want))
 	start := time.Now()
 	var got []string
-	if !testkit.Poll(20*time.Second, 20*time.Millisecond, func() bool {
+	if !testkit.Poll(bound, 20*time.Millisecond, func() bool {
 		m := e.query(t, "udp", name, dns.TypeA)
 		if m.Rcode != dns.RcodeSuccess {
 			return false

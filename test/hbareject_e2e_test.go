@@ -1,0 +1,119 @@
+package test
+
+// A replica whose pg_hba.conf is reloaded to refuse every connection
+// (review 8, R8-2): a "reject" line first, or no line that lets a TCP
+// connection in, then SIGHUP, what an operator does to fence or retire a
+// host, or a config-management run gone wrong. Every new session is
+// refused with 28000, pgdns's own included, while pgdns's open session
+// works. Before the fix the host stayed in replica.db.local for as long
+// as that session lived, with a probe role that reads postmaster.pid
+// ("ready": pgdns never sent a startup packet, and the bare connect ends
+// before pg_hba.conf is read) and with one that may not (its admission
+// attempt was refused with 28000, which proved nothing); a pgdns started
+// then marked the host down at once (rule 3).
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+// One cluster, two pgdns in front of it: one probing as postgres (which
+// reads postmaster.pid: reach, every third of which sends the startup
+// packet, is what checks), one as a role in pg_monitor only (a new
+// session every admission interval).
+func TestHostRefusedByItsHBALeaves(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
+	n2 := pg.Nodes[1]
+	pg.Nodes[0].Exec(t, "CREATE ROLE watcher LOGIN IN ROLE pg_monitor")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the role on the replica", func() (bool, bool) {
+		var ok bool
+		err := n2.QueryOnce(ctx, "SELECT count(*) = 1 FROM pg_roles WHERE rolname = 'watcher'", &ok)
+		return ok, err == nil && ok
+	})
+	pgdns := map[string]*env{
+		"status":   attach(t, pg, envOptions{}),
+		"sessions": attach(t, pg, envOptions{DSN: "user=watcher dbname=postgres sslmode=disable"}),
+	}
+	both := []string{pg.Nodes[1].IP, pg.Nodes[2].IP}
+	for _, e := range pgdns {
+		e.waitFor(t, "replica.db.local.", both)
+	}
+	hba, err := os.ReadFile(n2.Dir + "/pg_hba.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reload := func(t *testing.T, conf []byte) {
+		t.Helper()
+		if err := n2.WriteFile("pg_hba.conf", conf); err != nil {
+			t.Fatal(err)
+		}
+		if err := n2.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// leaves reloads n2 with conf and checks that a client's connect to
+	// n2 is refused with why, that every pgdns takes n2 out of
+	// replica.db.local with why in /v1/resolve's reason, and that n2 comes
+	// back once the old file is reloaded.
+	leaves := func(t *testing.T, why string, conf []byte) {
+		t.Helper()
+		reload(t, conf)
+		restored := false
+		defer func() {
+			if !restored {
+				reload(t, hba)
+			}
+		}()
+		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "a client refused by n2", func() (string, bool) {
+			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+			defer ccancel()
+			c, err := pgx.Connect(cctx, n2.DSN()+" connect_timeout=2")
+			if err == nil {
+				c.Close(cctx)
+				return "admitted", false
+			}
+			return err.Error(), strings.Contains(err.Error(), why)
+		})
+		for name, e := range pgdns {
+			t.Run(name, func(t *testing.T) {
+				// The status role sees it at the third reach at the latest:
+				// 12 s at the default admission interval, more under load.
+				took := e.waitWithin(t, 60*time.Second, "replica.db.local.", []string{pg.Nodes[2].IP})
+				var res string
+				if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
+					_, res = e.get(t, http.DefaultClient, "/v1/resolve?name="+url.QueryEscape("replica.db.local"), "")
+					return strings.Contains(res, `{"addr":"`+n2.Addr()+`","reason":"`) && strings.Contains(res, why)
+				}) {
+					t.Fatalf("/v1/resolve does not say n2 is out because %q: %s", why, res)
+				}
+				t.Logf("pgdns probing for %s took n2 out after %v", name, took)
+			})
+		}
+		reload(t, hba)
+		restored = true
+		for _, e := range pgdns {
+			e.waitWithin(t, 60*time.Second, "replica.db.local.", both)
+		}
+	}
+
+	t.Run("a reject line for every connection", func(t *testing.T) {
+		leaves(t, "pg_hba.conf rejects connection", append([]byte("host all all 0.0.0.0/0 reject\n"), hba...))
+	})
+	t.Run("no line for a TCP connection", func(t *testing.T) {
+		leaves(t, "no pg_hba.conf entry", []byte("local all all trust\n"))
+	})
+}
