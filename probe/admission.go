@@ -53,7 +53,9 @@ import (
 // which sends every client pgdns answers it to a refused connect while
 // pgdns's own session works. So while the status says "ready", the
 // checker still connects to the server's address now and then (reach:
-// at most once every reachIntervals admission intervals, 4 s by default)
+// at most once every reachIntervals admission intervals, 4 s by default;
+// every startupReaches-th time it sends the startup packet instead, as
+// below, since a backend reads pg_hba.conf only after it)
 // and waits for a backend's answer to an SSLRequest, then leaves: the
 // forked backend exits without a word in the log, no session is started,
 // and a connect refused or reset, or the "could not fork" of a postmaster
@@ -76,7 +78,8 @@ import (
 // attempt stops at the server's first reply, which is the refusal
 // (PostgreSQL refuses a session at the end of reading its startup
 // packet, in the forked backend, before it authenticates it) or a
-// request for a password. Under trust (or cert, peer) authentication
+// request for a password. A refusal by pg_hba.conf of the probe's own
+// connect is definitive (tryAdmission, hbaRefusal). Under trust (or cert, peer) authentication
 // there is nothing to stop at: the first reply, AuthenticationOk, comes
 // only after the backend has authenticated, and it goes on to load the
 // database's caches without reading the socket again, so leaving then
