@@ -2,7 +2,8 @@ package test
 
 // A probe role that may read server files learns that its server stopped
 // admitting sessions from postmaster.pid, in the probe's own statement:
-// no admission session is opened, and a smart shutdown is seen within one
+// no admission session is opened (beside the startup packet of every third
+// bare connect, review 8 R8-2), and a smart shutdown is seen within one
 // probe (probe/admission.go). A role without the grant, or whose grant is
 // revoked, is checked with new sessions as before.
 
@@ -86,8 +87,11 @@ func TestSmartShutdownSeenInTheProbeSession(t *testing.T) {
 		e := start(t, "reader")
 		before, logged := sessions(replica, "reader"), len(replica.Log())
 		time.Sleep(4500 * time.Millisecond) // 45 probes; 4 admission sessions at the default probe.admission_interval, 1 bare connect
-		if n := sessions(replica, "reader") - before; n != 0 {
-			t.Fatalf("sessions at rest: pgdns started %d sessions on the replica in 4.5 s, want none beside its probe session", n)
+		// Every third bare connect (one in 12 s) is a startup packet, to
+		// see a pg_hba.conf refusing pgdns (review 8, R8-2): under trust
+		// a whole session, so at most one here.
+		if n := sessions(replica, "reader") - before; n > 1 {
+			t.Fatalf("sessions at rest: pgdns started %d sessions on the replica in 4.5 s, want at most one (the startup packet of every third bare connect) beside its probe session", n)
 		}
 		// The bare connects (one every 4 s) are logged as received
 		// (log_connections), and nothing else.
@@ -95,13 +99,13 @@ func TestSmartShutdownSeenInTheProbeSession(t *testing.T) {
 			t.Fatalf("the replica's log at rest: want a bare connect received and no complaint, got:\n%s", log)
 		}
 		why, opened := stopSmartly(t, e, replica, "replica.db.local.", "reader")
-		if !strings.Contains(why, byStatus) || opened != 0 {
-			t.Fatalf("the replica's smart shutdown was seen by %q, with %d sessions opened; want %q and none", why, opened, byStatus)
+		if !strings.Contains(why, byStatus) || opened > 1 {
+			t.Fatalf("the replica's smart shutdown was seen by %q, with %d sessions opened; want %q and at most one (a bare connect's startup packet)", why, opened, byStatus)
 		}
 		e.waitFor(t, "replica.db.local.", []string{replica.IP})
 		why, opened = stopSmartly(t, e, primary, "primary.db.local.", "reader")
-		if !strings.Contains(why, byStatus) || opened != 0 {
-			t.Fatalf("the primary's smart shutdown was seen by %q, with %d sessions opened; want %q and none", why, opened, byStatus)
+		if !strings.Contains(why, byStatus) || opened > 1 {
+			t.Fatalf("the primary's smart shutdown was seen by %q, with %d sessions opened; want %q and at most one (a bare connect's startup packet)", why, opened, byStatus)
 		}
 		e.waitFor(t, "primary.db.local.", []string{primary.IP})
 	})
