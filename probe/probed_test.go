@@ -32,17 +32,24 @@ func pgCheckerOf(t *testing.T, dsn, addr string) *pgChecker {
 // has probed it once, so the checker holds an open connection, as between
 // two probes. The checker is closed, and ctx (which ends after within)
 // cancelled, when the test ends: after the test's own deferred calls, so a
-// Watch the test started is stopped before its checker closes.
+// Watch the test started is stopped before its checker closes. within
+// starts once that first probe is done: the first session to a server just
+// started is setup, not the test, and under load (a run queue of 40 on two
+// cores) it once took all of TestHistoryReadOnTheSession's 30 s ("probe
+// query: timed out"); it has a minute of its own.
 func probedNode(t *testing.T, within time.Duration) (*pgtest.Node, Checker, context.Context) {
 	t.Helper()
 	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
 	node := cl.Nodes[0]
 	c := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	t.Cleanup(cancel)
-	if _, err := c.Check(ctx); err != nil {
+	first, cancelFirst := context.WithTimeout(context.Background(), time.Minute)
+	_, err := c.Check(first)
+	cancelFirst()
+	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	t.Cleanup(cancel)
 	return node, c, ctx
 }
 
