@@ -131,7 +131,7 @@ func (c *pgChecker) admission(deadline time.Time) error {
 		return nil // asked never (probe.admission_interval: 0)
 	}
 	c.sinceAdmitted++
-	if err := c.admissionResult(); err != nil || c.admitting != nil {
+	if err := c.admissionResult(); err != nil || c.attempting() {
 		return err
 	}
 	if c.sinceAdmitted < admitProbes || time.Since(c.admittedAt) < c.admitEvery {
@@ -151,28 +151,37 @@ func (c *pgChecker) admission(deadline time.Time) error {
 // frozen or stuck leaves the kernel completing connects it never
 // answers), and every client pgdns sends there needs one. So now and
 // then it connects to the server's address, sends an SSLRequest and
-// waits for its one-byte answer (tryConnect), and judges a failure as a
-// refused session is judged: refused, reset or a fork failure is
-// definitive; no answer counts only twice in a row with the session fast
-// meanwhile. Read at the next probe, as admission's attempts are.
-func (c *pgChecker) reach(deadline time.Time) error {
-	if err := c.admissionResult(); err != nil || c.admitting != nil {
-		return err
+// waits for its one-byte answer (reach.go, or tryConnect for a host
+// name), and judges a failure as a refused session is judged: refused,
+// reset or a fork failure is definitive; no answer counts only twice in a
+// row with the session fast meanwhile. At most once every reachIntervals
+// admission intervals, while the last probe's status said "ready"; it
+// starts before the probe's query, so that the handshake's round trip
+// runs beside the probe's, and is read by that probe's afterProbe and
+// the ones after, until it has ended or its bound has passed.
+func (c *pgChecker) reach(deadline time.Time) {
+	if !c.ready || c.attempting() || time.Since(c.reachedAt) < reachIntervals*c.admitEvery {
+		return
 	}
-	if time.Since(c.reachedAt) < reachIntervals*c.admitEvery {
-		return nil
-	}
-	try := tryConnect
+	c.reachedAt = time.Now()
+	c.reachTry, c.reachBound, c.reachSlowest = true, c.boundOf(deadline), c.lastRTT
 	if c.reaches++; c.reaches >= startupReaches {
 		// pg_hba.conf is read after the SSLRequest's answer: now and
 		// then the startup packet goes too (review 8, R8-2).
-		c.reaches, try = 0, tryAdmission
+		c.reaches = 0
+		c.startAdmission(deadline, tryAdmission)
+		return
 	}
-	c.startAdmission(deadline, try)
-	c.reachedAt = time.Now()
-	c.reachTry, c.reachBound, c.reachSlowest = true, c.boundOf(deadline), c.lastRTT
-	return nil
+	if c.reachRaw = startRawConnect(c.host, c.port, c.reachBound); c.reachRaw != nil {
+		c.reachTry = false // a socket of our own, read by admissionResult
+		return
+	}
+	c.startAdmission(deadline, tryConnect) // a host name: dialed as the probe's session was
 }
+
+// attempting reports whether an admission attempt or a bare connect is
+// under way.
+func (c *pgChecker) attempting() bool { return c.admitting != nil || c.reachRaw != nil }
 
 // startupReaches: every this many reaches (12 s by default), the reach is
 // an admission attempt (tryAdmission: the startup packet read up to the
@@ -234,6 +243,21 @@ func (c *pgChecker) boundOf(deadline time.Time) time.Duration {
 // definitive error when it was refused as a stopping (or unreachable)
 // server refuses it, nil otherwise (c.admitting stays set while it runs).
 func (c *pgChecker) admissionResult() error {
+	if r := c.reachRaw; r != nil { // a bare connect on a socket of our own (reach.go)
+		done, err := r.poll()
+		if !done {
+			if try, by := r.handOver(); try != nil {
+				// An 'S' or an 'E': the rest on a goroutine, as tryConnect has it.
+				c.reachRaw = nil
+				c.startAdmission(by, try)
+				c.reachTry = true
+			}
+			c.reachSlowest = max(c.reachSlowest, c.lastRTT)
+			return nil
+		}
+		c.reachRaw = nil
+		return c.attempted(err, true)
+	}
 	if c.admitting == nil {
 		return nil
 	}
@@ -242,15 +266,23 @@ func (c *pgChecker) admissionResult() error {
 		c.admitting, c.admitStop = nil, nil
 		reached := c.reachTry
 		c.reachTry = false
-		if err != nil && (definitive(err) || errors.Is(err, ErrNotServing)) {
-			c.reachTimeouts = 0
-			return classify(fmt.Errorf("a new session was refused (the open one still works): %w", connectError(err)))
-		}
-		if reached {
-			return c.reachTimedOut(err)
-		}
+		return c.attempted(err, reached)
 	default:
 		c.reachSlowest = max(c.reachSlowest, c.lastRTT)
+	}
+	return nil
+}
+
+// attempted judges an attempt that ended with err, judged as a bare
+// connect's when reached: refused as a stopping (or unreachable) server
+// refuses it is definitive; no answer counts toward reachTimeoutsOut.
+func (c *pgChecker) attempted(err error, reached bool) error {
+	if err != nil && (definitive(err) || errors.Is(err, ErrNotServing)) {
+		c.reachTimeouts = 0
+		return classify(fmt.Errorf("a new session was refused (the open one still works): %w", connectError(err)))
+	}
+	if reached {
+		return c.reachTimedOut(err)
 	}
 	return nil
 }
@@ -293,6 +325,7 @@ var errStopping = notServing{errors.New(`the server is shutting down (postmaster
 // server is stopping, or when a new session was refused.
 func (c *pgChecker) afterProbe(by time.Time, asked bool) error {
 	col := c.row.values[statusColumn]
+	c.ready = false
 	if !c.rowStatus {
 		c.readsStatus = c.admitEvery > 0 && len(col) == 1 && col[0] == 't'
 		if !asked { // the grant was revoked under this probe (query)
@@ -306,7 +339,8 @@ func (c *pgChecker) afterProbe(by time.Time, asked bool) error {
 		// longer reads as expected), the next probe asks with a new
 		// session at once, not admitProbes probes later.
 		c.sinceAdmitted = admitProbes
-		return c.reach(by) // and is the path to it open?
+		c.ready = true
+		return c.admissionResult() // and is the path to it open? (reach: started before this probe's query)
 	case bytes.Equal(col, pmStatusStopping):
 		return errStopping
 	}
@@ -327,6 +361,10 @@ func privilegeLost(err error) bool {
 // stopAdmission ends the admission attempt under way, if any, and waits
 // for it: its connection is closed when this returns.
 func (c *pgChecker) stopAdmission() {
+	if c.reachRaw != nil {
+		c.reachRaw.close()
+		c.reachRaw = nil
+	}
 	if c.admitting == nil {
 		return
 	}
@@ -489,7 +527,13 @@ func tryConnect(ctx context.Context, cfg *pgx.ConnConfig) error {
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
 		return conn.judge(err)
 	}
-	switch b[0] {
+	return afterAnswer(ctx, conn, cfg, b[0])
+}
+
+// afterAnswer ends a bare connect whose server answered the SSLRequest
+// with answer, on conn (tryConnect; reach.go's socket, handed over).
+func afterAnswer(ctx context.Context, conn net.Conn, cfg *pgx.ConnConfig, answer byte) error {
+	switch answer {
 	case 'N':
 		// A plain close (FIN), not a reset (SO_LINGER 0): a reset makes
 		// the backend log "could not receive data from client:
@@ -503,7 +547,7 @@ func tryConnect(ctx context.Context, cfg *pgx.ConnConfig) error {
 	case 'E':
 		return forkFailure(conn)
 	}
-	return fmt.Errorf("unexpected answer %q to an SSLRequest", b[0])
+	return fmt.Errorf("unexpected answer %q to an SSLRequest", answer)
 }
 
 // leaveTLS makes the handshake a server began by answering 'S' and ends

@@ -407,13 +407,15 @@ type pgChecker struct {
 	// and how many attempts in a row got no answer while the session was
 	// fast (reachTimedOut).
 	reachTry      bool
+	reachRaw      *rawConnect // the bare connect under way on a socket of our own (reach.go)
 	reachBound    time.Duration
 	reachSlowest  time.Duration
 	reachTimeouts int
 	// readsStatus: the session's role may read server files, so its
 	// probes run probeStatusSQL, whose status column tells admission
-	// (admission.go); rowStatus: the last row is probeStatusSQL's.
-	readsStatus, rowStatus bool
+	// (admission.go); rowStatus: the last row is probeStatusSQL's; ready:
+	// its status said "ready" (the next probe may reach).
+	readsStatus, rowStatus, ready bool
 	// replica: the last probe found the server in recovery, so the next
 	// may run a replica variant of the statement (statement); lastRTT is
 	// the last probe's round trip.
@@ -535,6 +537,8 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 			return err
 		}
 		asked = true
+	} else {
+		c.reach(by) // a bare connect beside the query, when one is due
 	}
 	if cut == nil {
 		if start, end, err = c.query(ctx, by); err != nil {
@@ -766,8 +770,8 @@ func (c *pgChecker) connect(ctx context.Context) error {
 	}
 	c.admittedAt, c.sinceAdmitted = time.Now(), 0
 	c.connectedAt = c.admittedAt
-	c.readsStatus = false // its role's privilege is read by its first probe
-	c.replica = false     // and the server's role
+	c.readsStatus, c.ready = false, false // its role's privilege (and status) is read by its first probe
+	c.replica = false                     // and the server's role
 	if err := c.prepare(ctx, pc); err != nil {
 		if f := socketFailure(pc.Conn()); f != nil && !definitive(err) {
 			err = f

@@ -25,6 +25,8 @@
 //	admission.go  check: whether a server stopping smartly admits sessions
 //	shadow.go     check: role/database settings that hide the server's drain
 //	socket.go     check: the socket's own failure, which pgx may drop
+//	reach.go      check: a bare connect without a goroutine (Linux)
+//	reachdial.go  check: elsewhere, every bare connect dialed
 //	dsn.go        check: the probe DSN, one connection config per host
 //	classify.go   classify: whether a failure proves the server not serving
 //	timelines.go  record: what a sample teaches of timeline histories
