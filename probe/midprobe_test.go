@@ -113,9 +113,7 @@ func TestProbeSurvivesItsSessionsEndMidQuery(t *testing.T) {
 		if _, err := c.Check(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_stat_replication IN ACCESS EXCLUSIVE MODE"); err != nil {
-			t.Fatal(err)
-		}
+		holdProbes(t, ctx, locker)
 	}
 	unlock := func() {
 		t.Helper()

@@ -53,10 +53,9 @@ func probedNode(t *testing.T, within time.Duration) (*pgtest.Node, Checker, cont
 	return node, c, ctx
 }
 
-// lockProbedView holds a lock on a view the probe query reads, in a
-// transaction of its own session, which it returns: a probe then waits in
-// its query (and a new session in its startup) until that session rolls
-// back or the test ends.
+// lockProbedView holds the probe in its query (and a new session in its
+// startup) until the session it returns rolls back or the test ends: see
+// holdProbes.
 func lockProbedView(t *testing.T, ctx context.Context, node *pgtest.Node) *pgx.Conn {
 	t.Helper()
 	locker, err := pgx.Connect(ctx, node.DSN())
@@ -64,10 +63,27 @@ func lockProbedView(t *testing.T, ctx context.Context, node *pgtest.Node) *pgx.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { locker.Close(context.Background()) })
-	if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_stat_replication IN ACCESS EXCLUSIVE MODE"); err != nil {
+	holdProbes(t, ctx, locker)
+	return locker
+}
+
+// holdProbes makes the next probe of a session as postgres wait on a lock,
+// in a transaction of locker's that it leaves open. The probe's statements
+// read functions only, no relation a test could lock (a primary whose
+// senders pgdns knows reads pg_stat_get_wal_senders() alone, 7e0cf12), but
+// each probe asks pg_has_role, whose check of the session's role reads
+// pg_authid when its cached row was invalidated: an ALTER ROLE of that role
+// that changes nothing invalidates it in every session, and pg_authid
+// locked exclusively then holds the probe (wait_event_type 'Lock') and any
+// new session's authentication.
+func holdProbes(t *testing.T, ctx context.Context, locker *pgx.Conn) {
+	t.Helper()
+	if _, err := locker.Exec(ctx, "ALTER ROLE postgres CONNECTION LIMIT -1"); err != nil {
 		t.Fatal(err)
 	}
-	return locker
+	if _, err := locker.Exec(ctx, "BEGIN; LOCK TABLE pg_catalog.pg_authid IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // wantNotServing waits up to within for the error of a Check or Watch on
