@@ -91,7 +91,13 @@ func (a *API) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		a.forgetFork(w, r)
 		return
 	}
-	q := r.URL.Query()
+	// An admin action changes what pgdns knows, so ambiguous input is
+	// refused, not read as its first value (review 8, R8-7).
+	q, err := params(r, "cluster", "timeline")
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+		return
+	}
 	cluster := q.Get("cluster")
 	tl, err := strconv.ParseUint(q.Get("timeline"), 10, 32)
 	if cluster == "" || err != nil || tl == 0 {
@@ -133,7 +139,11 @@ func bearerToken(h string) (string, bool) {
 
 // forgetFork answers an authenticated POST /v1/admin/forget-fork?cluster=C&host=H.
 func (a *API) forgetFork(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, err := params(r, "cluster", "host")
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: err.Error()})
+		return
+	}
 	cluster, host := q.Get("cluster"), q.Get("host")
 	var missing []string
 	if cluster == "" {

@@ -32,7 +32,8 @@ func (o adminOps) ForgetTimeline(ctx context.Context, cluster string, tl uint32)
 	case errors.Is(err, probe.ErrUnknownCluster):
 		err = httpapi.ErrNoSuchCluster
 	case errors.Is(err, probe.ErrTimelineNotKnown):
-		err = fmt.Errorf("%w: %v", httpapi.ErrTimelineNotProven, err)
+		// The same words as the probe's: keep them once.
+		err = fmt.Errorf("%w%s", httpapi.ErrTimelineNotProven, strings.TrimPrefix(err.Error(), probe.ErrTimelineNotKnown.Error()))
 	}
 	return before, after, err
 }
