@@ -354,6 +354,7 @@ const probeTail = `
   pg_catalog.current_setting('cluster_name'),
   pg_catalog.current_setting('default_transaction_read_only'),
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_flush_lsn()::pg_catalog.text END,
+  ` + everyRoleSQL + `,
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce((pg_catalog.pg_stat_get_wal_receiver()).received_tli, -1) ELSE 0 END::bigint`
 
 const probeFrom = `
@@ -444,6 +445,12 @@ type pgChecker struct {
 	connectedAt time.Time
 	shadow      string
 	roShadow    string
+	// The settings every role's new sessions get (ALTER ROLE ALL SET) as
+	// the session's start saw them (everyRoleSQL): everyRoleKnown once
+	// read; everyRoleMoved once a probe read another, so the session no
+	// longer shows what a new one gets and is reopened.
+	everyRole                      int64
+	everyRoleKnown, everyRoleMoved bool
 
 	// alarm cuts the session's waits short: a kick between probes, the
 	// end of the context of a probe or a Watch (session.go).
@@ -497,10 +504,11 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 	// asked: admission was asked before the query, or need not be (a
 	// session opened by this probe was admitted just now).
 	asked := c.sess == nil
-	if c.sess != nil && (c.sess.ended() || (c.shadow != "" || c.roShadow != "") && time.Since(c.connectedAt) >= shadowReopen) {
+	if c.sess != nil && (c.sess.ended() || c.everyRoleMoved || (c.shadow != "" || c.roShadow != "") && time.Since(c.connectedAt) >= shadowReopen) {
 		// Ended since the last probe (seen by a wait between probes, or
 		// a history read that gave up), or due for a new session that
-		// shows whether its settings still hide the server's.
+		// shows whether its settings still hide the server's, or that
+		// gets every role's settings as they are now (shadow.go).
 		c.Close()
 	}
 	var start, end time.Time
@@ -574,6 +582,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 	if err := parseProbeRow(&c.row, s); err != nil {
 		return fmt.Errorf("probe query: %w", err)
 	}
+	c.everyRoleSeen(c.row.values[everyRoleColumn])
 	if err := c.afterProbe(by, asked); err != nil {
 		c.Close() // a server stopping smartly waits for every open session to end
 		return err

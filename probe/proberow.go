@@ -72,11 +72,13 @@ const SourcesSQL = sourcesSQL
 // probeColumns is the number of columns of probeSQL and probeStatusSQL;
 // the last (statusColumn) is where they differ.
 const (
-	probeColumns = 23
+	probeColumns = 24
 	statusColumn = probeColumns - 1
 	// timelineAgainColumn is a replica's receiver timeline read after
 	// its replay position (probeSQL); 0 on a primary.
 	timelineAgainColumn = statusColumn - 1
+	// everyRoleColumn is everyRoleSQL's (shadow.go).
+	everyRoleColumn = timelineAgainColumn - 1
 )
 
 // standbysColumn is the column of the primary's WAL senders, which the

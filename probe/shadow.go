@@ -2,6 +2,7 @@ package probe
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +30,8 @@ import (
 // end: a writable server with it on refuses writes (zone does not answer
 // it as primary), and what counts is what the applications' sessions get.
 // A setting for every role (ALTER ROLE ALL SET) is theirs as much as
-// pgdns's: the session's value is it. One bound to pgdns's role or to its
+// pgdns's: the session's value is it, and a change of it has the session
+// reopened (everyRoleSQL). One bound to pgdns's role or to its
 // database (ALTER ROLE pgdns SET, ALTER DATABASE ... SET), or set by the
 // probe's connection options, is pgdns's own: it says nothing of the
 // applications' sessions and hides the server's value (a read-only probe
@@ -56,7 +58,26 @@ const sourcesSQL = `SELECT d.setdatabase OPERATOR(pg_catalog.<>) 0::pg_catalog.o
     AND d.setrole OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
       (SELECT oid FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) session_user)])
     AND pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) OPERATOR(pg_catalog.=) ANY (ARRAY['pgdns.drain', 'pgdns.offline', 'default_transaction_read_only'])
+UNION ALL SELECT NULL, NULL, (` + everyRoleSQL + `)::pg_catalog.text
   ORDER BY 1, 2, 3`
+
+// everyRoleSQL is a hash of the settings of every role in every database
+// (ALTER ROLE ALL SET; pg_db_role_setting's row of no role and no
+// database, readable by any role), 0 without any. PostgreSQL applies
+// them when a session starts (process_settings: they outrank the
+// configuration file, and are outranked by a database's, a role's and
+// the client's), so the probe's session, open for hours, keeps the ones
+// it started with: ALTER ROLE ALL SET default_transaction_read_only = on,
+// a fence of every new session, would never be seen by it, nor its
+// RESET, nor a pgdns.drain set so (review 8, R8-5). sourcesSQL reads the
+// hash when the session starts, every probe statement reads it again
+// (one index lookup of a catalog of a few rows), and a probe that finds
+// another has the session reopened before the next probe, which then
+// shows what a new session gets. Only the row of every role in every
+// database is the applications' for sure: a database's or pgdns's role's
+// is pgdns's own (see above), and is re-read every shadowReopen anyway.
+const everyRoleSQL = `coalesce((SELECT pg_catalog.hashtext(d.setconfig::pg_catalog.text) FROM pg_catalog.pg_db_role_setting d
+    WHERE d.setdatabase OPERATOR(pg_catalog.=) 0::pg_catalog.oid AND d.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid), 0)::bigint`
 
 // settingOrigins names a role/database setting by where it is bound
 // (database, role), as an operator sets it.
@@ -91,9 +112,14 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 	if cs := clientShadow(c.configs.base.RuntimeParams, readOnlySetting); cs != "" {
 		readOnly = append(readOnly, cs)
 	}
+	c.everyRoleKnown, c.everyRoleMoved = false, false
 	for rr.NextRow() {
 		v := rr.Values()
 		if len(v) != 3 {
+			continue
+		}
+		if v[0] == nil { // everyRoleSQL's row
+			c.everyRoleSeen(v[2])
 			continue
 		}
 		db, role := string(v[0]) == "t", string(v[1]) == "t"
@@ -130,4 +156,18 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// everyRoleSeen takes v, everyRoleSQL's hash as a statement of c's
+// session read it: the first read of the session is what its start saw;
+// another, once read, has the session reopened before the next probe.
+func (c *pgChecker) everyRoleSeen(v []byte) {
+	h, err := strconv.ParseInt(string(v), 10, 64)
+	switch {
+	case err != nil:
+	case !c.everyRoleKnown:
+		c.everyRole, c.everyRoleKnown = h, true
+	case h != c.everyRole:
+		c.everyRoleMoved = true
+	}
 }
