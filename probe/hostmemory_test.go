@@ -92,8 +92,11 @@ func TestSessionBytesPerHost(t *testing.T) {
 	// 4,190 with the row's copy (3,850 and 4,230 under -race); 3,430
 	// once the host's config is made for each connect. The row's copy
 	// and noise under load overlap: the row read in place is checked
-	// below, and the bound catches a buffer of a KiB per session.
-	bound := 4100.0
+	// below, and the bound catches a buffer of a KiB per session. At
+	// 8878f68, whose sessions prepare six statements (7e0cf12) of a
+	// column more (8878f68): 3,860 bytes (3,820 under -race) at load 3,
+	// 4,161 once at load 30, over a bound of 4,100 then.
+	bound := 4600.0
 	if perHost > bound {
 		t.Errorf("a probed host's checker and session keep %.0f bytes, want at most %.0f: is a per-session copy or buffer back?", perHost, bound)
 	}
