@@ -24,34 +24,20 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// One cluster, two pgdns in front of it: one probing as postgres (which
+// One cluster, two pgdns in front of it (twoRoles): one probing as postgres (which
 // reads postmaster.pid: reach, every third of which sends the startup
 // packet, is what checks), one as a role in pg_monitor only (a new
 // session every admission interval).
 func TestHostRefusedByItsHBALeaves(t *testing.T) {
 	t.Parallel()
-	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
-	n2 := pg.Nodes[1]
-	pg.Nodes[0].Exec(t, "CREATE ROLE watcher LOGIN IN ROLE pg_monitor")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the role on the replica", func() (bool, bool) {
-		var ok bool
-		err := n2.QueryOnce(ctx, "SELECT count(*) = 1 FROM pg_roles WHERE rolname = 'watcher'", &ok)
-		return ok, err == nil && ok
-	})
-	pgdns := map[string]*env{
-		"status":   attach(t, pg, envOptions{}),
-		"sessions": attach(t, pg, envOptions{DSN: "user=watcher dbname=postgres sslmode=disable"}),
-	}
+	pg, pgdns := twoRoles(t, ctx)
+	n2 := pg.Nodes[1]
 	both := []string{pg.Nodes[1].IP, pg.Nodes[2].IP}
-	for _, e := range pgdns {
-		e.waitFor(t, "replica.db.local.", both)
-	}
 	hba, err := os.ReadFile(n2.Dir + "/pg_hba.conf")
 	if err != nil {
 		t.Fatal(err)
