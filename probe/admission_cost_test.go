@@ -19,16 +19,7 @@ import (
 // session, the dearest case for pgdns): its time and allocations.
 func BenchmarkAdmissionAttempt(b *testing.B) {
 	cl := pgtest.New(b, pgtest.Options{IPs: pgtest.Addrs(b).IPs(1)})
-	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cc, err := newChecker(cl.Nodes[0].Addr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cc.Close()
-	c := cc.(*pgChecker)
+	c := pgCheckerOf(b, "user=postgres dbname=postgres sslmode=disable", cl.Nodes[0].Addr())
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -14,7 +14,7 @@ import (
 )
 
 // pgCheckerOf is the checker of addr with dsn, closed when the test ends.
-func pgCheckerOf(t *testing.T, dsn, addr string) *pgChecker {
+func pgCheckerOf(t testing.TB, dsn, addr string) *pgChecker {
 	t.Helper()
 	newChecker, err := PostgresCheckers(dsn)
 	if err != nil {

@@ -271,16 +271,7 @@ func TestBareConnectMovedByItsProbes(t *testing.T) {
 // measured first and taken off.
 func BenchmarkBareConnect(b *testing.B) {
 	cl := pgtest.New(b, pgtest.Options{IPs: pgtest.Addrs(b).IPs(1)})
-	newChecker, err := PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cc, err := newChecker(cl.Nodes[0].Addr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cc.Close()
-	c := cc.(*pgChecker)
+	c := pgCheckerOf(b, "user=postgres dbname=postgres sslmode=disable", cl.Nodes[0].Addr())
 	const pace = 10 * time.Millisecond // back to back, connects outrun the postmaster's forks and SYNs drop
 	pacing := func() time.Duration {
 		before := processCPU()
