@@ -66,6 +66,8 @@ type hostLoop struct {
 	// lastStart is when the last probe started.
 	notBefore, lastStart time.Time
 	opened               *opening // the first probe's slot, until it is done (takeOpening)
+
+	done func(took time.Duration, err error) // records each probe (Hooks.HostProbes), or nil
 }
 
 // startHost makes the host's checker and its loop; nil when there is no
@@ -81,6 +83,9 @@ func (p *Prober) startHost(ctx context.Context, ci, hi int, addr string) *hostLo
 	h := &hostLoop{ci: ci, hi: hi, flat: p.flatIndex(ci, hi), addr: addr, checker: checker}
 	if w, ok := checker.(waiter); ok {
 		p.wakeups[h.flat].Store(w.wakeup()) // a kick cuts the wait on the session (rounds.go)
+	}
+	if hook := p.cfg.Hooks.HostProbes; hook != nil {
+		h.done = hook(p.state[ci].Name, addr)
 	}
 	h.tick.reset(p.cfg.Interval)
 	h.opened = p.takeOpening(ctx) // the first probe opens the session: a bounded number at once
@@ -110,7 +115,7 @@ func (p *Prober) due(h *hostLoop) bool {
 //go:noinline
 func (p *Prober) probeTurn(ctx context.Context, h *hostLoop, kicked bool) bool {
 	var err error
-	h.lastStart, err = p.probe(ctx, h.checker, h.ci, h.hi, h.addr, kicked)
+	h.lastStart, err = p.probe(ctx, h, kicked)
 	if h.opened != nil {
 		h.opened.release()
 		h.opened = nil
@@ -208,20 +213,23 @@ func (o *opening) free() { o.once.Do(func() { <-o.p.opening }) }
 // 28: stacks were a fifth of pgdns's memory at a thousand hosts).
 // probe/goroutines_test.go's TestHostStack measures both.
 
-// probe probes the host once, tells Hooks.ProbeDone and sends the result
-// (unless ctx ended meanwhile); it returns when it started and how it
-// failed.
+// probe probes the host once, tells the hooks (the host's HostProbes
+// function, ProbeDone) and sends the result (unless ctx ended meanwhile);
+// it returns when it started and how it failed.
 //
 //go:noinline
-func (p *Prober) probe(ctx context.Context, checker Checker, ci, hi int, addr string, kicked bool) (time.Time, error) {
-	r := &p.outbox[p.flatIndex(ci, hi)]
-	r.cluster, r.host, r.started, r.ticked = ci, hi, time.Now(), !kicked
-	r.err = checkWithin(ctx, checker, p.cfg.Timeout, &r.sample)
+func (p *Prober) probe(ctx context.Context, h *hostLoop, kicked bool) (time.Time, error) {
+	r := &p.outbox[h.flat]
+	r.cluster, r.host, r.started, r.ticked = h.ci, h.hi, time.Now(), !kicked
+	r.err = checkWithin(ctx, h.checker, p.cfg.Timeout, &r.sample)
 	if ctx.Err() != nil {
 		return r.started, r.err
 	}
+	if h.done != nil {
+		h.done(time.Since(r.started), r.err)
+	}
 	if hook := p.cfg.Hooks.ProbeDone; hook != nil {
-		hook(p.state[ci].Name, addr, time.Since(r.started), r.err)
+		hook(p.state[h.ci].Name, h.addr, time.Since(r.started), r.err)
 	}
 	p.send(ctx, r)
 	return r.started, r.err

@@ -46,6 +46,11 @@ type Config struct {
 type Hooks struct {
 	// ProbeDone is called after every probe of a host.
 	ProbeDone func(cluster, addr string, took time.Duration, err error)
+	// HostProbes, when set, is called once for each host as its loop
+	// starts; the function it returns (nil: none) is called after every
+	// probe of that host, as ProbeDone is, by a host that keeps it rather
+	// than finding its counters by name on each probe.
+	HostProbes func(cluster, addr string) func(took time.Duration, err error)
 	// RoleChanged is called once per change of a host's role.
 	RoleChanged func(cluster, addr string, from, to zone.Role)
 	// SplitBrain is called once each time a cluster enters split brain.

@@ -216,7 +216,10 @@ func TestHTTPAgainstRealCluster(t *testing.T) {
 					return false
 				}
 			}
-			return true
+			// Each probe is counted by the host's own counters
+			// (probe.Hooks.HostProbes), made at zero as the host's loop
+			// starts.
+			return !strings.Contains(body, `pgdns_host_probes_total{cluster="main",host="`+r1+`:5432"} 0`+"\n")
 		})
 	})
 	paused.Exec(t, "SELECT pg_wal_replay_resume()")

@@ -201,7 +201,7 @@ func (a *App) startProber(cfg *config.Config, active bool, remembered map[string
 	}
 	pcfg := probe.Config{
 		Interval: cfg.Probe.Interval, Timeout: cfg.Probe.Timeout, MaxFails: cfg.Probe.MaxFails,
-		Hooks: probe.Hooks{ProbeDone: a.metrics.ProbeDone, RoleChanged: a.metrics.RoleChanged, SplitBrain: a.metrics.SplitBrain,
+		Hooks: probe.Hooks{HostProbes: a.metrics.HostProbes, RoleChanged: a.metrics.RoleChanged, SplitBrain: a.metrics.SplitBrain,
 			LeaderUnsure: a.kickDiscovery, Published: a.published},
 		Inactive: !active,
 

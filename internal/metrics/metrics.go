@@ -130,10 +130,20 @@ func (m *Metrics) DNSLocality(l zone.Locality) {
 	}
 }
 
-// ProbeDone records one probe: it allocates nothing and takes no lock
-// once the host has been seen (it runs on every probe of every host).
+// ProbeDone records one probe of the host, found by name.
 func (m *Metrics) ProbeDone(cluster, host string, took time.Duration, err error) {
-	h := m.fleet.host(cluster, host)
+	m.fleet.host(cluster, host).probeDone(took, err)
+}
+
+// HostProbes returns what records each probe of the host
+// (probe.Hooks.HostProbes): the host's loop keeps it, so a probe finds
+// its counters without hashing two names into a map (5% of the probe's
+// CPU at 1,000 hosts, issue 28). It allocates nothing and takes no lock.
+func (m *Metrics) HostProbes(cluster, host string) func(took time.Duration, err error) {
+	return m.fleet.host(cluster, host).probeDone
+}
+
+func (h *hostStats) probeDone(took time.Duration, err error) {
 	h.probes.Add(1)
 	h.cluster.duration.observe(took.Seconds())
 	if err != nil {

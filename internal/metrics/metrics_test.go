@@ -92,9 +92,53 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// TestHostProbes: the function a host's loop keeps counts its probes in
+// the counters ProbeDone finds by name, and allocates nothing.
+func TestHostProbes(t *testing.T) {
+	m := New(zone.NewTable())
+	done := m.HostProbes("main", "10.0.0.1:5432")
+	if out := scrape(t, m); !strings.Contains(out, `pgdns_host_probes_total{cluster="main",host="10.0.0.1:5432"} 0`+"\n") {
+		t.Error("a host whose loop started is not on the page at zero")
+	}
+	done(2*time.Millisecond, nil)
+	done(time.Second, errors.New("refused"))
+	m.ProbeDone("main", "10.0.0.1:5432", time.Millisecond, nil)
+	out := scrape(t, m)
+	for _, want := range []string{
+		`pgdns_host_probes_total{cluster="main",host="10.0.0.1:5432"} 3`,
+		`pgdns_probe_failures_total{cluster="main",host="10.0.0.1:5432"} 1`,
+		`pgdns_probe_duration_seconds_count{cluster="main"} 3`,
+		`pgdns_probe_duration_seconds_bucket{cluster="main",le="0.0025"} 2`,
+		`pgdns_probe_errors_total{class="other",cluster="main"} 1`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("no %s", want)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { done(time.Millisecond, nil) }); a != 0 {
+		t.Errorf("a probe recorded allocates %v times", a)
+	}
+}
+
 // BenchmarkProbeDone: recording one good probe of one of a thousand
-// hosts, as every probe does.
+// hosts, as every probe does, by the function the host's loop keeps
+// (HostProbes).
 func BenchmarkProbeDone(b *testing.B) {
+	m := New(zone.NewTable())
+	hosts := make([]func(time.Duration, error), 1000)
+	for i := range hosts {
+		hosts[i] = m.HostProbes("main", fmt.Sprintf("10.0.%d.%d:5432", i/250, i%250+1))
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		hosts[i%len(hosts)](time.Millisecond, nil)
+		i++
+	}
+}
+
+// BenchmarkProbeDoneByName: ProbeDone, which finds the host by name.
+func BenchmarkProbeDoneByName(b *testing.B) {
 	m := New(zone.NewTable())
 	hosts := make([]string, 1000)
 	for i := range hosts {
