@@ -316,6 +316,12 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 	params := map[int][]uint32{probeKind: ans.params, statusKind: ans.params, knownKind: ans.params, knownStatusKind: ans.params}
 	primaryRow, primaryStatusRow := ans.row, statusRow
 	knownRow, knownStatusRow := ans.row, statusRow // the known variants' (knownStandbysSQL)
+	// The row each probe statement's Execute sends, by kind, as it is
+	// now (a Bind may change the primary's and the known variants');
+	// none for probe.SourcesSQL, which has no rows.
+	rows := [...]*[][]byte{probeKind: &primaryRow, statusKind: &primaryStatusRow,
+		replicaKind: &replicaRow, replicaStatusKind: &replicaStatusRow,
+		knownKind: &knownRow, knownStatusKind: &knownStatusRow, sourcesKind: nil}
 	var bound [2]string
 	failed := false // an error in the extended protocol: skip to Sync
 	fail := func(code, text string) {
@@ -414,33 +420,12 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				fail("34000", fmt.Sprintf("portal %q does not exist", m.Portal))
 				continue
 			}
-			switch portalKind {
-			case sourcesKind:
-				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")})
-			case statusKind:
+			if row := rows[portalKind]; row != nil {
 				probesRun.Add(1)
-				be.Send(&pgproto3.DataRow{Values: primaryStatusRow})
+				be.Send(&pgproto3.DataRow{Values: *row})
 				be.Send(complete)
-			case replicaKind:
-				probesRun.Add(1)
-				be.Send(&pgproto3.DataRow{Values: replicaRow})
-				be.Send(complete)
-			case replicaStatusKind:
-				probesRun.Add(1)
-				be.Send(&pgproto3.DataRow{Values: replicaStatusRow})
-				be.Send(complete)
-			case knownKind:
-				probesRun.Add(1)
-				be.Send(&pgproto3.DataRow{Values: knownRow})
-				be.Send(complete)
-			case knownStatusKind:
-				probesRun.Add(1)
-				be.Send(&pgproto3.DataRow{Values: knownStatusRow})
-				be.Send(complete)
-			default:
-				probesRun.Add(1)
-				be.Send(&pgproto3.DataRow{Values: primaryRow})
-				be.Send(complete)
+			} else {
+				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")}) // sourcesKind
 			}
 			portal = false // an unnamed portal runs to completion once
 		case *pgproto3.Close:
