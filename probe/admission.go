@@ -137,8 +137,12 @@ func (c *pgChecker) admission(deadline time.Time) error {
 	if c.sinceAdmitted < admitProbes || time.Since(c.admittedAt) < c.admitEvery {
 		return nil
 	}
-	c.startAdmission(deadline, tryAdmission)
 	c.sinceAdmitted, c.admittedAt = 0, time.Now()
+	if c.trialDue(c.admittedAt) {
+		c.startTrial(deadline) // a whole session start now and then (trial.go)
+		return nil
+	}
+	c.startAdmission(deadline, tryAdmission)
 	c.reachTry, c.reachBound, c.reachSlowest = true, c.boundOf(deadline), c.lastRTT // its silence is judged as reach's
 	return nil
 }
@@ -169,6 +173,10 @@ func (c *pgChecker) reach(deadline time.Time) {
 		// pg_hba.conf is read after the SSLRequest's answer: now and
 		// then the startup packet goes too (review 8, R8-2).
 		c.reaches = 0
+		if c.trialDue(c.reachedAt) {
+			c.startTrial(deadline) // and past authentication, now and then (trial.go; R8-6)
+			return
+		}
 		c.startAdmission(deadline, tryAdmission)
 		return
 	}
@@ -673,20 +681,7 @@ const maxAdmissionMessage = 1 << 16
 // exchange writes the startup packet and reads until the first decisive
 // message.
 func (a *admitter) exchange(cfg *pgx.ConnConfig) error {
-	b := make([]byte, 8, 256)
-	binary.BigEndian.PutUint32(b[4:], 196608) // protocol 3.0
-	b = append(append(append(b, "user"...), 0), cfg.User...)
-	b = append(b, 0)
-	if cfg.Database != "" {
-		b = append(append(append(b, "database"...), 0), cfg.Database...)
-		b = append(b, 0)
-	}
-	for k, v := range cfg.RuntimeParams {
-		b = append(append(append(b, k...), 0), v...)
-		b = append(b, 0)
-	}
-	b = append(b, 0)
-	binary.BigEndian.PutUint32(b, uint32(len(b)))
+	b := startupPacket(cfg)
 	if _, err := a.conn.Write(b); err != nil {
 		return err
 	}
@@ -727,6 +722,26 @@ func (a *admitter) exchange(cfg *pgx.ConnConfig) error {
 			return fmt.Errorf("unexpected message %q in a new session", typ)
 		}
 	}
+}
+
+// startupPacket is the startup packet of the probe's session (cfg): its
+// user, database and every runtime parameter.
+func startupPacket(cfg *pgx.ConnConfig) []byte {
+	b := make([]byte, 8, 256)
+	binary.BigEndian.PutUint32(b[4:], 196608) // protocol 3.0
+	b = append(append(append(b, "user"...), 0), cfg.User...)
+	b = append(b, 0)
+	if cfg.Database != "" {
+		b = append(append(append(b, "database"...), 0), cfg.Database...)
+		b = append(b, 0)
+	}
+	for k, v := range cfg.RuntimeParams {
+		b = append(append(append(b, k...), 0), v...)
+		b = append(b, 0)
+	}
+	b = append(b, 0)
+	binary.BigEndian.PutUint32(b, uint32(len(b)))
+	return b
 }
 
 // next reads one message: its type and body (valid until the next call).

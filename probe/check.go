@@ -401,8 +401,10 @@ type pgChecker struct {
 	sinceAdmitted int
 	admitting     chan error
 	admitStop     context.CancelFunc
-	reachedAt     time.Time // the last bare connect (reach), status "ready"
-	reaches       int       // reaches since the last that sent a startup packet
+	reachedAt     time.Time  // the last bare connect (reach), status "ready"
+	reaches       int        // reaches since the last that sent a startup packet
+	trialNext     time.Time  // when the next whole session start is due (trial.go)
+	scram         *scramKeys // the SCRAM keys the last trial derived (trial.go)
 	// The attempt under way is judged for silence (reachTry), the bound
 	// it was given, the slowest probe of the open session while it ran,
 	// and how many attempts in a row got no answer while the session was
@@ -831,6 +833,11 @@ func connectError(err error) error {
 			"hosts must be the PostgreSQL servers themselves", err: err}
 	}
 	msg := err.Error()
+	if pgErr != nil && strings.HasPrefix(msg, "failed to connect") {
+		// The server's message whole: it may hold ": " itself (`could
+		// not access file "x": No such file or directory`, R8-6).
+		return shortError{msg: "connect: " + pgErr.Message + " (SQLSTATE " + pgErr.Code + ")", err: err}
+	}
 	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.HasPrefix(msg, "failed to connect") {
 		return shortError{msg: "connect: " + msg[i+2:], err: err}
 	}

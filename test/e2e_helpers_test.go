@@ -49,6 +49,7 @@ type envOptions struct {
 	NameServers []string
 	State       string // state.path, default "" (memory only)
 	Cluster     string // more keys of clusters.main, each line "    key: value\n"
+	Probe       string // more keys of probe, each line "  key: value\n"
 	Name        string // the cluster's name, default main
 	// AdminTokenFile is http.admin_token_file, default "" (admin endpoints off).
 	AdminTokenFile string
@@ -134,13 +135,13 @@ probe:
   timeout: %s
   max_fails: 3
   dsn: %q
-clusters:
+%sclusters:
   %s:
     hosts: [%s]
     replicas: %s
 %sstate:
   path: %q
-`, o.Listen, o.LSNWait, dnsExtra, o.AdminTokenFile, o.Interval, o.Timeout, o.DSN, o.Name, strings.Join(hosts, ", "), o.Replicas, o.Cluster, o.State))
+`, o.Listen, o.LSNWait, dnsExtra, o.AdminTokenFile, o.Interval, o.Timeout, o.DSN, o.Probe, o.Name, strings.Join(hosts, ", "), o.Replicas, o.Cluster, o.State))
 	return &env{pg: pg, app: a, cfg: cfg, logs: logs}
 }
 
