@@ -35,11 +35,15 @@ type histogram struct {
 	sumBits atomic.Uint64
 }
 
-func (h *histogram) observe(v float64) {
-	h.counts[sort.SearchFloat64s(probeBuckets, v)].Add(1)
+func (h *histogram) observe(v float64) { observe(h.counts[:], &h.sumBits, probeBuckets, v) }
+
+// observe counts v in the bucket of bounds it does not exceed (the last
+// of counts: +Inf) and adds it to the sum's bits.
+func observe(counts []atomic.Uint64, sumBits *atomic.Uint64, bounds []float64, v float64) {
+	counts[sort.SearchFloat64s(bounds, v)].Add(1)
 	for {
-		old := h.sumBits.Load()
-		if h.sumBits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+		old := sumBits.Load()
+		if sumBits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
 			return
 		}
 	}
@@ -86,6 +90,8 @@ type hostStats struct {
 	probes, failures atomic.Uint64
 	since            atomic.Int64 // Unix ns it took its role; 0: since pgdns started
 }
+
+type probeKey struct{ cluster, host string }
 
 // fleetStats holds every cluster's and host's counters: lookups by name
 // are lock-free once they exist (the probe's path); new ones are also

@@ -23,11 +23,7 @@ func (m *Metrics) writeFleet(p *pageWriter) {
 func (m *Metrics) writeClusterCounters(p *pageWriter, clusters []*clusterStats) {
 	const duration = "pgdns_probe_duration_seconds"
 	p.family(duration, "histogram", "Duration of one probe of a host of the cluster, connecting included.")
-	le := make([]string, len(probeBuckets)+1)
-	for i, b := range probeBuckets {
-		le[i] = string(appendFloat(nil, b))
-	}
-	le[len(probeBuckets)] = "+Inf"
+	le := bucketLabels(probeBuckets)
 	for _, c := range clusters {
 		var total uint64
 		for i := range c.duration.counts {

@@ -1,117 +1,102 @@
 // Package metrics exposes pgdns's Prometheus metrics: counters fed by
 // hooks of the DNS server, the probe and the HTTP API, and gauges read
-// from the current zone snapshot at scrape time.
+// from the current zone snapshot at scrape time. Every family is kept in
+// plain atomics and written to the page line by line (page.go), without
+// client_golang: its registry, collectors and protobuf were about 3 MiB
+// of pgdns's resident memory, more than a thousand hosts' probe state
+// (issue 28).
 package metrics
 
 import (
+	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/pgdns/pgdns/dnsserver"
 	"github.com/pgdns/pgdns/probe"
 	"github.com/pgdns/pgdns/zone"
 )
 
-// Metrics owns a registry and the pgdns metrics in it, and the fleet's
-// counters (fleet.go), written to the page beside the registry's.
+// Metrics holds pgdns's counters and gauges, the fleet's (fleet.go) and
+// the rest (DNS, HTTP, the state file, alerting.go's).
 type Metrics struct {
-	registry     *prometheus.Registry
-	table        *zone.Table
-	start        time.Time // a host not reported yet has had its role since pgdns started
-	fleet        fleetStats
-	dnsQueries   *prometheus.CounterVec
-	httpRequests *prometheus.CounterVec
+	table *zone.Table
+	start time.Time // a host not reported yet has had its role since pgdns started
+	fleet fleetStats
 
-	httpClosed   [2]prometheus.Counter // by refused: connections the HTTP cap closed
-	lsnWaitsFull prometheus.Counter
+	// answers counts pgdns_dns_queries_total by (asked, rcode); a series
+	// is on the page once it exists.
+	answers labeled[answerKey]
+	// httpRequests counts pgdns_http_requests_total by (route, code).
+	httpRequests labeled[httpKey]
 
-	// localities counts replica answers by zone.Locality, resolved once:
-	// DNSLocality runs on every such answer.
-	localities [3]prometheus.Counter
+	httpClosed   [2]atomic.Uint64 // by refused: connections the HTTP cap closed
+	lsnWaitsFull atomic.Uint64
 
-	// answers caches the counter of each (asked, rcode): DNSAnswer runs on
-	// every query, and a label lookup hashes and locks.
-	answers sync.Map // answerKey -> prometheus.Counter
+	// localities counts replica answers by zone.Locality.
+	localities [3]atomic.Uint64
 
-	// The state file's, once TrackState has registered them.
-	stateOnce     sync.Once
-	stateFailures prometheus.Counter
-	stateOK       prometheus.Gauge
+	// The state file's, once TrackState has put them on the page.
+	stateTracked  atomic.Bool
+	stateFailures atomic.Uint64
+	stateOK       atomic.Bool
 
 	alerting // the metrics made to alert on (alerting.go)
 }
-
-type probeKey struct{ cluster, host string }
 
 type answerKey struct {
 	asked dnsserver.Asked
 	rcode int
 }
 
-// New registers the metrics, with host gauges read from table.
-func New(table *zone.Table) *Metrics {
-	m := &Metrics{
-		registry: prometheus.NewRegistry(),
-		table:    table,
-		start:    time.Now(),
-		dnsQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pgdns_dns_queries_total",
-			Help: "DNS queries answered, by what was asked (a role, apex, cluster, ns, invalid, outside, transfer, malformed) and rcode.",
-		}, []string{"role", "rcode"}),
-		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pgdns_http_requests_total",
-			Help: "HTTP API requests, by route and status code.",
-		}, []string{"route", "code"}),
+type httpKey struct {
+	route string
+	code  int
+}
+
+// labeled is a counter family with a series per key, made at zero the
+// first time the key is counted: a lookup of an existing series is
+// lock-free and allocates nothing.
+type labeled[K comparable] struct {
+	series sync.Map // K -> *atomic.Uint64
+}
+
+// at returns the counter of k, made when it is new.
+func (l *labeled[K]) at(k K) *atomic.Uint64 {
+	if c, ok := l.series.Load(k); ok {
+		return c.(*atomic.Uint64)
 	}
-	locality := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pgdns_dns_locality_total",
-		Help: "Answers to replica names (replica, prefer-replica, any) that held a host, by where the first host is: in the client's location (local), elsewhere (remote), or the client's location unknown (unlocated: no dns.locations network contains it).",
-	}, []string{"answer"})
-	for _, l := range []zone.Locality{zone.Unlocated, zone.Local, zone.Remote} {
-		m.localities[l] = locality.WithLabelValues(l.String())
-	}
-	closed := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pgdns_http_conns_closed_total",
-		Help: "HTTP connections closed by http.max_conns: the one idle longest, to make room for a new one (reason evicted_idle), or a new one while every connection was inside a request (reason refused_busy).",
-	}, []string{"reason"})
-	m.httpClosed[0], m.httpClosed[1] = closed.WithLabelValues("evicted_idle"), closed.WithLabelValues("refused_busy")
-	m.lsnWaitsFull = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "pgdns_dns_lsn_waits_full_total",
-		Help: "UDP lsn- lookups that could have waited dns.lsn_wait for a re-probe but were answered at once, as with lsn_wait 0, because the most lookups allowed to wait at once (1024) were waiting.",
+	c, _ := l.series.LoadOrStore(k, new(atomic.Uint64))
+	return c.(*atomic.Uint64)
+}
+
+// each calls f with every series and its count.
+func (l *labeled[K]) each(f func(K, uint64)) {
+	l.series.Range(func(k, c any) bool {
+		f(k.(K), c.(*atomic.Uint64).Load())
+		return true
 	})
-	m.registry.MustRegister(locality, closed, m.lsnWaitsFull)
-	m.registry.MustRegister(m.dnsQueries, m.httpRequests,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
+
+// New makes the metrics, with host gauges read from table.
+func New(table *zone.Table) *Metrics {
+	m := &Metrics{table: table, start: time.Now()}
 	m.newAlerting()
 	// Every query kind's SERVFAIL exists from the start, at zero: an alert
 	// on its rate sees the first one.
 	for a := range dnsserver.Asked(dnsserver.NumAsked) {
-		m.answerCounter(answerKey{a, dns.RcodeServerFailure})
+		m.answers.at(answerKey{a, dns.RcodeServerFailure})
 	}
 	return m
 }
 
 // DNSAnswer counts one DNS answer (dnsserver.Config.OnAnswer).
 func (m *Metrics) DNSAnswer(asked dnsserver.Asked, rcode int) {
-	key := answerKey{asked, rcode}
-	if c, ok := m.answers.Load(key); ok {
-		c.(prometheus.Counter).Inc()
-		return
-	}
-	m.answerCounter(key).Inc()
-}
-
-// answerCounter returns the counter of key, made (at zero) and cached
-// when it is new.
-func (m *Metrics) answerCounter(key answerKey) prometheus.Counter {
-	c := m.dnsQueries.WithLabelValues(key.asked.String(), rcodeName(key.rcode))
-	m.answers.Store(key, c)
-	return c
+	m.answers.at(answerKey{asked, rcode}).Add(1)
 }
 
 // rcodeName is the label of rcode: its mnemonic, else its number.
@@ -126,7 +111,7 @@ func rcodeName(rcode int) string {
 // client (dnsserver.Config.OnLocality).
 func (m *Metrics) DNSLocality(l zone.Locality) {
 	if int(l) < len(m.localities) {
-		m.localities[l].Inc()
+		m.localities[l].Add(1)
 	}
 }
 
@@ -206,50 +191,47 @@ func (m *Metrics) Probes(cluster string, why probe.ProbeCause, n int) {
 	}
 }
 
-// TrackState registers the state file's metrics; pgdns calls it when
-// state.path is set, so that without one they are absent rather than
-// saying all is well.
+// TrackState puts the state file's metrics on the page; pgdns calls it
+// when state.path is set, so that without one they are absent rather
+// than saying all is well.
 func (m *Metrics) TrackState() {
-	m.stateOnce.Do(func() {
-		m.stateFailures = prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pgdns_state_write_failures_total",
-			Help: "Writes of the state file (state.path) that failed; pgdns kept answering from memory and retries.",
-		})
-		m.stateOK = prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pgdns_state_write_ok",
-			Help: "1 when the state file holds what pgdns has learned (its last write succeeded), 0 while writing it fails.",
-		})
-		m.stateOK.Set(1)
-		m.registry.MustRegister(m.stateFailures, m.stateOK)
-	})
+	if !m.stateTracked.Swap(true) {
+		m.stateOK.Store(true)
+	}
 }
 
 // StateWritten records one attempt to write the state file; TrackState
 // must have been called.
 func (m *Metrics) StateWritten(err error) {
 	if err != nil {
-		m.stateFailures.Inc()
-		m.stateOK.Set(0)
+		m.stateFailures.Add(1)
+		m.stateOK.Store(false)
 		return
 	}
-	m.stateOK.Set(1)
+	m.stateOK.Store(true)
 }
 
 // HTTPRequest counts one HTTP request.
 func (m *Metrics) HTTPRequest(route string, code int) {
-	m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.httpRequests.at(httpKey{route, code}).Add(1)
 }
 
 // HTTPEvicted counts one connection closed by the HTTP connection cap
 // (httpapi.ServerConfig.OnEvict).
 func (m *Metrics) HTTPEvicted(refused bool) {
 	if refused {
-		m.httpClosed[1].Inc()
+		m.httpClosed[1].Add(1)
 	} else {
-		m.httpClosed[0].Inc()
+		m.httpClosed[0].Add(1)
 	}
 }
 
 // LSNWaitFull counts one lsn- lookup answered at once because every
 // waiting slot was taken (dnsserver.Limits.OnLSNWaitFull).
-func (m *Metrics) LSNWaitFull() { m.lsnWaitsFull.Inc() }
+func (m *Metrics) LSNWaitFull() { m.lsnWaitsFull.Add(1) }
+
+// floatGauge is a gauge's value in an atomic.
+type floatGauge struct{ bits atomic.Uint64 }
+
+func (g *floatGauge) set(v float64) { g.bits.Store(math.Float64bits(v)) }
+func (g *floatGauge) get() float64  { return math.Float64frombits(g.bits.Load()) }

@@ -8,27 +8,22 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/prometheus/common/expfmt"
 )
 
-// Handler serves the metrics in the Prometheus text format (0.0.4):
-// the registry's (DNS, HTTP, the process, ...) encoded by client_golang,
-// then the fleet's (per cluster and per host) written line by line from
-// their atomics and the snapshot current at the scrape (fleetpage.go).
-// The page is always text, whatever the Accept header prefers: every
-// Prometheus takes it. It is gzipped when the client accepts gzip, as
-// Prometheus does, at the fastest level: 10,000 hosts' page is tens of
-// MiB before compression.
+// contentType is the text format's (0.0.4).
+const contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// Handler serves the metrics in the Prometheus text format (0.0.4),
+// written line by line from their atomics: the Go runtime's (runtime.go),
+// pgdns's as a server (serverpage.go), the process's (process.go), then
+// the fleet's, per cluster and per host, with the snapshot current at the
+// scrape (fleetpage.go). The page is always text, whatever the Accept
+// header prefers: every Prometheus takes it. It is gzipped when the
+// client accepts gzip, as Prometheus does, at the fastest level: 10,000
+// hosts' page is tens of MiB before compression.
 func (m *Metrics) Handler() http.Handler {
-	format := expfmt.NewFormat(expfmt.TypeTextPlain)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		families, err := m.registry.Gather()
-		if err != nil {
-			http.Error(w, "gathering metrics: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", string(format))
+		w.Header().Set("Content-Type", contentType)
 		var out io.Writer = w
 		if acceptsGzip(r.Header.Values("Accept-Encoding")) {
 			w.Header().Set("Content-Encoding", "gzip")
@@ -38,13 +33,11 @@ func (m *Metrics) Handler() http.Handler {
 			out = gz
 		}
 		bw := bufio.NewWriterSize(out, 64<<10)
-		enc := expfmt.NewEncoder(bw, format)
-		for _, f := range families {
-			if err := enc.Encode(f); err != nil {
-				return // the client went away
-			}
-		}
-		m.writeFleet(&pageWriter{w: bw})
+		p := &pageWriter{w: bw}
+		writeGo(p)
+		m.writeServer(p)
+		writeProcess(p)
+		m.writeFleet(p)
 		_ = bw.Flush()
 	})
 }
