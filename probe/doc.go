@@ -26,6 +26,9 @@
 //	trial.go      check: now and then a whole session start, past authentication
 //	shadow.go     check: role/database settings that hide the server's drain
 //	socket.go     check: the socket's own failure, which pgx may drop
+//	sockread.go   check: a probe's write and read on the socket's
+//	              descriptor, one system call fewer (Unix)
+//	socknet.go    check: elsewhere, net.Conn's Read and Write
 //	reach.go      check: a bare connect without a goroutine (Linux)
 //	reachdial.go  check: elsewhere, every bare connect dialed
 //	dsn.go        check: the probe DSN, one connection config per host

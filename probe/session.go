@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -82,6 +83,22 @@ type session struct {
 	// The buffer read into: buf[r:w] is read and not yet parsed.
 	buf  []byte
 	r, w int
+
+	// raw is sock's descriptor, read by rawStep (rawRead), nil without
+	// sock; step is s.rawStep, made once rather than at every read.
+	// While a read runs: out is a request still to be written, which the
+	// read writes first (send); in is where it reads to, got and gotErr
+	// what it read; rest and outErr what is left of a request it could
+	// not write in full, and why. outFailed: the request's write failed,
+	// which the exchange returns as it is (a failed Write did).
+	raw       syscall.RawConn
+	step      func(fd uintptr) bool
+	out, in   []byte
+	got       int
+	gotErr    error
+	rest      []byte
+	outErr    error
+	outFailed bool
 }
 
 // reply is what the server answered one request with, up to its
@@ -129,6 +146,11 @@ func startSession(pc *pgconn.PgConn) (*session, error) {
 func newSession(conn net.Conn) *session {
 	s := &session{conn: conn, buf: make([]byte, initialReadBuffer)}
 	s.sock, _ = conn.(*socket)
+	if s.sock != nil {
+		if s.raw = rawSocket(s.sock.Conn); s.raw != nil {
+			s.step = s.rawStep
+		}
+	}
 	if ta, ok := s.conn.RemoteAddr().(*net.TCPAddr); ok {
 		s.ip = ta.AddrPort().Addr().Unmap()
 	}
@@ -151,17 +173,21 @@ func (s *session) exchange(ctx context.Context, a *alarm, req []byte, by time.Ti
 	}
 	s.reply.rows, s.reply.err = 0, nil
 	s.drop()
-	if _, err := s.conn.Write(req); err != nil {
-		return reply{}, err
-	}
 	if !a.arm(ctx, s.conn, by, false) {
 		a.disarm()
 		return reply{}, s.abandon()
 	}
 	defer a.disarm()
+	if err := s.send(req); err != nil {
+		return reply{}, err
+	}
+	defer s.unsent()
 	for {
 		typ, body, err := s.next()
 		if err != nil {
+			if s.outFailed {
+				return reply{}, err // the request's write failed
+			}
 			if errors.Is(err, os.ErrDeadlineExceeded) && s.end == nil {
 				return reply{}, s.abandon() // by passed, or the alarm rang
 			}
@@ -343,14 +369,17 @@ func (s *session) next() (byte, []byte, error) {
 		}
 		var n int
 		var err error
-		if s.sock != nil {
+		switch {
+		case s.raw != nil:
+			n, err = s.rawRead(s.buf[s.w:])
+		case s.sock != nil:
 			// The socket's Read without its frame: the read a host's
 			// goroutine parks in between probes is the deepest point of
 			// its stack all its life, which must stay under a quarter of
 			// 8 KiB for the collector to halve a stack that grew (intake.go).
 			n, err = s.sock.Conn.Read(s.buf[s.w:])
 			s.sock.note(err)
-		} else {
+		default:
 			n, err = s.conn.Read(s.buf[s.w:])
 		}
 		s.w += n
