@@ -56,7 +56,8 @@ import (
 // (docs/probe.md). Authentication other than trust and SCRAM-SHA-256
 // (cleartext or md5 passwords, GSS, channel binding required, require_auth,
 // a password that SASLprep could change) goes through pgconn's connect,
-// which knows them all and pays the PBKDF2 each time.
+// which knows them all and pays the PBKDF2 each time; those trials come
+// half as often.
 const trialIntervals = 60
 
 // trialPeriod is how often a checker makes a trial.
@@ -78,7 +79,11 @@ func (c *pgChecker) trialDue(now time.Time) bool {
 // startTrial starts a trial beside the probe (startAdmission), bounded by
 // the probe's deadline. Its silence is not judged as a bare connect's.
 func (c *pgChecker) startTrial(deadline time.Time) {
-	c.trialNext = time.Now().Add(c.trialPeriod())
+	p := c.trialPeriod()
+	if c.scram != nil && c.scram.viaPgconn {
+		p *= 2 // a PBKDF2 each time (SCRAM through pgconn): half as often
+	}
+	c.trialNext = time.Now().Add(p)
 	keys := &c.scram // written by the trial's goroutine, read by the next trial's, after the first's result was taken
 	c.startAdmission(deadline, func(ctx context.Context, cfg *pgx.ConnConfig) error { return tryTrial(ctx, cfg, keys) })
 	c.reachTry = false
@@ -108,8 +113,15 @@ func tryTrial(ctx context.Context, cfg *pgx.ConnConfig, keys **scramKeys) error 
 			return notServing{err}
 		}
 	}
-	if errors.Is(err, errOtherAuth) {
+	pg := errors.Is(err, errOtherAuth)
+	if pg {
 		err = trialByPgconn(ctx, c)
+	}
+	if pg || *keys != nil {
+		if *keys == nil {
+			*keys = &scramKeys{}
+		}
+		(*keys).viaPgconn = pg
 	}
 	return trialJudged(err)
 }
@@ -300,6 +312,10 @@ type scramKeys struct {
 	password, salt       string
 	iterations           int
 	clientKey, serverKey []byte
+	// viaPgconn: the last trial went through pgconn's connect (an
+	// authentication the trial does not make itself), whose SCRAM pays
+	// the PBKDF2 each time: the next trial comes after two periods.
+	viaPgconn bool
 }
 
 // scramExchange is one SCRAM-SHA-256 exchange without channel binding

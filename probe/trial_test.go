@@ -19,7 +19,7 @@ import (
 // with SCRAM-SHA-256, as in production, and a checker of it.
 func trialServer(t testing.TB) (*pgtest.Node, *pgChecker) {
 	t.Helper()
-	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1), HBA: []string{"host all pgdns 0.0.0.0/0 scram-sha-256"}})
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1), HBA: []string{"host all pgdns 0.0.0.0/0 scram-sha-256", "host all hashed 0.0.0.0/0 md5"}})
 	node := cl.Nodes[0]
 	node.Exec(t, "CREATE ROLE pgdns SUPERUSER LOGIN PASSWORD 'trial-secret'")
 	return node, pgCheckerOf(t, "user=pgdns password=trial-secret dbname=postgres sslmode=disable", node.Addr())
@@ -52,6 +52,17 @@ func TestTrialJudgesASessionStart(t *testing.T) {
 		t.Fatalf("the trials made the server complain:\n%s", log)
 	}
 
+	t.Run("an md5 password goes through pgconn", func(t *testing.T) {
+		node.Exec(t, "SET password_encryption = 'md5'; CREATE ROLE hashed LOGIN PASSWORD 'trial-secret'")
+		cc := pgCheckerOf(t, "user=hashed password=trial-secret dbname=postgres sslmode=disable", node.Addr())
+		var own *scramKeys
+		if err := tryTrial(ctx, cc.config(), &own); err != nil || own == nil || !own.viaPgconn {
+			t.Fatalf("a trial under md5: %v (through pgconn: %v), want admitted through pgconn", err, own != nil && own.viaPgconn)
+		}
+		if err := tryTrial(ctx, c.config(), &own); err != nil || own.viaPgconn {
+			t.Fatalf("a trial under SCRAM after it: %v (through pgconn: %v), want admitted by the trial's own SCRAM", err, own.viaPgconn)
+		}
+	})
 	refuses := func(t *testing.T, cfgDSN, code string, definitive bool) {
 		t.Helper()
 		cc := pgCheckerOf(t, cfgDSN, node.Addr())
