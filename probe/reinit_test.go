@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,16 +19,76 @@ import (
 // sample says so (Sample.Crashed), whether or not a probe in between was
 // refused in crash recovery (57P03 "in recovery mode", crashRecovery);
 // the sample after says nothing more.
+//
+// PostgreSQL sends that notice as best it can, not always: a backend
+// that has not run its SIGQUIT handler 5 s after the postmaster sent it
+// (SIGKILL_CHILDREN_AFTER_SECS) is killed ("issuing SIGKILL to
+// recalcitrant children") and its session just ends, and its own
+// crash-restart test (src/test/recovery/t/013_crash_restart.pl) takes
+// either for the crash. Under load (a run queue of about 28 on two
+// cores) this test's session ended so twice ("crash notice false"); a
+// backend stopped across the crash does it every time. So a session that
+// ends without the notice, where the server's log shows that SIGKILL, is
+// no failure: its sample must not say Crashed, and the server is crashed
+// again, up to three times. Without that line in the log, a missing
+// notice is pgdns's and fails the test.
 func TestCrashNoticeReachesTheSample(t *testing.T) {
 	t.Parallel()
 	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1)})
 	node := cl.Nodes[0]
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
 	if s, err := c.Check(ctx); err != nil || s.Crashed {
 		t.Fatalf("the first probe: %v, crashed %v", err, s.Crashed)
 	}
+	// back probes until the server is back, and returns that sample.
+	back := func() Sample {
+		t.Helper()
+		var s Sample
+		testkit.Eventually(t, time.Minute, 20*time.Millisecond, "a probe once the server is back", func() (string, bool) {
+			var err error
+			s, err = c.Check(ctx)
+			if err != nil && !errors.Is(err, ErrNotServing) {
+				t.Fatalf("a probe while the server reinitialises: %v, neither its crash recovery nor the session's end", err)
+			}
+			return fmt.Sprint(err), err == nil
+		})
+		return s
+	}
+	const killed = "issuing SIGKILL to recalcitrant children"
+	for attempt := 1; ; attempt++ {
+		before := strings.Count(node.Log(), killed)
+		crashOnce(t, ctx, node)
+		if !waitEnd(c.sess) {
+			t.Fatalf("the checker's session did not end in 10 s after the crash (ended with %v)", c.sess.end)
+		}
+		if c.sess.crashed {
+			break
+		}
+		if strings.Count(node.Log(), killed) == before {
+			t.Fatalf("the checker's session ended with %v and no crash notice, and the server did not SIGKILL its backend; want the notice", c.sess.end)
+		}
+		if attempt == 3 {
+			t.Fatalf("in %d crashes the postmaster SIGKILLed the checker's backend before it sent its crash notice", attempt)
+		}
+		if s := back(); s.Crashed {
+			t.Fatal("the sample after a session that ended without the crash notice says it had it")
+		}
+	}
+	if !back().Crashed {
+		t.Fatal("the first sample after the crash does not say the session ended with the crash notice")
+	}
+	if s, err := c.Check(ctx); err != nil || s.Crashed {
+		t.Fatalf("the next probe: %v, crashed %v; want it said once", err, s.Crashed)
+	}
+}
+
+// crashOnce kills a backend of node's with SIGKILL, another session's
+// than the checker's: the postmaster then ends every session and
+// reinitialises the server.
+func crashOnce(t *testing.T, ctx context.Context, node *pgtest.Node) {
+	t.Helper()
 	other := node.Conn(t)
 	var pid int
 	if err := other.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
@@ -35,23 +96,5 @@ func TestCrashNoticeReachesTheSample(t *testing.T) {
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
-	}
-	if !waitEnd(c.sess) || !c.sess.crashed {
-		t.Fatalf("the checker's session: ended with %v, crash notice %v; want the notice", c.sess.end, c.sess.crashed)
-	}
-	var s Sample
-	testkit.Eventually(t, 30*time.Second, 20*time.Millisecond, "a probe once the server is back", func() (string, bool) {
-		var err error
-		s, err = c.Check(ctx)
-		if err != nil && !errors.Is(err, ErrNotServing) {
-			t.Fatalf("a probe while the server reinitialises: %v, neither its crash recovery nor the session's end", err)
-		}
-		return fmt.Sprint(err), err == nil
-	})
-	if !s.Crashed {
-		t.Fatal("the first sample after the crash does not say the session ended with the crash notice")
-	}
-	if s, err := c.Check(ctx); err != nil || s.Crashed {
-		t.Fatalf("the next probe: %v, crashed %v; want it said once", err, s.Crashed)
 	}
 }
