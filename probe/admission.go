@@ -156,7 +156,8 @@ func (c *pgChecker) admission(deadline time.Time) error {
 // answers), and every client pgdns sends there needs one. So now and
 // then it connects to the server's address, sends an SSLRequest and
 // waits for its one-byte answer (reach.go, or tryConnect for a host
-// name), and judges a failure as a refused session is judged: refused,
+// name; a cancel of the session's own backend when it may, answered by
+// the server's close: reachcancel.go), and judges a failure as a refused session is judged: refused,
 // reset or a fork failure is definitive; no answer counts only twice in a
 // row with the session fast meanwhile. At most once every reachIntervals
 // admission intervals, while the last probe's status said "ready"; it
@@ -180,8 +181,8 @@ func (c *pgChecker) reach(deadline time.Time) {
 		c.startAdmission(deadline, tryAdmission)
 		return
 	}
-	if c.reachRaw = startRawConnect(c.host, c.port, c.reachBound); c.reachRaw != nil {
-		c.reachTry = false // a socket of our own, read by admissionResult
+	if c.reachRaw = c.startReach(); c.reachRaw != nil {
+		c.reachTry = false // a socket of our own (a cancel, reachcancel.go), read by admissionResult
 		return
 	}
 	c.startAdmission(deadline, tryConnect) // a host name: dialed as the probe's session was
@@ -264,6 +265,7 @@ func (c *pgChecker) admissionResult() error {
 			return nil
 		}
 		c.reachRaw = nil
+		c.cancelEnded(r)
 		return c.attempted(err, true)
 	}
 	if c.admitting == nil {

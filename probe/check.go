@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -414,6 +415,10 @@ type pgChecker struct {
 	reachBound    time.Duration
 	reachSlowest  time.Duration
 	reachTimeouts int
+	// cancelsOut: bare connects' cancels of this session sent whose
+	// close was not read, each of which may still signal it
+	// (reachcancel.go).
+	cancelsOut int
 	// readsStatus: the session's role may read server files, so its
 	// probes run probeStatusSQL, whose status column tells admission
 	// (admission.go); rowStatus: the last row is probeStatusSQL's; ready:
@@ -493,6 +498,7 @@ func late(ctx context.Context, by time.Time) bool {
 // bytes more of it.
 func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err error) {
 	*s = Sample{}
+	c.settleCancel(by) // a cancel of ours out finds the session idle (reachcancel.go)
 	// A host that accepted no session now would not give Watch one
 	// either: another try would only leave a second backend stuck in its
 	// startup (behind a catalog lock, say) each probe.
@@ -592,6 +598,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 	s.History = c.readHistoryBy(ctx, by, end.Sub(start), s)
 	s.SettingShadowed, s.ReadOnlyShadowed = c.shadow, c.roShadow
 	s.Crashed, c.crashed = c.crashed, false
+	c.sendCancel() // the probe is done with the session
 	return nil
 }
 
@@ -609,7 +616,10 @@ func (c *pgChecker) query(ctx context.Context, by time.Time) (start, end time.Ti
 	// only when its round trip leaves room for a second before by, as the
 	// replica variants are (statement).
 	full := false
-	for range 4 { // a revoke, a promotion and a new sender each send the loop round once at most
+	// recancelled: the statement got a cancel of ours (reachcancel.go)
+	// and ran again.
+	recancelled := false
+	for range 5 { // a revoke, a promotion, a new sender and a cancel of ours each send the loop round once at most
 		room := by.IsZero() || 3*c.lastRTT < time.Until(by)
 		st, run := c.row.senders.request(c.statement(by), time.Now(), room, full)
 		start = time.Now()
@@ -626,6 +636,15 @@ func (c *pgChecker) query(ctx context.Context, by time.Time) (start, end time.Ti
 			}
 		}
 		end = time.Now()
+		if err == nil && !recancelled && c.cancelledByUs(r.err) && (by.IsZero() || time.Until(by) > end.Sub(start)*3/2) {
+			// A cancel of ours that landed in the statement (a fork
+			// slower than cancelWait): its signal is spent, the
+			// session idle again; the statement runs again, and the
+			// probe counts nothing of it.
+			c.cancelsOut--
+			recancelled = true
+			continue
+		}
 		c.rowStatus = c.readsStatus
 		if err == nil && c.readsStatus && privilegeLost(r.err) {
 			// The grant was revoked in the middle of the session: this
@@ -779,6 +798,7 @@ func (c *pgChecker) connect(ctx context.Context) error {
 	if err != nil {
 		return connectFailure{err}
 	}
+	c.cancelsOut = 0 // a cancel of the last session's backend cannot reach this one
 	c.admittedAt, c.sinceAdmitted = time.Now(), 0
 	c.connectedAt = c.admittedAt
 	c.readsStatus, c.ready = false, false // its role's privilege (and status) is read by its first probe
@@ -792,9 +812,13 @@ func (c *pgChecker) connect(ctx context.Context) error {
 		_ = pc.Close(cctx)
 		return err
 	}
+	pid, key := pc.PID(), pc.SecretKey()
 	s, err := startSession(pc)
 	if err != nil {
 		return fmt.Errorf("taking the session over: %w", err)
+	}
+	if len(key) == 4 { // PostgreSQL's before 18, and 18's under protocol 3.0
+		s.pid, s.key = pid, binary.BigEndian.Uint32(key)
 	}
 	c.sess = s
 	return nil

@@ -30,6 +30,8 @@
 //	              descriptor, one system call fewer (Unix)
 //	socknet.go    check: elsewhere, net.Conn's Read and Write
 //	reach.go      check: a bare connect without a goroutine (Linux)
+//	reachcancel.go check: the bare connect as a cancel of the session's own
+//	              backend: no TLS handshake on a server with ssl on
 //	reachdial.go  check: elsewhere, every bare connect dialed
 //	dsn.go        check: the probe DSN, one connection config per host
 //	classify.go   classify: whether a failure proves the server not serving

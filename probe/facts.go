@@ -103,6 +103,9 @@ func (c *pgChecker) historyPermitted(ctx context.Context, by time.Time) (permitt
 	}
 	var col [1][]byte
 	var null [1]bool
+	if c.cancelledByUs(r.err) {
+		return false, true // a cancel of ours (reachcancel.go): asked again at the next probe
+	}
 	if n, rerr := dataRowColumns(r.row, col[:], null[:]); r.err != nil || r.rows != 1 || rerr != nil || n != 1 || null[0] || string(col[0]) != "t" {
 		c.denied()
 		return false, true

@@ -4,6 +4,7 @@ package probe
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -32,6 +33,8 @@ import (
 // under way, 0 or EISCONN made, else why not, ECONNREFUSED for a reset to
 // the SYN), the SSLRequest is sent and the answer read if it is in
 // already; a later probe reads it otherwise (a backend is forked first).
+// A CancelRequest for the checker's own session (reachcancel.go) goes
+// only at the end of a probe (send), and its answer is the server's close.
 // An 'N' is the common answer: the socket is closed (a FIN, and the
 // backend, waiting for a startup packet, ends without a word in its log).
 // An 'S' (a server with ssl on) or an 'E' (a postmaster that cannot fork)
@@ -51,6 +54,14 @@ type rawConnect struct {
 	started time.Time
 	bound   time.Duration
 	asked   bool // made, and the SSLRequest sent: its answer awaited
+	// req is what is sent (sslRequest, or a CancelRequest). cancel: a
+	// CancelRequest for the checker's own session (reachcancel.go), sent
+	// only when the probe is done with that session (send), not as soon
+	// as the connection is made; made: the connection is made, the
+	// request not sent yet; signalled: the server closed the connection
+	// after reading it, the session's backend signalled.
+	req                     []byte
+	cancel, made, signalled bool
 	// ended: the attempt ended as it started (refused at once, as over
 	// loopback, or no socket); err says how.
 	ended bool
@@ -64,12 +75,30 @@ type rawConnect struct {
 // bound, when host is an IP address; nil otherwise (tryConnect dials it).
 // The probes read it by poll.
 func startRawConnect(host string, port uint16, bound time.Duration) *rawConnect {
+	return startRaw(host, port, bound, sslRequest, false)
+}
+
+// startRawCancel is startRawConnect for a CancelRequest for the session
+// of backend pid and key (reachcancel.go): the connect starts now, the
+// request goes when send is called. The forked backend signals that
+// session, idle then, which ignores the signal, and closes without a reply
+// (processCancelRequest, at DEBUG2 only): the close is the answer.
+func startRawCancel(host string, port uint16, bound time.Duration, pid, key uint32) *rawConnect {
+	req := make([]byte, 16)
+	copy(req, cancelRequest[:])
+	binary.BigEndian.PutUint32(req[8:], pid)
+	binary.BigEndian.PutUint32(req[12:], key)
+	return startRaw(host, port, bound, req, true)
+}
+
+// startRaw starts a bare connect sending req.
+func startRaw(host string, port uint16, bound time.Duration, req []byte, cancel bool) *rawConnect {
 	ip, err := netip.ParseAddr(host)
 	if err != nil || ip.Zone() != "" {
 		return nil
 	}
 	ip = ip.Unmap()
-	r := &rawConnect{fd: -1, addr: netip.AddrPortFrom(ip, port), started: time.Now(), bound: bound}
+	r := &rawConnect{fd: -1, addr: netip.AddrPortFrom(ip, port), started: time.Now(), bound: bound, req: req, cancel: cancel}
 	domain := unix.AF_INET
 	if ip.Is4() {
 		r.sa = &unix.SockaddrInet4{Port: int(port), Addr: ip.As4()}
@@ -82,7 +111,7 @@ func startRawConnect(host string, port uint16, bound time.Duration) *rawConnect 
 		return r
 	}
 	done, err := r.connect()
-	if done && err == nil { // made at once: ask at once
+	if done && err == nil { // made at once: ask at once (a cancel: at send)
 		done, err = r.ask()
 	}
 	if done {
@@ -104,19 +133,22 @@ func (r *rawConnect) poll() (done bool, err error) {
 	case r.conn != nil:
 		return false, nil // answered: the rest is handOver's
 	}
-	if !r.asked {
-		if done, err = r.connect(); done {
-			if err == nil {
-				done, err = r.ask()
-			}
-		}
-	} else {
+	switch {
+	case r.asked:
 		done, err = r.answer()
+	case !r.made:
+		if done, err = r.connect(); done && err == nil {
+			done, err = r.ask()
+		}
 	}
 	if !done && r.conn == nil && time.Since(r.started) >= r.bound {
 		op := "dial"
-		if r.asked {
+		switch {
+		case r.asked:
 			op = "read"
+		case r.made: // a cancel no probe's end sent: the server was never asked
+			r.close()
+			return true, errCancelUnsent
 		}
 		done, err = true, unanswered(r.opError(op, "", os.ErrDeadlineExceeded))
 	}
@@ -144,10 +176,14 @@ func (r *rawConnect) connect() (done bool, err error) {
 }
 
 // ask sends the SSLRequest on the connection made, and reads the answer
-// if it is in already.
+// if it is in already; a cancel's connection made is only noted (send).
 func (r *rawConnect) ask() (done bool, err error) {
+	if r.cancel && !r.made {
+		r.made = true
+		return false, nil
+	}
 	for {
-		if err = unix.Sendto(r.fd, sslRequest, unix.MSG_NOSIGNAL, nil); err != unix.EINTR {
+		if err = unix.Sendto(r.fd, r.req, unix.MSG_NOSIGNAL, nil); err != unix.EINTR {
 			break
 		}
 	}
@@ -173,8 +209,14 @@ func (r *rawConnect) answer() (done bool, err error) {
 		return false, nil
 	case err != nil:
 		return true, r.opError("read", "", err)
+	case n == 0 && r.cancel:
+		r.signalled = true // the backend read the cancel, signalled, and closed
+		return true, nil
 	case n == 0:
 		return true, io.EOF // closed before any answer: as tryConnect's read
+	}
+	if r.cancel && b[0] != 'E' {
+		return true, fmt.Errorf("unexpected answer %q to a CancelRequest", b[0])
 	}
 	switch b[0] {
 	case 'N':
@@ -191,6 +233,63 @@ func (r *rawConnect) answer() (done bool, err error) {
 		return false, nil
 	}
 	return true, fmt.Errorf("unexpected answer %q to an SSLRequest", b[0])
+}
+
+// send sends a cancel's request once its connection is made (the probe
+// is done with the session: reachcancel.go), reading the answer if it is
+// in already, and reports whether the request is out. An attempt that
+// ends here keeps its end for poll.
+func (r *rawConnect) send() (sent bool) {
+	if r.ended || r.asked || r.fd < 0 {
+		return r.asked
+	}
+	done, err := false, error(nil)
+	if !r.made {
+		done, err = r.connect()
+		if done && err == nil {
+			done, err = r.ask() // notes it made
+		}
+	}
+	if !done && r.made {
+		done, err = r.ask()
+	}
+	if done {
+		r.ended, r.err = true, err
+		r.close()
+	}
+	return r.asked
+}
+
+// settle waits, at most until by, for the end of a cancel whose request
+// is out (its answer: the server's close), and reports whether it has
+// ended (or handed its rest over). An attempt that ends here keeps its
+// end for poll.
+func (r *rawConnect) settle(by time.Time) bool {
+	for {
+		if r.ended || r.conn != nil {
+			return true
+		}
+		if !r.asked || r.fd < 0 {
+			return false
+		}
+		done, err := r.answer()
+		if done {
+			r.ended, r.err = true, err
+			r.close()
+			return true
+		}
+		if r.conn != nil {
+			return true
+		}
+		ms := int((time.Until(by) + time.Millisecond - 1) / time.Millisecond)
+		if ms <= 0 {
+			return false
+		}
+		fds := []unix.PollFd{{Fd: int32(r.fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, ms); err != nil && err != unix.EINTR {
+			return false
+		}
+	}
 }
 
 // handOver is the rest of the conversation an 'S' or an 'E' asks for, to

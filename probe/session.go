@@ -60,6 +60,10 @@ type session struct {
 	conn net.Conn   // the hijacked connection: our *socket, or TLS above it
 	sock *socket    // conn when it is our *socket (no TLS), else nil
 	ip   netip.Addr // the address connected to
+	// pid and key are the session's BackendKeyData (0 when the server
+	// sent none, or a key that is not 4 bytes): what a CancelRequest for
+	// it carries (reach.go, startRawCancel).
+	pid, key uint32
 
 	reply reply // the reply being read, or the last one
 	// rowInBuf: reply.row lies in buf, read in place (take); pinned is
