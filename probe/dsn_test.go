@@ -213,7 +213,7 @@ func TestVerifyFullChecksEachHostsName(t *testing.T) {
 }
 
 // issue makes a CA and a server certificate and key it signs for ip, PEM.
-func issue(t *testing.T, ip net.IP) (caPEM, certPEM, keyPEM []byte) {
+func issue(t testing.TB, ip net.IP) (caPEM, certPEM, keyPEM []byte) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

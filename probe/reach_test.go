@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -264,14 +265,27 @@ func TestBareConnectMovedByItsProbes(t *testing.T) {
 }
 
 // One bare connect to a real server, as tryConnect dials it (a goroutine
-// of its own, pgx's dialer) and on a socket of the checker's own, moved
-// along at "probes" 10 ms apart (one poll each, as a host's probes do):
+// of its own, pgx's dialer), on a socket of the checker's own with an
+// SSLRequest, and as a cancel of the checker's own session (reachcancel.go),
+// moved along at "probes" 10 ms apart (one poll each, as a host's probes
+// do, and the cancel sent at a probe's end), against a server with ssl off
+// and one with ssl on (whose 'S' makes the SSLRequest's a TLS handshake,
+// run here on the benchmark's goroutine where the checker starts one):
 // pgdns's CPU a connect (the process's, the loopback's TCP work included;
 // the server is another process), the wake-ups of the pacing itself
 // measured first and taken off.
 func BenchmarkBareConnect(b *testing.B) {
-	cl := pgtest.New(b, pgtest.Options{IPs: pgtest.Addrs(b).IPs(1)})
-	c := pgCheckerOf(b, "user=postgres dbname=postgres sslmode=disable", cl.Nodes[0].Addr())
+	bl := pgtest.Addrs(b)
+	_, certPEM, keyPEM := issue(b, net.ParseIP(bl.IP(2)))
+	servers := []struct {
+		name string
+		cl   *pgtest.Cluster
+	}{
+		{"ssl off", pgtest.New(b, pgtest.Options{IPs: []string{bl.IP(1)}})},
+		{"ssl on", pgtest.New(b, pgtest.Options{IPs: []string{bl.IP(2)},
+			Conf:  []string{"ssl = on", "ssl_cert_file = 'server.crt'", "ssl_key_file = 'server.key'"},
+			Files: map[string][]byte{"server.crt": certPEM, "server.key": keyPEM}})},
+	}
 	const pace = 10 * time.Millisecond // back to back, connects outrun the postmaster's forks and SYNs drop
 	pacing := func() time.Duration {
 		before := processCPU()
@@ -280,13 +294,22 @@ func BenchmarkBareConnect(b *testing.B) {
 		}
 		return (processCPU() - before) / 50
 	}
-	run := func(b *testing.B, probe func() (ended bool, err error)) {
+	run := func(b *testing.B, node *pgtest.Node, probe func() (ended bool, err error)) {
 		b.ReportAllocs()
 		idle := pacing()
-		before, connects := processCPU(), 0
+		// thread: the CPU of the probes' own turns alone, on their thread
+		// (the connect's system calls, a handshake run here), no pacing
+		// to take off: the figure that holds under load; "dialed" runs
+		// its attempt on another goroutine, which it does not see.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		before, server, connects := processCPU(), reapedCPU(b, node), 0
+		var thread time.Duration
 		for b.Loop() {
 			time.Sleep(pace) // to the next probe
+			t0 := threadCPU()
 			ended, err := probe()
+			thread += threadCPU() - t0
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -296,26 +319,88 @@ func BenchmarkBareConnect(b *testing.B) {
 		}
 		spent := processCPU() - before - time.Duration(b.N)*idle
 		b.ReportMetric(float64(spent)/float64(max(connects, 1)), "cpu-ns/connect")
+		b.ReportMetric(float64(thread)/float64(max(connects, 1)), "turn-cpu-ns/connect")
+		b.ReportMetric(float64(reapedCPU(b, node)-server)/float64(max(connects, 1)), "server-cpu-ns/connect")
 	}
-	b.Run("dialed", func(b *testing.B) {
-		run(b, func() (bool, error) {
-			c.startAdmission(time.Now().Add(time.Second), tryConnect)
-			err := <-c.admitting
-			c.admitting, c.admitStop = nil, nil
-			return true, err
+	// moved is one probe's turn of a bare connect on a socket of our
+	// own: poll (the probe's start), the rest of an 'S' or an 'E' run at
+	// once, and a cancel's request sent (the probe's end).
+	moved := func(c *pgChecker, r **rawConnect, start func() *rawConnect) (bool, error) {
+		if *r == nil {
+			*r = start()
+		}
+		done, err := (*r).poll()
+		if try, by := (*r).handOver(); !done && try != nil {
+			ctx, cancel := context.WithDeadline(context.Background(), by)
+			err = try(ctx, c.config())
+			cancel()
+			done = true
+		}
+		if !done {
+			(*r).send()
+			return false, nil
+		}
+		*r = nil
+		return true, err
+	}
+	for _, srv := range servers {
+		c := pgCheckerOf(b, "user=postgres dbname=postgres sslmode=disable", srv.cl.Nodes[0].Addr())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if _, err := c.Check(ctx); err != nil { // a session, whose key the cancel carries
+			b.Fatal(err)
+		}
+		cancel()
+		node := srv.cl.Nodes[0]
+		b.Run(srv.name+"/dialed", func(b *testing.B) {
+			run(b, node, func() (bool, error) {
+				c.startAdmission(time.Now().Add(time.Second), tryConnect)
+				err := <-c.admitting
+				c.admitting, c.admitStop = nil, nil
+				return true, err
+			})
 		})
-	})
-	b.Run("own socket", func(b *testing.B) {
-		var r *rawConnect
-		run(b, func() (bool, error) {
-			if r == nil {
-				r = startRawConnect(c.host, c.port, time.Second)
-			}
-			done, err := r.poll()
-			if done {
-				r = nil
-			}
-			return done, err
+		b.Run(srv.name+"/own socket", func(b *testing.B) {
+			var r *rawConnect
+			run(b, node, func() (bool, error) {
+				return moved(c, &r, func() *rawConnect { return startRawConnect(c.host, c.port, time.Second) })
+			})
 		})
-	})
+		b.Run(srv.name+"/cancel", func(b *testing.B) {
+			var r *rawConnect
+			run(b, node, func() (bool, error) {
+				return moved(c, &r, func() *rawConnect {
+					return startRawCancel(c.host, c.port, time.Second, c.sess.pid, c.sess.key)
+				})
+			})
+		})
+	}
+}
+
+// reapedCPU is the CPU of the server's processes that have exited and
+// been reaped by its postmaster (its backends: cutime and cstime of
+// /proc/<postmaster>/stat), in clock ticks of 10 ms.
+func reapedCPU(b *testing.B, node *pgtest.Node) time.Duration {
+	pid, err := node.PostmasterPID()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	f := strings.Fields(rest) // from the state, field 3
+	if len(f) < 15 {
+		b.Fatalf("short /proc stat: %q", stat)
+	}
+	cu, _ := strconv.ParseInt(f[13], 10, 64) // field 16
+	cs, _ := strconv.ParseInt(f[14], 10, 64) // field 17
+	return time.Duration(cu+cs) * 10 * time.Millisecond
+}
+
+// threadCPU is the calling thread's CPU so far.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
