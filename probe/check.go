@@ -616,10 +616,10 @@ func (c *pgChecker) query(ctx context.Context, by time.Time) (start, end time.Ti
 	// only when its round trip leaves room for a second before by, as the
 	// replica variants are (statement).
 	full := false
-	// recancelled: the statement got a cancel of ours (reachcancel.go)
-	// and ran again.
-	recancelled := false
-	for range 5 { // a revoke, a promotion, a new sender and a cancel of ours each send the loop round once at most
+	// reruns: the statement got a cancel of ours (reachcancel.go) and
+	// ran again, at most twice (the postmaster signals a backend twice).
+	reruns := 0
+	for range 4 + cancelReruns { // a revoke, a promotion and a new sender each send the loop round once at most
 		room := by.IsZero() || 3*c.lastRTT < time.Until(by)
 		st, run := c.row.senders.request(c.statement(by), time.Now(), room, full)
 		start = time.Now()
@@ -636,13 +636,13 @@ func (c *pgChecker) query(ctx context.Context, by time.Time) (start, end time.Ti
 			}
 		}
 		end = time.Now()
-		if err == nil && !recancelled && c.cancelledByUs(r.err) && (by.IsZero() || time.Until(by) > end.Sub(start)*3/2) {
+		if err == nil && reruns < cancelReruns && c.cancelledByUs(r.err) && (by.IsZero() || time.Until(by) > end.Sub(start)*3/2) {
 			// A cancel of ours that landed in the statement (a fork
-			// slower than cancelWait): its signal is spent, the
-			// session idle again; the statement runs again, and the
-			// probe counts nothing of it.
-			c.cancelsOut--
-			recancelled = true
+			// slower than cancelWait): the session is idle again; once
+			// the cancel's close is read it signals no more, and the
+			// statement runs again: the probe counts nothing of it.
+			reruns++
+			c.settleCancelled(by)
 			continue
 		}
 		c.rowStatus = c.readsStatus

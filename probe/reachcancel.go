@@ -35,23 +35,24 @@ import (
 //     until the next probe;
 //   - the next probe, before it sends anything, waits for the server's
 //     close at most cancelWait (settleCancel). Once the close is read the
-//     signal has been sent (the backend signals before it exits), and a
-//     signal pending at an idle backend is taken before it reads the next
+//     signals have been sent (signal_child signals the backend and then
+//     its process group, before the forked backend exits), and a signal
+//     pending at an idle backend is taken before it reads the next
 //     command, and ignored. The cap keeps a slow fork (a loaded server)
 //     from spending a probe's budget (probe/historybudget_test.go): past
 //     it the probe goes on;
 //   - so a cancel may still land in a query: a slow fork past the cap, or
 //     the cancels a frozen postmaster keeps in its listen queue and reads
-//     when it thaws. A probe's statement that gets 57014 with "user
-//     request" while cancels of ours are out (cancelsOut: sent, their
-//     close not read, on this session) is run again once in the same
-//     probe (query), and counts nothing (the session pins statement_timeout
-//     to 0: a 57014 is a request's); the history privilege asked is
-//     not taken as denied (facts.go);
-//   - a session whose round trip leaves no room for that second run in a
-//     probe (cancelRoom) keeps the SSLRequest, and so does a checker with
-//     no session key (none sent, or PostgreSQL 18's longer key) and a host
-//     named by a DNS name (tryConnect).
+//     when it thaws. A probe's statement that gets 57014 while cancels
+//     of ours are out (cancelsOut: sent, their close not read, on this
+//     session; it pins statement_timeout to 0, so a 57014 is a request's)
+//     runs again in the same probe, after the cancel's close (up to
+//     cancelReruns times: query), and counts nothing; the history
+//     privilege asked is not taken as denied for it (facts.go);
+//   - a session whose round trip leaves no room for running a statement
+//     again in a probe (cancelRoom) keeps the SSLRequest, and so do a
+//     checker with no session key (none sent, or PostgreSQL 18's longer
+//     key) and a host named by a DNS name (tryConnect).
 //
 // The cancel is sent in clear, as libpq's before PostgreSQL 17: whoever
 // reads it can cancel the probe's statements, which an attacker on the
@@ -116,6 +117,29 @@ func (c *pgChecker) cancelEnded(r *rawConnect) {
 	if r.signalled && c.cancelsOut > 0 {
 		c.cancelsOut--
 	}
+}
+
+// cancelReruns: a probe's statement that a cancel of ours reached runs
+// again at most this many times: the backend that reads a cancel signals
+// its target twice, the process and then its process group
+// (signal_child), and under load the second signal may come after the
+// first one's error, into the statement run again.
+const cancelReruns = 2
+
+// settleCancelled waits, after a statement got a cancel of ours, for the
+// close of the cancel under way, at most 5 cancelWait and a quarter of
+// what is left of the probe: once it is read both signals have been sent,
+// and the session, idle, takes them before it reads the statement again.
+func (c *pgChecker) settleCancelled(by time.Time) {
+	r := c.reachRaw
+	if r == nil || !r.cancel || !r.asked {
+		return
+	}
+	wait := 5 * cancelWait
+	if !by.IsZero() {
+		wait = min(wait, time.Until(by)/4)
+	}
+	r.settle(time.Now().Add(wait))
 }
 
 // cancelledByUs reports whether err, a statement's error, may be a cancel
