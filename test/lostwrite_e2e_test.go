@@ -18,10 +18,11 @@ import (
 // primary, which lacks the row: the read succeeded without its write. Now
 // a pgdns that reads history files (superuser) answers nothing for it,
 // with the reason in TXT and /v1/resolve; one that cannot (pg_monitor) has
-// only a watched lower bound of where timeline 1 ended, proves no loss,
-// and falls back to the primary as rule 9 says, saying the proof is
-// missing. A token of timeline 1 kept in timeline 2, and one on timeline 2
-// not replayed yet, answer as before.
+// only a watched lower bound of where timeline 1 ended, proves neither the
+// loss nor the write in timeline 2's history, and answers nothing either,
+// saying the proof is missing (review 9, R9-2: it fell back to the new
+// primary, which lacks the row). A token of timeline 1 kept in timeline 2,
+// and one on timeline 2 not replayed yet, answer as before.
 func TestLostWriteIsAnsweredByNoName(t *testing.T) {
 	t.Parallel()
 	ips := pgtest.Addrs(t).IPs(3)
@@ -77,11 +78,11 @@ func TestLostWriteIsAnsweredByNoName(t *testing.T) {
 	t.Logf("lsn-%s-t1.prefer-replica: TXT %q; /v1/resolve: %s %q, %s %q", lost, txt, promoted.Addr(), why,
 		follower.Addr(), resolveReason(t, super, "lsn-"+lost+"-t1.prefer-replica", follower.Addr()))
 
-	// Not proven without history files: the fallback stands, and the
-	// replica's reason says that the proof, not the write, is missing.
-	monitor.holds(t, "lsn-"+lost+"-t1.prefer-replica.db.local.", time.Second, exactly(p), "the primary (no loss proven)")
-	if got := monitor.txt(t, "lsn-"+lost+"-t1.prefer-replica.db.local."); slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "unprovable=") }) {
-		t.Errorf("the pg_monitor instance's TXT %q says unprovable without a history file", got)
+	// Not proven without history files, either way: no name answers it,
+	// and the reasons say that the proof, not the write, is missing.
+	monitor.holds(t, "lsn-"+lost+"-t1.prefer-replica.db.local.", time.Second, exactly(), "the new primary (the write not proven in its history)")
+	if got := monitor.txt(t, "lsn-"+lost+"-t1.prefer-replica.db.local."); !hasUnprovable(got, "is not proven in timeline 2's history") || hasUnprovable(got, " lost ") {
+		t.Errorf("the pg_monitor instance's TXT %q: want the history unproven, not the write lost", got)
 	}
 	why = resolveReason(t, monitor, "lsn-"+lost+"-t1.replica", follower.Addr())
 	if !strings.Contains(why, "is not proven in its history") {

@@ -87,6 +87,9 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 	if lost := c.tokenWithdrawn(q); lost != "" && h == primary {
 		return "primary: " + lost
 	}
+	if h == primary && !historyHolds(h, q) {
+		return "primary: " + unprovenWhy(h, q)
+	}
 	if unreached != "" && h == primary {
 		return "primary: " + unreached
 	}

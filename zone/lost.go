@@ -65,6 +65,73 @@ func (h *Host) lostWhy(q *Query) string {
 	return token + " lost in a failover: " + own + " does not descend from " + tl
 }
 
+// Tokens with a timeline whose write the newest timeline's history does
+// not prove (review 9, R9-2). A later timeline holds a token of timeline N
+// only when its history says N ended at or after the token (hasHistory):
+// an end from a history file is exact, and a switch the probe watched is a
+// lower bound of it, so a token at or below that bound is in the history.
+// Past the bound, or with no end known at all, the write may have been
+// lost in the failover (an asynchronous primary that died, or one still
+// writing after another server was promoted): the new primary is no more
+// proof of it than a replica following it is, since every host on the
+// newest timeline has that one history. No name answers such a token, the
+// primary included, and the reason says what is missing: a history file,
+// which the probe reads when its role may call pg_read_file.
+
+// tokenUnproven says why q's LSN, on a timeline older than the cluster's
+// newest, is proven in the history of no answerable host on the newest
+// timeline, or "". A forked newest timeline has two histories: forked.go
+// says why instead.
+func (c *Cluster) tokenUnproven(q *Query) string {
+	if !q.HasLSN || q.Timeline == 0 || q.Timeline >= c.NewestTimeline || c.ForkOf(c.NewestTimeline) != nil {
+		return ""
+	}
+	var judged *Host
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if (h.Role != RolePrimary && h.Role != RoleReplica) || h.Timeline != c.NewestTimeline || !h.TimelineExact {
+			continue
+		}
+		if h.hasHistory(q.Timeline, h.token(q.MinLSN)) {
+			return ""
+		}
+		if judged == nil || h.Role == RolePrimary {
+			judged = h
+		}
+	}
+	if judged == nil {
+		return ""
+	}
+	return unprovenWhy(judged, q)
+}
+
+// historyHolds reports whether q's LSN, when it is of an older timeline
+// than h's, is in h's history (hasHistory); a token without a timeline,
+// or of h's own, passes. Selection asks it of the primary as it asks it of
+// every replica (passes): a write lost in a failover is on no host of the
+// new timeline, the new primary included.
+func historyHolds(h *Host, q *Query) bool {
+	return !q.HasLSN || q.Timeline == 0 || q.Timeline >= h.Timeline || h.hasHistory(q.Timeline, h.token(q.MinLSN))
+}
+
+// unprovenWhy says why h, on a later timeline than q's, does not prove q's
+// LSN in its history: what it knows of where q's timeline ended, and what
+// would tell.
+func unprovenWhy(h *Host, q *Query) string {
+	tl := "timeline " + strconv.FormatUint(uint64(q.Timeline), 10)
+	head := q.MinLSN.String() + " on " + tl + " is not proven in timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + "'s history: "
+	if h.HistoryFromFile {
+		return head + "its history file does not hold it"
+	}
+	const grant = "no history file read: grant EXECUTE on pg_read_file to the probe role)"
+	for _, e := range h.History {
+		if e.Timeline == q.Timeline {
+			return head + "where " + tl + " ended is not known past " + e.End.String() + " (a switch pgdns watched; " + grant
+		}
+	}
+	return head + "where " + tl + " ended is not known (no switch watched; " + grant
+}
+
 // Tokens without a timeline after a failover that lost writes (review 7,
 // H4). A token without -tN is compared as a position on the newest
 // timeline (rule 9). Below where the old timeline ended (E, its history

@@ -73,23 +73,80 @@ func TestLostWriteIsAnsweredByNoName(t *testing.T) {
 	explained(t, v, &q, "primary: "+why, "timeline 2: 0/8800 on timeline 1 is not in its history")
 
 	// Watched only: timeline 1 ended at or after 0/8000, maybe past the
-	// token. Not proven lost: prefer-replica falls back to the primary,
-	// as rule 9 says, and the replica's reason says the proof is missing.
+	// token. Neither lost nor kept is proven, and the new primary has
+	// timeline 2's one history as its replica has: no name answers it
+	// (review 9, R9-2: prefer-replica and any answered the primary, which
+	// lacked the write), and the reasons say the proof is missing.
 	w := afterFailover(false)
-	for name, want := range map[string][]string{
-		lost + ".replica.db.local.":        {},
-		lost + ".prefer-replica.db.local.": {"10.0.0.2"},
-		lost + ".any.db.local.":            {"10.0.0.2"},
-	} {
-		if got := selectIPs(t, w, name, t0, 0); !slices.Equal(got, want) {
-			t.Errorf("watched history: %s answered %v, want %v", name, got, want)
+	for _, target := range []string{"replica", "prefer-replica", "any", "primary"} {
+		if got := selectIPs(t, w, lost+"."+target+".db.local.", t0, 0); len(got) != 0 {
+			t.Errorf("watched history: %s.%s answered %v, which may lack the write", lost, target, got)
 		}
 	}
-	if got := w.TokenUnprovable(&q); got != "" {
-		t.Errorf("watched history: TokenUnprovable = %q, want none (a lower bound proves no loss)", got)
+	const unproven = "0/8800 on timeline 1 is not proven in timeline 2's history: where timeline 1 ended is not known past 0/8000 " +
+		"(a switch pgdns watched; no history file read: grant EXECUTE on pg_read_file to the probe role)"
+	if got := w.TokenUnprovable(&q); got != unproven {
+		t.Errorf("watched history: TokenUnprovable = %q, want %q", got, unproven)
 	}
-	explained(t, View{Snap: w, Now: t0}, &q, "",
+	explained(t, View{Snap: w, Now: t0}, &q, "primary: "+unproven,
 		"timeline 2: 0/8800 on timeline 1 is not proven in its history: timeline 1 ended at or after 0/8000 (a switch pgdns watched; no history file read)")
+}
+
+// Review 9, R9-2: the primary on a later timeline than a token's passes
+// its lsn- filter only when its history proves the token's timeline ended
+// at or after the token, as a replica does: an exact end from a history
+// file, or a watched switch whose lower bound is at or past the token.
+// Without it (a bound below the token, or no end known at all) no name
+// answers, however far the primary's own position is past the token, and
+// TXT, /v1/resolve and Within say so; with it, the primary is answered as
+// before, and so is a token of the primary's own timeline.
+func TestPrimaryProvesAnOlderTimelinesTokenByItsHistory(t *testing.T) {
+	bare := func(history []TimelineEnd) *Snapshot {
+		p := seen("10.0.0.2", false, 0x9000)
+		p.InsertLSN, p.Timeline, p.History = 0x9000, 2, history
+		return cluster(p)
+	}
+	cases := []struct {
+		what    string
+		s       *Snapshot
+		name    string
+		want    []string
+		because string // TokenUnprovable's reason, when none is answered
+	}{
+		{"watched bound past the token", afterFailover(false), "lsn-0-7000-t1.prefer-replica.db.local.", []string{"10.0.0.3"}, ""},
+		{"watched bound at the token", bare([]TimelineEnd{{1, 0x8000}}), "lsn-0-8000-t1.any.db.local.", []string{"10.0.0.2"}, ""},
+		{"history file past the token", bare(nil), "lsn-0-7000-t2.any.db.local.", []string{"10.0.0.2"}, ""}, // its own timeline
+		{"watched bound below the token", bare([]TimelineEnd{{1, 0x8000}}), "lsn-0-8001-t1.any.db.local.", nil,
+			"0/8001 on timeline 1 is not proven in timeline 2's history: where timeline 1 ended is not known past 0/8000 " +
+				"(a switch pgdns watched; no history file read: grant EXECUTE on pg_read_file to the probe role)"},
+		{"no end known", bare(nil), "lsn-0-10-t1.prefer-replica.db.local.", nil,
+			"0/10 on timeline 1 is not proven in timeline 2's history: where timeline 1 ended is not known " +
+				"(no switch watched; no history file read: grant EXECUTE on pg_read_file to the probe role)"},
+		{"no end known, primary", bare(nil), "lsn-0-10-t1.primary.db.local.", nil,
+			"0/10 on timeline 1 is not proven in timeline 2's history: where timeline 1 ended is not known " +
+				"(no switch watched; no history file read: grant EXECUTE on pg_read_file to the probe role)"},
+		{"an older timeline's end only", bare([]TimelineEnd{{2, 0x8000}}), "lsn-0-10-t1.any.db.local.", nil,
+			"0/10 on timeline 1 is not proven in timeline 2's history: where timeline 1 ended is not known " +
+				"(no switch watched; no history file read: grant EXECUTE on pg_read_file to the probe role)"},
+	}
+	for _, tc := range cases {
+		if got := selectIPs(t, tc.s, tc.name, t0, 0); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %s answered %v, want %v", tc.what, tc.name, got, tc.want)
+		}
+		q, _ := Parse(tc.name, origin)
+		if got := tc.s.TokenUnprovable(&q); got != tc.because {
+			t.Errorf("%s: TokenUnprovable(%s) = %q, want %q", tc.what, tc.name, got, tc.because)
+		}
+		v := View{Snap: tc.s, Now: t0}
+		c := tc.s.Clusters[0]
+		if within := v.Within(c, c.PrimaryHost(), &q); within != (tc.because == "") {
+			t.Errorf("%s: Within(the primary, %s) = %v", tc.what, tc.name, within)
+		}
+		verdicts, _ := v.Explain(&q)
+		if why := verdicts[0].Why; tc.because != "" && why != "primary: "+tc.because {
+			t.Errorf("%s: the primary's verdict %q, want %q", tc.what, why, "primary: "+tc.because)
+		}
+	}
 }
 
 // A later timeline that does not descend from the token's (timeline 3

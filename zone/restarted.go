@@ -71,13 +71,17 @@ func (r *TimelineRestart) why(q *Query) string {
 
 // tokenWithdrawn says why q's LSN is proven by no host for good, or "": a
 // window of a restart (tokenRestarted), a write lost in a failover
-// (tokenLost), or a token without a timeline that may be one
-// (tokenFailedOver).
+// (tokenLost), a token of an older timeline that the newest timeline's
+// history does not prove (tokenUnproven: until a history file is read), or
+// a token without a timeline that may be one (tokenFailedOver).
 func (c *Cluster) tokenWithdrawn(q *Query) string {
 	if r := c.tokenRestarted(q); r != nil {
 		return r.why(q)
 	}
 	if why := c.tokenLost(q); why != "" {
+		return why
+	}
+	if why := c.tokenUnproven(q); why != "" {
 		return why
 	}
 	return c.tokenFailedOver(q)

@@ -145,8 +145,10 @@ func (c *Cluster) aboveTimelines(q *Query) bool {
 // returns the extended slice. The primary fits every filter but dc- (it
 // has all the data there is, but it is where it is), except an lsn- filter
 // whose timeline no host has (aboveTimelines), that is on a forked
-// timeline (forked.go: no host proves it) or whose write a failover
-// provably lost (lost.go: no host has it); a primary that refuses
+// timeline (forked.go: no host proves it), whose write a failover
+// provably lost (lost.go: no host has it) or of an older timeline that
+// the primary's history does not prove ended at or after it (lost.go:
+// historyHolds, tokenUnproven); a primary that refuses
 // writes (ReadOnly) is answered by any and prefer-replica's fallback, never
 // by primary. Replicas come in an
 // order rotated by the view's turn, so that successive answers spread
@@ -190,8 +192,11 @@ func (v View) Select(q *Query, dst []*Host) ([]*Host, error) {
 	// A primary on a forked timeline may be on the other branch of the
 	// token's history (forked.go): it passes no such lsn- filter.
 	// Nor does one whose reach is below the token: it has not written
-	// that position (beyondReach).
-	primaryProves := primary != nil && (!q.HasLSN || c.hostFork(primary, q) == nil && !v.primaryBeyondReach(primary, q))
+	// that position (beyondReach). Nor one on a later timeline than the
+	// token's whose history does not prove the token's timeline ended at
+	// or after it (historyHolds, as for a replica): the write may have
+	// been lost in the failover to it.
+	primaryProves := primary != nil && (!q.HasLSN || c.hostFork(primary, q) == nil && historyHolds(primary, q) && !v.primaryBeyondReach(primary, q))
 	primaryFits := primaryProves && (q.DC == "" || primary.Location == q.DC)
 	start := len(dst)
 	if q.Target == TargetPrimary {

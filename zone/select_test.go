@@ -206,6 +206,10 @@ func TestSelectTimelineNobodyHas(t *testing.T) {
 	r := seen("10.0.0.2", true, 0x9000)
 	r.Timeline, r.AppName = 2, "n2"
 	p.Standbys = []Standby{{Addr: r.IP, AppName: "n2"}}
+	// The primary knows timeline 1 ended at 0/8000 (the replica knows no
+	// end): lsn-0-10-t1 is in its history (without one the primary proves
+	// no token of timeline 1: TestPrimaryProvesAnOlderTimelinesTokenByItsHistory).
+	p.History = []TimelineEnd{{Timeline: 1, End: 0x8000}}
 	s := cluster(p, r)
 	if tl := s.Clusters[0].NewestTimeline; tl != 2 {
 		t.Fatalf("newest timeline %d, want 2", tl)

@@ -78,7 +78,8 @@ func (v View) LagBytes(c *Cluster, h *Host) (uint64, bool) {
 // Within reports whether h's data passes q's lag, byte and LSN filters
 // now, whatever it is otherwise fit for: the primary that may be answered
 // passes every filter but an LSN on a timeline no host has, on a forked
-// one (forked.go) or lost in a failover (lost.go), a replica
+// one (forked.go), lost in a failover or not proven in its history
+// (lost.go), a replica
 // passes as selection decides, any other host none. h belongs to c.
 func (v View) Within(c *Cluster, h *Host, q *Query) bool {
 	if c.aboveTimelines(q) {
@@ -86,7 +87,7 @@ func (v View) Within(c *Cluster, h *Host, q *Query) bool {
 	}
 	p := v.Primary(c)
 	if p != nil && h == p {
-		return !q.HasLSN || c.hostFork(h, q) == nil && c.tokenWithdrawn(q) == ""
+		return !q.HasLSN || c.hostFork(h, q) == nil && c.tokenWithdrawn(q) == "" && historyHolds(h, q)
 	}
 	return h.Role == RoleReplica && v.Live(h) && c.passes(h, q, p, v.Now, v.Snap.StaleAfter, v.Snap.Interval) == Fits
 }
