@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -300,7 +299,7 @@ func (c *pgChecker) attempted(err error, reached bool) error {
 // startAdmission runs try beside the probe. The probe's deadline bounds
 // the attempt too, from a context of its own: the probe's ends when the
 // probe does.
-func (c *pgChecker) startAdmission(deadline time.Time, try func(context.Context, *pgx.ConnConfig) error) {
+func (c *pgChecker) startAdmission(deadline time.Time, try func(context.Context, *connConfig) error) {
 	timeout := time.Second
 	if !deadline.IsZero() {
 		timeout = time.Until(deadline)
@@ -418,7 +417,7 @@ func (c *pgChecker) stopAdmission() {
 // proves nothing about the clients, which use roles of their own: the
 // host stays while the probe's open session works, and rule 3 takes it
 // down when pgdns must connect anew.
-func tryAdmission(ctx context.Context, cfg *pgx.ConnConfig) error {
+func tryAdmission(ctx context.Context, cfg *connConfig) error {
 	c := &cfg.Config
 	ctx, cancel := withConnectTimeout(ctx, c)
 	defer cancel()
@@ -453,7 +452,7 @@ func hbaRefusal(err error) bool {
 
 // admitOnce is one admission attempt, asking for TLS with tc when it is
 // not nil.
-func admitOnce(ctx context.Context, cfg *pgx.ConnConfig, tc *tls.Config) error {
+func admitOnce(ctx context.Context, cfg *connConfig, tc *tls.Config) error {
 	c := &cfg.Config
 	raw, err := dialServer(ctx, c)
 	if err != nil {
@@ -516,7 +515,7 @@ func dialServer(ctx context.Context, c *pgconn.Config) (net.Conn, error) {
 // its old-style error text ("could not fork new process for connection:
 // ..."): a refusal of every new session, definitive (errForkFailed).
 // No answer within the bound is noAnswer.
-func tryConnect(ctx context.Context, cfg *pgx.ConnConfig) error {
+func tryConnect(ctx context.Context, cfg *connConfig) error {
 	c := &cfg.Config
 	ctx, cancel := withConnectTimeout(ctx, c)
 	defer cancel()
@@ -542,7 +541,7 @@ func tryConnect(ctx context.Context, cfg *pgx.ConnConfig) error {
 
 // afterAnswer ends a bare connect whose server answered the SSLRequest
 // with answer, on conn (tryConnect; reach.go's socket, handed over).
-func afterAnswer(ctx context.Context, conn net.Conn, cfg *pgx.ConnConfig, answer byte) error {
+func afterAnswer(ctx context.Context, conn net.Conn, cfg *connConfig, answer byte) error {
 	switch answer {
 	case 'N':
 		// A plain close (FIN), not a reset (SO_LINGER 0): a reset makes
@@ -569,7 +568,7 @@ func afterAnswer(ctx context.Context, conn net.Conn, cfg *pgx.ConnConfig, answer
 // probe's own (sslmode=disable against a server with ssl on) no
 // certificate is checked. Its failures change nothing: the server
 // answered.
-func leaveTLS(ctx context.Context, conn net.Conn, cfg *pgx.ConnConfig) {
+func leaveTLS(ctx context.Context, conn net.Conn, cfg *connConfig) {
 	tc := cfg.TLSConfig
 	if tc == nil {
 		tc = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // nothing is sent or trusted: see above
@@ -647,7 +646,7 @@ type admitter struct {
 // sslRequest is PostgreSQL's SSLRequest: length 8, code 80877103.
 var sslRequest = []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}
 
-func (a *admitter) startTLS(ctx context.Context, cfg *pgx.ConnConfig, tc *tls.Config) error {
+func (a *admitter) startTLS(ctx context.Context, cfg *connConfig, tc *tls.Config) error {
 	if _, err := a.conn.Write(sslRequest); err != nil {
 		return err
 	}
@@ -682,7 +681,7 @@ const maxAdmissionMessage = 1 << 16
 
 // exchange writes the startup packet and reads until the first decisive
 // message.
-func (a *admitter) exchange(cfg *pgx.ConnConfig) error {
+func (a *admitter) exchange(cfg *connConfig) error {
 	b := startupPacket(cfg)
 	if _, err := a.conn.Write(b); err != nil {
 		return err
@@ -728,7 +727,7 @@ func (a *admitter) exchange(cfg *pgx.ConnConfig) error {
 
 // startupPacket is the startup packet of the probe's session (cfg): its
 // user, database and every runtime parameter.
-func startupPacket(cfg *pgx.ConnConfig) []byte {
+func startupPacket(cfg *connConfig) []byte {
 	b := make([]byte, 8, 256)
 	binary.BigEndian.PutUint32(b[4:], 196608) // protocol 3.0
 	b = append(append(append(b, "user"...), 0), cfg.User...)

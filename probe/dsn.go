@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgpassfile"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgdns/pgdns/zone"
@@ -75,10 +74,16 @@ func targetSessionAttrsError(dsn string) error {
 	return fmt.Errorf("%s (only any is allowed): pgdns probes every host whatever its role, and it would refuse the sessions of the hosts of the other role", where)
 }
 
+// connConfig is a probe connection's config: pgconn's. (pgx.ConnConfig,
+// which it replaced, wrapped it with the statement cache and query mode of
+// pgx.Conn, which the probe never used, and took pgx's type system, 2 MB,
+// into the binary: issue 28.)
+type connConfig struct{ pgconn.Config }
+
 // parseDSN parses dsn for the stand-in host, refusing a DSN that names a
 // host of its own: pgdns connects to each configured host, and a host in
 // the DSN would decide where the TLS configs point.
-func parseDSN(dsn string) (*pgx.ConnConfig, error) {
+func parseDSN(dsn string) (*connConfig, error) {
 	var full string
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		u, err := url.Parse(dsn)
@@ -99,10 +104,17 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 		// comes after it and wins, and is refused below.
 		full = "host=" + standIn + " " + dsn
 	}
-	cfg, err := pgx.ParseConfig(full)
+	pc, err := pgconn.ParseConfig(full)
 	if err != nil {
 		return nil, parseError(dsn, err)
 	}
+	// pgx's own settings, which pgx.ParseConfig took out of the startup
+	// parameters: the probe never had a use for them (one round trip per
+	// probe, no statement cache), and the server would refuse them.
+	for _, k := range []string{"statement_cache_capacity", "description_cache_capacity", "default_query_exec_mode"} {
+		delete(pc.RuntimeParams, k)
+	}
+	cfg := &connConfig{Config: *pc}
 	if cfg.Host != standIn {
 		return nil, errNamesHost
 	}
@@ -146,10 +158,6 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	for k, v := range pinnedSettings {
 		cfg.RuntimeParams[k] = v
 	}
-	// One round trip per probe: no Parse/Describe before the first Execute.
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	cfg.StatementCacheCapacity = 0
-	cfg.DescriptionCacheCapacity = 0
 	// Know why a connection broke, when pgx's error does not say (socket.go).
 	recordFailures(&cfg.Config)
 	return cfg, nil
@@ -175,13 +183,13 @@ var pinnedSettings = map[string]string{
 // (the runtime parameters' map, a TLS config per fallback) cost about a
 // KiB a host, and pgconn and the admission check only read it.
 type hostConfigs struct {
-	base     *pgx.ConnConfig
+	base     *connConfig
 	passfile *pgpassfile.Passfile
 	tls      hostTLS   // base.TLSConfig's
 	fallback []hostTLS // base.Fallbacks' TLS configs', in order
 }
 
-func newHostConfigs(base *pgx.ConnConfig, passfile *pgpassfile.Passfile) *hostConfigs {
+func newHostConfigs(base *connConfig, passfile *pgpassfile.Passfile) *hostConfigs {
 	hc := &hostConfigs{base: base, passfile: passfile, tls: newHostTLS(base.TLSConfig)}
 	for _, f := range base.Fallbacks {
 		hc.fallback = append(hc.fallback, newHostTLS(f.TLSConfig))
@@ -195,8 +203,8 @@ func newHostConfigs(base *pgx.ConnConfig, passfile *pgpassfile.Passfile) *hostCo
 // without). A password the DSN and the environment left out is looked up
 // for this host in passfile, as pgx would have. The runtime parameters'
 // map is base's, shared: nothing writes it after parseDSN.
-func (hc *hostConfigs) forHost(host string, port uint16) *pgx.ConnConfig {
-	cfg := new(pgx.ConnConfig)
+func (hc *hostConfigs) forHost(host string, port uint16) *connConfig {
+	cfg := new(connConfig)
 	*cfg = *hc.base
 	cfg.Host, cfg.Port = host, port
 	cfg.TLSConfig = hc.tls.forHost(host)
@@ -247,7 +255,7 @@ func (h hostTLS) forHost(host string) *tls.Config {
 }
 
 // config is c's host's connection config, made anew (forHost).
-func (c *pgChecker) config() *pgx.ConnConfig { return c.configs.forHost(c.host, c.port) }
+func (c *pgChecker) config() *connConfig { return c.configs.forHost(c.host, c.port) }
 
 // defaultPassfile is the passfile pgx reads when the DSN names none:
 // PGPASSFILE, else ~/.pgpass; nil when it cannot be read.

@@ -19,14 +19,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // hostCfg is the connection config the checker of addr would use.
-func hostCfg(t *testing.T, dsn, addr string) *pgx.ConnConfig {
+func hostCfg(t *testing.T, dsn, addr string) *connConfig {
 	t.Helper()
 	return pgCheckerOf(t, dsn, addr).config()
 }
@@ -80,7 +79,7 @@ func TestHostConfigIsSetOnTheParsedDSN(t *testing.T) {
 }
 
 // targets are the main config's address and TLS config and its fallbacks'.
-func targets(cfg *pgx.ConnConfig) []pgconn.FallbackConfig {
+func targets(cfg *connConfig) []pgconn.FallbackConfig {
 	out := []pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}
 	for _, f := range cfg.Fallbacks {
 		out = append(out, *f)
@@ -374,5 +373,24 @@ func TestDSNWithReplicationIsRefused(t *testing.T) {
 		if _, err := PostgresCheckers(dsn); err == nil || !strings.Contains(err.Error(), "replication") {
 			t.Errorf("%q: got %v, want an error naming replication", dsn, err)
 		}
+	}
+}
+
+// pgx's own settings in probe.dsn (statement_cache_capacity,
+// description_cache_capacity, default_query_exec_mode), which pgx took out
+// of the startup parameters, are still accepted and never sent to the
+// server, which would refuse a session naming them.
+func TestDSNWithPgxSettingsIsAccepted(t *testing.T) {
+	cfg, err := parseDSN("user=postgres statement_cache_capacity=10 description_cache_capacity=0 default_query_exec_mode=exec application_name=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"statement_cache_capacity", "description_cache_capacity", "default_query_exec_mode"} {
+		if _, ok := cfg.RuntimeParams[k]; ok {
+			t.Errorf("%s would be sent to the server", k)
+		}
+	}
+	if cfg.RuntimeParams["application_name"] != "x" {
+		t.Errorf("application_name %q", cfg.RuntimeParams["application_name"])
 	}
 }

@@ -13,10 +13,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgdns/pgdns/zone"
 )
+
+// textOID is the oid of pg_type's text (pgtype.TextOID).
+const textOID = 25
 
 // Facts the probe reads beside positions: timeline history and the name a
 // replica streams under.
@@ -137,7 +139,7 @@ const historyRetry = 10 * time.Second
 // as the unnamed statement: Parse, Bind, Execute, Sync.
 func historyRequest(tl uint32) []byte {
 	return encode(
-		&pgproto3.Parse{Query: historySQL, ParameterOIDs: []uint32{pgtype.TextOID}},
+		&pgproto3.Parse{Query: historySQL, ParameterOIDs: []uint32{textOID}},
 		&pgproto3.Bind{Parameters: [][]byte{fmt.Appendf(nil, "%08X", tl)}},
 		&pgproto3.Execute{},
 		&pgproto3.Sync{},

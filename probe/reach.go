@@ -12,7 +12,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
 )
 
@@ -295,13 +294,13 @@ func (r *rawConnect) settle(by time.Time) bool {
 // handOver is the rest of the conversation an 'S' or an 'E' asks for, to
 // run as an attempt of its own (startAdmission), and when it must end;
 // nil when there is none.
-func (r *rawConnect) handOver() (try func(context.Context, *pgx.ConnConfig) error, by time.Time) {
+func (r *rawConnect) handOver() (try func(context.Context, *connConfig) error, by time.Time) {
 	if r.conn == nil {
 		return nil, time.Time{}
 	}
 	conn, answer := r.conn, r.rest
 	r.conn = nil
-	return func(ctx context.Context, cfg *pgx.ConnConfig) error {
+	return func(ctx context.Context, cfg *connConfig) error {
 		a := &answerConn{Conn: conn, answered: true}
 		defer a.Close()
 		stop := context.AfterFunc(ctx, func() { _ = a.SetDeadline(time.Unix(1, 0)) })

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
@@ -199,7 +198,7 @@ func TestRawConnect(t *testing.T) {
 				t.Fatalf("%.1q: not handed over (socket %d)", c.answer, r.fd)
 			}
 			ctx, cancel := context.WithDeadline(context.Background(), by)
-			err := try(ctx, &pgx.ConnConfig{})
+			err := try(ctx, &connConfig{})
 			cancel()
 			if !c.want(err) {
 				t.Fatalf("%.1q handed over: %v", c.answer, err)

@@ -5,8 +5,6 @@ package probe
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // rawConnect is reach.go's socket of the checker's own, Linux's alone:
@@ -19,6 +17,6 @@ func (*rawConnect) poll() (bool, error) { return true, nil }
 
 func (*rawConnect) close() {}
 
-func (*rawConnect) handOver() (func(context.Context, *pgx.ConnConfig) error, time.Time) {
+func (*rawConnect) handOver() (func(context.Context, *connConfig) error, time.Time) {
 	return nil, time.Time{}
 }

@@ -18,7 +18,6 @@ import (
 
 	mrand "math/rand/v2"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -85,7 +84,7 @@ func (c *pgChecker) startTrial(deadline time.Time) {
 	}
 	c.trialNext = time.Now().Add(p)
 	keys := &c.scram // written by the trial's goroutine, read by the next trial's, after the first's result was taken
-	c.startAdmission(deadline, func(ctx context.Context, cfg *pgx.ConnConfig) error { return tryTrial(ctx, cfg, keys) })
+	c.startAdmission(deadline, func(ctx context.Context, cfg *connConfig) error { return tryTrial(ctx, cfg, keys) })
 	c.reachTry = false
 }
 
@@ -96,7 +95,7 @@ func (c *pgChecker) startTrial(deadline time.Time) {
 // pgdns's role alone, a timeout, a network error). A refusal by
 // pg_hba.conf is tried the other way under sslmode=prefer or allow, as
 // tryAdmission does.
-func tryTrial(ctx context.Context, cfg *pgx.ConnConfig, keys **scramKeys) error {
+func tryTrial(ctx context.Context, cfg *connConfig, keys **scramKeys) error {
 	c := &cfg.Config
 	ctx, cancel := withConnectTimeout(ctx, c)
 	defer cancel()
@@ -203,7 +202,7 @@ type trialInconclusive struct{ err error }
 func (e trialInconclusive) Error() string { return "a session start (trial): " + e.err.Error() }
 
 // trialOnce is one trial, asking for TLS with tc when it is not nil.
-func trialOnce(ctx context.Context, cfg *pgx.ConnConfig, tc *tls.Config, keys **scramKeys) error {
+func trialOnce(ctx context.Context, cfg *connConfig, tc *tls.Config, keys **scramKeys) error {
 	c := &cfg.Config
 	if c.RequireAuth != "" || c.ChannelBinding == "require" || c.SSLCertMode == "require" || c.OAuthTokenProvider != nil {
 		return errOtherAuth // policies only pgconn's connect keeps
