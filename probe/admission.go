@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -658,21 +659,94 @@ func (a *admitter) startTLS(ctx context.Context, cfg *connConfig, tc *tls.Config
 	case 'S':
 		t := tls.Client(a.conn, tc)
 		if err := t.HandshakeContext(ctx); err != nil {
-			return err
+			return tlsRefusal(cfg, err)
 		}
 		a.conn = t
 		return nil
 	case 'N':
-		for _, f := range cfg.Fallbacks {
-			if f.TLSConfig == nil { // sslmode=prefer: plaintext is allowed
-				return nil
-			}
+		if plaintextAllowed(cfg) {
+			return nil // sslmode=prefer (or allow): the startup packet follows in plaintext
 		}
-		return errors.New("server refused TLS connection")
+		return tlsRefusal(cfg, errTLSRefused)
 	case 'E':
 		return forkFailure(a.conn)
 	}
 	return fmt.Errorf("unexpected answer %q to an SSLRequest", b[0])
+}
+
+// errTLSRefused is an 'N' to the SSLRequest, worded as pgconn words it.
+var errTLSRefused = errors.New("server refused TLS connection")
+
+// tlsRefusal judges err, the TLS part of a new session's start (an
+// admission attempt's, a trial's, the probe's own connect): definitive
+// (notServing) when it refuses every client that connects as probe.dsn
+// says, err as it is otherwise. When probe.dsn allows no connection
+// without TLS (sslmode require, verify-ca, verify-full), a server that
+// declines TLS (an 'N': ssl turned off by a config push that lost the
+// line) refuses every such client, and when it verifies the certificate
+// (verify-ca, verify-full, require with a root certificate), a handshake
+// that fails verification (x509: expired or not yet valid, another
+// authority, under verify-full a name the certificate lacks) refuses
+// every client that verifies: a renewal that failed on that host, a
+// rotation to another CA, reloaded while pgdns's session, whose handshake
+// was made before, works on (review 9, R9-1). A network error or a
+// timeout in the handshake proves what it proves elsewhere (definitive,
+// noAnswer), and a failure on pgdns's side (no system roots) nothing.
+// Under sslmode=prefer or allow nothing here is a refusal: the client
+// goes on without TLS.
+func tlsRefusal(cfg *connConfig, err error) error {
+	if err == nil || plaintextAllowed(cfg) {
+		return err
+	}
+	if errors.Is(err, errTLSRefused) || strings.HasSuffix(err.Error(), errTLSRefused.Error()) { // or pgconn's own
+		return notServing{shortError{msg: "it refuses TLS, which probe.dsn's sslmode requires (ssl = off?): " + errTLSRefused.Error(), err: err}}
+	}
+	if cause := unverified(err); cause != nil {
+		return notServing{shortError{msg: "its certificate does not verify: " + cause.Error(), err: err}}
+	}
+	return err
+}
+
+// unverified is the cause when err is a TLS handshake's failure to
+// verify the server's certificate, nil otherwise: pgx's
+// VerifyPeerCertificate (verify-ca) returns x509's error as it is,
+// crypto/tls's own verification (verify-full) wraps it in a
+// CertificateVerificationError.
+func unverified(err error) error {
+	var (
+		ve *tls.CertificateVerificationError
+		ie x509.CertificateInvalidError
+		ue x509.UnknownAuthorityError
+		he x509.HostnameError
+		ce x509.UnhandledCriticalExtension
+	)
+	switch {
+	case errors.As(err, &ve):
+		return ve.Err
+	case errors.As(err, &ie):
+		return ie
+	case errors.As(err, &ue):
+		return ue
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &ce):
+		return ce
+	}
+	return nil
+}
+
+// plaintextAllowed: cfg's connect may go on without TLS (sslmode=prefer,
+// allow or disable): cfg itself, or a fallback to its host, has no TLS.
+func plaintextAllowed(cfg *connConfig) bool {
+	if cfg.TLSConfig == nil {
+		return true
+	}
+	for _, f := range cfg.Fallbacks {
+		if f.TLSConfig == nil && f.Host == cfg.Host && f.Port == cfg.Port {
+			return true
+		}
+	}
+	return false
 }
 
 // maxAdmissionMessage bounds a message the attempt reads: an error

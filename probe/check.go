@@ -794,9 +794,10 @@ func (c *pgChecker) open(ctx context.Context) error {
 
 // connect is open, on the calling goroutine.
 func (c *pgChecker) connect(ctx context.Context) error {
-	pc, err := pgconn.ConnectConfig(ctx, &c.config().Config)
+	cfg := c.config()
+	pc, err := pgconn.ConnectConfig(ctx, &cfg.Config)
 	if err != nil {
-		return connectFailure{err}
+		return connectFailure{tlsRefusal(cfg, err)} // a certificate that does not verify refuses every client that verifies (R9-1)
 	}
 	c.cancelsOut = 0 // a cancel of the last session's backend cannot reach this one
 	c.admittedAt, c.sinceAdmitted = time.Now(), 0

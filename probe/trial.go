@@ -43,8 +43,11 @@ import (
 // leaves the answers, as an hba refusal takes it out (admission.go), with
 // the server's message as the reason, and pgdns closes its session; the
 // next probe's own connect is then a session start too, so the host is
-// back as soon as one is admitted. A timeout or a network error of the
-// trial is no evidence: the probe and the bare connect judge those.
+// back as soon as one is admitted. So is a TLS handshake that fails to
+// verify the server's certificate under a probe.dsn that verifies it, and
+// a server that declines TLS under one that requires it (tlsRefusal,
+// review 9, R9-1). A timeout or a network error of the trial is no
+// evidence: the probe and the bare connect judge those.
 //
 // Cost: the server starts a backend (a fork and its caches, about 5 ms of
 // its CPU on PostgreSQL 15), and pgdns authenticates. SCRAM-SHA-256 costs
@@ -91,7 +94,7 @@ func (c *pgChecker) startTrial(deadline time.Time) {
 // tryTrial starts a whole session to the server of cfg and terminates it
 // once the server is ready for a query: nil when it was, a definitive
 // error (notServing) when a FATAL of the session's start refuses every
-// client, and an error that proves nothing otherwise (a refusal of
+// client (or its TLS does: tlsRefusal), and an error that proves nothing otherwise (a refusal of
 // pgdns's role alone, a timeout, a network error). A refusal by
 // pg_hba.conf is tried the other way under sslmode=prefer or allow, as
 // tryAdmission does.
@@ -114,7 +117,7 @@ func tryTrial(ctx context.Context, cfg *connConfig, keys **scramKeys) error {
 	}
 	pg := errors.Is(err, errOtherAuth)
 	if pg {
-		err = trialByPgconn(ctx, c)
+		err = tlsRefusal(cfg, trialByPgconn(ctx, c)) // its TLS judged as trialOnce's (startTLS)
 	}
 	if pg || *keys != nil {
 		if *keys == nil {
