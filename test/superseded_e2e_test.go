@@ -100,7 +100,7 @@ func TestDelayedReplicaNeverPassesATighterLag(t *testing.T) {
 	primary, prompt, delayed := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	delayed.Exec(t, "ALTER SYSTEM SET recovery_min_apply_delay = '200ms'")
 	delayed.Exec(t, "SELECT pg_reload_conf()")
-	e := attach(t, pg, envOptions{LSNWait: "20ms"})
+	e := attach(t, pg, envOptions{LSNWait: "20ms", Interval: delayedProbeInterval.String()})
 	conn := primary.Conn(t)
 	if _, err := conn.Exec(context.Background(), "CREATE TABLE t (id serial PRIMARY KEY, v text)"); err != nil {
 		t.Fatal(err)
@@ -122,13 +122,18 @@ func TestDelayedReplicaNeverPassesATighterLag(t *testing.T) {
 			answered := time.Now()
 			if slices.Contains(got, delayed.IP) {
 				// Wrong only if the replica surely lacked a commit
-				// older than 50ms: one made after answered−200ms
-				// (the apply delay holds it back) and before
-				// asked−50ms. When the writer stalled that long
-				// (a loaded machine), the delayed replica had
-				// everything but the newest commits and its data
-				// truly was fresh: pgdns was right to answer it.
-				if began, ended, ok := writes.within(answered.Add(-200*time.Millisecond+applyDelaySlack), asked.Add(-50*time.Millisecond-applyDelaySlack)); ok {
+				// older than 50ms plus the one probe interval of a
+				// sample's age that lag bounds tolerate (zone's
+				// lagAt; docs/probe.md: a replica that stalls right
+				// after it is seen is answered until the next
+				// probe): one made after answered−200ms (the apply
+				// delay holds it back) and before
+				// asked−50ms−interval. When the writer stalled that
+				// long (a loaded machine), the delayed replica had
+				// everything but the newest commits as of its last
+				// probe, and its bound truly held: pgdns was right to
+				// answer it.
+				if began, ended, ok := writes.within(answered.Add(-200*time.Millisecond+applyDelaySlack), asked.Add(-50*time.Millisecond-delayedProbeInterval-applyDelaySlack)); ok {
 					t.Fatalf("%s: lag-50ms.replica answered the replica 200ms behind while it lacked a commit made %v–%v before the lookup (evidence %q)",
 						phase, asked.Sub(ended).Round(time.Millisecond), asked.Sub(began).Round(time.Millisecond), e.txt(t, "any.db.local."))
 				}
@@ -168,6 +173,11 @@ func TestDelayedReplicaNeverPassesATighterLag(t *testing.T) {
 		<-done
 	}
 }
+
+// delayedProbeInterval is the delayed-replica test's probe.interval: the
+// sample age a lag bound tolerates, so the shorter it is the more of the
+// 200ms apply delay the test can judge (a 30ms window at 100ms).
+const delayedProbeInterval = 100 * time.Millisecond
 
 // applyDelaySlack keeps the delayed-replica test's judgement off the edges of its
 // window: the apply delay is timed by the server's clock against commit
