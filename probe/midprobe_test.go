@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,25 +14,35 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// heldProbe is a probe started by probeHeld: its outcome comes on done;
-// cancel ends its context.
+// heldProbe is a probe started by startProbe or probeHeld: its outcome
+// comes on done; cancel ends its context; server, when set, says what the
+// server's sessions wait for, should the probe not return.
 type heldProbe struct {
 	done   <-chan error
 	cancel context.CancelFunc
+	server func() string
 }
 
-// probeHeld starts a probe of c that waits in its query behind locker's
-// lock, returns once the server shows it waiting, and gives the probe's
-// outcome on the channel. The probe runs under a context of its own, which
-// wantProbed ends when the probe does not return.
-func probeHeld(t *testing.T, ctx context.Context, c Checker, locker *pgx.Conn) heldProbe {
-	t.Helper()
+// startProbe starts a probe of c under a context of its own, which
+// wantProbed ends when the probe does not return; the sessions and locks
+// of the server of locker (a session that is not the probe's) are shown
+// then.
+func startProbe(ctx context.Context, c Checker, locker *pgx.Conn) heldProbe {
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Check(pctx)
 		done <- err
 	}()
+	return heldProbe{done: done, cancel: cancel, server: func() string { return serverWaits(locker) }}
+}
+
+// probeHeld starts a probe of c that waits in its query behind locker's
+// lock, returns once the server shows it waiting, and gives the probe's
+// outcome on the channel (startProbe).
+func probeHeld(t *testing.T, ctx context.Context, c Checker, locker *pgx.Conn) heldProbe {
+	t.Helper()
+	p := startProbe(ctx, c, locker)
 	testkit.Eventually(t, 10*time.Second, 10*time.Millisecond, "the probe to wait for the lock (pgdns sessions waiting)", func() (int, bool) {
 		var n int
 		if err := locker.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgdns' AND wait_event_type = 'Lock'").Scan(&n); err != nil {
@@ -39,14 +50,15 @@ func probeHeld(t *testing.T, ctx context.Context, c Checker, locker *pgx.Conn) h
 		}
 		return n, n == 1
 	})
-	return heldProbe{done: done, cancel: cancel}
+	return p
 }
 
-// wantProbed waits for a held probe's outcome and fails t unless it
+// wantProbed waits for a probe's outcome and fails t unless it
 // succeeded. A probe that does not return is stopped (its context ended)
 // and waited for before t fails, so that no later case's Check runs beside
 // it on the same checker (a data race that hid the hang before); the
-// failure shows where the probe's goroutines were.
+// failure shows where the probe's goroutines were and what the server's
+// sessions waited for.
 func wantProbed(t *testing.T, p heldProbe, what string) {
 	t.Helper()
 	select {
@@ -56,14 +68,50 @@ func wantProbed(t *testing.T, p heldProbe, what string) {
 		}
 	case <-time.After(20 * time.Second):
 		stacks := probeStacks()
+		server := p.server()
 		p.cancel()
 		select {
 		case err := <-p.done:
-			t.Fatalf("%s: the probe did not return in 20 s (it returned %v once its context ended); its goroutines then:\n%s", what, err, stacks)
+			t.Fatalf("%s: the probe did not return in 20 s (it returned %v once its context ended); the server's sessions then:\n%s\nits goroutines then:\n%s", what, err, server, stacks)
 		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: the probe did not return in 20 s, nor 10 s after its context ended; its goroutines then:\n%s", what, stacks)
+			t.Fatalf("%s: the probe did not return in 20 s, nor 10 s after its context ended; the server's sessions then:\n%s\nits goroutines then:\n%s", what, server, stacks)
 		}
 	}
+}
+
+// serverWaits lists the sessions of conn's server (pg_stat_activity: what
+// each runs and waits for) and its locks not granted or on pg_authid, on
+// conn (an open session: a new one would wait in its startup behind a
+// lock on pg_authid), for a failure to show what a probe that does not
+// return waits for.
+func serverWaits(conn *pgx.Conn) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out strings.Builder
+	for _, q := range []string{
+		`SELECT pid, backend_type, coalesce(application_name, ''), coalesce(client_addr::text, ''), coalesce(state, ''),
+		        coalesce(wait_event_type, '') || ' ' || coalesce(wait_event, ''), left(coalesce(query, ''), 80)
+		   FROM pg_stat_activity WHERE pid <> pg_backend_pid()`,
+		`SELECT pid, locktype, coalesce(relation::regclass::text, ''), mode, granted::text, '', ''
+		   FROM pg_locks WHERE NOT granted OR relation = 'pg_catalog.pg_authid'::regclass`,
+	} {
+		rows, err := conn.Query(ctx, q)
+		if err != nil {
+			fmt.Fprintf(&out, "%v\n", err)
+			continue
+		}
+		for rows.Next() {
+			var pid int
+			var c [6]string
+			if err := rows.Scan(&pid, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5]); err != nil {
+				fmt.Fprintf(&out, "%v\n", err)
+				break
+			}
+			fmt.Fprintf(&out, "%d %q\n", pid, c)
+		}
+		rows.Close()
+	}
+	return out.String()
 }
 
 // probeStacks is the stack of every goroutine in the probe package or
@@ -108,14 +156,16 @@ func TestProbeSurvivesItsSessionsEndMidQuery(t *testing.T) {
 	defer locker.Close(context.Background())
 	// lock holds the probe's next query on c, whose session is opened
 	// first (a new session would wait in its startup).
-	lock := func(c Checker) {
+	// Each takes the case's t: a failure fails the case, not the test
+	// from inside the case's goroutine. The probe before the lock is
+	// watched as the held ones are: it once did not return (the fast
+	// shutdown case's, the first to open a new session, under load 20).
+	lock := func(t *testing.T, c Checker) {
 		t.Helper()
-		if _, err := c.Check(ctx); err != nil {
-			t.Fatal(err)
-		}
+		wantProbed(t, startProbe(ctx, c, locker), "the probe before the lock")
 		holdProbes(t, ctx, locker)
 	}
-	unlock := func() {
+	unlock := func(t *testing.T) {
 		t.Helper()
 		if _, err := locker.Exec(ctx, "ROLLBACK"); err != nil {
 			t.Fatal(err)
@@ -126,7 +176,7 @@ func TestProbeSurvivesItsSessionsEndMidQuery(t *testing.T) {
 	// after it would run beside them on the same checkers, so none runs.
 	if !t.Run("pg_terminate_backend", func(t *testing.T) {
 		proxied.Close() // one pgdns session on the server: the direct one
-		lock(direct)
+		lock(t, direct)
 		held := probeHeld(t, ctx, direct, locker)
 		var n int
 		if err := locker.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'pgdns' AND wait_event_type = 'Lock'").Scan(&n); err != nil {
@@ -135,7 +185,7 @@ func TestProbeSurvivesItsSessionsEndMidQuery(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("terminated %d pgdns sessions, want 1", n)
 		}
-		unlock()
+		unlock(t)
 		wantProbed(t, held, "pgdns's session terminated mid-probe")
 	}) {
 		return
@@ -144,10 +194,10 @@ func TestProbeSurvivesItsSessionsEndMidQuery(t *testing.T) {
 		name := map[bool]string{true: "reset", false: "end of stream"}[rst]
 		if !t.Run(name, func(t *testing.T) {
 			direct.Close() // one pgdns session on the server: the proxied one
-			lock(proxied)
+			lock(t, proxied)
 			held := probeHeld(t, ctx, proxied, locker)
 			proxy.Cut(rst)
-			unlock()
+			unlock(t)
 			wantProbed(t, held, "the proxied connection cut mid-probe ("+name+")")
 		}) {
 			return
@@ -155,7 +205,7 @@ func TestProbeSurvivesItsSessionsEndMidQuery(t *testing.T) {
 	}
 	t.Run("fast shutdown", func(t *testing.T) {
 		proxied.Close()
-		lock(direct)
+		lock(t, direct)
 		held := probeHeld(t, ctx, direct, locker)
 		if err := node.Stop(context.Background(), "fast"); err != nil {
 			t.Fatal(err)
