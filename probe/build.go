@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"container/heap"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -466,7 +465,7 @@ func (d *dirtyClusters) reported() {
 // starts a new list.
 func (d *dirtyClusters) take(p *Prober, now time.Time) []int {
 	for len(d.expiry) > 0 && now.After(d.expiry[0].until) {
-		e := heap.Pop(&d.expiry).(expiry)
+		e := d.expiry.pop()
 		if p.holdsUntil[e.cluster].Equal(e.until) { // not built since: this build expires
 			p.markRebuild(e.cluster)
 		}
@@ -483,7 +482,7 @@ func (d *dirtyClusters) reset() { d.marked, d.all = d.marked[:0], false }
 // expires notes that cluster ci's build holds until until.
 func (d *dirtyClusters) expires(ci int, until time.Time) {
 	if until.Unix() < 1<<40 { // a build nothing of which ages is never rebuilt by the clock
-		heap.Push(&d.expiry, expiry{until: until, cluster: ci})
+		d.expiry.push(expiry{until: until, cluster: ci})
 	}
 }
 
@@ -494,15 +493,46 @@ type expiry struct {
 	cluster int
 }
 
+// expiryHeap is a min-heap of expiries by until. It is its own, not
+// container/heap's: that one's Push and Pop pass each entry as an any,
+// an allocation on every build of a cluster and on every expiry (issue
+// 28: two of the five allocations a probe cost at 1,000 hosts).
 type expiryHeap []expiry
 
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].until.Before(h[j].until) }
-func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
-func (h *expiryHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+// push adds e.
+func (h *expiryHeap) push(e expiry) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !q[i].until.Before(q[parent].until) {
+			break
+		}
+		q[i], q[parent] = q[parent], q[i]
+		i = parent
+	}
+}
+
+// pop removes and returns the earliest entry; h must not be empty.
+func (h *expiryHeap) pop() expiry {
+	q := *h
+	top, n := q[0], len(q)-1
+	q[0] = q[n]
+	q = q[:n]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < n && q[l].until.Before(q[least].until) {
+			least = l
+		}
+		if r < n && q[r].until.Before(q[least].until) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		q[i], q[least] = q[least], q[i]
+		i = least
+	}
+	*h = q
+	return top
 }

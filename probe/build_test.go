@@ -278,3 +278,22 @@ func TestSteadyResults(t *testing.T) {
 		t.Error("a host back from down by age held as steady")
 	}
 }
+
+// The expiries' heap gives its entries back earliest first, whatever the
+// order they came in, equal moments included.
+func TestExpiryHeapGivesTheEarliestFirst(t *testing.T) {
+	base := time.Unix(1_000_000, 0)
+	var h expiryHeap
+	offsets := []int{5, 3, 9, 3, 0, 7, 1, 8, 2, 6, 4, 9, 0}
+	for i, o := range offsets {
+		h.push(expiry{until: base.Add(time.Duration(o) * time.Second), cluster: i})
+	}
+	var got []int
+	for len(h) > 0 {
+		got = append(got, int(h.pop().until.Sub(base)/time.Second))
+	}
+	want := slices.Sorted(slices.Values(offsets))
+	if !slices.Equal(got, want) {
+		t.Fatalf("popped %v, want %v", got, want)
+	}
+}

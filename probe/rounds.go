@@ -24,6 +24,10 @@ type round struct {
 	waiting []bool    // by host of the cluster: a replica still to answer
 	left    int       // how many are
 	closed  time.Time // when the last replica answered and the primary was kicked
+	// few is waiting's room for a cluster of up to 4 hosts: a round is
+	// then one allocation, not two (a round opens every interval in
+	// every cluster with a primary).
+	few [4]bool
 }
 
 // advanceRound moves the cluster's round along with result r: a result of
@@ -66,7 +70,12 @@ func (p *Prober) advanceRound(r result) {
 
 // openRound kicks every replica of c, primary being c's primary.
 func (p *Prober) openRound(ci int, c *zone.Cluster, primary int) {
-	rd := &round{cluster: ci, started: time.Now(), primary: primary, waiting: make([]bool, len(c.Hosts))}
+	rd := &round{cluster: ci, started: time.Now(), primary: primary}
+	if len(c.Hosts) <= len(rd.few) {
+		rd.waiting = rd.few[:len(c.Hosts)]
+	} else {
+		rd.waiting = make([]bool, len(c.Hosts))
+	}
 	base, kicked := p.flatIndex(ci, 0), 0
 	defer func() { p.asked(c.Name, ProbeRound, kicked) }()
 	for hi := range c.Hosts {
