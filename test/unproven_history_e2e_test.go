@@ -105,7 +105,29 @@ func TestMonitorRoleLostWriteTokenIsAnsweredByNoName(t *testing.T) {
 func TestMonitorRoleOldWritersTokenAfterAPromotion(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
-	dsn := monitorRole(t, pg, "lost9mon")
+	oldWritersTokenAfterAPromotion(t, pg, monitorRole(t, pg, "lost9mon"))
+}
+
+// The same with a probe role without pg_monitor (docs/operating.md allows
+// it): pgdns watches no switch and reads no history file, so it knows
+// nothing of where timeline 1 ended. The token of n1's write without a
+// timeline was answered by any and prefer-replica with n2 too (main
+// 91a3ddf: nothing withdrawn without an end known).
+func TestPlainRoleOldWritersTokenAfterAPromotion(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
+	pg.Nodes[0].Exec(t, "CREATE ROLE lost9plain LOGIN")
+	for _, n := range pg.Nodes[1:] {
+		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the role on "+n.Name, func() (bool, bool) {
+			var ok bool
+			err := n.QueryOnce(context.Background(), "SELECT count(*) = 1 FROM pg_roles WHERE rolname = 'lost9plain'", &ok)
+			return ok, err == nil && ok
+		})
+	}
+	oldWritersTokenAfterAPromotion(t, pg, "user=lost9plain dbname=postgres sslmode=disable")
+}
+
+func oldWritersTokenAfterAPromotion(t *testing.T, pg *pgtest.Cluster, dsn string) {
 	e := attach(t, pg, envOptions{DSN: dsn})
 	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP})
@@ -130,9 +152,21 @@ func TestMonitorRoleOldWritersTokenAfterAPromotion(t *testing.T) {
 		now := writeAndTakeLSN(t, c2, "INSERT INTO t (v) VALUES ('on n2')")
 		return now, parseLSN(t, now) > parseLSN(t, lost)
 	})
+	time.Sleep(time.Second) // pgdns probes n1 past its writes
 	for _, name := range []string{"lsn-" + lost + "-t1.any.db.local.", "lsn-" + lost + "-t1.prefer-replica.db.local.",
-		"lsn-" + lost + "-t1.replica.db.local."} {
+		"lsn-" + lost + "-t1.replica.db.local.", "lsn-" + lost + ".any.db.local.", "lsn-" + lost + ".prefer-replica.db.local.",
+		"lsn-" + lost + ".replica.db.local."} {
 		e.holds(t, name, time.Second, exactly(), "a host without n1's write after the promotion")
+		if txt := e.txt(t, name); !hasUnprovable(txt, "timeline 1") {
+			t.Errorf("%s: TXT %q, want an unprovable= string", name, txt)
+		}
 	}
-	t.Logf("lsn-%s-t1.any: TXT %q", lost, e.txt(t, "lsn-"+lost+"-t1.any.db.local."))
+	for _, name := range []string{"replica.db.local.", "any.db.local.", "prefer-replica.db.local.", "lag-10s.replica.db.local."} {
+		if ips := strings.Join(e.ips(t, name), ","); strings.Contains(ips, n3.IP) || strings.Contains(ips, n1.IP) {
+			t.Errorf("%s answered %s: n3 follows n1, which timeline 2 superseded", name, ips)
+		}
+	}
+	for _, name := range []string{"lsn-" + lost + "-t1.any.db.local.", "lsn-" + lost + ".any.db.local."} {
+		t.Logf("%s: TXT %q", name, e.txt(t, name))
+	}
 }

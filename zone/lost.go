@@ -1,6 +1,9 @@
 package zone
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+)
 
 // Writes lost in a failover. A token lsn-…-tN names a write on timeline N.
 // When the cluster has moved on to a later timeline whose history file
@@ -146,7 +149,10 @@ func unprovenWhy(h *Host, q *Query) string {
 // it (the same as a restart's window, restarted.go). After a clean
 // switchover the old writer sent everything before it stopped, I <= E, and
 // the window is empty. With only a watched lower bound of E the window
-// starts at that bound: E may be higher, never lower. A client that
+// starts at that bound: E may be higher, never lower. With no E known at
+// all (no history file, no switch watched: a probe role without
+// pg_monitor) the window is (0, I]: E may be anywhere below I (review 9,
+// R9-2). A client that
 // carries -tN is judged by timeline, as ever (tokenLost); one without a
 // timeline is safe only where pgdns saw the old writer: a write it made
 // after pgdns's last probe of it is not in the window (docs/names.md).
@@ -173,26 +179,51 @@ func (c *Cluster) ReachOf(tl uint32) *TimelineReach {
 // how far its writer was seen to write] holds the token, and that reach;
 // h is nil when none does. The history is the newest timeline's, as every
 // exact host on it has it (the probe attaches one per timeline), from a
-// file or watched.
+// file or watched. An older timeline whose writer pgdns saw but whose end
+// the history does not give (a probe role without pg_monitor watches no
+// switch, and reads no file) has the window (0, reach]: its end may be
+// anywhere below; i is then -1 (review 9, R9-2).
 func (c *Cluster) failedOver(q *Query) (h *Host, i int, r *TimelineReach) {
 	if !q.HasLSN || q.Timeline != 0 || len(c.Reached) == 0 {
 		return nil, 0, nil
 	}
-	for hi := range c.Hosts {
-		h := &c.Hosts[hi]
-		if (h.Role != RolePrimary && h.Role != RoleReplica) || h.Timeline != c.NewestTimeline ||
-			!h.TimelineExact || len(h.History) == 0 {
-			continue
-		}
-		want := h.token(q.MinLSN)
-		for i, e := range h.History {
-			if r := c.ReachOf(e.Timeline); r != nil && want > e.End && want <= r.Insert {
-				return h, i, r
-			}
-		}
+	h = c.newestHistory()
+	if h == nil {
 		return nil, 0, nil
 	}
+	want := h.token(q.MinLSN)
+	for i, e := range h.History {
+		if r := c.ReachOf(e.Timeline); r != nil && want > e.End && want <= r.Insert {
+			return h, i, r
+		}
+	}
+	for ri := range c.Reached {
+		r := &c.Reached[ri]
+		if r.Timeline < h.Timeline && want <= r.Insert && !slices.ContainsFunc(h.History, func(e TimelineEnd) bool { return e.Timeline == r.Timeline }) {
+			return h, -1, r
+		}
+	}
 	return nil, 0, nil
+}
+
+// newestHistory returns the answerable host with an exact timeline on the
+// cluster's newest timeline whose history failedOver judges: one that
+// knows an end when any does, else the first; nil when there is none.
+func (c *Cluster) newestHistory() *Host {
+	var first *Host
+	for hi := range c.Hosts {
+		h := &c.Hosts[hi]
+		if (h.Role != RolePrimary && h.Role != RoleReplica) || h.Timeline != c.NewestTimeline || !h.TimelineExact {
+			continue
+		}
+		if len(h.History) != 0 {
+			return h
+		}
+		if first == nil {
+			first = h
+		}
+	}
+	return first
 }
 
 // tokenFailedOver says why q's LSN, taken without a timeline, is proven by
@@ -201,6 +232,13 @@ func (c *Cluster) tokenFailedOver(q *Query) string {
 	h, i, r := c.failedOver(q)
 	if h == nil {
 		return ""
+	}
+	if i < 0 {
+		tl := strconv.FormatUint(uint64(r.Timeline), 10)
+		return q.MinLSN.String() + " may be a write of timeline " + tl + " lost in a failover to " +
+			strconv.FormatUint(uint64(h.Timeline), 10) + ": where timeline " + tl + " ended is not known (no switch watched; " +
+			"no history file read: grant EXECUTE on pg_read_file to the probe role), and pgdns saw its writer insert up to " +
+			r.Insert.String()
 	}
 	e := h.History[i]
 	next := h.Timeline

@@ -115,7 +115,7 @@ func TestPrimaryProvesAnOlderTimelinesTokenByItsHistory(t *testing.T) {
 	}{
 		{"watched bound past the token", afterFailover(false), "lsn-0-7000-t1.prefer-replica.db.local.", []string{"10.0.0.3"}, ""},
 		{"watched bound at the token", bare([]TimelineEnd{{1, 0x8000}}), "lsn-0-8000-t1.any.db.local.", []string{"10.0.0.2"}, ""},
-		{"history file past the token", bare(nil), "lsn-0-7000-t2.any.db.local.", []string{"10.0.0.2"}, ""}, // its own timeline
+		{"a token of its own timeline", bare(nil), "lsn-0-7000-t2.any.db.local.", []string{"10.0.0.2"}, ""},
 		{"watched bound below the token", bare([]TimelineEnd{{1, 0x8000}}), "lsn-0-8001-t1.any.db.local.", nil,
 			"0/8001 on timeline 1 is not proven in timeline 2's history: where timeline 1 ended is not known past 0/8000 " +
 				"(a switch pgdns watched; no history file read: grant EXECUTE on pg_read_file to the probe role)"},
@@ -274,4 +274,36 @@ func TestTimelinelessTokenInAFailoverWindow(t *testing.T) {
 	if got := w.TokenUnprovable(&q); got != watched {
 		t.Errorf("watched history: TokenUnprovable = %q, want %q", got, watched)
 	}
+}
+
+// Review 9, R9-2: with no end of timeline 1 known at all (a probe role
+// without pg_monitor watches no switch and reads no history file) a token
+// without a timeline at or below where pgdns saw timeline 1's writer
+// insert may be a write lost in the failover, wherever timeline 1 ended:
+// no name answers it, the new primary included, and the reason says what
+// is missing. Above that reach only timeline 2 wrote: answered as before.
+func TestTimelinelessTokenWithNoEndKnown(t *testing.T) {
+	s := afterFailover(false)
+	c := s.Clusters[0]
+	c.Reached = []TimelineReach{{Timeline: 1, Insert: 0x8800}}
+	for i := range c.Hosts {
+		c.Hosts[i].History = nil
+	}
+	for _, tok := range []string{"lsn-0-7000", "lsn-0-8800"} {
+		for _, target := range []string{"replica", "prefer-replica", "any", "primary"} {
+			if got := selectIPs(t, s, tok+"."+target+".db.local.", t0, 0); len(got) != 0 {
+				t.Errorf("%s.%s answered %v: where timeline 1 ended is not known", tok, target, got)
+			}
+		}
+	}
+	if got := selectIPs(t, s, "lsn-0-8801.replica.db.local.", t0, 0); !slices.Equal(got, []string{"10.0.0.3"}) {
+		t.Errorf("lsn-0-8801.replica answered %v, want the replica (above timeline 1's reach)", got)
+	}
+	q, _ := Parse("lsn-0-7000.any.db.local.", origin)
+	const why = "0/7000 may be a write of timeline 1 lost in a failover to 2: where timeline 1 ended is not known (no switch watched; " +
+		"no history file read: grant EXECUTE on pg_read_file to the probe role), and pgdns saw its writer insert up to 0/8800"
+	if got := s.TokenUnprovable(&q); got != why {
+		t.Errorf("TokenUnprovable = %q, want %q", got, why)
+	}
+	explained(t, View{Snap: s, Now: t0}, &q, "primary: "+why, why)
 }
