@@ -85,6 +85,16 @@ type Sample struct {
 	// which hides the server's.
 	DefaultReadOnly  bool
 	ReadOnlyShadowed string
+	// DefaultSerializable: a new session's default_transaction_isolation
+	// is serializable (the server's value, or every role's, or the
+	// probe's database's: not the probe session's own, which is read
+	// committed), as the session's start read it and as a reload since
+	// has the session reopened to read again (shadow.go): on a hot
+	// standby, every query of such a session is refused (zone: no read
+	// name answers it). IsolationShadowed, when not "", says that a
+	// setting of pgdns's own role or connection options hides that value.
+	DefaultSerializable bool
+	IsolationShadowed   string
 
 	// Primary only: one row per WAL sender (pg_stat_replication).
 	Standbys []zone.Standby
@@ -355,6 +365,7 @@ const probeTail = `
   pg_catalog.current_setting('cluster_name'),
   pg_catalog.current_setting('default_transaction_read_only'),
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_flush_lsn()::pg_catalog.text END,
+  ` + confLoadedSQL + `,
   ` + everyRoleSQL + `,
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce((pg_catalog.pg_stat_get_wal_receiver()).received_tli, -1) ELSE 0 END::bigint`
 
@@ -456,8 +467,17 @@ type pgChecker struct {
 	// the session's start saw them (everyRoleSQL): everyRoleKnown once
 	// read; everyRoleMoved once a probe read another, so the session no
 	// longer shows what a new one gets and is reopened.
-	everyRole                      int64
+	//
+	// What a new session's default_transaction_isolation is, as the
+	// session's start read it (shadow.go): serializable, or hidden by a
+	// setting of pgdns's own (isoShadow); when the session read it
+	// (confLoaded, pg_conf_load_time in µs; 0: not known), and whether a
+	// probe of the server in recovery found a reload since (confReloaded),
+	// which has the session reopened.
+	everyRole, confLoaded          int64
 	everyRoleKnown, everyRoleMoved bool
+	serializable, confReloaded     bool
+	isoShadow                      string
 
 	// alarm cuts the session's waits short: a kick between probes, the
 	// end of the context of a probe or a Watch (session.go).
@@ -512,11 +532,12 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 	// asked: admission was asked before the query, or need not be (a
 	// session opened by this probe was admitted just now).
 	asked := c.sess == nil
-	if c.sess != nil && (c.sess.ended() || c.everyRoleMoved || (c.shadow != "" || c.roShadow != "") && time.Since(c.connectedAt) >= shadowReopen) {
+	if c.sess != nil && (c.sess.ended() || c.everyRoleMoved || c.confReloaded || (c.shadow != "" || c.roShadow != "" || c.isoShadow != "") && time.Since(c.connectedAt) >= shadowReopen) {
 		// Ended since the last probe (seen by a wait between probes, or
 		// a history read that gave up), or due for a new session that
 		// shows whether its settings still hide the server's, or that
-		// gets every role's settings as they are now (shadow.go).
+		// gets every role's settings as they are now, or the server's
+		// default_transaction_isolation after a reload (shadow.go).
 		c.Close()
 	}
 	var start, end time.Time
@@ -591,12 +612,14 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 		return fmt.Errorf("probe query: %w", err)
 	}
 	c.everyRoleSeen(c.row.values[everyRoleColumn])
+	c.confSeen(c.row.values[confLoadedColumn], s.InRecovery)
 	if err := c.afterProbe(by, asked); err != nil {
 		c.Close() // a server stopping smartly waits for every open session to end
 		return err
 	}
 	s.History = c.readHistoryBy(ctx, by, end.Sub(start), s)
 	s.SettingShadowed, s.ReadOnlyShadowed = c.shadow, c.roShadow
+	s.DefaultSerializable, s.IsolationShadowed = c.serializable, c.isoShadow
 	s.Crashed, c.crashed = c.crashed, false
 	c.sendCancel() // the probe is done with the session
 	return nil

@@ -150,14 +150,19 @@ func parseDSN(dsn string) (*connConfig, error) {
 	// end its session (review 5, F9): with ALTER ROLE pgdns SET
 	// statement_timeout = '1ms' every host was down (57014 at prepare),
 	// with idle_session_timeout = '50ms' the server ended the session
-	// between two probes and the host flapped, and with
-	// default_transaction_isolation = serializable every hot standby
-	// refused the probe. The probe keeps its own deadline (probe.timeout).
-	// default_transaction_read_only is not pinned: it is the server's to
-	// set, not the probe's.
+	// between two probes and the host flapped. The probe keeps its own
+	// deadline (probe.timeout). default_transaction_read_only is not
+	// pinned: it is the server's to set, not the probe's. Nor is
+	// default_transaction_isolation, which a hot standby at serializable
+	// refuses every query at: the session sets it to read committed with
+	// a SET before its first statement (isolationSetSQL), so that the
+	// value a new client session gets stays readable (shadow.go), which a
+	// startup parameter would hide (review 8, R8-8). A DSN's own
+	// default_transaction_isolation would hide it too: dropped.
 	for k, v := range pinnedSettings {
 		cfg.RuntimeParams[k] = v
 	}
+	delete(cfg.RuntimeParams, isolationSetting)
 	// Know why a connection broke, when pgx's error does not say (socket.go).
 	recordFailures(&cfg.Config)
 	return cfg, nil
@@ -174,7 +179,6 @@ var pinnedSettings = map[string]string{
 	"lock_timeout":                        "0",
 	"idle_in_transaction_session_timeout": "0",
 	"idle_session_timeout":                "0",
-	"default_transaction_isolation":       "read committed",
 }
 
 // hostConfigs makes each host's connection config from base, the DSN

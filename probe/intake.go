@@ -591,6 +591,7 @@ func (p *Prober) record(r result) {
 	h.DrainSetting, h.OfflineSetting = s.DrainSetting, s.OfflineSetting
 	h.SettingShadowed = s.SettingShadowed
 	h.DefaultReadOnly, h.ReadOnlyShadowed = s.DefaultReadOnly, s.ReadOnlyShadowed
+	h.DefaultSerializable, h.IsolationShadowed = s.DefaultSerializable, s.IsolationShadowed
 	if s.InRecovery && c.Identity != 0 && s.SystemID == c.Identity {
 		p.inheritFork(r.cluster, h) // a cascade of a replica on another branch (forks.go)
 	}

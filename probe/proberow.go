@@ -69,16 +69,26 @@ func NoSendersKnown() [][]byte { return senderParams(0, nil) }
 // probeSQL (shadow.go), for the same tools.
 const SourcesSQL = sourcesSQL
 
+// IsolationSetSQL is the statement a probe session runs first, in a
+// transaction of its own (shadow.go), for the same tools.
+const IsolationSetSQL = isolationSetSQL
+
+// SessionSQL is the statement a probe session runs once, before
+// SourcesSQL (shadow.go), for the same tools.
+const SessionSQL = sessionSQL
+
 // probeColumns is the number of columns of probeSQL and probeStatusSQL;
 // the last (statusColumn) is where they differ.
 const (
-	probeColumns = 24
+	probeColumns = 25
 	statusColumn = probeColumns - 1
 	// timelineAgainColumn is a replica's receiver timeline read after
 	// its replay position (probeSQL); 0 on a primary.
 	timelineAgainColumn = statusColumn - 1
 	// everyRoleColumn is everyRoleSQL's (shadow.go).
 	everyRoleColumn = timelineAgainColumn - 1
+	// confLoadedColumn is confLoadedSQL's (shadow.go).
+	confLoadedColumn = everyRoleColumn - 1
 )
 
 // standbysColumn is the column of the primary's WAL senders, which the
@@ -178,18 +188,33 @@ type probeRow struct {
 // privilege (PostgreSQL checks EXECUTE when a statement runs).
 func (c *pgChecker) prepare(ctx context.Context, pc *pgconn.PgConn) error {
 	p := pc.StartPipeline(ctx)
+	// The SET first, in a transaction of its own: the transaction it runs
+	// in keeps the isolation it started with (shadow.go).
+	p.SendQueryParams(isolationSetSQL, nil, nil, nil, nil)
+	p.SendPipelineSync()
 	for _, v := range probeStatements {
 		for _, st := range v {
 			p.SendPrepare(st.name, st.sql, nil)
 		}
 	}
+	p.SendQueryParams(sessionSQL, nil, nil, nil, nil)
 	p.SendQueryParams(sourcesSQL, nil, nil, nil, nil)
 	if err := p.Sync(); err != nil {
 		_ = p.Close()
 		return fmt.Errorf("prepare: %w", err)
 	}
 	var columns []int
-	var err error
+	rr, err := pipelineResult[*pgconn.ResultReader](p)
+	if err == nil {
+		_, err = rr.Close()
+	}
+	if err == nil {
+		_, err = pipelineResult[*pgconn.PipelineSync](p)
+	}
+	if err != nil {
+		_ = p.Close()
+		return fmt.Errorf("prepare: %s: %w", isolationSetSQL, poolerHint(err))
+	}
 	for range 2 * len(probeStatements) {
 		var sd *pgconn.StatementDescription
 		if sd, err = pipelineResult[*pgconn.StatementDescription](p); err != nil {
@@ -201,7 +226,13 @@ func (c *pgChecker) prepare(ctx context.Context, pc *pgconn.PgConn) error {
 		_ = p.Close()
 		return fmt.Errorf("prepare: %w", poolerHint(err))
 	}
-	rr, err := pipelineResult[*pgconn.ResultReader](p)
+	rr, err = pipelineResult[*pgconn.ResultReader](p)
+	if err == nil {
+		err = c.readSession(rr)
+	}
+	if err == nil {
+		rr, err = pipelineResult[*pgconn.ResultReader](p)
+	}
 	if err == nil {
 		err = c.readSources(rr)
 	}

@@ -26,9 +26,9 @@ func textRow(cols ...string) *probeRow {
 var (
 	replicaCols = []string{"t", "", "0/3000060", "0/3000028", "1", "1", "7000000000000000001", "1700000000000000",
 		"[]", "user=replicator host=10.0.0.1 port=5432 application_name=r1 fallback_application_name=walreceiver sslmode=prefer", "r1_slot", "t", "f", "8192", "16777216", "on", "",
-		"streaming 5432 10.0.0.1", "", "off", "", "0", "1"}
+		"streaming 5432 10.0.0.1", "", "off", "", "1700000000000000", "0", "1"}
 	primaryCols = []string{"f", "0/5000000", "", "", "3", "2", "7000000000000000001", "1700000000000123",
-		`[[101, "sync", "r1_slot", false, ["10.0.0.2", "r1"]], [102, "async", null, false, [null, "r2"]], [103, null, null, false, null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus", "", "pg1", "on", "0/4FFFF00", "0", "0"}
+		`[[101, "sync", "r1_slot", false, ["10.0.0.2", "r1"]], [102, "async", null, false, [null, "r2"]], [103, null, null, false, null]]`, "", "", "t", "t", "8192", "16777216", "", "bogus", "", "pg1", "on", "0/4FFFF00", "1700000000000000", "0", "0"}
 )
 
 // TestWALReceiverAppName: the application name a WAL receiver gives the

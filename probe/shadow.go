@@ -57,9 +57,41 @@ const sourcesSQL = `SELECT d.setdatabase OPERATOR(pg_catalog.<>) 0::pg_catalog.o
       (SELECT oid FROM pg_catalog.pg_database WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())])
     AND d.setrole OPERATOR(pg_catalog.=) ANY (ARRAY[0::pg_catalog.oid,
       (SELECT oid FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) session_user)])
-    AND pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) OPERATOR(pg_catalog.=) ANY (ARRAY['pgdns.drain', 'pgdns.offline', 'default_transaction_read_only'])
-UNION ALL SELECT NULL, NULL, (` + everyRoleSQL + `)::pg_catalog.text
+    AND pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) OPERATOR(pg_catalog.=) ANY (ARRAY['pgdns.drain', 'pgdns.offline', 'default_transaction_read_only', 'default_transaction_isolation'])
   ORDER BY 1, 2, 3`
+
+// sessionSQL reads, beside sourcesSQL, what the session's start saw of
+// what can change under it: everyRoleSQL's hash, confLoadedSQL's time, and
+// the value of default_transaction_isolation a new session gets
+// (pg_settings' reset_val: pgdns's SET, isolationSetSQL, is the session's
+// value, not its reset value, which the configuration, every role's and
+// the database's settings give, and a reload changes), in one row, by
+// spaces (sessionValue). One statement, so that no reload falls between
+// the time and the value.
+const sessionSQL = `SELECT pg_catalog.concat_ws(' ', ` + everyRoleSQL + `, ` + confLoadedSQL + `, s.reset_val)
+  FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'default_transaction_isolation'`
+
+// isolationSetSQL is a session's first statement, in a transaction of
+// its own (prepare): it takes default_transaction_isolation off
+// serializable for pgdns's session, on which a hot standby refuses every
+// statement (its snapshot: "cannot use serializable mode in a hot
+// standby"), the parse of the probe's own included. A SET needs no
+// snapshot. It is a SET, not a startup parameter as the other pinned
+// settings are (dsn.go), so that the session's reset value stays what a
+// new session gets from the server (sessionSQL reads it; a reload
+// changes it): a startup parameter would take its place.
+const isolationSetSQL = "SET default_transaction_isolation = 'read committed'"
+
+// isolationSetting is the setting whose value serializable makes a hot
+// standby refuse every query of the sessions that have it.
+const isolationSetting = "default_transaction_isolation"
+
+// confLoadedSQL is when pgdns's backend last read the server's
+// configuration files (pg_conf_load_time(), in µs since the epoch): a
+// reload sets it, so a probe that finds another than sessionSQL did
+// knows that the server's values may have changed since the session
+// read default_transaction_isolation (confSeen).
+const confLoadedSQL = `(extract(epoch FROM pg_catalog.pg_conf_load_time()) OPERATOR(pg_catalog.*) 1000000)::bigint`
 
 // everyRoleSQL is a hash of the settings of every role in every database
 // (ALTER ROLE ALL SET; pg_db_role_setting's row of no role and no
@@ -69,15 +101,21 @@ UNION ALL SELECT NULL, NULL, (` + everyRoleSQL + `)::pg_catalog.text
 // the client's), so the probe's session, open for hours, keeps the ones
 // it started with: ALTER ROLE ALL SET default_transaction_read_only = on,
 // a fence of every new session, would never be seen by it, nor its
-// RESET, nor a pgdns.drain set so (review 8, R8-5). sourcesSQL reads the
+// RESET, nor a pgdns.drain set so (review 8, R8-5). sessionSQL reads the
 // hash when the session starts, every probe statement reads it again
-// (one index lookup of a catalog of a few rows), and a probe that finds
+// (a scan of a catalog of a few rows), and a probe that finds
 // another has the session reopened before the next probe, which then
 // shows what a new session gets. Only the row of every role in every
 // database is the applications' for sure: a database's or pgdns's role's
 // is pgdns's own (see above), and is re-read every shadowReopen anyway.
-const everyRoleSQL = `coalesce((SELECT pg_catalog.hashtext(d.setconfig::pg_catalog.text) FROM pg_catalog.pg_db_role_setting d
-    WHERE d.setdatabase OPERATOR(pg_catalog.=) 0::pg_catalog.oid AND d.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid), 0)::bigint`
+//
+// The hash covers the settings of every role in a database too (ALTER
+// DATABASE ... SET, the rows of no role), of every database: those of
+// the database pgdns and the applications use are what a new session of
+// theirs gets (default_transaction_isolation, R8-8), and the others
+// cost nothing to include (a change of one reopens the session once).
+const everyRoleSQL = `coalesce((SELECT pg_catalog.sum(pg_catalog.hashtext(d::pg_catalog.text))
+    FROM pg_catalog.pg_db_role_setting d WHERE d.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid), 0)::bigint`
 
 // settingOrigins names a role/database setting by where it is bound
 // (database, role), as an operator sets it.
@@ -112,28 +150,38 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 	if cs := clientShadow(c.configs.base.RuntimeParams, readOnlySetting); cs != "" {
 		readOnly = append(readOnly, cs)
 	}
-	c.everyRoleKnown, c.everyRoleMoved = false, false
+	var isolation []string
+	if cs := clientShadow(c.configs.base.RuntimeParams, isolationSetting); cs != "" {
+		isolation = append(isolation, cs)
+	}
 	for rr.NextRow() {
 		v := rr.Values()
-		if len(v) != 3 {
-			continue
-		}
-		if v[0] == nil { // everyRoleSQL's row
-			c.everyRoleSeen(v[2])
+		if len(v) != 3 || v[0] == nil {
 			continue
 		}
 		db, role := string(v[0]) == "t", string(v[1]) == "t"
 		note := fmt.Sprintf("%q is set by %s", v[2], settingOrigins[b2i(db)][b2i(role)])
-		if name, _, _ := strings.Cut(string(v[2]), "="); strings.EqualFold(strings.TrimSpace(name), readOnlySetting) {
+		name, _, _ := strings.Cut(string(v[2]), "=")
+		switch name = strings.TrimSpace(name); {
+		case strings.EqualFold(name, readOnlySetting):
 			if db || role { // ALTER ROLE ALL's is every session's: not pgdns's own
 				readOnly = append(readOnly, note)
 			}
-		} else {
+		case strings.EqualFold(name, isolationSetting):
+			if role { // every role's, in every database or in pgdns's, is the applications' too
+				isolation = append(isolation, note)
+			}
+		default:
 			shadowed = append(shadowed, note)
 		}
 	}
 	if _, err := rr.Close(); err != nil {
 		return fmt.Errorf("reading pg_db_role_setting: %w", err)
+	}
+	c.isoShadow = ""
+	if len(isolation) > 0 {
+		c.isoShadow = strings.Join(isolation, ", ") + " for pgdns's session, which hides the server's value: a hot standby whose new sessions are serializable (refusing every read) cannot be seen" +
+			fmt.Sprintf(" (the session is reopened every %s)", shadowReopen)
 	}
 	c.shadow, c.roShadow = "", ""
 	if len(shadowed) > 0 {
@@ -156,6 +204,47 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// readSession reads sessionSQL's row (sessionValue). Called once per
+// session, pipelined with the probe statement's preparation.
+func (c *pgChecker) readSession(rr *pgconn.ResultReader) error {
+	c.everyRoleKnown, c.everyRoleMoved = false, false
+	c.serializable, c.confLoaded, c.confReloaded = false, 0, false
+	for rr.NextRow() {
+		if v := rr.Values(); len(v) == 1 {
+			c.sessionValue(string(v[0]))
+		}
+	}
+	_, err := rr.Close()
+	return err
+}
+
+// sessionValue reads sessionSQL's row: everyRoleSQL's hash,
+// confLoadedSQL's time and the value of default_transaction_isolation a
+// new session gets, by spaces (the last may hold one).
+func (c *pgChecker) sessionValue(v string) {
+	hash, rest, _ := strings.Cut(v, " ")
+	loaded, isolation, _ := strings.Cut(rest, " ")
+	c.everyRoleSeen([]byte(hash))
+	c.confLoaded, _ = strconv.ParseInt(loaded, 10, 64)
+	c.serializable = isolation == "serializable"
+}
+
+// confSeen takes v, confLoadedSQL's column as a probe read it, on a
+// server in recovery or not: on a hot standby, a reload since the session
+// read default_transaction_isolation (sessionSQL) may have changed what
+// a new session gets, so the session is reopened before the next probe,
+// which reads it again. On a writable server the value does not count
+// (serializable is a writable server's to serve), and a reload there
+// reopens nothing.
+func (c *pgChecker) confSeen(v []byte, inRecovery bool) {
+	if !inRecovery || c.confLoaded == 0 {
+		return
+	}
+	if t, err := strconv.ParseInt(string(v), 10, 64); err == nil && t != c.confLoaded {
+		c.confReloaded = true
+	}
 }
 
 // everyRoleSeen takes v, everyRoleSQL's hash as a statement of c's

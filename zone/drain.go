@@ -23,14 +23,16 @@ type DrainSource uint8
 
 // Sources of a drain.
 const (
-	DrainBySetting DrainSource = 1 << iota // the server's pgdns.drain is on
-	DrainByTag                             // Patroni tags the member noloadbalance
-	DrainByShadow                          // a role, database or client setting hides the server's pgdns settings
+	DrainBySetting      DrainSource = 1 << iota // the server's pgdns.drain is on
+	DrainByTag                                  // Patroni tags the member noloadbalance
+	DrainByShadow                               // a role, database or client setting hides the server's pgdns settings
+	DrainBySerializable                         // a hot standby whose new sessions are serializable: it refuses every read
 )
 
 // String returns the sources for people and the APIs, joined by ",":
 // "pgdns.drain", "noloadbalance", "hidden_setting" (the server's value is
-// hidden from pgdns's session: fail closed), or "" for none.
+// hidden from pgdns's session: fail closed), "serializable" (a hot
+// standby refusing every read), or "" for none.
 func (d DrainSource) String() string {
 	var parts []string
 	if d&DrainBySetting != 0 {
@@ -41,6 +43,9 @@ func (d DrainSource) String() string {
 	}
 	if d&DrainByShadow != 0 {
 		parts = append(parts, "hidden_setting")
+	}
+	if d&DrainBySerializable != 0 {
+		parts = append(parts, "serializable")
 	}
 	return strings.Join(parts, ",")
 }
@@ -117,10 +122,37 @@ func (c *Cluster) markDrains() {
 			h.DrainedBy |= DrainByShadow
 			h.addNote(h.SettingShadowed)
 		}
+		switch {
+		case !h.InRecovery:
+		case h.IsolationShadowed != "":
+			h.addNote(h.IsolationShadowed)
+		case h.DefaultSerializable:
+			h.DrainedBy |= DrainBySerializable
+			h.addNote(serializableNote)
+		}
 		h.Drained = h.DrainedBy != 0
 		h.Offline = h.switchOn(OfflineSettingName, h.OfflineSetting) && !h.Drained
 	}
 }
+
+// A hot standby whose new sessions' default_transaction_isolation is
+// serializable (the server's value, ALTER SYSTEM and a reload; every
+// role's, ALTER ROLE ALL SET; or the probe's database's, ALTER DATABASE
+// ... SET) refuses every query of theirs: a snapshot of a serializable
+// transaction cannot be taken during recovery ("cannot use serializable
+// mode in a hot standby", 0A000). pgdns's own session sets read committed
+// for itself (probe/shadow.go) and keeps probing, so the host stays a
+// replica, measured and watched, but it is drained by the setting
+// (DrainBySerializable): no read name (replica, prefer-replica, any,
+// offline, lag-, lsn-) answers it, as primary does not answer a primary
+// that refuses writes (readonly.go), until the setting is lifted. A
+// setting of one role of the applications' (ALTER ROLE app SET) is not
+// seen: pgdns cannot know which roles its clients use. One of pgdns's own
+// role, or of its connection options, hides the server's value
+// (Host.IsolationShadowed): not counted, and said in the note.
+
+// serializableNote says why a hot standby at serializable is drained.
+const serializableNote = "default_transaction_isolation is serializable: a hot standby refuses every query of its new sessions (cannot use serializable mode in a hot standby), so no read name answers it"
 
 // switchOn reads setting name's value v, noting a garbage value.
 func (h *Host) switchOn(name, v string) bool {

@@ -118,6 +118,9 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 			return "not offline: offline replicas fit"
 		}
 	case Drained:
+		if h.DrainedBy&DrainBySerializable != 0 {
+			return "drained (" + h.DrainedBy.String() + "): " + serializableNote
+		}
 		return "drained (" + h.DrainedBy.String() + ")"
 	case OfflineClass:
 		return "offline (" + OfflineSettingName + "): answered only by offline names"

@@ -159,6 +159,15 @@ type Host struct {
 	// session's comes from a role, database or client setting.
 	DefaultReadOnly  bool
 	ReadOnlyShadowed string
+	// DefaultSerializable: a new session's default_transaction_isolation
+	// is serializable, as the probe read it (the server's, every role's
+	// or the probe's database's value; not its own session's): in
+	// recovery, every query of such a session is refused, so no replica
+	// name answers the host (drain.go, DrainBySerializable).
+	// IsolationShadowed, when not "", says why the probe cannot see that
+	// value: a setting of pgdns's own role or connection options.
+	DefaultSerializable bool
+	IsolationShadowed   string
 	// TagNoLoadBalance: the Patroni member list tags this host
 	// noloadbalance (a true value, as Patroni reads it); TagNote says
 	// what was odd about the tag ("" when nothing). Set by whoever reads

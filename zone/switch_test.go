@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -79,5 +80,41 @@ func TestLongSwitchIsNoBoolean(t *testing.T) {
 	want := `pgdns.drain is "on` + strings.Repeat("é", SwitchLimit-2) + `"..., not a boolean: counted as off`
 	if h.Drained || h.Note != want {
 		t.Errorf("drained %v, note %q; want not drained, note %q", h.Drained, h.Note, want)
+	}
+}
+
+// A hot standby whose new sessions are serializable refuses every read
+// (review 8, R8-8): drained by the setting, with the reason; a writable
+// host with it is not (it serves serializable reads), and one whose value
+// a setting of pgdns's own hides is not counted, its note saying so.
+func TestSerializableStandbyDrains(t *testing.T) {
+	const hidden = "set by ALTER ROLE ... SET for pgdns's session, which hides the server's value"
+	s := drainCluster(func(i int, h *Host) {
+		switch i {
+		case 0, 1:
+			h.DefaultSerializable = true
+		case 2:
+			h.DefaultSerializable, h.IsolationShadowed = true, hidden
+		}
+	})
+	hosts := s.Clusters[0].Hosts
+	if h := hosts[1]; !h.Drained || h.DrainedBy != DrainBySerializable || h.DrainedBy.String() != "serializable" || !strings.Contains(h.Note, "cannot use serializable mode in a hot standby") {
+		t.Errorf("standby at serializable: drained %v by %v, note %q; want drained by serializable, the note saying why", h.Drained, h.DrainedBy, h.Note)
+	}
+	if h := hosts[0]; h.Drained || h.Note != "" {
+		t.Errorf("writable host at serializable: drained %v, note %q; it serves every read", h.Drained, h.Note)
+	}
+	if h := hosts[2]; h.Drained || !strings.Contains(h.Note, hidden) {
+		t.Errorf("standby whose value is hidden: drained %v, note %q; want not drained, the note saying why", h.Drained, h.Note)
+	}
+	for name, want := range map[string][]string{
+		"replica.db.local.":            {"10.0.0.3", "10.0.0.4"},
+		"any.db.local.":                {"10.0.0.1", "10.0.0.3", "10.0.0.4"},
+		"lsn-0-5000.replica.db.local.": {"10.0.0.3", "10.0.0.4"},
+		"offline.db.local.":            {"10.0.0.3", "10.0.0.4"},
+	} {
+		if got := sorted(selectIPs(t, s, name, t0, 0)); !slices.Equal(got, want) {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
 	}
 }

@@ -295,6 +295,8 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 		knownKind         // probe.ProbeKnownSQL
 		knownStatusKind   // probe.ProbeKnownStatusSQL
 		sourcesKind
+		setKind     // probe.IsolationSetSQL, a session's first statement
+		sessionKind // probe.SessionSQL (no rows)
 	)
 	probeKinds := map[string]*int{probe.ProbeSQL: ptr(probeKind), probe.ProbeStatusSQL: ptr(statusKind),
 		probe.ProbeReplicaSQL: ptr(replicaKind), probe.ProbeReplicaStatusSQL: ptr(replicaStatusKind),
@@ -318,10 +320,11 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 	knownRow, knownStatusRow := ans.row, statusRow // the known variants' (knownStandbysSQL)
 	// The row each probe statement's Execute sends, by kind, as it is
 	// now (a Bind may change the primary's and the known variants');
-	// none for probe.SourcesSQL, which has no rows.
+	// none for probe.SourcesSQL and probe.SessionSQL, which have no rows
+	// here, nor for probe.IsolationSetSQL.
 	rows := [...]*[][]byte{probeKind: &primaryRow, statusKind: &primaryStatusRow,
 		replicaKind: &replicaRow, replicaStatusKind: &replicaStatusRow,
-		knownKind: &knownRow, knownStatusKind: &knownStatusRow, sourcesKind: nil}
+		knownKind: &knownRow, knownStatusKind: &knownStatusRow, sourcesKind: nil, setKind: nil, sessionKind: nil}
 	var bound [2]string
 	failed := false // an error in the extended protocol: skip to Sync
 	fail := func(code, text string) {
@@ -356,6 +359,12 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				// A fake has no role or database settings: no rows.
 				prepared[m.Name], kinds[m.Name] = true, sourcesKind
 				be.Send(&pgproto3.ParseComplete{})
+			case m.Query == probe.SessionSQL && m.Name == "":
+				prepared[m.Name], kinds[m.Name] = true, sessionKind
+				be.Send(&pgproto3.ParseComplete{})
+			case m.Query == probe.IsolationSetSQL && m.Name == "":
+				prepared[m.Name], kinds[m.Name] = true, setKind
+				be.Send(&pgproto3.ParseComplete{})
 			case probeKinds[m.Query] == nil:
 				fail("42601", "fakepg answers the probe's statements only")
 			case m.Name != "" && prepared[m.Name]:
@@ -376,6 +385,10 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 					fields = sourcesFields
 				}
 				be.Send(&pgproto3.RowDescription{Fields: fields})
+			case m.ObjectType == 'P' && portal && m.Name == "" && portalKind == sessionKind:
+				be.Send(&pgproto3.RowDescription{Fields: sourcesFields[2:]})
+			case m.ObjectType == 'P' && portal && m.Name == "" && portalKind == setKind:
+				be.Send(&pgproto3.NoData{})
 			case m.ObjectType == 'P' && portal && m.Name == "" && portalKind == sourcesKind:
 				be.Send(&pgproto3.RowDescription{Fields: sourcesFields})
 			case m.ObjectType == 'P' && portal && m.Name == "" && (portalKind == statusKind || portalKind == replicaStatusKind || portalKind == knownStatusKind):
@@ -424,8 +437,10 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				probesRun.Add(1)
 				be.Send(&pgproto3.DataRow{Values: *row})
 				be.Send(complete)
+			} else if portalKind == setKind {
+				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SET")})
 			} else {
-				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")}) // sourcesKind
+				be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")}) // sourcesKind, sessionKind
 			}
 			portal = false // an unnamed portal runs to completion once
 		case *pgproto3.Close:
