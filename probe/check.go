@@ -457,27 +457,25 @@ type pgChecker struct {
 
 	row probeRow // the last probe's columns, kept to reuse their buffers
 
-	// When the session was opened, and whether its pgdns settings hide
-	// the server's (shadow.go): the note, read once per session; and
-	// the same for default_transaction_read_only.
+	// When the session was opened, and whether its settings hide the
+	// server's (shadow.go): the notes, read once per session; nil when
+	// none does (most sessions: a pointer, not three strings, a host).
 	connectedAt time.Time
-	shadow      string
-	roShadow    string
+	shadows     *shadowNotes
 	// The settings every role's new sessions get (ALTER ROLE ALL SET) as
 	// the session's start saw them (everyRoleSQL): everyRoleKnown once
 	// read; everyRoleMoved once a probe read another, so the session no
 	// longer shows what a new one gets and is reopened.
 	//
 	// What a new session's default_transaction_isolation is, as the
-	// session's start read it (shadow.go): serializable, or hidden by a
-	// setting of pgdns's own (isoShadow); when the session read it
+	// session's start read it (shadow.go): serializable (unless a setting
+	// of pgdns's own hides it: shadows); when the session read it
 	// (confLoaded, pg_conf_load_time in µs; 0: not known), and whether a
 	// probe of the server in recovery found a reload since (confReloaded),
 	// which has the session reopened.
 	everyRole, confLoaded          int64
 	everyRoleKnown, everyRoleMoved bool
 	serializable, confReloaded     bool
-	isoShadow                      string
 
 	// alarm cuts the session's waits short: a kick between probes, the
 	// end of the context of a probe or a Watch (session.go).
@@ -532,7 +530,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 	// asked: admission was asked before the query, or need not be (a
 	// session opened by this probe was admitted just now).
 	asked := c.sess == nil
-	if c.sess != nil && (c.sess.ended() || c.everyRoleMoved || c.confReloaded || (c.shadow != "" || c.roShadow != "" || c.isoShadow != "") && time.Since(c.connectedAt) >= shadowReopen) {
+	if c.sess != nil && (c.sess.ended() || c.everyRoleMoved || c.confReloaded || c.shadows != nil && time.Since(c.connectedAt) >= shadowReopen) {
 		// Ended since the last probe (seen by a wait between probes, or
 		// a history read that gave up), or due for a new session that
 		// shows whether its settings still hide the server's, or that
@@ -618,8 +616,10 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 		return err
 	}
 	s.History = c.readHistoryBy(ctx, by, end.Sub(start), s)
-	s.SettingShadowed, s.ReadOnlyShadowed = c.shadow, c.roShadow
-	s.DefaultSerializable, s.IsolationShadowed = c.serializable, c.isoShadow
+	s.DefaultSerializable = c.serializable
+	if n := c.shadows; n != nil {
+		s.SettingShadowed, s.ReadOnlyShadowed, s.IsolationShadowed = n.drain, n.readOnly, n.isolation
+	}
 	s.Crashed, c.crashed = c.crashed, false
 	c.sendCancel() // the probe is done with the session
 	return nil

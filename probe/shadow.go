@@ -137,11 +137,11 @@ func clientShadow(params map[string]string, settings ...string) string {
 	return strings.Join(set, ", ")
 }
 
-// readSources sets c.shadow: "" when the session's pgdns settings are the
-// server's, else the note that says which are not and why the host
-// counts as drained; and c.roShadow the same for
-// default_transaction_read_only. Called once per session with the result
-// of sourcesSQL, pipelined with the probe statement's preparation.
+// readSources sets c.shadows: nil when the session's settings are the
+// server's, else the notes that say which are not and why (the host
+// counts as drained; a fence or a serializable standby cannot be seen).
+// Called once per session with the result of sourcesSQL, pipelined with
+// the probe statement's preparation.
 func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 	var shadowed, readOnly []string
 	if cs := clientShadow(c.configs.base.RuntimeParams, "pgdns.drain", "pgdns.offline"); cs != "" {
@@ -178,22 +178,31 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 	if _, err := rr.Close(); err != nil {
 		return fmt.Errorf("reading pg_db_role_setting: %w", err)
 	}
-	c.isoShadow = ""
-	if len(isolation) > 0 {
-		c.isoShadow = strings.Join(isolation, ", ") + " for pgdns's session, which hides the server's value: a hot standby whose new sessions are serializable (refusing every read) cannot be seen" +
-			fmt.Sprintf(" (the session is reopened every %s)", shadowReopen)
+	c.shadows = nil
+	if len(shadowed)+len(readOnly)+len(isolation) == 0 {
+		return nil
 	}
-	c.shadow, c.roShadow = "", ""
+	n := &shadowNotes{}
+	reopened := fmt.Sprintf(" (the session is reopened every %s)", shadowReopen)
 	if len(shadowed) > 0 {
-		c.shadow = strings.Join(shadowed, ", ") + " for pgdns's session, which hides the server's value: counted as drained" +
-			fmt.Sprintf(" (the session is reopened every %s)", shadowReopen)
+		n.drain = strings.Join(shadowed, ", ") + " for pgdns's session, which hides the server's value: counted as drained" + reopened
 	}
 	if len(readOnly) > 0 {
-		c.roShadow = strings.Join(readOnly, ", ") + " for pgdns's session, which hides the server's value: a fence of the server's (ALTER SYSTEM SET default_transaction_read_only = on) cannot be seen" +
-			fmt.Sprintf(" (the session is reopened every %s)", shadowReopen)
+		n.readOnly = strings.Join(readOnly, ", ") + " for pgdns's session, which hides the server's value: a fence of the server's (ALTER SYSTEM SET default_transaction_read_only = on) cannot be seen" + reopened
 	}
+	if len(isolation) > 0 {
+		n.isolation = strings.Join(isolation, ", ") + " for pgdns's session, which hides the server's value: a hot standby whose new sessions are serializable (refusing every read) cannot be seen" + reopened
+	}
+	c.shadows = n
 	return nil
 }
+
+// shadowNotes say which of the session's settings a role, database or
+// client setting of pgdns's own hides from it, and why ("" for none):
+// pgdns.drain and pgdns.offline (the host counts as drained),
+// default_transaction_read_only and default_transaction_isolation (the
+// server's value cannot be seen).
+type shadowNotes struct{ drain, readOnly, isolation string }
 
 // readOnlySetting is the setting that makes a new session's transactions
 // read-only.
