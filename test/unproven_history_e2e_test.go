@@ -52,6 +52,13 @@ func TestMonitorRoleLostWriteTokenIsAnsweredByNoName(t *testing.T) {
 	e.waitFor(t, "replica.db.local.", []string{n2.IP})
 	common := e.insertAndTakeLSN(t, n1)
 	waitStreaming(t, n2, 1, common)
+	// pgdns must see n2 streaming past the common row before the cut:
+	// the watched switch's lower bound is n2's last replay position seen
+	// while its receiver ran (probe/timelines.go). On a quiet machine the
+	// cut came within one probe interval, before pgdns sampled n2 there,
+	// and the bound stayed below the common row, which was then refused
+	// (rightly, failing closed) instead of answered by n2.
+	e.waitFor(t, "lsn-"+common+".replica.db.local.", []string{n2.IP})
 	n2.Exec(t, "ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port=1 user=nobody'")
 	n2.Exec(t, "SELECT pg_reload_conf()")
 	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "n2's receiver to stop", func() (string, bool) {
