@@ -837,7 +837,7 @@ func (c *pgChecker) connect(ctx context.Context) error {
 		return err
 	}
 	pid, key := pc.PID(), pc.SecretKey()
-	s, err := startSession(pc)
+	s, err := startSession(ctx, pc)
 	if err != nil {
 		return fmt.Errorf("taking the session over: %w", err)
 	}

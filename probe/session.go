@@ -128,16 +128,34 @@ func (s *session) pin() {
 	s.reply.row, s.rowInBuf = s.pinned, false
 }
 
-// startSession takes over pc, an idle session pgx has set up. pc is
-// unusable afterwards, whatever the outcome.
-func startSession(pc *pgconn.PgConn) (*session, error) {
-	if pc.Frontend().ReadBufferLen() != 0 {
+// startSession takes over pc, an idle session pgx has set up, by ctx's
+// end. pc is unusable afterwards, whatever the outcome.
+//
+// pgconn may still be reading the socket when its last call returns: a
+// write of its that takes over 15 ms (its slowWriteTimer: a writer
+// descheduled on a loaded machine) starts a background reader, which
+// reads the server's reply while the writer is away and then starts
+// another read; the writer stops it, but the stop waits for that read.
+// pgx's own calls take their results from that reader and never notice.
+// Taken over then, the socket kept that read, which held the descriptor's
+// read lock: the session's first probe could not send its request (the
+// read that writes it waits for the lock, sockread.go) and waited until
+// its deadline, and anything the server sent meanwhile went to pgx's
+// buffer, lost (TestFirstProbeAfterASlowSetupWrite; at load 30-50 the
+// first probe of a new session failed, "probe query: timed out"). So
+// SyncConn first, as Hijack's documentation asks: at no cost when no
+// read is under way and nothing is buffered, else a ping whose reply
+// ends that read, until neither holds.
+func startSession(ctx context.Context, pc *pgconn.PgConn) (*session, error) {
+	if err := pc.SyncConn(ctx); err != nil || pc.Frontend().ReadBufferLen() != 0 {
 		// Bytes that pgconn has read and not parsed would be lost with
-		// its buffer: nothing is sent unasked to an idle session but a
-		// notice, a parameter report or the session's end, and none of
-		// them is worth the risk.
+		// its buffer, and a read of its under way would take what
+		// follows.
 		pc.Conn().Close()
-		return nil, errors.New("the session was not idle when taken over")
+		if err == nil {
+			err = errors.New("pgconn's read buffer is not empty")
+		}
+		return nil, fmt.Errorf("the session was not idle when taken over: %w", err)
 	}
 	hc, err := pc.Hijack()
 	if err != nil {
