@@ -93,12 +93,10 @@ func TestAdmissionOfASilentServer(t *testing.T) {
 // allocations through pgx.ConnectConfig).
 func TestAdmissionOverTLSAndItsAllocations(t *testing.T) { // not parallel: AllocsPerRun
 	bl := pgtest.Addrs(t)
-	_, certPEM, keyPEM := issue(t, net.ParseIP(bl.IP(1)))
-	cl := pgtest.New(t, pgtest.Options{IPs: []string{bl.IP(1)},
-		Conf:  []string{"ssl = on", "ssl_cert_file = 'server.crt'", "ssl_key_file = 'server.key'", "log_connections = on"},
-		Files: map[string][]byte{"server.crt": certPEM, "server.key": keyPEM},
-		HBA:   []string{"hostnossl all guarded 127.0.0.0/8 reject", "hostssl all plain 127.0.0.0/8 reject"},
-	})
+	cl := pgtest.NewTLS(t, pgtest.NewCA(t), pgtest.Options{IPs: []string{bl.IP(1)},
+		Conf: []string{"log_connections = on"},
+		HBA:  []string{"hostnossl all guarded 127.0.0.0/8 reject", "hostssl all plain 127.0.0.0/8 reject"},
+	}, bl.IP(1))
 	node := cl.Nodes[0]
 	node.Exec(t, "CREATE ROLE guarded LOGIN")
 	node.Exec(t, "CREATE ROLE plain LOGIN")

@@ -2,15 +2,8 @@ package probe
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -179,19 +172,13 @@ func TestDSNWithAHostIsRefused(t *testing.T) {
 func TestVerifyFullChecksEachHostsName(t *testing.T) {
 	t.Parallel()
 	bl := pgtest.Addrs(t)
-	ca, certPEM, keyPEM := issue(t, net.ParseIP(bl.IP(1)))
-	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cl := pgtest.New(t, pgtest.Options{IPs: []string{bl.IP(1)},
-		Conf:  []string{"ssl = on", "ssl_cert_file = 'server.crt'", "ssl_key_file = 'server.key'"},
-		Files: map[string][]byte{"server.crt": certPEM, "server.key": keyPEM},
-		HBA:   []string{"hostnossl all all 127.0.0.0/8 reject"},
-	})
+	ca := pgtest.NewCA(t)
+	cl := pgtest.NewTLS(t, ca, pgtest.Options{IPs: []string{bl.IP(1)},
+		HBA: []string{"hostnossl all all 127.0.0.0/8 reject"},
+	}, bl.IP(1))
 	other := forward(t, bl.Addr(2, 5432), cl.Nodes[0].Addr())
 
-	fullDSN := "user=postgres dbname=postgres sslmode=verify-full connect_timeout=3 sslrootcert=" + caFile
+	fullDSN := "user=postgres dbname=postgres sslmode=verify-full connect_timeout=3 sslrootcert=" + ca.File
 	full, err := PostgresCheckers(fullDSN)
 	if err != nil {
 		t.Fatal(err)
@@ -209,40 +196,6 @@ func TestVerifyFullChecksEachHostsName(t *testing.T) {
 	if _, err := check(t, verifyCA, other, 5*time.Second); err != nil {
 		t.Fatalf("verify-ca at another address: %v", err)
 	}
-}
-
-// issue makes a CA and a server certificate and key it signs for ip, PEM.
-func issue(t testing.TB, ip net.IP) (caPEM, certPEM, keyPEM []byte) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pgdns test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: ip.String()},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{ip}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caTmpl, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }
 
 // forward relays TCP connections from listen to to until the test ends,

@@ -275,15 +275,12 @@ func TestBareConnectMovedByItsProbes(t *testing.T) {
 // measured first and taken off.
 func BenchmarkBareConnect(b *testing.B) {
 	bl := pgtest.Addrs(b)
-	_, certPEM, keyPEM := issue(b, net.ParseIP(bl.IP(2)))
 	servers := []struct {
 		name string
 		cl   *pgtest.Cluster
 	}{
 		{"ssl off", pgtest.New(b, pgtest.Options{IPs: []string{bl.IP(1)}})},
-		{"ssl on", pgtest.New(b, pgtest.Options{IPs: []string{bl.IP(2)},
-			Conf:  []string{"ssl = on", "ssl_cert_file = 'server.crt'", "ssl_key_file = 'server.key'"},
-			Files: map[string][]byte{"server.crt": certPEM, "server.key": keyPEM}})},
+		{"ssl on", pgtest.NewTLS(b, pgtest.NewCA(b), pgtest.Options{IPs: []string{bl.IP(2)}}, bl.IP(2))},
 	}
 	const pace = 10 * time.Millisecond // back to back, connects outrun the postmaster's forks and SYNs drop
 	pacing := func() time.Duration {

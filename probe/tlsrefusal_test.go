@@ -3,9 +3,6 @@ package probe
 import (
 	"context"
 	"errors"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,20 +19,10 @@ import (
 func TestCertificateThatDoesNotVerifyRefuses(t *testing.T) {
 	t.Parallel()
 	bl := pgtest.Addrs(t)
-	caPEM, certPEM, keyPEM := issue(t, net.ParseIP(bl.IP(1)))
-	otherCA, _, _ := issue(t, net.ParseIP(bl.IP(1)))
-	cl := pgtest.New(t, pgtest.Options{IPs: []string{bl.IP(1)},
-		Conf:  []string{"ssl = on", "ssl_cert_file = 'server.crt'", "ssl_key_file = 'server.key'"},
-		Files: map[string][]byte{"server.crt": certPEM, "server.key": keyPEM}})
+	caOf, otherCA := pgtest.NewCA(t), pgtest.NewCA(t)
+	cl := pgtest.NewTLS(t, caOf, pgtest.Options{IPs: []string{bl.IP(1)}}, bl.IP(1))
 	node := cl.Nodes[0]
-	dir := t.TempDir()
-	ca, other := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "other.crt")
-	if err := os.WriteFile(ca, caPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(other, otherCA, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	ca, other := caOf.File, otherCA.File
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const why = "its certificate does not verify: x509: certificate signed by unknown authority"

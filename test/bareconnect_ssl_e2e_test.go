@@ -105,11 +105,8 @@ func (bc *bareConnectCounter) seen() (sizes []int, cancels int) {
 }
 
 func TestBareConnectOfAnSSLServer(t *testing.T) {
-	ca := newTestCA(t)
-	crt, key := ca.issue(t, 2, "pg")
 	ips := pgtest.Addrs(t).IPs(3) // .1 the primary, .2 the proxy, .3 the replica
-	pg := pgtest.New(t, pgtest.Options{IPs: []string{ips[0], ips[2]}, Conf: []string{"ssl = on"},
-		Files: map[string][]byte{"server.crt": crt, "server.key": key}})
+	pg := pgtest.NewTLS(t, pgtest.NewCA(t), pgtest.Options{IPs: []string{ips[0], ips[2]}}, "pg")
 	proxy := ips[1] + ":5432"
 	bc := startBareConnectCounter(t, proxy, pg.Nodes[1].Addr())
 	// probe.interval 20ms and admission_interval 100ms: a bare connect

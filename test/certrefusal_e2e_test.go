@@ -16,49 +16,12 @@ package test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net/http"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgdns/pgdns/internal/pgtest"
-	"github.com/pgdns/pgdns/internal/testkit"
 )
-
-// issueFor returns a server certificate and key (PEM) of ca valid from
-// notBefore to notAfter.
-func (ca *testCA) issueFor(t *testing.T, serial int64, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "pg"}, DNSNames: []string{"pg"},
-		NotBefore: notBefore, NotAfter: notAfter,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
 
 // One cluster (ssl on, certificates of the test's CA), three pgdns in
 // front of it probing as postgres with sslmode verify-ca, require (no
@@ -69,21 +32,14 @@ func TestHostWhoseTLSRefusesClientsLeaves(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ca := newTestCA(t)
-	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(caFile, ca.pem, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	crt, key := ca.issueFor(t, 2, now.Add(-time.Hour), now.Add(24*time.Hour))
-	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3), Conf: []string{"ssl = on"},
-		Files: map[string][]byte{"server.crt": crt, "server.key": key}})
+	ca := pgtest.NewCA(t)
+	pg := pgtest.NewTLS(t, ca, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)}, "pg")
 	n2 := pg.Nodes[1]
 	both := []string{n2.IP, pg.Nodes[2].IP}
 	dsns := map[string]string{
-		"verify-ca": "user=postgres dbname=postgres sslmode=verify-ca sslrootcert=" + caFile,
+		"verify-ca": "user=postgres dbname=postgres sslmode=verify-ca sslrootcert=" + ca.File,
 		"require":   "user=postgres dbname=postgres sslmode=require",
-		"prefer":    "user=postgres dbname=postgres sslmode=prefer sslrootcert=" + caFile,
+		"prefer":    "user=postgres dbname=postgres sslmode=prefer sslrootcert=" + ca.File,
 	}
 	pgdns := map[string]*env{}
 	for mode, dsn := range dsns {
@@ -92,63 +48,24 @@ func TestHostWhoseTLSRefusesClientsLeaves(t *testing.T) {
 	for _, e := range pgdns {
 		e.waitFor(t, "replica.db.local.", both)
 	}
-	writeCert := func(t *testing.T, crt, key []byte) {
-		t.Helper()
-		if err := n2.WriteFile("server.crt", crt); err != nil {
-			t.Fatal(err)
-		}
-		if err := n2.WriteFile("server.key", key); err != nil {
-			t.Fatal(err)
-		}
-		n2.Exec(t, "SELECT pg_reload_conf()")
-	}
 	// refused waits until a client connecting to n2 as probe.dsn of mode
-	// says is refused with why (the reload is asynchronous).
+	// says is refused with why.
 	refused := func(t *testing.T, mode, why string) {
 		t.Helper()
-		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "a client with sslmode="+mode+" refused by n2", func() (string, bool) {
-			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-			defer ccancel()
-			c, err := pgx.Connect(cctx, fmt.Sprintf("host=%s port=5432 connect_timeout=3 %s", n2.IP, dsns[mode]))
-			if err == nil {
-				c.Close(cctx)
-				return "admitted", false
-			}
-			return err.Error(), strings.Contains(err.Error(), why)
-		})
+		refusesNewSessions(t, ctx, fmt.Sprintf("host=%s port=5432 connect_timeout=3 %s", n2.IP, dsns[mode]), why)
 	}
 	// leaves: the pgdns of each mode takes n2 out of replica.db.local
-	// with why in /v1/resolve's reason.
+	// with why in /v1/resolve's reason (the startup packet every 1.2 s:
+	// out within seconds).
 	leaves := func(t *testing.T, why string, modes ...string) {
 		t.Helper()
 		for _, mode := range modes {
-			e := pgdns[mode]
-			// The startup packet every 1.2 s: out within seconds, more under load.
-			took := e.waitWithin(t, 60*time.Second, "replica.db.local.", []string{pg.Nodes[2].IP})
-			var res string
-			if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
-				_, res = e.get(t, http.DefaultClient, "/v1/resolve?name="+url.QueryEscape("replica.db.local"), "")
-				return strings.Contains(res, `{"addr":"`+n2.Addr()+`","reason":"`) && strings.Contains(res, why)
+			if !t.Run("sslmode="+mode, func(t *testing.T) {
+				took := pgdns[mode].takesOut(t, n2, []string{pg.Nodes[2].IP}, why)
+				t.Logf("pgdns with sslmode=%s took n2 out after %v: %q", mode, took, pgdns[mode].txt(t, "any.db.local."))
 			}) {
-				t.Fatalf("sslmode=%s: /v1/resolve does not say n2 is out because %q: %s", mode, why, res)
+				t.FailNow()
 			}
-			t.Logf("pgdns with sslmode=%s took n2 out after %v: %q", mode, took, e.txt(t, "any.db.local."))
-		}
-	}
-	// keeps: the pgdns of each mode answers both replicas for 15 s (two
-	// trials and a dozen startup packets).
-	keeps := func(t *testing.T, modes ...string) {
-		t.Helper()
-		if took, held := testkit.Holds(15*time.Second, 100*time.Millisecond, func() bool {
-			for _, mode := range modes {
-				if got := pgdns[mode].ips(t, "replica.db.local."); len(got) != 2 {
-					t.Logf("pgdns with sslmode=%s answers %v: %q", mode, got, pgdns[mode].txt(t, "any.db.local."))
-					return false
-				}
-			}
-			return true
-		}); !held {
-			t.Fatalf("a replica left the answers after %v", took)
 		}
 	}
 	back := func(t *testing.T, modes ...string) {
@@ -160,21 +77,24 @@ func TestHostWhoseTLSRefusesClientsLeaves(t *testing.T) {
 	}
 
 	t.Run("an expired certificate", func(t *testing.T) {
-		crt, key := ca.issueFor(t, 3, now.Add(-48*time.Hour), now.Add(-time.Hour))
-		writeCert(t, crt, key)
+		now := time.Now()
+		crt, key := ca.IssueValid(t, now.Add(-48*time.Hour), now.Add(-time.Hour), "pg")
+		n2.UseCertificate(t, crt, key)
+		renew := func() {
+			crt, key := ca.Issue(t, "pg")
+			n2.UseCertificate(t, crt, key)
+		}
 		fixed := false
 		defer func() {
 			if !fixed {
-				crt, key := ca.issueFor(t, 4, now.Add(-time.Hour), now.Add(24*time.Hour))
-				writeCert(t, crt, key)
+				renew()
 			}
 		}()
 		refused(t, "verify-ca", "certificate has expired")
 		leaves(t, "its certificate does not verify: x509: certificate has expired", "verify-ca")
 		// Neither prefer nor require without a root certificate verifies.
-		keeps(t, "prefer", "require")
-		crt, key = ca.issueFor(t, 4, now.Add(-time.Hour), now.Add(24*time.Hour))
-		writeCert(t, crt, key)
+		keepsBothReplicas(t, pgdns, "prefer", "require")
+		renew()
 		fixed = true
 		back(t, "verify-ca")
 	})
@@ -190,7 +110,7 @@ func TestHostWhoseTLSRefusesClientsLeaves(t *testing.T) {
 		}()
 		refused(t, "require", "server refused TLS connection")
 		leaves(t, "it refuses TLS", "require", "verify-ca")
-		keeps(t, "prefer") // which goes on without TLS, as its clients do
+		keepsBothReplicas(t, pgdns, "prefer") // which goes on without TLS, as its clients do
 		n2.Exec(t, "ALTER SYSTEM RESET ssl")
 		n2.Exec(t, "SELECT pg_reload_conf()")
 		fixed = true

@@ -5,30 +5,13 @@ package test
 // hours, must still answer what a new client session gets (rule 11).
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
-
-// newSessionWrite runs a write in a new session on n and returns its error.
-func newSessionWrite(t *testing.T, n *pgtest.Node, table string) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, n.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	_, err = c.Exec(ctx, "CREATE TABLE "+table+" (id int)")
-	return err
-}
 
 // A fence of every role set while pgdns runs takes the primary out of
 // primary.db.local; a drain of every role set so drains the replica; both
@@ -41,7 +24,7 @@ func TestFenceOfEveryRoleIsSeen(t *testing.T) {
 	e.waitFor(t, "replica.db.local.", []string{r.IP})
 
 	p.Exec(t, "ALTER ROLE ALL SET default_transaction_read_only = on")
-	if err := newSessionWrite(t, p, "fenced"); err == nil || !strings.Contains(err.Error(), "read-only transaction") {
+	if err := inNewSession(t, p, "CREATE TABLE fenced (id int)"); err == nil || !strings.Contains(err.Error(), "read-only transaction") {
 		t.Fatalf("a new session's write on the fenced primary: %v, want a read-only transaction error", err)
 	}
 	// Before the fix: the running pgdns kept answering the primary.
@@ -83,7 +66,7 @@ func TestUnfenceOfEveryRoleIsSeen(t *testing.T) {
 	e.waitFor(t, "primary.db.local.", []string{})
 
 	p.Exec(t, "BEGIN READ WRITE; ALTER ROLE ALL RESET default_transaction_read_only; COMMIT")
-	if err := newSessionWrite(t, p, "unfenced"); err != nil {
+	if err := inNewSession(t, p, "CREATE TABLE unfenced (id int)"); err != nil {
 		t.Fatalf("a new session's write on the unfenced primary: %v", err)
 	}
 	// Before the fix: [] for as long as pgdns's session lived.

@@ -14,17 +14,10 @@ package test
 
 import (
 	"context"
-	"net/http"
-	"net/url"
 	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // One cluster, two pgdns in front of it (twoRoles): one probing as postgres (which
@@ -64,28 +57,12 @@ func TestHostRefusedByItsHBALeaves(t *testing.T) {
 				reload(t, hba)
 			}
 		}()
-		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "a client refused by n2", func() (string, bool) {
-			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-			defer ccancel()
-			c, err := pgx.Connect(cctx, n2.DSN()+" connect_timeout=2")
-			if err == nil {
-				c.Close(cctx)
-				return "admitted", false
-			}
-			return err.Error(), strings.Contains(err.Error(), why)
-		})
+		refusesNewSessions(t, ctx, n2.DSN()+" connect_timeout=2", why)
 		for name, e := range pgdns {
 			t.Run(name, func(t *testing.T) {
 				// The status role sees it at the third reach at the latest:
 				// 12 s at the default admission interval, more under load.
-				took := e.waitWithin(t, 60*time.Second, "replica.db.local.", []string{pg.Nodes[2].IP})
-				var res string
-				if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
-					_, res = e.get(t, http.DefaultClient, "/v1/resolve?name="+url.QueryEscape("replica.db.local"), "")
-					return strings.Contains(res, `{"addr":"`+n2.Addr()+`","reason":"`) && strings.Contains(res, why)
-				}) {
-					t.Fatalf("/v1/resolve does not say n2 is out because %q: %s", why, res)
-				}
+				took := e.takesOut(t, n2, []string{pg.Nodes[2].IP}, why)
 				t.Logf("pgdns probing for %s took n2 out after %v", name, took)
 			})
 		}

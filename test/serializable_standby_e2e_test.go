@@ -19,21 +19,6 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// clientRead runs SELECT 1 in a new session on n, as an application
-// would, and returns its error.
-func clientRead(t *testing.T, n *pgtest.Node) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, n.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	var one int
-	return c.QueryRow(ctx, "SELECT 1").Scan(&one)
-}
-
 // execReadCommitted runs sql on n in a session of read committed, which a
 // standby at serializable still serves (pg_reload_conf() is a query).
 func execReadCommitted(t *testing.T, n *pgtest.Node, sql string) {
@@ -60,7 +45,7 @@ func execReadCommitted(t *testing.T, n *pgtest.Node, sql string) {
 func wantRefused(t *testing.T, n *pgtest.Node) {
 	t.Helper()
 	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "a client's read refused on "+n.Name, func() (error, bool) {
-		err := clientRead(t, n)
+		err := inNewSession(t, n, "SELECT 1")
 		return err, err != nil && strings.Contains(err.Error(), "cannot use serializable mode in a hot standby")
 	})
 }
@@ -107,7 +92,7 @@ func TestStandbyRefusingEveryReadLeavesEveryReadName(t *testing.T) {
 		execReadCommitted(t, n2, "ALTER SYSTEM RESET default_transaction_isolation")
 		execReadCommitted(t, n2, "SELECT pg_reload_conf()")
 		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "a client's read served on n2", func() (error, bool) {
-			err := clientRead(t, n2)
+			err := inNewSession(t, n2, "SELECT 1")
 			return err, err == nil
 		})
 		e.waitFor(t, "replica.db.local.", both)

@@ -7,17 +7,8 @@ package test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,74 +18,17 @@ import (
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pgdns test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a server certificate and key (PEM) for names.
-func (ca *testCA) issue(t *testing.T, serial int64, names ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
 func TestCertificatesVerifyThroughHostNames(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Addrs(t)
 	ips := []string{b.IP(11), b.IP(12)}
 	labels := []string{"pg-1", "pg-2"}
 	hostName := func(i int) string { return labels[i] + ".host.main.db.local" }
-	ca := newTestCA(t)
-	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(caFile, ca.pem, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	crt, key := ca.issue(t, 2, hostName(0))
-	pg := pgtest.New(t, pgtest.Options{IPs: ips, Conf: []string{"ssl = on"},
-		Files: map[string][]byte{"server.crt": crt, "server.key": key}})
+	ca := pgtest.NewCA(t)
+	pg := pgtest.NewTLS(t, ca, pgtest.Options{IPs: ips}, hostName(0))
 	// The replica copied the primary's files: it gets its own.
-	crt, key = ca.issue(t, 3, hostName(1))
-	if err := pg.Nodes[1].WriteFile("server.crt", crt); err != nil {
-		t.Fatal(err)
-	}
-	if err := pg.Nodes[1].WriteFile("server.key", key); err != nil {
-		t.Fatal(err)
-	}
-	pg.Nodes[1].Exec(t, "SELECT pg_reload_conf()")
+	crt, key := ca.Issue(t, hostName(1))
+	pg.Nodes[1].UseCertificate(t, crt, key)
 	names := "    names:\n"
 	for i, n := range pg.Nodes {
 		names += "      " + labels[i] + ": " + n.Addr() + "\n"
@@ -110,7 +44,7 @@ func TestCertificatesVerifyThroughHostNames(t *testing.T) {
 	connect := func(host, sslmode string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=5432 user=postgres dbname=postgres connect_timeout=3 sslmode=%s sslrootcert=%s", host, sslmode, caFile))
+		cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=5432 user=postgres dbname=postgres connect_timeout=3 sslmode=%s sslrootcert=%s", host, sslmode, ca.File))
 		if err != nil {
 			return "", err
 		}
@@ -155,14 +89,8 @@ func TestCertificatesVerifyThroughHostNames(t *testing.T) {
 		}
 	})
 	t.Run("unless the certificate carries the role name", func(t *testing.T) {
-		crt, key := ca.issue(t, 4, hostName(0), "primary.db.local")
-		if err := pg.Nodes[0].WriteFile("server.crt", crt); err != nil {
-			t.Fatal(err)
-		}
-		if err := pg.Nodes[0].WriteFile("server.key", key); err != nil {
-			t.Fatal(err)
-		}
-		pg.Nodes[0].Exec(t, "SELECT pg_reload_conf()")
+		crt, key := ca.Issue(t, hostName(0), "primary.db.local")
+		pg.Nodes[0].UseCertificate(t, crt, key)
 		if got, err := connect("primary.db.local", "verify-full"); err != nil || got != ips[0] {
 			t.Fatalf("verify-full to primary.db.local on a certificate carrying it: %q, %v", got, err)
 		}

@@ -16,8 +16,6 @@ package test
 
 import (
 	"context"
-	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -83,17 +81,7 @@ func TestSessionsFailingAtStartLeave(t *testing.T) {
 				t.Errorf("n2 did not log %q: no trial of pgdns's ran", logged)
 			}
 		}()
-		if took, held := testkit.Holds(15*time.Second, 100*time.Millisecond, func() bool {
-			for _, name := range names {
-				if got := pgdns[name].ips(t, "replica.db.local."); len(got) != 2 {
-					t.Logf("pgdns probing for %s answers %v: %q", name, got, pgdns[name].txt(t, "any.db.local."))
-					return false
-				}
-			}
-			return true
-		}); !held {
-			t.Fatalf("a replica left the answers after %v", took)
-		}
+		keepsBothReplicas(t, pgdns, names...)
 	}
 	t.Run("pgdns's own password changed", func(t *testing.T) {
 		exec(t, pg.Nodes[0], "ALTER ROLE pgdns PASSWORD 'changed'")
@@ -115,27 +103,11 @@ func TestSessionsFailingAtStartLeave(t *testing.T) {
 			}
 		}()
 		const why = `could not access file \"auto_explian\"` // as /v1/resolve's JSON has it
-		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "a client refused by n2", func() (string, bool) {
-			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-			defer ccancel()
-			c, err := pgx.Connect(cctx, n2.DSN()+" connect_timeout=2")
-			if err == nil {
-				c.Close(cctx)
-				return "admitted", false
-			}
-			return err.Error(), strings.Contains(err.Error(), "58P01")
-		})
+		refusesNewSessions(t, ctx, n2.DSN()+" connect_timeout=2", "58P01")
 		for name, e := range pgdns {
 			t.Run(name, func(t *testing.T) {
 				// A trial every 6 s: out within one, more under load.
-				took := e.waitWithin(t, 60*time.Second, "replica.db.local.", []string{pg.Nodes[2].IP})
-				var res string
-				if !testkit.Poll(10*time.Second, 50*time.Millisecond, func() bool {
-					_, res = e.get(t, http.DefaultClient, "/v1/resolve?name="+url.QueryEscape("replica.db.local"), "")
-					return strings.Contains(res, `{"addr":"`+n2.Addr()+`","reason":"`) && strings.Contains(res, why)
-				}) {
-					t.Fatalf("/v1/resolve does not say n2 is out because %s: %s", why, res)
-				}
+				took := e.takesOut(t, n2, []string{pg.Nodes[2].IP}, why)
 				t.Logf("pgdns probing for %s took n2 out after %v", name, took)
 			})
 		}
