@@ -65,27 +65,29 @@ func aheadOfPrimary(t *testing.T, primary *pgtest.Node, n uint64) string {
 // only. Before, every lookup asked for a refresh round (hundreds in 2 s).
 // A token just ahead of the primary, which a client that wrote after the
 // last probe may hold, still asks for one.
+//
+// The probes of the flood are counted by why they were made
+// (pgdns_probes_total), in one scrape before and one after it, and
+// bounded by the interval's schedule over the scrapes' own span: a loaded
+// machine only makes ticks late (missed ones are dropped, not queued), so
+// it lowers the figure; what it can add is a flux episode (a probe that
+// timed out under load moves the role answer), whose probes are what a
+// role change makes, not a lookup, and are left out (logged). A 2 s
+// window at rest compared with a window that also held the TXT queries
+// and the scrapes, host by host, failed at load 40-50 (65 > 48).
 func TestUnreachableLSNCostsNoProbe(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{Interval: "250ms", LSNWait: "20ms", MinGap: "5ms"})
+	const interval = 250 * time.Millisecond
+	e := newEnv(t, envOptions{Interval: interval.String(), LSNWait: "20ms", MinGap: "5ms"})
 	e.waitFor(t, "replica.db.local.", []string{e.ip(1), e.ip(2)})
 	const roundsMetric, unreachableMetric = `pgdns_lsn_refresh_rounds_total{cluster="main"}`, `pgdns_lsn_unreachable_total{cluster="main"}`
 
-	// The probes of 2 s at rest, then of 2 s of the flood.
-	addrs := []string{e.pg.Nodes[0].Addr(), e.pg.Nodes[1].Addr(), e.pg.Nodes[2].Addr()}
-	before, atRest := map[string]float64{}, map[string]float64{}
-	for _, a := range addrs {
-		before[a] = e.probes(t, a)
-	}
-	time.Sleep(2 * time.Second)
-	for _, a := range addrs {
-		n := e.probes(t, a)
-		atRest[a], before[a] = n-before[a], n
-	}
 	rounds, unreachable := e.metricSum(t, roundsMetric), e.metricSum(t, unreachableMetric)
 	start := time.Now()
+	before := e.probesByWhy(t)
 	flood := e.hammer(t, "lsn-ffffffff-ffffffff.replica.db.local.", 8, 2*time.Second)
-	took := time.Since(start)
+	after := e.probesByWhy(t)
+	span := time.Since(start)
 	// The slow path too (TXT), and the other names: same rule, same answers.
 	for _, name := range []string{"lsn-ffffffff-ffffffff.replica.db.local.", "lsn-ffffffff-0-t1.prefer-replica.db.local.", "lsn-ffffffff-ffffffff.any.db.local."} {
 		m := e.query(t, "udp", name, dns.TypeTXT)
@@ -109,16 +111,28 @@ func TestUnreachableLSNCostsNoProbe(t *testing.T) {
 	if n := e.metricSum(t, unreachableMetric) - unreachable; n < lookups+5 {
 		t.Errorf("%.0f unreachable lookups counted, want at least the %.0f of the flood and 5 more", n, lookups)
 	}
-	// The interval's probes only, as at rest (doubled, and a few more at
-	// either end, for a loaded machine: a refresh per lookup would make
-	// it hundreds).
-	for _, a := range addrs {
-		n := e.probes(t, a) - before[a]
-		bound := 2*atRest[a] + 4
-		t.Logf("%s probed %.0f times in %v during %.0f unreachable lookups, %.0f in 2 s at rest", a, n, took.Round(time.Millisecond), lookups, atRest[a])
-		if n > bound {
-			t.Errorf("%s probed %.0f times in %v by a flood of unreachable lookups, more than %.0f (%.0f in 2 s at rest)", a, n, took, bound, atRest[a])
+	// No probe asked by a lookup, and the interval's probes only: each
+	// host at most twice an interval (the primary's tick and its round's
+	// closing probe; a replica's round probe, or its own tick should the
+	// rounds stall), and once more at either end of the span (a probe in
+	// flight, a kick queued). A probe a lookup made would make it
+	// thousands: the flood is thousands of lookups in 2 s, hundreds at
+	// load 50.
+	delta := map[string]float64{}
+	var scheduled float64
+	for why, n := range after {
+		delta[why] = n - before[why]
+		if why != "flux" && why != "refresh" {
+			scheduled += delta[why]
 		}
+	}
+	bound := float64(len(e.pg.Nodes)) * 2 * (span.Seconds()/interval.Seconds() + 1)
+	t.Logf("probes by why in %v (%.0f unreachable lookups): %v; bound %.0f", span.Round(time.Millisecond), lookups, delta, bound)
+	if delta["refresh"] != 0 {
+		t.Errorf("%.0f probes asked by refreshes during %.0f unreachable lookups, want none", delta["refresh"], lookups)
+	}
+	if scheduled > bound {
+		t.Errorf("%.0f probes in %v during %.0f unreachable lookups (%v), more than the interval's %.0f", scheduled, span, lookups, delta, bound)
 	}
 
 	// A token just ahead of the primary is reachable: a refresh may find

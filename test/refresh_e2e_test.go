@@ -41,6 +41,28 @@ func (e *env) probes(t *testing.T, addr string) float64 {
 	return e.metricSum(t, `pgdns_host_probes_total{cluster="main",host="`+addr+`"}`)
 }
 
+// probesByWhy is how many probes of cluster main pgdns has made so far,
+// by why it made them (pgdns_probes_total's why), from one scrape.
+func (e *env) probesByWhy(t *testing.T) map[string]float64 {
+	t.Helper()
+	const prefix = `pgdns_probes_total{cluster="main",why="`
+	_, body := e.get(t, http.DefaultClient, "/metrics", "")
+	by := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		why, value, ok := strings.Cut(rest, `"} `)
+		v, err := strconv.ParseFloat(value, 64)
+		if !ok || err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		by[why] = v
+	}
+	return by
+}
+
 // hammer asks name from clients goroutines, back to back, for d, and
 // returns how many answers each rcode got.
 func (e *env) hammer(t *testing.T, name string, clients int, d time.Duration) map[int]int {
