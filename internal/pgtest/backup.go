@@ -6,11 +6,13 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // BaseBackup copies the running node with pg_basebackup (WAL streamed
@@ -25,11 +27,42 @@ func (n *Node) BaseBackup(ctx context.Context) (string, error) {
 	if err := os.Remove(dir); err != nil { // pg_basebackup makes it, as postgres
 		return "", err
 	}
-	if _, err := n.c.run(ctx, "pg_basebackup", "-h", n.IP, "-p", strconv.Itoa(n.Port), "-U", "postgres",
-		"-D", dir, "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+	if err := n.c.baseBackup(ctx, n, dir); err != nil {
 		return "", err
 	}
 	return dir, nil
+}
+
+// baseBackupStep bounds one pg_basebackup. A copy of a test's cluster
+// takes a second or two on a quiet machine, tens of seconds at load 50;
+// one still running after this is stuck (a checkpoint or a WAL stream
+// waiting on a starved server), and is stopped and made once more.
+const baseBackupStep = 2 * time.Minute
+
+// baseBackup copies from into dir (which must not exist) with
+// pg_basebackup and more args (-R: as a replica of from), WAL streamed
+// along, after a fast checkpoint, unsynced. A copy stopped by its own
+// step's deadline while ctx still runs is removed and made once more; a
+// copy stopped by ctx's end is not (run's error says which stopped it).
+func (c *Cluster) baseBackup(ctx context.Context, from *Node, dir string, args ...string) error {
+	args = append([]string{"-h", from.IP, "-p", strconv.Itoa(from.Port), "-U", "postgres",
+		"-D", dir, "-X", "stream", "-c", "fast", "--no-sync"}, args...)
+	for attempt := 1; ; attempt++ {
+		step := c.backupStep
+		if step == 0 {
+			step = baseBackupStep
+		}
+		sctx, cancel := context.WithTimeout(ctx, step)
+		_, err := c.run(sctx, "pg_basebackup", args...)
+		own := sctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err == nil || !own || attempt == 2 {
+			return err
+		}
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+	}
 }
 
 // RestoreInPlace kills the node (SIGKILL to its postmaster, as a lost

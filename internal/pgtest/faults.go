@@ -88,8 +88,7 @@ func (n *Node) Reclone(ctx context.Context, upstream *Node) error {
 		return err
 	}
 	c := n.c
-	if _, err := c.run(ctx, "pg_basebackup", "-h", upstream.IP, "-p", strconv.Itoa(upstream.Port), "-U", "postgres",
-		"-D", n.Dir, "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+	if err := c.baseBackup(ctx, upstream, n.Dir, "-R"); err != nil {
 		return err
 	}
 	// The copy carries the upstream's own settings (listen address, and a

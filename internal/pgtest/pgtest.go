@@ -61,6 +61,9 @@ type Cluster struct {
 	bin   string
 	owner *user.User // nil when not root
 	opts  Options
+	// backupStep bounds one pg_basebackup (baseBackup); zero:
+	// baseBackupStep. Tests of the bound set it shorter.
+	backupStep time.Duration
 }
 
 // Node is one PostgreSQL server.
@@ -177,8 +180,7 @@ func (c *Cluster) startAll(ctx context.Context, opts Options) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.Nodes))
 	for i, r := range c.Nodes[1:] {
-		if _, err := c.run(ctx, "pg_basebackup", "-h", p.IP, "-p", strconv.Itoa(p.Port), "-U", "postgres",
-			"-D", r.Dir, "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+		if err := c.baseBackup(ctx, p, r.Dir, "-R"); err != nil {
 			return err
 		}
 		if err := c.appendFile(filepath.Join(r.Dir, "postgresql.conf"), r.ownConf()); err != nil {
@@ -302,10 +304,17 @@ func (c *Cluster) run(ctx context.Context, name string, args ...string) (string,
 	// wait for it to close them. A step still running this long after
 	// SIGINT is killed.
 	cmd.WaitDelay = time.Second
+	start := time.Now()
 	err := cmd.Run()
 	if cmd.Process != nil && ctx.Err() != nil {
 		// Whatever of the step is left (a child of a killed runuser).
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if err != nil && ctx.Err() != nil {
+		// Stopped by us (exit status 130: our SIGINT), not failed: say so,
+		// and after how long, rather than leave an exit status to decode.
+		return out.String(), fmt.Errorf("%s %s: stopped by pgtest after %v, its context ended (%w): %v\n%s",
+			name, strings.Join(args, " "), time.Since(start).Round(time.Millisecond), ctx.Err(), err, out.String())
 	}
 	if err != nil && !errors.Is(err, exec.ErrWaitDelay) {
 		return out.String(), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out.String())

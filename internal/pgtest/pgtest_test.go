@@ -2,11 +2,13 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,4 +143,52 @@ func TestFailedStartSaysWhy(t *testing.T) {
 	if !strings.Contains(err.Error(), "could not bind") || !strings.Contains(err.Error(), ip+":5432's log") {
 		t.Fatalf("the error does not say why:\n%v", err)
 	}
+}
+
+// A pg_basebackup that hangs (its server frozen by SIGSTOP: the kernel
+// takes the connection, nobody answers) is stopped by its step's own
+// deadline and made once more, which, the server thawed, succeeds; one
+// stopped by the caller's context is not made again, and its error says
+// that pgtest stopped it, and when, rather than "exit status 130".
+func TestBaseBackupStoppedByItsStepIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	c := New(t, Options{IPs: Addrs(t).IPs(1)})
+	c.backupStep = 3 * time.Second
+	n := c.Nodes[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	if err := n.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// Frozen through the first step, thawed during the second.
+	thawed := time.AfterFunc(c.backupStep+time.Second, func() { _ = n.Signal(syscall.SIGCONT) })
+	defer func() { thawed.Stop(); _ = n.Signal(syscall.SIGCONT) }()
+	start := time.Now()
+	dir, err := n.BaseBackup(ctx)
+	if err != nil {
+		t.Fatalf("the copy made again after its step's deadline: %v", err)
+	}
+	if took := time.Since(start); took < c.backupStep {
+		t.Fatalf("the copy took %v, less than a step (%v): the server was not frozen through the first", took, c.backupStep)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil {
+		t.Fatalf("the copy: %v", err)
+	}
+
+	if err := n.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	start = time.Now()
+	_, err = n.BaseBackup(short)
+	_ = n.Signal(syscall.SIGCONT)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "stopped by pgtest after") {
+		t.Fatalf("a copy stopped by its caller's context: %v, want pgtest's word for it", err)
+	}
+	if took := time.Since(start); took > c.backupStep {
+		t.Fatalf("a copy stopped by its caller's context took %v: it was made again", took)
+	}
+	t.Logf("%v", err)
 }

@@ -12,13 +12,20 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
+// startBudget bounds New's start of a cluster: initdb, the primary's
+// start, then a copy (pg_basebackup) and a start of each replica. Seconds
+// on a quiet machine; at load 40-50 the starts of a four-node and a
+// three-node cluster passed the 2 minutes this was, and their copies were
+// stopped (pg_basebackup: exit status 130, our SIGINT).
+const startBudget = 6 * time.Minute
+
 // New starts a cluster for a test and stops it when the test ends. Without
 // PostgreSQL binaries the test is skipped on a developer's machine and
 // fails under CI (CI=true), where a missing install must not pass green.
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), startBudget)
 	defer cancel()
 	c, err := Start(ctx, opts)
 	if err != nil {
