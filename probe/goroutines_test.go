@@ -118,6 +118,9 @@ func TestHostStack(t *testing.T) {
 		}
 		perHost, _ := strconv.Atoi(string(m[1]))
 		t.Logf("%s: %d bytes of stack a host", c.name, perHost)
+		for _, w := range regexp.MustCompile(`window \d: \d+ bytes a host`).FindAll(out, -1) {
+			t.Logf("%s: %s", c.name, w)
+		}
 		if perHost > bound {
 			t.Errorf("%s: %d bytes of stack a host, want at most %d: %s", c.name, perHost, bound, c.fails)
 		}
@@ -127,8 +130,9 @@ func TestHostStack(t *testing.T) {
 // hostStackChild measures a case of TestHostStack in this process: 280
 // hosts in clusters of hosts, probed every second, so that a collection
 // finds nearly every host parked between probes. It logs the stack memory
-// the prober added a host: in case fits, 2.5 s after a collection (every
-// host probed twice since); in case shrinks, where each host's first
+// the prober added a host: in case fits, the fewest of three windows of
+// 2.5 s without a collection after six (every host probed twice in
+// each); in case shrinks, where each host's first
 // ProbeDone takes its goroutine's stack to 8 KiB, the fewest at 6
 // collections 400 ms apart.
 func hostStackChild(t *testing.T, c string, hosts []string) {
@@ -173,9 +177,28 @@ func hostStackChild(t *testing.T, c string, hosts []string) {
 	}
 	var held int64
 	if c == "fits" {
-		stacks(true)
-		time.Sleep(2500 * time.Millisecond)
-		held = stacks(false)
+		// The steady state, not a moment: a window is six collections
+		// 200 ms apart (a stack grown by anything before, the session's
+		// opening included, halved back, as in a pgdns that has run a
+		// while), then 2.5 s with none, in which every host probes twice:
+		// a probe that does not fit in 4 KiB takes every host back to
+		// 8 KiB in every window. A path deeper only now and then (under
+		// load 40-50 one window once read 8,543 bytes a host) grows some
+		// hosts in one window and others in the next: the fewest of
+		// three windows is the figure.
+		held = -1
+		for w := range 3 {
+			for range 6 {
+				stacks(true)
+				time.Sleep(200 * time.Millisecond)
+			}
+			time.Sleep(2300 * time.Millisecond)
+			s := stacks(false)
+			t.Logf("window %d: %d bytes a host", w+1, (s-before)/n)
+			if held < 0 || s < held {
+				held = s
+			}
+		}
 	} else {
 		held = -1
 		for range 6 {
