@@ -177,3 +177,54 @@ func oldWritersTokenAfterAPromotion(t *testing.T, pg *pgtest.Cluster, dsn string
 		t.Logf("%s: TXT %q", name, e.txt(t, name))
 	}
 }
+
+// Review 9, R9-3: a clean switchover pgdns did not see (it was not
+// running: here it starts after it, as after a restart) leaves a
+// pg_monitor role nothing that bounds where timeline 1 ended, so a -t1
+// token written long before the switch is answered by no name, the new
+// primary included, with the grant that would tell in TXT; the grant,
+// given while pgdns runs, gets it answered without a restart (a session
+// found denied asks again every 10 s). docs/decisions.md, rule 9: what a
+// pg_monitor role cannot prove.
+func TestMonitorRoleTokenBeforeAnUnwatchedSwitchover(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
+	const role = "unwatched9mon"
+	dsn := monitorRole(t, pg, role)
+	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	conn := n1.Conn(t)
+	if _, err := conn.Exec(context.Background(), "CREATE TABLE IF NOT EXISTS t (id serial PRIMARY KEY, v text)"); err != nil {
+		t.Fatal(err)
+	}
+	early := writeAndTakeLSN(t, conn, "INSERT INTO t (v) VALUES ('before the switchover')")
+	waitStreaming(t, n2, 1, early)
+	waitStreaming(t, n3, 1, early)
+	conn.Close(context.Background())
+	if err := n1.Stop(context.Background(), "fast"); err != nil { // clean: n1 sends all its WAL first
+		t.Fatal(err)
+	}
+	if err := n2.Promote(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var has int
+	n2.Query(t, "SELECT count(*) FROM t WHERE v = 'before the switchover'", &has)
+	if has != 1 {
+		t.Fatal("n2 lacks the row written before the switchover: the test proves nothing")
+	}
+	n3.Follow(t, n2)
+	waitStreaming(t, n3, 2, early)
+	e := launch(t, pg, envOptions{DSN: dsn})
+	e.waitFor(t, "primary.db.local.", []string{n2.IP})
+	for _, target := range []string{"primary", "any"} {
+		name := "lsn-" + early + "-t1." + target + ".db.local."
+		e.holds(t, name, time.Second, exactly(), "n2 has the row, but a pg_monitor role cannot prove it without a watched switch")
+		txt := e.txt(t, name)
+		if !hasUnprovable(txt, "where timeline 1 ended is not known (no switch watched; no history file read: grant EXECUTE on pg_read_file to the probe role)") {
+			t.Errorf("%s: TXT %q, want the unwatched switch and the grant named", name, txt)
+		}
+		t.Logf("%s: TXT %q", name, txt)
+	}
+	n2.Exec(t, "GRANT EXECUTE ON FUNCTION pg_read_file(text, bigint, bigint, boolean) TO "+role)
+	e.waitWithin(t, 60*time.Second, "lsn-"+early+"-t1.primary.db.local.", []string{n2.IP})
+	e.waitFor(t, "lsn-"+early+"-t1.any.db.local.", []string{n2.IP, n3.IP}) // n3 replayed it too
+}
