@@ -526,6 +526,7 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 		if err != nil {
 			*s = Sample{}
 		}
+		c.closingSampled(s, err) // closing.go
 	}()
 	// asked: admission was asked before the query, or need not be (a
 	// session opened by this probe was admitted just now).

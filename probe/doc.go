@@ -41,6 +41,8 @@
 //	branches.go   build: who wrote each timeline, and the forked ones
 //	lag.go        record and build: the primary's WAL clock, the lag bounds
 //	rounds.go     after record: probe rounds, primary, replicas, primary
+//	closing.go    check and after record: a round's closing probe, a light
+//	              statement that moves the WAL clock alone
 //	refresh.go    Refresh: rounds asked for by lsn- lookups (dns.lsn_wait)
 //	hold.go       hold: steady results wait for the round under way
 //	build.go      build and publish: the snapshot, its serials, the log of

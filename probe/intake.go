@@ -18,6 +18,7 @@ type result struct {
 	cluster, host int
 	started       time.Time
 	ticked        bool // probed on the host's own tick, not on a kick
+	light         bool // a light probe's (closing.go): sample holds the WAL position alone
 	sample        Sample
 	err           error
 }
@@ -220,8 +221,9 @@ func (o *opening) free() { o.once.Do(func() { <-o.p.opening }) }
 //go:noinline
 func (p *Prober) probe(ctx context.Context, h *hostLoop, kicked bool) (time.Time, error) {
 	r := &p.outbox[h.flat]
+	light := kicked && p.lightKicked(h.flat) // taken before the probe starts (closing.go)
 	r.cluster, r.host, r.started, r.ticked = h.ci, h.hi, time.Now(), !kicked
-	r.err = checkWithin(ctx, h.checker, p.cfg.Timeout, &r.sample)
+	r.light, r.err = checkProbe(ctx, h.checker, p.cfg.Timeout, &r.sample, light)
 	if ctx.Err() != nil {
 		return r.started, r.err
 	}
@@ -527,6 +529,9 @@ func (p *Prober) Run(ctx context.Context) {
 // take records result r and moves its cluster's round along; it reports
 // whether r was steady (hold.go).
 func (p *Prober) take(r result) bool {
+	if r.light {
+		return p.takeClosing(r) // the WAL clock and the round alone (closing.go)
+	}
 	steady := p.steady(r)
 	p.record(r)
 	p.advanceRound(r)

@@ -142,6 +142,8 @@ type Prober struct {
 	results chan result
 	kicks   []chan struct{} // per host (flat index): probe now
 	driven  []atomic.Int64  // per host: when a round last kicked it (Unix ns)
+	// Per host: what its next kicked probe is to be, light or full (closing.go).
+	kickModes []atomic.Int32
 	// Per host: the result its goroutine fills and sends, kept here
 	// rather than on that goroutine's stack (intake.go, probe).
 	outbox []result
@@ -283,6 +285,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		p.kicks = append(p.kicks, make(chan struct{}, 1))
 	}
 	p.driven = make([]atomic.Int64, len(p.done))
+	p.kickModes = make([]atomic.Int32, len(p.done))
 	p.outbox = make([]result, len(p.done))
 	p.wakeups = make([]atomic.Pointer[alarm], len(p.done))
 	p.answered, p.roundKicked = make([]time.Time, len(p.done)), make([]time.Time, len(p.done))

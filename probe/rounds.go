@@ -62,7 +62,8 @@ func (p *Prober) advanceRound(r result) {
 	if rd.left--; rd.left == 0 {
 		rd.closed = time.Now()
 		p.closing = append(p.closing, rd) // hold.go
-		if p.kick(rd.primary) {
+		// The closing probe is a light one (closing.go).
+		if p.kickClosing(rd.primary) {
 			p.asked(p.state[r.cluster].Name, ProbeClosing, 1)
 		}
 	}
@@ -111,7 +112,15 @@ func (p *Prober) openRound(ci int, c *zone.Cluster, primary int) {
 // kick asks host flat for a probe now, unless one is already asked for,
 // and reports whether it asked. A host's goroutine waiting on its session
 // (intake.go, idle) is woken by its alarm, as it reads no channel then.
+// The probe is a full one (a round's closing kick alone asks for a light
+// one: kickClosing).
 func (p *Prober) kick(flat int) bool {
+	p.kickModes[flat].Store(kickFull)
+	return p.sendKick(flat)
+}
+
+// sendKick is kick without a say in what the probe is.
+func (p *Prober) sendKick(flat int) bool {
 	select {
 	case p.kicks[flat] <- struct{}{}:
 		if a := p.wakeups[flat].Load(); a != nil {

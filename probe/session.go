@@ -83,6 +83,9 @@ type session struct {
 	// process"; quickdie, PostgreSQL 14 and later a WARNING to the client
 	// only), before the end of the socket.
 	crashed bool
+	// closing: what light probes on the session need (closing.go); nil
+	// until a full probe on it finds the server writable.
+	closing *closingState
 
 	// The buffer read into: buf[r:w] is read and not yet parsed.
 	buf  []byte

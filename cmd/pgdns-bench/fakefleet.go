@@ -131,7 +131,8 @@ func fleetAnswers(primary, replica *fakeAnswer, addrs []string) ([]*fakeAnswer, 
 		started, _ := strconv.ParseInt(string(replica.row[fakeStartedColumn]), 10, 64)
 		row[fakeStartedColumn] = []byte(strconv.FormatInt(started-1-int64(p), 10))
 		row[fakeStandbysColumn] = standbysJSON(standbys, nil, nil)
-		out[p] = &fakeAnswer{params: primary.params, fields: primary.fields, row: row, statusFields: primary.statusFields, status: primary.status, senders: standbys}
+		out[p] = &fakeAnswer{params: primary.params, fields: primary.fields, row: row, statusFields: primary.statusFields, status: primary.status, senders: standbys,
+			closingFields: primary.closingFields, closingRow: primary.closingRow, closingErr: primary.closingErr}
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -162,7 +163,18 @@ type fakeAnswer struct {
 	// senders: a fake primary's WAL senders, whose standbys column
 	// depends on the parameters the probe binds (standbysJSON).
 	senders []fakeSender
+	// The same of the closing probe's statement (probe.ClosingSQL): its
+	// row on a primary (the insert position, the backend's pid, which a
+	// fake answers with its own: fakeBackendPID), or the error a server
+	// in recovery answers it with.
+	closingFields []pgproto3.FieldDescription
+	closingRow    [][]byte
+	closingErr    *pgproto3.ErrorResponse
 }
+
+// fakeBackendPID is every fake's backend pid: the BackendKeyData it sends,
+// and what pg_backend_pid() reads in the closing statement.
+const fakeBackendPID = 1
 
 func ptr(i int) *int { return &i }
 
@@ -233,7 +245,46 @@ func learnRow(ctx context.Context, dsn string) (*fakeAnswer, error) {
 			ans.statusFields, ans.status = fields, res.Rows[0][len(res.Rows[0])-1]
 		}
 	}
+	if err := learnClosing(ctx, pc, ans); err != nil {
+		return nil, err
+	}
 	return ans, nil
+}
+
+// learnClosing prepares and runs the closing probe's statement on pc and
+// keeps what it answered in ans: its row on a primary, its error on a
+// replica.
+func learnClosing(ctx context.Context, pc *pgconn.PgConn, ans *fakeAnswer) error {
+	sd, err := pc.Prepare(ctx, probe.ClosingStatement, probe.ClosingSQL, nil)
+	if err != nil {
+		return err
+	}
+	ans.closingFields = fieldsOf(sd)
+	res := pc.ExecStatement(ctx, sd, nil, nil, nil).Read()
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(res.Err, &pe):
+		ans.closingErr = &pgproto3.ErrorResponse{Severity: pe.Severity, SeverityUnlocalized: pe.SeverityUnlocalized, Code: pe.Code,
+			Message: pe.Message, Detail: pe.Detail, Hint: pe.Hint, File: pe.File, Line: pe.Line, Routine: pe.Routine}
+	case res.Err != nil:
+		return fmt.Errorf("%s: %w", probe.ClosingStatement, res.Err)
+	case len(res.Rows) != 1 || len(res.Rows[0]) != 2:
+		return fmt.Errorf("%s: %d rows", probe.ClosingStatement, len(res.Rows))
+	default:
+		ans.closingRow = res.Rows[0]
+	}
+	return nil
+}
+
+// fieldsOf is sd's row description as the server sent it.
+func fieldsOf(sd *pgconn.StatementDescription) []pgproto3.FieldDescription {
+	var fields []pgproto3.FieldDescription
+	for _, f := range sd.Fields {
+		fields = append(fields, pgproto3.FieldDescription{Name: []byte(f.Name), TableOID: f.TableOID,
+			TableAttributeNumber: f.TableAttributeNumber, DataTypeOID: f.DataTypeOID, DataTypeSize: f.DataTypeSize,
+			TypeModifier: f.TypeModifier, Format: f.Format})
+	}
+	return fields
 }
 
 // sourcesFields describe probe.SourcesSQL's columns: two booleans and a
@@ -252,7 +303,8 @@ func (a *fakeAnswer) as(i int) *fakeAnswer {
 	started, _ := strconv.ParseInt(string(row[fakeStartedColumn]), 10, 64)
 	row[fakeStartedColumn] = []byte(strconv.FormatInt(started-1-int64(i), 10))
 	row[fakeConninfoColumn] = []byte("application_name=fake" + strconv.Itoa(i)) // primary_conninfo as written: no fallback_application_name
-	return &fakeAnswer{params: a.params, fields: a.fields, row: row, statusFields: a.statusFields, status: a.status, senders: a.senders}
+	return &fakeAnswer{params: a.params, fields: a.fields, row: row, statusFields: a.statusFields, status: a.status, senders: a.senders,
+		closingFields: a.closingFields, closingRow: a.closingRow, closingErr: a.closingErr}
 }
 
 // serveFake speaks to one client as PostgreSQL 15 does: startup with
@@ -280,7 +332,7 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 		{"standard_conforming_strings", "on"}, {"DateStyle", "ISO, MDY"}, {"integer_datetimes", "on"}} {
 		be.Send(&pgproto3.ParameterStatus{Name: p[0], Value: p[1]})
 	}
-	be.Send(&pgproto3.BackendKeyData{ProcessID: 1, SecretKey: []byte{0, 0, 0, 1}})
+	be.Send(&pgproto3.BackendKeyData{ProcessID: fakeBackendPID, SecretKey: []byte{0, 0, 0, 1}})
 	be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 	if be.Flush() != nil {
 		return
@@ -297,10 +349,11 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 		sourcesKind
 		setKind     // probe.IsolationSetSQL, a session's first statement
 		sessionKind // probe.SessionSQL (no rows)
+		closingKind // probe.ClosingSQL
 	)
 	probeKinds := map[string]*int{probe.ProbeSQL: ptr(probeKind), probe.ProbeStatusSQL: ptr(statusKind),
 		probe.ProbeReplicaSQL: ptr(replicaKind), probe.ProbeReplicaStatusSQL: ptr(replicaStatusKind),
-		probe.ProbeKnownSQL: ptr(knownKind), probe.ProbeKnownStatusSQL: ptr(knownStatusKind)}
+		probe.ProbeKnownSQL: ptr(knownKind), probe.ProbeKnownStatusSQL: ptr(knownStatusKind), probe.ClosingSQL: ptr(closingKind)}
 	prepared := map[string]bool{}
 	kinds := map[string]int{}
 	portal := false // the unnamed portal is bound
@@ -322,9 +375,15 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 	// now (a Bind may change the primary's and the known variants');
 	// none for probe.SourcesSQL and probe.SessionSQL, which have no rows
 	// here, nor for probe.IsolationSetSQL.
+	// The closing statement's row: the fake's insert position (its
+	// probe row's, as one server at rest reads both) and its own pid.
+	var closingRow [][]byte
+	if ans.closingRow != nil {
+		closingRow = [][]byte{ans.row[fakeInsertColumn], []byte(strconv.Itoa(fakeBackendPID))}
+	}
 	rows := [...]*[][]byte{probeKind: &primaryRow, statusKind: &primaryStatusRow,
 		replicaKind: &replicaRow, replicaStatusKind: &replicaStatusRow,
-		knownKind: &knownRow, knownStatusKind: &knownStatusRow, sourcesKind: nil, setKind: nil, sessionKind: nil}
+		knownKind: &knownRow, knownStatusKind: &knownStatusRow, sourcesKind: nil, setKind: nil, sessionKind: nil, closingKind: &closingRow}
 	var bound [2]string
 	failed := false // an error in the extended protocol: skip to Sync
 	fail := func(code, text string) {
@@ -383,6 +442,8 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 					fields = ans.statusFields
 				case sourcesKind:
 					fields = sourcesFields
+				case closingKind:
+					fields = ans.closingFields
 				}
 				be.Send(&pgproto3.RowDescription{Fields: fields})
 			case m.ObjectType == 'P' && portal && m.Name == "" && portalKind == sessionKind:
@@ -391,6 +452,8 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 				be.Send(&pgproto3.NoData{})
 			case m.ObjectType == 'P' && portal && m.Name == "" && portalKind == sourcesKind:
 				be.Send(&pgproto3.RowDescription{Fields: sourcesFields})
+			case m.ObjectType == 'P' && portal && m.Name == "" && portalKind == closingKind:
+				be.Send(&pgproto3.RowDescription{Fields: ans.closingFields})
 			case m.ObjectType == 'P' && portal && m.Name == "" && (portalKind == statusKind || portalKind == replicaStatusKind || portalKind == knownStatusKind):
 				be.Send(&pgproto3.RowDescription{Fields: ans.statusFields})
 			case m.ObjectType == 'P' && portal && m.Name == "":
@@ -431,6 +494,14 @@ func serveFake(c net.Conn, ans *fakeAnswer) {
 		case *pgproto3.Execute:
 			if !portal || m.Portal != "" {
 				fail("34000", fmt.Sprintf("portal %q does not exist", m.Portal))
+				continue
+			}
+			if portalKind == closingKind && ans.closingErr != nil {
+				// A server in recovery: pg_current_wal_insert_lsn()
+				// fails as the statement runs.
+				be.Send(ans.closingErr)
+				failed = true
+				portal = false
 				continue
 			}
 			if row := rows[portalKind]; row != nil {

@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
 	"reflect"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 	"github.com/pgdns/pgdns/probe"
+	"github.com/pgdns/pgdns/zone"
 )
 
 // The scale run's fake replicas must pass pgdns's real probe, or the
@@ -204,5 +208,101 @@ func TestFakePrimaryAnswersAsPostgreSQL(t *testing.T) {
 			t.Fatalf("the fake primary's sample\n%+v\nthe primary's\n%+v", p, want)
 		}
 		p.StartedAt = started
+	}
+}
+
+// The closing probe's statement (probe.ClosingSQL) is answered by a fake
+// as by the real server it learned from: on a primary the same row
+// description and a row of its insert position (the one its probe row
+// has) and its backend's pid (the one its BackendKeyData named, as
+// pg_backend_pid() on a real session); on a replica the same error.
+func TestFakeClosingAnswersAsPostgreSQL(t *testing.T) {
+	block := pgtest.Addrs(t)
+	cl := pgtest.New(t, pgtest.Options{IPs: block.IPs(2)})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := learnAnswer(ctx, cl.Nodes[1].DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prim, err := learnPrimaryAnswer(ctx, cl.Nodes[0].DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := []string{block.Fleet(0) + ":5432", block.Fleet(1) + ":5432", block.Fleet(2) + ":5432"}
+	answers, err := fleetAnswers(prim, rep, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, addr := range addrs[:2] {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go serveFake(c, answers[i])
+			}
+		}()
+	}
+	type answer struct {
+		params []uint32
+		fields []pgconn.FieldDescription
+		row    [][]byte
+		pid    uint32
+		err    *pgconn.PgError
+	}
+	ask := func(dsn string) answer {
+		t.Helper()
+		pc, err := pgconn.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close(context.Background())
+		sd, err := pc.Prepare(ctx, probe.ClosingStatement, probe.ClosingSQL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a answer
+		for range 2 { // and again on the prepared statement
+			res := pc.ExecStatement(ctx, sd, nil, nil, nil).Read()
+			a = answer{params: sd.ParamOIDs, fields: sd.Fields, pid: pc.PID()}
+			if !errors.As(res.Err, &a.err) {
+				if res.Err != nil || len(res.Rows) != 1 {
+					t.Fatalf("%s: %d rows, %v", dsn, len(res.Rows), res.Err)
+				}
+				a.row = res.Rows[0]
+			}
+		}
+		return a
+	}
+	fakeDSN := func(addr string) string {
+		host, port, _ := net.SplitHostPort(addr)
+		return "host=" + host + " port=" + port + " user=postgres dbname=postgres sslmode=disable"
+	}
+	realP, fakeP := ask(cl.Nodes[0].DSN()), ask(fakeDSN(addrs[0]))
+	if realP.err != nil || fakeP.err != nil || !reflect.DeepEqual(realP.params, fakeP.params) || !reflect.DeepEqual(realP.fields, fakeP.fields) {
+		t.Fatalf("the primary's closing statement: real %+v, fake %+v", realP, fakeP)
+	}
+	for _, a := range []answer{realP, fakeP} {
+		if len(a.row) != 2 || string(a.row[1]) != strconv.FormatUint(uint64(a.pid), 10) {
+			t.Fatalf("the closing row %q, the session's backend %d", a.row, a.pid)
+		}
+		if _, err := zone.ParseLSN(string(a.row[0])); err != nil {
+			t.Fatalf("the closing row's position %q: %v", a.row[0], err)
+		}
+	}
+	if string(fakeP.row[0]) != string(answers[0].row[fakeInsertColumn]) {
+		t.Fatalf("the fake primary's closing position %q, its probe row's %q", fakeP.row[0], answers[0].row[fakeInsertColumn])
+	}
+	realR, fakeR := ask(cl.Nodes[1].DSN()), ask(fakeDSN(addrs[1]))
+	if realR.err == nil || fakeR.err == nil || realR.err.Code != fakeR.err.Code || realR.err.Message != fakeR.err.Message ||
+		realR.err.Hint != fakeR.err.Hint || !reflect.DeepEqual(realR.fields, fakeR.fields) {
+		t.Fatalf("the replica's closing statement: real %+v (%v), fake %+v (%v)", realR, realR.err, fakeR, fakeR.err)
 	}
 }
