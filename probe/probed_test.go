@@ -108,9 +108,21 @@ func sessionQuery(ctx context.Context, c *pgChecker, sql string) ([]string, erro
 	if c.sess == nil {
 		return nil, errors.New("no session")
 	}
-	r, err := c.sess.exchange(ctx, &c.alarm, encode(&pgproto3.Query{String: sql}), time.Time{})
-	if err == nil {
-		err = r.err
+	// A probe ends by sending its bare connect's CancelRequest for this
+	// session's backend (reachcancel.go): wait for it as the next probe
+	// would, and run the statement again if it still caught the cancel.
+	c.settleCancel(time.Time{})
+	var r reply
+	var err error
+	for try := 0; ; try++ {
+		r, err = c.sess.exchange(ctx, &c.alarm, encode(&pgproto3.Query{String: sql}), time.Time{})
+		if err == nil {
+			err = r.err
+		}
+		if try == cancelReruns || !c.cancelledByUs(err) {
+			break
+		}
+		c.settleCancelled(time.Time{})
 	}
 	if err != nil || r.rows == 0 {
 		return nil, err
