@@ -55,7 +55,7 @@ var ErrTimelineNotKnown = errors.New("timeline is not among the cluster's proven
 // the next publish, which it causes; it does not block on a stopped prober.
 func (p *Prober) SetLeader(cluster, addr string) {
 	select {
-	case p.leaders <- leaderUpdate{cluster, addr}:
+	case p.updates <- leaderUpdate{cluster, addr}:
 	case <-p.stopped:
 	}
 }
@@ -66,7 +66,7 @@ func (p *Prober) SetLeader(cluster, addr string) {
 // stopped prober. The caller must not modify tags afterwards.
 func (p *Prober) SetTags(cluster string, tags map[string]MemberTags) {
 	select {
-	case p.tags <- tagsUpdate{cluster, tags}:
+	case p.updates <- tagsUpdate{cluster, tags}:
 	case <-p.stopped:
 	}
 }
@@ -80,7 +80,7 @@ func (p *Prober) SetTags(cluster string, tags map[string]MemberTags) {
 func (p *Prober) ForgetTimeline(ctx context.Context, cluster string, tl uint32) (before, after uint32, err error) {
 	req := forgetRequest{cluster: cluster, timeline: tl, reply: make(chan forgetReply, 1)}
 	select {
-	case p.forgets <- req:
+	case p.requests <- req:
 	case <-ctx.Done():
 		return 0, 0, ctx.Err()
 	case <-p.stopped:

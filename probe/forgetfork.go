@@ -66,7 +66,7 @@ type forgetForkReply struct {
 func (p *Prober) ForgetFork(ctx context.Context, cluster, host string) (ForkForgotten, error) {
 	req := forgetForkRequest{cluster: cluster, host: host, reply: make(chan forgetForkReply, 1)}
 	select {
-	case p.forkForgets <- req:
+	case p.requests <- req:
 	case <-ctx.Done():
 		return ForkForgotten{}, ctx.Err()
 	case <-p.stopped:

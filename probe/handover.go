@@ -54,7 +54,7 @@ type fork struct {
 func (p *Prober) knowledge(ctx context.Context) Knowledge {
 	reply := make(chan Knowledge, 1)
 	select {
-	case p.knowledgeReq <- reply:
+	case p.requests <- reply:
 	case <-ctx.Done():
 		return Knowledge{}
 	case <-p.stopped:
@@ -297,7 +297,7 @@ func (p *Prober) Activate(ctx context.Context, predecessor *Prober) {
 	}
 	a := activation{knowledge: k, published: make(chan struct{})}
 	select {
-	case p.activate <- a:
+	case p.updates <- a:
 	case <-ctx.Done():
 		return
 	}

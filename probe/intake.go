@@ -408,6 +408,10 @@ func (p *Prober) send(ctx context.Context, r *result) {
 	}
 }
 
+// quickBatches is how many batches of results in a row Run takes without
+// looking at its other channels, while results are queued.
+const quickBatches = 8
+
 // Run probes until ctx is done. It returns after every host goroutine has
 // stopped and closed its connection.
 func (p *Prober) Run(ctx context.Context) {
@@ -439,69 +443,96 @@ func (p *Prober) Run(ctx context.Context) {
 	var holdC <-chan time.Time // nil while no result is held
 	var lastPublish time.Time
 	var activated chan struct{} // closed once the activating publish is in the table
-	for {
-		select {
-		case <-ctx.Done():
-			p.reportFinal()
-			return
-		case <-fluxC:
-			if !p.fluxRound() {
-				fluxC = nil
+	// held takes result r and those queued behind it, and reports whether
+	// they are held for the round under way (hold.go) rather than
+	// published now.
+	held := func(r *result) bool {
+		steady := p.take(*r)
+		// Take what was queued by now, then publish once: not what
+		// comes meanwhile, which at a fleet probed faster than the
+		// aggregator takes results would never end the batch.
+		for range len(p.results) {
+			steady = p.take(<-p.results) && steady
+		}
+		if until, ok := p.holdUntil(lastPublish); steady && ok {
+			if holdC == nil {
+				hold.Reset(time.Until(until))
+				holdC = hold.C
 			}
-			continue
-		case r := <-p.results:
-			steady := p.take(r)
-			// Take what was queued by now, then publish once: not what
-			// comes meanwhile, which at a fleet probed faster than the
-			// aggregator takes results would never end the batch.
-			for range len(p.results) {
-				steady = p.take(<-p.results) && steady
+			return true
+		}
+		return false
+	}
+	var r result
+	for quick := 0; ; {
+		// Results already queued are taken without the select over
+		// every channel, which costs a lock of each (issue 28); at
+		// most quickBatches batches in a row, so that the rest wait
+		// that many batches at most.
+		if quick < quickBatches && len(p.results) > 0 {
+			quick++
+			if r = <-p.results; held(&r) {
+				continue
 			}
-			if until, ok := p.holdUntil(lastPublish); steady && ok {
-				// Held for the round under way (hold.go).
-				if holdC == nil {
-					hold.Reset(time.Until(until))
-					holdC = hold.C
+		} else {
+			quick = 0
+			select {
+			case <-ctx.Done():
+				p.reportFinal()
+				return
+			case <-fluxC:
+				if !p.fluxRound() {
+					fluxC = nil
 				}
 				continue
+			case r = <-p.results:
+				if held(&r) {
+					continue
+				}
+			case <-holdC:
+				if until, ok := p.closingUntil(); ok {
+					hold.Reset(time.Until(until)) // held on for the closing probe (hold.go)
+					continue
+				}
+			case <-tick.C:
+			case u := <-p.updates:
+				switch u := u.(type) {
+				case activation:
+					// Adopt before publishing anything: the first snapshot
+					// already knows what the predecessor knew.
+					p.adopt(u.knowledge)
+					p.dirty.all = true // adopt marks every cluster itself
+					p.dirty.unreportedAll = true
+					p.active.Store(true)
+					activated = u.published
+				case leaderUpdate:
+					p.setLeader(u)
+				case tagsUpdate:
+					p.setTags(u)
+				}
+			case q := <-p.requests:
+				switch r := q.(type) {
+				case chan Knowledge:
+					r <- p.export()
+					continue
+				case forgetForkRequest:
+					done, err := p.forgetFork(r)
+					if err != nil {
+						r.reply <- forgetForkReply{done: done, err: err}
+						continue
+					}
+					p.publish() // the host is judged without the proof from now on
+					r.reply <- forgetForkReply{done: done}
+				case forgetRequest:
+					ci, before, err := p.forget(r)
+					if err != nil {
+						r.reply <- forgetReply{err: err}
+						continue
+					}
+					p.publish() // decides the newest timeline again, from what is proven now
+					r.reply <- forgetReply{before: before, after: p.state[ci].NewestTimeline}
+				}
 			}
-		case <-holdC:
-			if until, ok := p.closingUntil(); ok {
-				hold.Reset(time.Until(until)) // held on for the closing probe (hold.go)
-				continue
-			}
-		case <-tick.C:
-		case a := <-p.activate:
-			// Adopt before publishing anything: the first snapshot
-			// already knows what the predecessor knew.
-			p.adopt(a.knowledge)
-			p.dirty.all = true // adopt marks every cluster itself
-			p.dirty.unreportedAll = true
-			p.active.Store(true)
-			activated = a.published
-		case reply := <-p.knowledgeReq:
-			reply <- p.export()
-			continue
-		case u := <-p.leaders:
-			p.setLeader(u)
-		case u := <-p.tags:
-			p.setTags(u)
-		case r := <-p.forkForgets:
-			done, err := p.forgetFork(r)
-			if err != nil {
-				r.reply <- forgetForkReply{done: done, err: err}
-				continue
-			}
-			p.publish() // the host is judged without the proof from now on
-			r.reply <- forgetForkReply{done: done}
-		case r := <-p.forgets:
-			ci, before, err := p.forget(r)
-			if err != nil {
-				r.reply <- forgetReply{err: err}
-				continue
-			}
-			p.publish() // decides the newest timeline again, from what is proven now
-			r.reply <- forgetReply{before: before, after: p.state[ci].NewestTimeline}
 		}
 		if holdC != nil {
 			hold.Stop()

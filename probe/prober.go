@@ -151,17 +151,25 @@ type Prober struct {
 	// it is kicked (session.go's alarm), nil while it has none.
 	wakeups []atomic.Pointer[alarm]
 
-	active       atomic.Bool
-	activate     chan activation // tells the aggregator to adopt it, then publish at once
-	stopped      chan struct{}   // closed when Run returns
-	knowledgeReq chan chan Knowledge
-	leaders      chan leaderUpdate      // SetLeader (authority.go)
-	tags         chan tagsUpdate        // SetTags (authority.go)
-	forgets      chan forgetRequest     // ForgetTimeline (authority.go)
-	forkForgets  chan forgetForkRequest // ForgetFork (forgetfork.go)
-	ready        chan struct{}          // closed when every host has had a result
-	readyOnce    sync.Once
-	probedSoFar  atomic.Int64 // probed, for Progress (read from other goroutines)
+	active atomic.Bool
+	// What others ask of the aggregator, in two channels rather than one
+	// each (the aggregator's select over eleven channels, which it parks
+	// in between batches of results, locked and queued on every one of
+	// them: 3% of pgdns's CPU at 1,000 hosts, issue 28). updates is
+	// buffered, as each of its own channels was, and its senders wait
+	// for nothing after: an activation (handover.go, adopt it, then
+	// publish at once), a leaderUpdate (SetLeader) or a tagsUpdate
+	// (SetTags, authority.go). requests is not: its senders wait for a
+	// reply once the aggregator has taken theirs, which it then always
+	// gives: a chan Knowledge (handover.go), a forgetRequest
+	// (ForgetTimeline, authority.go) or a forgetForkRequest (ForgetFork,
+	// forgetfork.go).
+	updates     chan any
+	requests    chan any
+	stopped     chan struct{} // closed when Run returns
+	ready       chan struct{} // closed when every host has had a result
+	readyOnce   sync.Once
+	probedSoFar atomic.Int64 // probed, for Progress (read from other goroutines)
 
 	refreshMu  sync.Mutex
 	refreshing map[string]*refreshes         // by cluster name
@@ -238,20 +246,16 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 		// is behind (with room for every host, measured at 3,000
 		// hosts: 10,304 and 11,039 probes/s and every host aging out,
 		// against 11,858 and 12,663 with 64; issue 28).
-		results:      make(chan result, 64),
-		history:      map[*zone.Host]*walHistory{},
-		lastExact:    map[*zone.Host]zone.TimelineEnd{},
-		replays:      map[*zone.Host]replayWatch{},
-		runs:         map[*zone.Host]writableRun{},
-		refreshing:   map[string]*refreshes{},
-		activate:     make(chan activation, 1),
-		stopped:      make(chan struct{}),
-		knowledgeReq: make(chan chan Knowledge),
-		leaders:      make(chan leaderUpdate, 8),
-		tags:         make(chan tagsUpdate, 8),
-		forgets:      make(chan forgetRequest),
-		forkForgets:  make(chan forgetForkRequest),
-		ready:        make(chan struct{}),
+		results:    make(chan result, 64),
+		history:    map[*zone.Host]*walHistory{},
+		lastExact:  map[*zone.Host]zone.TimelineEnd{},
+		replays:    map[*zone.Host]replayWatch{},
+		runs:       map[*zone.Host]writableRun{},
+		refreshing: map[string]*refreshes{},
+		updates:    make(chan any, 17), // as the 8 leaders', 8 tags' and 1 activation's
+		requests:   make(chan any),
+		stopped:    make(chan struct{}),
+		ready:      make(chan struct{}),
 	}
 	p.active.Store(!cfg.Inactive)
 	for _, cc := range cfg.Clusters {
