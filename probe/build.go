@@ -193,9 +193,11 @@ func notLeader(c *zone.Cluster) bool {
 // WARN, with what is dropped.
 func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluster {
 	src := p.state[ci]
-	c := &zone.Cluster{Name: src.Name, AsyncOnly: src.AsyncOnly, Hosts: append([]zone.Host(nil), src.Hosts...),
-		Port: src.Port, Identity: src.Identity, IdentityPinned: src.IdentityPinned, NewestTimeline: src.NewestTimeline,
-		Witnessed: src.Witnessed, WitnessedBy: src.WitnessedBy, WitnessedRun: src.WitnessedRun, MinTimeline: p.cfg.Clusters[ci].MinTimeline, LeaderKey: src.LeaderKey, Leader: src.Leader}
+	c := newBuilt(len(src.Hosts))
+	copy(c.Hosts, src.Hosts)
+	c.Name, c.AsyncOnly, c.Port, c.Identity, c.IdentityPinned, c.NewestTimeline = src.Name, src.AsyncOnly, src.Port, src.Identity, src.IdentityPinned, src.NewestTimeline
+	c.Witnessed, c.WitnessedBy, c.WitnessedRun = src.Witnessed, src.WitnessedBy, src.WitnessedRun
+	c.MinTimeline, c.LeaderKey, c.Leader = p.cfg.Clusters[ci].MinTimeline, src.LeaderKey, src.Leader
 	c.Decide(now, stale, p.cfg.MaxFails)
 	if c.Identity != src.Identity {
 		if src.Identity != 0 && p.active.Load() {
@@ -226,6 +228,49 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 	src.Witnessed, src.WitnessedBy, src.WitnessedRun = c.Witnessed, c.WitnessedBy, c.WitnessedRun
 	p.watchBranches(ci, c)
 	return c
+}
+
+// newBuilt returns a new cluster with room for n hosts (Hosts has length
+// n), for a build: a cluster of up to 4 hosts, the common case, is one
+// allocation with its hosts' array, not two (a cluster is built at every
+// publish that has a result of it, about one build a round: issue 28).
+// The hosts are allocated at their number, as before: room for a fourth
+// host of a cluster of 3 is 688 bytes a cluster in every snapshot.
+func newBuilt(n int) *zone.Cluster {
+	switch n {
+	case 1:
+		b := new(struct {
+			c zone.Cluster
+			h [1]zone.Host
+		})
+		b.c.Hosts = b.h[:]
+		return &b.c
+	case 2:
+		b := new(struct {
+			c zone.Cluster
+			h [2]zone.Host
+		})
+		b.c.Hosts = b.h[:]
+		return &b.c
+	case 3:
+		b := new(struct {
+			c zone.Cluster
+			h [3]zone.Host
+		})
+		b.c.Hosts = b.h[:]
+		return &b.c
+	case 4:
+		b := new(struct {
+			c zone.Cluster
+			h [4]zone.Host
+		})
+		b.c.Hosts = b.h[:]
+		return &b.c
+	}
+	if n == 0 {
+		return &zone.Cluster{}
+	}
+	return &zone.Cluster{Hosts: make([]zone.Host, n)}
 }
 
 // computeLag fills Lag, LagBytes, LagKnown and BytesKnown of every replica of c from
