@@ -88,7 +88,11 @@ func probeFleet(b *testing.B, clusters int, interval, span time.Duration) {
 		}
 		cfg.Clusters = append(cfg.Clusters, cc)
 	}
-	cfg.Hooks.Published = func(prev, next *zone.Snapshot) { _ = zone.Changes(prev, next) } // as internal/app does
+	var publishes atomic.Int64
+	cfg.Hooks.Published = func(prev, next *zone.Snapshot) { // as internal/app does
+		publishes.Add(1)
+		_ = zone.Changes(prev, next)
+	}
 	var mu sync.Mutex
 	why := map[ProbeCause]int{}
 	cfg.Hooks.Probes = func(_ string, c ProbeCause, n int) { mu.Lock(); why[c] += n; mu.Unlock() }
@@ -111,9 +115,9 @@ func probeFleet(b *testing.B, clusters int, interval, span time.Duration) {
 	mu.Lock()
 	why0 := maps.Clone(why)
 	mu.Unlock()
-	n0, cpu0, t0 := probes.Load(), cpuTime(), time.Now()
+	n0, pub0, cpu0, t0 := probes.Load(), publishes.Load(), cpuTime(), time.Now()
 	time.Sleep(span)
-	n, cpu, took := probes.Load()-n0, cpuTime()-cpu0, time.Since(t0)
+	n, pub, cpu, took := probes.Load()-n0, publishes.Load()-pub0, cpuTime()-cpu0, time.Since(t0)
 	mu.Lock()
 	for c, k := range why {
 		if v := float64(k-why0[c]) / took.Seconds(); v > 0 {
@@ -134,5 +138,6 @@ func probeFleet(b *testing.B, clusters int, interval, span time.Duration) {
 	b.ReportMetric(float64(n)/took.Seconds(), "probes/s")
 	b.ReportMetric(float64(n)/took.Seconds()/(float64(hosts)/interval.Seconds()), "of-configured")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(max(n, 1)), "cpu-us/probe")
+	b.ReportMetric(float64(pub)/took.Seconds(), "publishes/s")
 	b.ReportMetric(float64(live), "live")
 }
