@@ -49,6 +49,14 @@ type senderNames struct {
 	// senders that did not change cost no allocation.
 	nextPids  []int32
 	nextNames []senderName
+	// last is the standbys the last read returned, and nextOut a buffer
+	// for the next read's: a read that finds the same standbys returns
+	// last again, so that a primary whose standbys did not change costs
+	// no allocation per probe (nobody changes a Sample's Standbys: the
+	// aggregator and zone only read them, hold.go compares them).
+	last, nextOut []zone.Standby
+	// scratch is the buffer the strings of a row are read into.
+	scratch []byte
 	// req is the run request of probeStatements[knownVariant][status]
 	// with these as its parameters, full that of probeStatements[0][status];
 	// nil while no server run is known (the statements' own).
@@ -135,13 +143,16 @@ func parseStandbys(text []byte, run int64, end time.Time, n *senderNames) ([]zon
 // read is parseStandbys of a non-empty column.
 func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standby, error) {
 	d := jsonReader{s: text}
-	out := []zone.Standby{}
+	out := n.nextOut[:0]
 	pids, names := n.nextPids[:0], n.nextNames[:0]
 	all := true // every row with its names: none taken as known
 	if !d.eat('[') {
 		return nil, d.fail("an array")
 	}
-	var scratch []byte
+	if n.scratch == nil {
+		n.scratch = make([]byte, 0, 64) // a slot, a sync state: once, not every probe
+	}
+	scratch := n.scratch
 	for !d.eat(']') {
 		if len(pids) > 0 && !d.eat(',') {
 			return nil, d.fail("',' or ']'")
@@ -175,6 +186,9 @@ func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standb
 			return nil, err
 		}
 		scratch = slot
+		if cap(slot) > cap(n.scratch) {
+			n.scratch = slot[:0]
+		}
 		if !d.eat(',') {
 			return nil, d.fail("a row of 5 columns")
 		}
@@ -222,6 +236,7 @@ func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standb
 		return nil, err
 	}
 	n.nextPids, n.nextNames = pids, names
+	out = n.keep(out)
 	readAt := n.readAt
 	if all {
 		readAt = end
@@ -235,6 +250,21 @@ func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standb
 	n.setKnown(run, pids, names)
 	n.readAt = readAt
 	return out, nil
+}
+
+// keep returns the standbys read, out (in n.nextOut's array): the last
+// read's when they are the same, else a copy of their own that becomes
+// the last. An empty list is never nil (parseStandbys: the column read).
+func (n *senderNames) keep(out []zone.Standby) []zone.Standby {
+	n.nextOut = out[:0]
+	switch {
+	case len(out) == 0:
+		return []zone.Standby{}
+	case n.last != nil && slices.Equal(out, n.last):
+		return n.last
+	}
+	n.last = slices.Clip(slices.Clone(out))
+	return n.last
 }
 
 // setKnown makes pids and names the senders n knows of the server run

@@ -108,3 +108,38 @@ func TestSenderNamesKeptByPid(t *testing.T) {
 		t.Fatalf("a primary without senders allocates %v a probe", allocs)
 	}
 }
+
+// A primary whose WAL senders did not change costs no allocation per
+// probe in their reading: the read returns the standbys it returned last.
+// A change returns a list of its own, and leaves the one returned before
+// as it was (a Sample holding it may still be read).
+func TestSenderNamesUnchangedAllocateNothing(t *testing.T) {
+	var n senderNames
+	now := time.Now()
+	first := `[[101, "sync", "r1_slot", false, ["10.0.0.2", "r1"]], [102, "async", null, false, [null, "r2"]]]`
+	before, err := parseStandbys([]byte(first), 7, now, &n)
+	if err != nil || len(before) != 2 {
+		t.Fatalf("first read: %+v, %v", before, err)
+	}
+	known := []byte(`[[101, "sync", null, true, null], [102, "async", null, true, null]]`)
+	allocs := testing.AllocsPerRun(100, func() {
+		got, err := parseStandbys(known, 7, now, &n)
+		if err != nil || len(got) != 2 || &got[0] != &before[0] {
+			t.Fatalf("the same senders read again: %+v, %v; want the list returned before", got, err)
+		}
+	})
+	if allocs > 0 {
+		t.Fatalf("reading unchanged senders allocated %.1f times, want none", allocs)
+	}
+	changed := []byte(`[[101, "async", null, true, null], [102, "async", null, true, null]]`)
+	got, err := parseStandbys(changed, 7, now, &n)
+	if err != nil || len(got) != 2 || got[0].Sync || &got[0] == &before[0] {
+		t.Fatalf("a sender no longer synchronous: %+v, %v", got, err)
+	}
+	if !before[0].Sync || before[0].AppName != "r1" || before[1].AppName != "r2" {
+		t.Fatalf("the list returned before changed: %+v", before)
+	}
+	if got, err := parseStandbys([]byte(`[]`), 7, now, &n); err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("no senders: %#v, %v; want an empty list", got, err)
+	}
+}
