@@ -407,14 +407,6 @@ type pgChecker struct {
 	port    uint16
 	sess    *session
 
-	// rewatch: the last Check did not prove the server gone, so the host
-	// may still be answered; should its session be gone (lost after a
-	// good probe, or closed by a failed one), Watch opens another.
-	rewatch bool
-	// crashed: a session closed since the last sample had the server's
-	// crash notice (session.crashed); the next sample says so.
-	crashed bool
-
 	// When a new session to the server was last admitted (a connect, or
 	// the start of an admission attempt), how many probes have run since,
 	// and the attempt under way: its result, and how to end it.
@@ -431,7 +423,17 @@ type pgChecker struct {
 	// it was given, the slowest probe of the open session while it ran,
 	// and how many attempts in a row got no answer while the session was
 	// fast (reachTimedOut).
-	reachTry      bool
+	reachTry bool
+	// (rewatch and crashed sit beside reachTry: one word for the three
+	// keeps a checker, with the allocator's 8-byte header, in the
+	// 1,536-byte size class, TestCheckerBytesPerHost.)
+	// rewatch: the last Check did not prove the server gone, so the host
+	// may still be answered; should its session be gone (lost after a
+	// good probe, or closed by a failed one), Watch opens another.
+	rewatch bool
+	// crashed: a session closed since the last sample had the server's
+	// crash notice (session.crashed); the next sample says so.
+	crashed       bool
 	reachRaw      *rawConnect // the bare connect under way on a socket of our own (reach.go)
 	reachBound    time.Duration
 	reachSlowest  time.Duration
