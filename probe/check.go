@@ -354,7 +354,7 @@ const probeHead = `SELECT
 const probeTail = `
   coalesce(w.conninfo, ''),
   CASE WHEN w.pid IS NULL THEN '' ELSE coalesce(w.slot_name, pg_catalog.current_setting('primary_slot_name')) END,
-  pg_catalog.pg_has_role('pg_read_all_stats'::pg_catalog.regrole, 'USAGE'),
+  pg_catalog.pg_has_role(` + readAllStatsRoleSQL + `, 'USAGE'),
   pg_catalog.current_setting('synchronous_standby_names') OPERATOR(pg_catalog.<>) '',
   pg_catalog.current_setting('wal_block_size')::integer,
   pg_catalog.pg_size_bytes(pg_catalog.current_setting('wal_segment_size')),
@@ -396,13 +396,14 @@ const (
 // REVOKE in the middle of a session is seen at the next probe.
 const readFileProcSQL = `'pg_catalog.pg_read_file(pg_catalog.text, bigint, bigint, boolean)'::pg_catalog.regprocedure`
 
-// The same holds for the probe's pg_has_role column: pg_read_all_stats
-// is given as a regrole literal, its OID resolved when the statement is
-// prepared (a built-in role: it is never dropped), where a role's name
-// was looked up on every run (pg_has_role_name, about 1% of a replica's
-// server time per probe at rest in perf). Membership is still checked
-// on every run: a GRANT or REVOKE of pg_monitor is seen at the next
-// probe.
+// readAllStatsRoleSQL is pg_read_all_stats as a regrole literal, for the
+// probe's pg_has_role column, for the same reason: its OID is resolved
+// when the statement is prepared (a built-in role: it is never dropped),
+// where a role's name was looked up on every run (pg_has_role_name, about
+// 1% of a replica's server time per probe at rest in perf). Membership is
+// still checked on every run: a GRANT or REVOKE of pg_monitor is seen at
+// the next probe.
+const readAllStatsRoleSQL = `'pg_read_all_stats'::pg_catalog.regrole`
 
 // pgChecker keeps one session with one host and opens another when it
 // ends. pgx opens it; then the checker drives its socket (session.go).
