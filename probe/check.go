@@ -306,14 +306,20 @@ const (
 // row (a sender holds one slot at most), not json_agg over a join with
 // the slots: an aggregate and a hash join are set up on every probe of
 // the primary, senders or not, for about 13% of its server time at rest
-// (perf), where the ARRAY() sub-select sets up a sort.
+// (perf), where the ARRAY() sub-select sets up a sort. A logical WAL
+// sender (connected to a database: a subscription, pg_recvlogical) gives
+// no application name: it streams to no standby, and a subscription's
+// name, its application name, may be a standby's, whose own row it was
+// taken for once that standby's sender was gone (review 12b; zone's
+// senderIndex matches rows by name).
 const (
 	standbysSQL = `
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'
     ELSE pg_catalog.array_to_json(ARRAY(SELECT pg_catalog.json_build_array(w.pid, w.sync_state,
         CASE WHEN NOT ` + senderKnownSQL + ` THEN (SELECT s.slot_name FROM pg_catalog.pg_get_replication_slots() s WHERE s.active_pid OPERATOR(pg_catalog.=) w.pid) END,
         ` + senderKnownSQL + `,
-        CASE WHEN NOT ` + senderKnownSQL + ` THEN (SELECT pg_catalog.json_build_array(pg_catalog.host(a.client_addr), a.application_name)
+        CASE WHEN NOT ` + senderKnownSQL + ` THEN (SELECT pg_catalog.json_build_array(pg_catalog.host(a.client_addr),
+            CASE WHEN coalesce(a.datid, 0::pg_catalog.oid) OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN a.application_name END)
           FROM pg_catalog.pg_stat_get_activity(w.pid) a) END)
       FROM pg_catalog.pg_stat_get_wal_senders() w ORDER BY w.pid))::pg_catalog.text
   END,`
