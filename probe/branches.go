@@ -125,6 +125,10 @@ type writableRun struct {
 	// recovery since it was last seen writable (watchCrash): the first
 	// writer's run, seen writable again, was reinitialised.
 	crashed string
+	// statsReset is the run's statistics' reset time at its last sample
+	// (Sample.StatsReset; 0: not read): another in the same run is a crash
+	// recovery, or a reset (watchStatsReset).
+	statsReset int64
 }
 
 // watchCrash keeps, of host h's server run as its last sample showed it
@@ -177,6 +181,7 @@ func (p *Prober) watchRun(h *zone.Host, s Sample) {
 			r.promoted = "seen in recovery in that run"
 		}
 	}
+	r.watchStatsReset(s)
 	if r.promoted == "" && s.CheckpointTimeline < s.Timeline {
 		r.promoted = "its last checkpoint is on timeline " + strconv.FormatUint(uint64(s.CheckpointTimeline), 10)
 	}

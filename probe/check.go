@@ -36,7 +36,14 @@ type Sample struct {
 	// there is on disk, and a crash keeps it (the insert position's tail
 	// may be lost), so any later run of the same server writes past it.
 	// Read back across a page header as InsertLSN is.
-	FlushLSN   zone.LSN
+	FlushLSN zone.LSN
+	// StatsReset, on a primary, is when the server's fixed-numbered
+	// statistics were last reset (pg_stat_bgwriter.stats_reset, in µs;
+	// 0: not read): in one server run it moves only when crash recovery
+	// discards the statistics (the postmaster reinitialising after a
+	// crash of one of its processes) or when someone resets them
+	// (pg_stat_reset_shared), statsResetSQL.
+	StatsReset int64
 	ReceiveLSN zone.LSN // replica only
 	ReplayLSN  zone.LSN // replica: pg_last_wal_replay_lsn(); primary: InsertLSN
 	SystemID   uint64
@@ -185,7 +192,9 @@ type NewCheckerFunc func(addr string) (Checker, error)
 // server's (shadow.go). A primary's flush position is the part of its WAL
 // that a crash keeps: a later run of the same server starts past it,
 // which tells a restart from a server rebuilt at the same address
-// (branches.go).
+// (branches.go); after it, in the same column, the statistics' reset
+// time, which moves in a run when crash recovery reinitialised the
+// server (statsreset.go).
 //
 // The WAL receiver is read from pg_stat_get_wal_receiver() in FROM: the
 // function pg_stat_wal_receiver shows, which gives one row
@@ -370,7 +379,8 @@ const probeTail = `
     OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) coalesce(w.sender_host, ''), ''),
   pg_catalog.current_setting('cluster_name'),
   pg_catalog.current_setting('default_transaction_read_only'),
-  CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_flush_lsn()::pg_catalog.text END,
+  CASE WHEN pg_catalog.pg_is_in_recovery() THEN '' ELSE pg_catalog.pg_current_wal_flush_lsn()::pg_catalog.text
+    OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) ` + statsResetSQL + `::pg_catalog.text END,
   ` + confLoadedSQL + `,
   ` + everyRoleSQL + `,
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN coalesce((pg_catalog.pg_stat_get_wal_receiver()).received_tli, -1) ELSE 0 END::bigint`

@@ -39,6 +39,8 @@
 //	forks.go      record: two branches under one timeline number
 //	forgetfork.go from outside: ForgetFork, an operator's way out of a fork proof
 //	branches.go   build: who wrote each timeline, and the forked ones
+//	statsreset.go record: a primary's statistics reset in one run, a crash
+//	              recovery that no session of pgdns saw
 //	lag.go        record and build: the primary's WAL clock, the lag bounds
 //	rounds.go     after record: probe rounds, primary, replicas, primary
 //	closing.go    check and after record: a round's closing probe, a light

@@ -449,7 +449,11 @@ func parseProbeFields(row *probeRow, s *Sample) error {
 	var err7 error
 	s.DefaultReadOnly, err7 = parseOnOff(v[19])
 	if !s.InRecovery && err7 == nil {
-		if s.FlushLSN, err7 = optionalLSN(string(v[20])); err7 == nil {
+		var flush []byte
+		if flush, s.StatsReset, err7 = splitStatsReset(v[20]); err7 == nil {
+			s.FlushLSN, err7 = optionalLSN(string(flush))
+		}
+		if err7 == nil {
 			s.FlushLSN = s.FlushLSN.PageBoundary(block, segment)
 		}
 	}
