@@ -53,6 +53,19 @@ type Branch struct {
 	// timeline as last seen (pg_current_wal_insert_lsn(), 0: not known):
 	// what a token of its writes may name, flushed or not.
 	Insert zone.LSN
+	// Replicated is the highest position on the timeline a replica of the
+	// cluster was seen to have replayed while its WAL receiver streamed
+	// the timeline (0: none seen past Insert's run): WAL that only the
+	// timeline's writer wrote, so that writer reached it, whether or not
+	// the probe saw it insert there (its last probe came before a write
+	// that reached one replica, and the writer died or was cut off from
+	// pgdns). It widens the reach of a timeline-less token's window
+	// (reachList) alone: the writer's own positions judge its restarts
+	// and crashes, and a replica read after the writer can be ahead of it.
+	Replicated zone.LSN
+	// ReplicatedBy is the configured address of the replica that showed
+	// Replicated, for people.
+	ReplicatedBy string
 	// Upto is the top of the timeline's restart window (zone.TimelineRestart),
 	// 0 while the writer was never seen in a new run: no lsn- token on
 	// the timeline at or below it is answered. Restarted says, for people,
@@ -344,9 +357,39 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 				"cluster", c.Name, "timeline", h.Timeline, "seen", b.Forked)
 		}
 	}
+	p.watchReplicated(ci, c)
 	c.ForkedTimelines = p.forkList(ci)
 	c.RestartedTimelines = p.restartList(ci)
 	c.Reached = p.reachList(ci, c.NewestTimeline)
+}
+
+// watchReplicated raises each timeline's Replicated with the replay
+// positions of cluster ci's replicas whose WAL receiver streams that
+// timeline (an exact timeline: the receiver's, read on both sides of the
+// replay position), for timelines whose writer the probe knows. Such WAL
+// was written by the timeline's writer (a replica of another branch of
+// the timeline only widens the window, failing closed).
+func (p *Prober) watchReplicated(ci int, c *zone.Cluster) {
+	known := p.branches[ci]
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if c.Identity == 0 || !h.Seen || !h.InRecovery || h.SystemID != c.Identity || !h.TimelineExact {
+			continue
+		}
+		if b, ok := known[h.Timeline]; ok && h.ReplayLSN > b.Replicated {
+			b.Replicated, b.ReplicatedBy = h.ReplayLSN, h.Addr
+			known[h.Timeline] = b
+		}
+	}
+}
+
+// reach is how far b's timeline was seen written: its writer's highest
+// insert or flush position, or a replica's replay past both.
+func (b Branch) reach() zone.TimelineReach {
+	if w := max(b.Insert, b.Last); b.Replicated <= w {
+		return zone.TimelineReach{Insert: w}
+	}
+	return zone.TimelineReach{Insert: b.Replicated, Replica: b.ReplicatedBy}
 }
 
 // reachList returns how far the writer of each of cluster ci's timelines
@@ -362,9 +405,9 @@ func (p *Prober) reachList(ci int, newest uint32) []zone.TimelineReach {
 	was := p.reached[ci]
 	n, same := 0, true
 	for tl, b := range p.branches[ci] {
-		if reach := max(b.Insert, b.Last); tl < newest && reach != 0 {
+		if reach := b.reach(); tl < newest && reach.Insert != 0 {
 			n++
-			if i := slices.IndexFunc(was, func(r zone.TimelineReach) bool { return r.Timeline == tl }); i < 0 || was[i].Insert != reach {
+			if i := slices.IndexFunc(was, func(r zone.TimelineReach) bool { return r.Timeline == tl }); i < 0 || was[i].Insert != reach.Insert || was[i].Replica != reach.Replica {
 				same = false
 			}
 		}
@@ -374,8 +417,9 @@ func (p *Prober) reachList(ci int, newest uint32) []zone.TimelineReach {
 	}
 	var list []zone.TimelineReach
 	for tl, b := range p.branches[ci] {
-		if reach := max(b.Insert, b.Last); tl < newest && reach != 0 {
-			list = append(list, zone.TimelineReach{Timeline: tl, Insert: reach})
+		if reach := b.reach(); tl < newest && reach.Insert != 0 {
+			reach.Timeline = tl
+			list = append(list, reach)
 		}
 	}
 	slices.SortFunc(list, func(a, b zone.TimelineReach) int { return int(a.Timeline) - int(b.Timeline) })
@@ -469,6 +513,9 @@ func mergeBranches(mine, old map[uint32]Branch) {
 		cur, ok := mine[tl]
 		if ok && cur.Writer == b.Writer && cur.Run.Equal(b.Run) {
 			b.Last, b.Insert = max(b.Last, cur.Last), max(b.Insert, cur.Insert)
+		}
+		if ok && cur.Replicated > b.Replicated {
+			b.Replicated, b.ReplicatedBy = cur.Replicated, cur.ReplicatedBy
 		}
 		if ok && cur.Upto > b.Upto {
 			// The highest window either saw stands.

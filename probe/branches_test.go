@@ -349,6 +349,43 @@ func TestReachedTimelines(t *testing.T) {
 	}
 }
 
+// Review 12a, R12a-1: a replica streaming an older timeline that replayed
+// past what its writer was seen to insert (the writer's last write before
+// it died reached that replica only) raises the timeline's reach, and says
+// so; a replica of no known writer's timeline, one without an exact
+// timeline, one of another identity, and one behind the writer change
+// nothing; a replica on the newest timeline does not either.
+func TestReachedTimelinesByAReplica(t *testing.T) {
+	run := time.Unix(1000, 0)
+	p := &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}
+	step := func(newest uint32, hosts ...zone.Host) []zone.TimelineReach {
+		c := &zone.Cluster{Name: "main", Identity: 7, NewestTimeline: newest, Hosts: hosts}
+		p.watchBranches(0, c)
+		return c.Reached
+	}
+	writable := zone.Host{Addr: "a:5432", Seen: true, SystemID: 7, Timeline: 1, TimelineExact: true, StartedAt: run, InsertLSN: 0x300, Role: zone.RolePrimary}
+	replica := func(addr string, tl uint32, exact bool, id uint64, replay zone.LSN) zone.Host {
+		return zone.Host{Addr: addr, Seen: true, InRecovery: true, SystemID: id, Timeline: tl, TimelineExact: exact, ReplayLSN: replay, Role: zone.RoleReplica}
+	}
+	step(1, writable, replica("c:5432", 1, true, 7, 0x200))
+	// The writer is gone (down: not writable in this build); c replays
+	// WAL of timeline 1 past what pgdns saw a insert; d's and e's say
+	// nothing (no exact timeline, another identity).
+	step(1, replica("c:5432", 1, true, 7, 0x380), replica("d:5432", 1, false, 7, 0x900), replica("e:5432", 1, true, 8, 0x900))
+	r := step(2, zone.Host{Addr: "b:5432", Seen: true, SystemID: 7, Timeline: 2, TimelineExact: true, StartedAt: run, InsertLSN: 0x400, Role: zone.RolePrimary},
+		replica("c:5432", 1, true, 7, 0x380), replica("f:5432", 2, true, 7, 0x990))
+	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x380, Replica: "c:5432"}}; !slices.Equal(r, want) {
+		t.Fatalf("after the failover: reached %+v, want %+v", r, want)
+	}
+	// A replica behind the writer leaves the writer's reach.
+	p = &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}
+	step(1, writable, replica("c:5432", 1, true, 7, 0x280))
+	r = step(2, zone.Host{Addr: "b:5432", Seen: true, SystemID: 7, Timeline: 2, TimelineExact: true, StartedAt: run, InsertLSN: 0x400, Role: zone.RolePrimary})
+	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x300}}; !slices.Equal(r, want) {
+		t.Fatalf("a replica behind the writer: reached %+v, want %+v", r, want)
+	}
+}
+
 // Review 7, H5: the first writer's run refused a session in crash
 // recovery, and is writable again with the same start time: a crash of
 // one of its processes reinitialised it. Its first sample after is already

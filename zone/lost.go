@@ -160,7 +160,20 @@ func unprovenWhy(h *Host, q *Query) string {
 // TimelineReach is how far the probe saw a timeline's writer write.
 type TimelineReach struct {
 	Timeline uint32
-	Insert   LSN // the highest insert position seen of the timeline's writer
+	Insert   LSN // the highest insert position seen of the timeline's writer, or Replica's replay past it
+	// Replica is "" or the replica whose replay position on the timeline,
+	// past what its writer was seen to insert, is Insert: WAL only the
+	// writer wrote (its last probe came before it, and it died or was cut
+	// off from pgdns).
+	Replica string
+}
+
+// seen says how Insert was seen, for the reasons of failedOver.
+func (r *TimelineReach) seen() string {
+	if r.Replica != "" {
+		return "pgdns saw " + r.Replica + " (in recovery on it) replay its WAL up to " + r.Insert.String()
+	}
+	return "pgdns saw its writer insert up to " + r.Insert.String()
 }
 
 // ReachOf returns how far timeline tl's writer was seen to write, or nil.
@@ -237,8 +250,7 @@ func (c *Cluster) tokenFailedOver(q *Query) string {
 		tl := strconv.FormatUint(uint64(r.Timeline), 10)
 		return q.MinLSN.String() + " may be a write of timeline " + tl + " lost in a failover to " +
 			strconv.FormatUint(uint64(h.Timeline), 10) + ": where timeline " + tl + " ended is not known (no switch watched; " +
-			"no history file read: grant EXECUTE on pg_read_file to the probe role), and pgdns saw its writer insert up to " +
-			r.Insert.String()
+			"no history file read: grant EXECUTE on pg_read_file to the probe role), and " + r.seen()
 	}
 	e := h.History[i]
 	next := h.Timeline
@@ -253,6 +265,5 @@ func (c *Cluster) tokenFailedOver(q *Query) string {
 		ended = "timeline " + tl + " ended at or after it (a switch pgdns watched; no history file read)"
 	}
 	return q.MinLSN.String() + " may be a write of timeline " + tl + " lost in the failover to " +
-		strconv.FormatUint(uint64(next), 10) + " at " + at + ": " + ended + ", and pgdns saw its writer insert up to " +
-		r.Insert.String() + " (a token with its timeline, -tN, would tell)"
+		strconv.FormatUint(uint64(next), 10) + " at " + at + ": " + ended + ", and " + r.seen() + " (a token with its timeline, -tN, would tell)"
 }

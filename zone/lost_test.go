@@ -250,6 +250,15 @@ func TestTimelinelessTokenInAFailoverWindow(t *testing.T) {
 		t.Errorf("TokenUnprovable = %q, want %q", got, why)
 	}
 	explained(t, View{Snap: s, Now: t0}, &q, "primary: "+why, why)
+	// Seen by a replica's replay past what the writer was seen to insert
+	// (review 12a, R12a-1): the same window, and the reason says whose.
+	byReplica := withReach(true, 0x8800)
+	byReplica.Clusters[0].Reached[0].Replica = "10.0.0.4:5432"
+	const whyReplica = "0/8400 may be a write of timeline 1 lost in the failover to 2 at 0/8000: timeline 2's history file says timeline 1 " +
+		"ended there, and pgdns saw 10.0.0.4:5432 (in recovery on it) replay its WAL up to 0/8800 (a token with its timeline, -tN, would tell)"
+	if got := byReplica.TokenUnprovable(&q); got != whyReplica {
+		t.Errorf("TokenUnprovable = %q, want %q", got, whyReplica)
+	}
 	v := View{Snap: s, Now: t0}
 	if c := s.Clusters[0]; v.Within(c, &c.Hosts[0], &q) || v.Within(c, &c.Hosts[1], &q) {
 		t.Errorf("Within: a host passes %s", q.String())

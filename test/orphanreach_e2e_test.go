@@ -1,0 +1,150 @@
+package test
+
+// Review 12a: a token without a timeline of a write that only an orphaned
+// replica has. The primary's last write before it died reached one replica
+// and not the other, and pgdns did not see the primary insert it (its last
+// probe of the primary came before the write: here the primary is cut off
+// from pgdns, which in a crash is the last probe interval). The replica
+// that lacks the write is promoted; the one that has it cannot follow (it
+// is past timeline 1's end) and stays on timeline 1, probed. Its replay
+// position on timeline 1 proves that timeline 1's writer wrote that far,
+// past where timeline 2 branched off: a token without a timeline up to it
+// may be the lost write. Before, only the old writer's own insert position
+// as pgdns last saw it bounded the window (rule 9), and lsn-W.any answered
+// the new primary, which lacks the row.
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+func TestTimelinelessTokenOfAWriteOnlyAnOrphanedReplicaHas(t *testing.T) {
+	b := pgtest.Addrs(t)
+	// Every node listens on a second address too; replicas stream from
+	// the primary's, and the test reaches each node by it, so that a cut
+	// of the address pgdns probes leaves both paths open.
+	alt := func(ip string) string {
+		for i := 1; i <= 3; i++ {
+			if b.IP(i) == ip {
+				return b.Fleet(i)
+			}
+		}
+		return ip
+	}
+	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(3),
+		Listen:   func(ip string) []string { return []string{alt(ip)} },
+		Upstream: func(_, upstream string) string { return alt(upstream) }})
+	e := attach(t, pg, envOptions{})
+	old, promoted, orphan := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	dsn := func(n *pgtest.Node) string { return strings.Replace(n.DSN(), "host="+n.IP, "host="+alt(n.IP), 1) }
+	ctx := context.Background()
+	e.insertAndTakeLSN(t, old)
+	e.waitFor(t, "replica.db.local.", []string{promoted.IP, orphan.IP})
+
+	// pgdns loses the primary; clients and replicas do not.
+	cutOff(t, fmt.Sprintf("pgdns_orphanreach_%d", b.Port()), old.IP)
+	e.waitWithin(t, 30*time.Second, "primary.db.local.", nil)
+	conn, err := pgx.Connect(ctx, dsn(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// The promoted one's WAL sender held: only the orphan receives W.
+	var pid int
+	if err := conn.QueryRow(ctx, "SELECT pid FROM pg_stat_replication WHERE application_name = $1", promoted.Name).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	w := writeAndTakeLSN(t, conn, "INSERT INTO t (v) VALUES ('W')")
+	hasW := func(n *pgtest.Node) bool {
+		c, err := pgx.Connect(ctx, dsn(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		var k int
+		if err := c.QueryRow(ctx, "SELECT count(*) FROM t WHERE v = 'W'").Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		return k > 0
+	}
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the orphan replayed W", func() (bool, bool) { b := hasW(orphan); return b, b })
+	// pgdns probes the orphan past W.
+	e.waitHost(t, orphan.Addr(), "replayed past W", func(h hostState) bool { return replayedPast(t, h, w) })
+
+	if err := old.KillPostmaster(); err != nil {
+		t.Fatal(err)
+	}
+	_ = old.SignalWalsenders(syscall.SIGKILL)
+	gone, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := old.WaitGone(gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := promoted.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "timeline 2 past W", func() (bool, bool) {
+		promoted.Exec(t, "INSERT INTO t (v) SELECT repeat('y', 1000) FROM generate_series(1, 100)")
+		var past bool
+		promoted.Query(t, "SELECT pg_current_wal_lsn() > '"+strings.Replace(w, "-", "/", 1)+"'::pg_lsn", &past)
+		return past, past
+	})
+	if hasW(promoted) {
+		t.Fatal("the promoted replica has W: nothing is tested")
+	}
+	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
+
+	// W's token without a timeline: no host that lacks W, the new primary
+	// included; with -t1 its history proves it lost.
+	for _, target := range []string{"any", "prefer-replica", "primary", "replica"} {
+		for _, tl := range []string{"", "-t1"} {
+			e.holds(t, "lsn-"+w+tl+"."+target+".db.local.", time.Second, exactly(), "a host lacking W")
+		}
+	}
+	txt := e.txt(t, "lsn-"+w+".any.db.local.")
+	if !slices.ContainsFunc(txt, func(s string) bool {
+		return strings.HasPrefix(s, "unprovable=") && strings.Contains(s, "may be a write of timeline 1 lost in the failover to 2") &&
+			strings.Contains(s, "pgdns saw "+orphan.Addr()+" (in recovery on it) replay its WAL up to ")
+	}) {
+		t.Errorf("TXT of W's token %q: no unprovable= string saying it may be lost, shown by the orphan's replay", txt)
+	}
+	t.Logf("lsn-%s.any: TXT %q; /v1/resolve: %q", w, txt, resolveReason(t, e, "lsn-"+w+".any", promoted.Addr()))
+	// A write of timeline 2 is answered as ever.
+	later := e.insertAndTakeLSN(t, promoted)
+	e.waitFor(t, "lsn-"+later+".any.db.local.", []string{promoted.IP})
+}
+
+// cutOff drops every packet to ip:5432 in an nftables table of the test's
+// own, deleted when the test ends (or by heal, sooner): pgdns's probes and
+// any client's connections to that address. A node's own WAL receiver
+// connects out, and every local packet's source is 127.0.0.1, so a node
+// cut off this way still streams, and is still reached by its other
+// addresses.
+func cutOff(t *testing.T, table, ip string) (heal func()) {
+	t.Helper()
+	testkit.RequireRoot(t, "nftables rules")
+	nft := testkit.RequireTool(t, "nft")
+	rules := fmt.Sprintf("table inet %s {\n chain input {\n  type filter hook input priority 0; policy accept;\n  ip daddr %s tcp dport 5432 drop\n }\n}\n", table, ip)
+	cmd := exec.Command(nft, "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v: %s", err, out)
+	}
+	heal = func() { _ = exec.Command(nft, "delete", "table", "inet", table).Run() }
+	t.Cleanup(heal)
+	return heal
+}
