@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"time"
@@ -66,6 +67,11 @@ type Branch struct {
 	// ReplicatedBy is the configured address of the replica that showed
 	// Replicated, for people.
 	ReplicatedBy string
+	// StatsReset is the statistics' reset time of the writer's run Run as
+	// last seen (Sample.StatsReset, in µs; 0: not known): another in that
+	// run is a crash recovery, or a reset, pgdns saw no other sign of,
+	// however long it was away (statsreset.go).
+	StatsReset int64
 	// Upto is the top of the timeline's restart window (zone.TimelineRestart),
 	// 0 while the writer was never seen in a new run: no lsn- token on
 	// the timeline at or below it is answered. Restarted says, for people,
@@ -81,7 +87,7 @@ type Branch struct {
 // which move with every probe of the writer (remembersAsReported).
 func (a Branch) equal(b Branch) bool {
 	return a.Writer == b.Writer && slices.Equal(a.Aliases, b.Aliases) && a.Run.Equal(b.Run) && a.At == b.At && a.Forked == b.Forked &&
-		a.Upto == b.Upto && a.Restarted == b.Restarted
+		a.Upto == b.Upto && a.Restarted == b.Restarted && a.StatsReset == b.StatsReset
 }
 
 // restart returns b with its restart window raised to what a new run of
@@ -286,7 +292,7 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 		why := ""
 		switch {
 		case !ok:
-			known[h.Timeline] = Branch{Writer: h.Addr, Run: h.StartedAt, At: h.InsertLSN, Last: r.flush, Insert: h.InsertLSN}
+			known[h.Timeline] = Branch{Writer: h.Addr, Run: h.StartedAt, At: h.InsertLSN, Last: r.flush, Insert: h.InsertLSN, StatsReset: r.statsReset}
 			writing[h.Timeline] = true
 			continue
 		case b.Forked != "":
@@ -300,7 +306,9 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 			// The run refused a session in crash recovery meanwhile, or
 			// its WAL is back: the window of a restart (review 7, H5:
 			// clients write past the lost position before the first
-			// probe after, on a busy primary).
+			// probe after, on a busy primary). Or its statistics were reset
+			// since b kept their reset time (statsreset.go).
+			r.crashed = cmp.Or(r.crashed, b.statsMoved(r))
 			switch {
 			case r.crashed != "":
 				b = p.crashWindow(ci, i, c, h, b, r.crashed)
@@ -309,8 +317,9 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 				b = b.window(b.Insert, h.Addr+"'s server crashed (WAL back from "+b.Insert.String()+" to "+h.InsertLSN.String()+")")
 				known[h.Timeline] = b
 			}
-			if r.flush > b.Last || h.InsertLSN > b.Insert {
+			if r.flush > b.Last || h.InsertLSN > b.Insert || b.statsMoved(r) != "" || b.StatsReset == 0 && r.statsReset != 0 {
 				b.Last, b.Insert = max(b.Last, r.flush), max(b.Insert, h.InsertLSN)
+				b.StatsReset = cmp.Or(r.statsReset, b.StatsReset)
 				known[h.Timeline] = b
 			}
 			writing[h.Timeline] = true
@@ -319,10 +328,11 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 			// The first writer's run under another address: that
 			// address is the writer's too, for its later runs.
 			b = b.alias(h.Addr)
-			if r.crashed != "" {
+			if r.crashed = cmp.Or(r.crashed, b.statsMoved(r)); r.crashed != "" {
 				b = p.crashWindow(ci, i, c, h, b, r.crashed)
 			}
 			b.Last, b.Insert = max(b.Last, r.flush), max(b.Insert, h.InsertLSN)
+			b.StatsReset = cmp.Or(r.statsReset, b.StatsReset)
 			known[h.Timeline] = b
 			writing[h.Timeline] = true
 			continue
@@ -335,6 +345,7 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 				was := b.Upto
 				b = b.restart(h.Addr, h.StartedAt, h.InsertLSN)
 				b.Run, b.Last, b.Insert = h.StartedAt, max(b.Last, r.flush), max(b.Insert, h.InsertLSN)
+				b.StatsReset = r.statsReset // the new run's
 				known[h.Timeline] = b
 				if b.Upto != was && p.active.Load() && p.log != nil { // (a test's prober may have none)
 					p.log.Warn("a new server run of a timeline's writer: it cannot be told from a server restored or rebuilt "+

@@ -71,10 +71,27 @@ func (r *writableRun) watchStatsReset(s Sample) {
 		return
 	}
 	if r.statsReset != 0 && s.StatsReset != r.statsReset && r.crashed == "" {
-		r.crashed = "or a stats reset: pg_stat_bgwriter.stats_reset moved from " + statsResetTime(r.statsReset) +
-			" to " + statsResetTime(s.StatsReset) + " in one server run, as crash recovery moves it"
+		r.crashed = statsMovedNote(r.statsReset, s.StatsReset)
 	}
 	r.statsReset = s.StatsReset
+}
+
+// statsMoved says how the statistics' reset time of r, a run of b's first
+// writer in b's run Run, moved from the one b kept ("" when it did not, or
+// either is not known). b may come from the state file, so this sees a
+// crash recovery while pgdns was down too, which no sample before it
+// shows (watchStatsReset).
+func (b Branch) statsMoved(r writableRun) string {
+	if b.StatsReset == 0 || r.statsReset == 0 || r.statsReset == b.StatsReset || !b.Run.Equal(r.run) {
+		return ""
+	}
+	return statsMovedNote(b.StatsReset, r.statsReset)
+}
+
+// statsMovedNote is the reason a reset time moved from was to now gives.
+func statsMovedNote(was, now int64) string {
+	return "or a stats reset: pg_stat_bgwriter.stats_reset moved from " + statsResetTime(was) +
+		" to " + statsResetTime(now) + " in one server run, as crash recovery moves it"
 }
 
 // statsResetTime is a reset time in µs as the reasons give it.

@@ -8,12 +8,15 @@ package test
 // refusal), and clients write past the old position before its next
 // probe (so the WAL is not back). The statistics' reset time, which crash
 // recovery moves within a run (probe/statsreset.go), is what is left to
-// see it by: the lost tokens must be answered by no name.
+// see it by: the lost tokens must be answered by no name. And the same
+// crash while pgdns was stopped, seen by the reset time its state file
+// kept.
 
 import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,7 +26,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/state"
 	"github.com/pgdns/pgdns/internal/testkit"
+	"github.com/pgdns/pgdns/zone"
 )
 
 // cutAddress drops every TCP packet to and from ip:port (established
@@ -153,6 +158,97 @@ func TestAsyncCommitsLostToACrashPgdnsSawNoSignOf(t *testing.T) {
 		}
 	}
 	txt := strings.Join(e.txt(t, "lsn-"+last+".any.db.local."), " ")
+	t.Logf("lsn-%s.any TXT: %s", last, txt)
+	if !strings.Contains(txt, "unprovable=") || !strings.Contains(txt, "or a stats reset") {
+		t.Errorf("lsn-%s.any TXT %q: want unprovable= saying the server was reinitialised after a crash or a stats reset", last, txt)
+	}
+}
+
+// The same crash while pgdns was stopped: it left a state file, and the
+// writer's run it finds when it starts again is the one the file names,
+// past where the file last saw it. The reset time the file kept is what
+// shows the crash recovery.
+func TestAsyncCommitsLostToACrashWhilePgdnsWasDown(t *testing.T) {
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2), Conf: []string{"wal_writer_delay = 10s", "wal_writer_flush_after = 0"}})
+	n1, n2 := pg.Nodes[0], pg.Nodes[1]
+	n1.Exec(t, "CREATE TABLE ryw (id serial PRIMARY KEY, v text)")
+	path := filepath.Join(t.TempDir(), "state.json")
+	e := attach(t, pg, envOptions{Interval: "250ms", State: path})
+	e.waitFor(t, "replica.db.local.", []string{n2.IP})
+	ctx := context.Background()
+
+	var walWriter int
+	n1.Query(t, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'", &walWriter)
+	if err := syscall.Kill(walWriter, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	conn := n1.Conn(t)
+	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	var tokens []string
+	for i := range 30 {
+		tokens = append(tokens, writeAndTakeLSN(t, conn, "INSERT INTO ryw (v) VALUES ($1)", fmt.Sprintf("async-%d", i)))
+	}
+	last := tokens[len(tokens)-1]
+	testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "pgdns to probe n1 past the tokens", func() (string, bool) {
+		got := e.hostStates(t)[n1.Addr()].ReplayLSN
+		return deref(got), got != nil && parseLSN(t, *got) >= parseLSN(t, last)
+	})
+	if err := e.app.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := state.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := m["main"].Branches[1]; b.StatsReset == 0 || b.Upto != 0 || b.Insert < zone.LSN(parseLSN(t, last)) {
+		t.Fatalf("the state file's branch of timeline 1: %+v, want the run's reset time, no window, past %s", b, last)
+	}
+
+	// pgdns is down: the backend crashes, the server is reinitialised,
+	// the clients write past the lost tokens.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(walWriter, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 20*time.Second, 2*time.Millisecond, "a client to reconnect and write", func() (string, bool) {
+		c, err := pgx.Connect(ctx, n1.DSN())
+		if err != nil {
+			return err.Error(), false
+		}
+		defer c.Close(ctx)
+		_, err = c.Exec(ctx, "INSERT INTO ryw (v) SELECT repeat('z', 200) FROM generate_series(1, 3000)")
+		return fmt.Sprint(err), err == nil
+	})
+	var survived int
+	n1.Query(t, "SELECT count(*) FROM ryw WHERE v LIKE 'async-%'", &survived)
+	if survived != 0 {
+		t.Fatalf("%d of %d asynchronous commits survived the crash (the WAL writer was stopped): the scene is not what the test needs", survived, len(tokens))
+	}
+	var past bool
+	n1.Query(t, "SELECT pg_current_wal_insert_lsn() > '"+strings.Replace(last, "-", "/", 1)+"'::pg_lsn", &past)
+	if !past {
+		t.Fatalf("n1 did not write past the lost tokens")
+	}
+
+	again := launch(t, pg, envOptions{Interval: "250ms", State: path})
+	again.waitFor(t, "primary.db.local.", []string{n1.IP})
+	after := again.insertAndTakeLSN(t, n1)
+	waitStreaming(t, n2, 1, after)
+	again.waitFor(t, "lsn-"+after+".replica.db.local.", []string{n2.IP})
+	for _, tok := range []string{tokens[0], last} {
+		for _, name := range []string{"lsn-" + tok + ".replica.db.local.", "lsn-" + tok + "-t1.any.db.local.", "lsn-" + tok + ".prefer-replica.db.local."} {
+			again.holds(t, name, 500*time.Millisecond, exactly(), "no host: the write was an asynchronous commit lost to a crash while pgdns was down")
+		}
+	}
+	txt := strings.Join(again.txt(t, "lsn-"+last+".any.db.local."), " ")
 	t.Logf("lsn-%s.any TXT: %s", last, txt)
 	if !strings.Contains(txt, "unprovable=") || !strings.Contains(txt, "or a stats reset") {
 		t.Errorf("lsn-%s.any TXT %q: want unprovable= saying the server was reinitialised after a crash or a stats reset", last, txt)

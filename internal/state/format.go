@@ -84,6 +84,10 @@ type branchJSON struct {
 	// Insert is its insert position on the timeline as last seen
 	// (optional, like last): what its tokens may name.
 	Insert string `json:"insert,omitempty"`
+	// StatsReset is its run's statistics' reset time as last seen
+	// (optional, like last; PostgreSQL 15 and later): another in the same
+	// run is a crash recovery, or a stats reset (rule 13).
+	StatsReset *time.Time `json:"stats_reset,omitempty"`
 	// RestartedUpto is the top of the timeline's restart window: no lsn-
 	// token on it at or below is answered (optional: absent in files
 	// written before it, and while the writer was never seen restarted);
@@ -161,6 +165,10 @@ func Encode(m map[string]probe.Remembered) []byte {
 			}
 			if b.Upto != 0 {
 				j.RestartedUpto, j.Restarted = b.Upto.String(), b.Restarted
+			}
+			if b.StatsReset != 0 {
+				reset := time.UnixMicro(b.StatsReset).UTC()
+				j.StatsReset = &reset
 			}
 			if !b.Run.IsZero() {
 				// In UTC, whatever zone the server reported it in: a
@@ -302,6 +310,9 @@ func (c clusterJSON) remembered() (probe.Remembered, error) {
 		}
 		if b.ServerStarted != nil {
 			pb.Run = *b.ServerStarted
+		}
+		if b.StatsReset != nil {
+			pb.StatsReset = b.StatsReset.UnixMicro()
 		}
 		r.Branches[uint32(tl)] = pb
 	}

@@ -27,7 +27,8 @@ func sample() map[string]probe.Remembered {
 		}, Forks: map[string]probe.Fork{"10.0.0.3:5432": {Run: time.Date(2026, 12, 1, 9, 0, 0, 123456000, time.UTC),
 			From: "10.0.0.2:5432", FromRun: time.Date(2026, 12, 1, 8, 30, 0, 5000, time.UTC), Note: "another branch of timeline 3"}},
 			Branches: map[uint32]probe.Branch{
-				2: {Writer: "10.0.0.2:5432", Aliases: []string{"db2.example:5432"}, Run: time.Date(2026, 12, 1, 8, 0, 0, 5000, time.UTC), At: 0x3000100, Last: 0x3004000},
+				2: {Writer: "10.0.0.2:5432", Aliases: []string{"db2.example:5432"}, Run: time.Date(2026, 12, 1, 8, 0, 0, 5000, time.UTC), At: 0x3000100, Last: 0x3004000,
+					StatsReset: time.Date(2026, 12, 1, 7, 59, 58, 647789000, time.UTC).UnixMicro()},
 				3: {Writer: "10.0.0.2:5432", At: 0x1_0000_0100, Forked: "10.0.0.2:5432 writable on it at 1/100, then 10.0.0.3:5432 at 1/200"},
 			}},
 		"orders": {Identity: 1, NewestTimeline: 1, Timelines: map[uint32]probe.TimelineHistory{}},
@@ -46,7 +47,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", got, sample())
 	}
 	for _, want := range []string{`"version": 2`, `"system_identifier": "7713995393360043562"`, `"end": "1/A0"`, `"from_history_file": true`,
-		`"writer": "10.0.0.2:5432"`, `"last": "0/3004000"`, `"aliases": [`, `"diverged_from_started": "2026-12-01T08:30:00.000005Z"`, `"forked": "10.0.0.2:5432 writable on it at 1/100, then 10.0.0.3:5432 at 1/200"`} {
+		`"writer": "10.0.0.2:5432"`, `"last": "0/3004000"`, `"stats_reset": "2026-12-01T07:59:58.647789Z"`, `"aliases": [`, `"diverged_from_started": "2026-12-01T08:30:00.000005Z"`, `"forked": "10.0.0.2:5432 writable on it at 1/100, then 10.0.0.3:5432 at 1/200"`} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("encoded state lacks %s:\n%s", want, data)
 		}
