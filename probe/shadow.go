@@ -67,9 +67,11 @@ const sourcesSQL = `SELECT d.setdatabase OPERATOR(pg_catalog.<>) 0::pg_catalog.o
 // value, not its reset value, which the configuration, every role's and
 // the database's settings give, and a reload changes), in one row, by
 // spaces (sessionValue). One statement, so that no reload falls between
-// the time and the value.
+// the time and the value. Its filter also sets the session's
+// stats_fetch_consistency (statsFetchSQL).
 const sessionSQL = `SELECT pg_catalog.concat_ws(' ', ` + everyRoleSQL + `, ` + confLoadedSQL + `, s.reset_val)
-  FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'default_transaction_isolation'`
+  FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'default_transaction_isolation'
+    AND ` + statsFetchSQL
 
 // isolationSetSQL is a session's first statement, in a transaction of
 // its own (prepare): it takes default_transaction_isolation off

@@ -1,9 +1,12 @@
 package probe
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // TestFlushColumnCarriesTheStatsReset: a primary's flush column as the
@@ -52,5 +55,35 @@ func TestStatsResetInARunIsACrash(t *testing.T) {
 	r.watchStatsReset(Sample{StartedAt: run, StatsReset: 1700000009000000})
 	if r.crashed != first {
 		t.Errorf("a second reset before the window was set replaced the first reason: %q", r.crashed)
+	}
+}
+
+// TestProbeSessionFetchesStatisticsAsCached: a server whose sessions
+// fetch statistics as a snapshot (stats_fetch_consistency = snapshot)
+// gives the probe's session PostgreSQL's default, cache, so that a probe
+// reading the statistics' reset time does not copy every statistic of
+// the database.
+func TestProbeSessionFetchesStatisticsAsCached(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1), Conf: []string{"stats_fetch_consistency = snapshot"}})
+	node := cl.Nodes[0]
+	var server string
+	node.Query(t, "SHOW stats_fetch_consistency", &server)
+	if server != "snapshot" {
+		t.Fatalf("the server's sessions fetch statistics as %q, want snapshot: the test would prove nothing", server)
+	}
+	c := pgCheckerOf(t, "user=postgres dbname=postgres sslmode=disable", node.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := c.Check(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.StatsReset == 0 {
+		t.Errorf("the primary's sample has no statistics' reset time: %+v", s)
+	}
+	row, err := sessionQuery(ctx, c, "SHOW stats_fetch_consistency")
+	if err != nil || len(row) != 1 || row[0] != "cache" {
+		t.Errorf("the probe's session fetches statistics as %q (%v), want cache", row, err)
 	}
 }
