@@ -55,8 +55,8 @@ type Branch struct {
 	// what a token of its writes may name, flushed or not.
 	Insert zone.LSN
 	// Replicated is the highest position on the timeline a replica of the
-	// cluster was seen to have replayed while its WAL receiver streamed
-	// the timeline (0: none seen past Insert's run): WAL that only the
+	// cluster was seen to have received or replayed while its WAL receiver
+	// streamed the timeline (0: none seen past Insert's run): WAL that only the
 	// timeline's writer wrote, so that writer reached it, whether or not
 	// the probe saw it insert there (its last probe came before a write
 	// that reached one replica, and the writer died or was cut off from
@@ -374,12 +374,13 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 	c.Reached = p.reachList(ci, c.NewestTimeline)
 }
 
-// watchReplicated raises each timeline's Replicated with the replay
-// positions of cluster ci's replicas whose WAL receiver streams that
-// timeline (an exact timeline: the receiver's, read on both sides of the
-// replay position), for timelines whose writer the probe knows. Such WAL
+// watchReplicated raises each timeline's Replicated with the received and
+// replayed positions of cluster ci's replicas whose WAL receiver streams
+// that timeline (an exact timeline: the receiver's, read on both sides of
+// those positions), for timelines whose writer the probe knows. Such WAL
 // was written by the timeline's writer (a replica of another branch of
-// the timeline only widens the window, failing closed).
+// the timeline only widens the window, failing closed). A replica paused
+// or delayed (recovery_min_apply_delay) holds WAL it has not replayed.
 func (p *Prober) watchReplicated(ci int, c *zone.Cluster) {
 	known := p.branches[ci]
 	for i := range c.Hosts {
@@ -387,15 +388,16 @@ func (p *Prober) watchReplicated(ci int, c *zone.Cluster) {
 		if c.Identity == 0 || !h.Seen || !h.InRecovery || h.SystemID != c.Identity || !h.TimelineExact {
 			continue
 		}
-		if b, ok := known[h.Timeline]; ok && h.ReplayLSN > b.Replicated {
-			b.Replicated, b.ReplicatedBy = h.ReplayLSN, h.Addr
+		if b, ok := known[h.Timeline]; ok && max(h.ReceiveLSN, h.ReplayLSN) > b.Replicated {
+			b.Replicated, b.ReplicatedBy = max(h.ReceiveLSN, h.ReplayLSN), h.Addr
 			known[h.Timeline] = b
 		}
 	}
 }
 
 // reach is how far b's timeline was seen written: its writer's highest
-// insert or flush position, or a replica's replay past both.
+// insert or flush position, or a replica's received or replayed WAL past
+// both.
 func (b Branch) reach() zone.TimelineReach {
 	if w := max(b.Insert, b.Last); b.Replicated <= w {
 		return zone.TimelineReach{Insert: w}

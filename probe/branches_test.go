@@ -349,8 +349,8 @@ func TestReachedTimelines(t *testing.T) {
 	}
 }
 
-// Review 12a, R12a-1: a replica streaming an older timeline that replayed
-// past what its writer was seen to insert (the writer's last write before
+// Review 12a, R12a-1: a replica streaming an older timeline that received
+// or replayed past what its writer was seen to insert (the writer's last write before
 // it died reached that replica only) raises the timeline's reach, and says
 // so; a replica of no known writer's timeline, one without an exact
 // timeline, one of another identity, and one behind the writer change
@@ -376,6 +376,13 @@ func TestReachedTimelinesByAReplica(t *testing.T) {
 		replica("c:5432", 1, true, 7, 0x380), replica("f:5432", 2, true, 7, 0x990))
 	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x380, Replica: "c:5432"}}; !slices.Equal(r, want) {
 		t.Fatalf("after the failover: reached %+v, want %+v", r, want)
+	}
+	// g, paused, received past what it replayed: its received WAL counts.
+	paused := replica("g:5432", 1, true, 7, 0x200)
+	paused.ReceiveLSN = 0x3c0
+	r = step(2, zone.Host{Addr: "b:5432", Seen: true, SystemID: 7, Timeline: 2, TimelineExact: true, StartedAt: run, InsertLSN: 0x400, Role: zone.RolePrimary}, paused)
+	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x3c0, Replica: "g:5432"}}; !slices.Equal(r, want) {
+		t.Fatalf("a paused replica's received WAL: reached %+v, want %+v", r, want)
 	}
 	// A replica behind the writer leaves the writer's reach.
 	p = &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}

@@ -15,7 +15,9 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -30,6 +32,12 @@ import (
 )
 
 func TestTimelinelessTokenOfAWriteOnlyAnOrphanedReplicaHas(t *testing.T) {
+	t.Run("replayed", func(t *testing.T) { orphanedWrite(t, false) })
+	// The orphan's replay paused: it received W and did not replay it.
+	t.Run("received", func(t *testing.T) { orphanedWrite(t, true) })
+}
+
+func orphanedWrite(t *testing.T, paused bool) {
 	b := pgtest.Addrs(t)
 	// Every node listens on a second address too; replicas stream from
 	// the primary's, and the test reaches each node by it, so that a cut
@@ -68,6 +76,9 @@ func TestTimelinelessTokenOfAWriteOnlyAnOrphanedReplicaHas(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	if paused {
+		orphan.Exec(t, "SELECT pg_wal_replay_pause()")
+	}
 	w := writeAndTakeLSN(t, conn, "INSERT INTO t (v) VALUES ('W')")
 	hasW := func(n *pgtest.Node) bool {
 		c, err := pgx.Connect(ctx, dsn(n))
@@ -81,9 +92,14 @@ func TestTimelinelessTokenOfAWriteOnlyAnOrphanedReplicaHas(t *testing.T) {
 		}
 		return k > 0
 	}
-	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the orphan replayed W", func() (bool, bool) { b := hasW(orphan); return b, b })
-	// pgdns probes the orphan past W.
-	e.waitHost(t, orphan.Addr(), "replayed past W", func(h hostState) bool { return replayedPast(t, h, w) })
+	if paused {
+		// pgdns probes the orphan received past W.
+		e.waitHost(t, orphan.Addr(), "received past W", func(h hostState) bool { return receivedPast(t, e, orphan.Addr(), w) })
+	} else {
+		testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the orphan replayed W", func() (bool, bool) { b := hasW(orphan); return b, b })
+		// pgdns probes the orphan past W.
+		e.waitHost(t, orphan.Addr(), "replayed past W", func(h hostState) bool { return replayedPast(t, h, w) })
+	}
 
 	if err := old.KillPostmaster(); err != nil {
 		t.Fatal(err)
@@ -103,7 +119,7 @@ func TestTimelinelessTokenOfAWriteOnlyAnOrphanedReplicaHas(t *testing.T) {
 		promoted.Query(t, "SELECT pg_current_wal_lsn() > '"+strings.Replace(w, "-", "/", 1)+"'::pg_lsn", &past)
 		return past, past
 	})
-	if hasW(promoted) {
+	if hasW(promoted) || paused && hasW(orphan) {
 		t.Fatal("the promoted replica has W: nothing is tested")
 	}
 	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
@@ -118,7 +134,7 @@ func TestTimelinelessTokenOfAWriteOnlyAnOrphanedReplicaHas(t *testing.T) {
 	txt := e.txt(t, "lsn-"+w+".any.db.local.")
 	if !slices.ContainsFunc(txt, func(s string) bool {
 		return strings.HasPrefix(s, "unprovable=") && strings.Contains(s, "may be a write of timeline 1 lost in the failover to 2") &&
-			strings.Contains(s, "pgdns saw "+orphan.Addr()+" (in recovery on it) replay its WAL up to ")
+			strings.Contains(s, "pgdns saw "+orphan.Addr()+" (in recovery) hold its WAL up to ")
 	}) {
 		t.Errorf("TXT of W's token %q: no unprovable= string saying it may be lost, shown by the orphan's replay", txt)
 	}
@@ -147,4 +163,25 @@ func cutOff(t *testing.T, table, ip string) (heal func()) {
 	heal = func() { _ = exec.Command(nft, "delete", "table", "inet", table).Run() }
 	t.Cleanup(heal)
 	return heal
+}
+
+// receivedPast reports whether /v1/hosts shows addr received at or past lsn.
+func receivedPast(t *testing.T, e *env, addr, lsn string) bool {
+	t.Helper()
+	_, body := e.get(t, http.DefaultClient, "/v1/hosts", "")
+	var v struct {
+		Hosts []struct {
+			Addr       string  `json:"addr"`
+			ReceiveLSN *string `json:"receive_lsn"`
+		} `json:"hosts"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("/v1/hosts: %v: %s", err, body)
+	}
+	for _, h := range v.Hosts {
+		if h.Addr == addr {
+			return h.ReceiveLSN != nil && parseLSN(t, *h.ReceiveLSN) >= parseLSN(t, lsn)
+		}
+	}
+	return false
 }

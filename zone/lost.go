@@ -160,9 +160,9 @@ func unprovenWhy(h *Host, q *Query) string {
 // TimelineReach is how far the probe saw a timeline's writer write.
 type TimelineReach struct {
 	Timeline uint32
-	Insert   LSN // the highest insert position seen of the timeline's writer, or Replica's replay past it
-	// Replica is "" or the replica whose replay position on the timeline,
-	// past what its writer was seen to insert, is Insert: WAL only the
+	Insert   LSN // the highest insert position seen of the timeline's writer, or Replica's WAL past it
+	// Replica is "" or the replica whose received or replayed position on
+	// the timeline, past what its writer was seen to insert, is Insert: WAL only the
 	// writer wrote (its last probe came before it, and it died or was cut
 	// off from pgdns).
 	Replica string
@@ -171,7 +171,7 @@ type TimelineReach struct {
 // seen says how Insert was seen, for the reasons of failedOver.
 func (r *TimelineReach) seen() string {
 	if r.Replica != "" {
-		return "pgdns saw " + r.Replica + " (in recovery on it) replay its WAL up to " + r.Insert.String()
+		return "pgdns saw " + r.Replica + " (in recovery) hold its WAL up to " + r.Insert.String()
 	}
 	return "pgdns saw its writer insert up to " + r.Insert.String()
 }

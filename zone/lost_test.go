@@ -255,7 +255,7 @@ func TestTimelinelessTokenInAFailoverWindow(t *testing.T) {
 	byReplica := withReach(true, 0x8800)
 	byReplica.Clusters[0].Reached[0].Replica = "10.0.0.4:5432"
 	const whyReplica = "0/8400 may be a write of timeline 1 lost in the failover to 2 at 0/8000: timeline 2's history file says timeline 1 " +
-		"ended there, and pgdns saw 10.0.0.4:5432 (in recovery on it) replay its WAL up to 0/8800 (a token with its timeline, -tN, would tell)"
+		"ended there, and pgdns saw 10.0.0.4:5432 (in recovery) hold its WAL up to 0/8800 (a token with its timeline, -tN, would tell)"
 	if got := byReplica.TokenUnprovable(&q); got != whyReplica {
 		t.Errorf("TokenUnprovable = %q, want %q", got, whyReplica)
 	}
