@@ -254,3 +254,27 @@ func TestAsyncCommitsLostToACrashWhilePgdnsWasDown(t *testing.T) {
 		t.Errorf("lsn-%s.any TXT %q: want unprovable= saying the server was reinitialised after a crash or a stats reset", last, txt)
 	}
 }
+
+// An operator's pg_stat_reset_shared('bgwriter') moves the same reset
+// time within a run, and pgdns cannot tell it from a crash recovery: the
+// tokens of the writes before it fail closed as after a crash, with a
+// reason that says it may be a stats reset; a write after it is answered.
+func TestStatsResetFailsClosedLikeACrash(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Nodes: 2})
+	n1, n2 := e.pg.Nodes[0], e.pg.Nodes[1]
+	e.waitFor(t, "replica.db.local.", []string{n2.IP})
+	before := e.insertAndTakeLSN(t, n1)
+	waitStreaming(t, n2, 1, before)
+	e.waitFor(t, "lsn-"+before+".replica.db.local.", []string{n2.IP})
+
+	n1.Exec(t, "SELECT pg_stat_reset_shared('bgwriter')")
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the token of a write before the reset refused", func() (string, bool) {
+		txt := strings.Join(e.txt(t, "lsn-"+before+".any.db.local."), " ")
+		return txt, strings.Contains(txt, "unprovable=") && strings.Contains(txt, "or a stats reset")
+	})
+	e.holds(t, "lsn-"+before+".replica.db.local.", 500*time.Millisecond, exactly(), "no host: a stats reset cannot be told from a crash recovery")
+	after := e.insertAndTakeLSN(t, n1)
+	waitStreaming(t, n2, 1, after)
+	e.waitFor(t, "lsn-"+after+".replica.db.local.", []string{n2.IP})
+}
