@@ -430,6 +430,20 @@ type pgChecker struct {
 	configs *hostConfigs
 	host    string
 	port    uint16
+	// (reachTry, rewatch and crashed sit beside port, and noHistories
+	// and historyTL beside the other flags below, in what was padding:
+	// with the allocator's 8-byte header a checker is in the 896-byte
+	// size class, TestCheckerBytesPerHost.)
+	//
+	// The attempt under way is judged for silence (reachTry: below).
+	reachTry bool
+	// rewatch: the last Check did not prove the server gone, so the host
+	// may still be answered; should its session be gone (lost after a
+	// good probe, or closed by a failed one), Watch opens another.
+	rewatch bool
+	// crashed: a session closed since the last sample had the server's
+	// crash notice (session.crashed); the next sample says so.
+	crashed bool
 	sess    *session
 
 	// When a new session to the server was last admitted (a connect, or
@@ -444,21 +458,10 @@ type pgChecker struct {
 	reaches       int        // reaches since the last that sent a startup packet
 	trialNext     time.Time  // when the next whole session start is due (trial.go)
 	scram         *scramKeys // the SCRAM keys the last trial derived (trial.go)
-	// The attempt under way is judged for silence (reachTry), the bound
-	// it was given, the slowest probe of the open session while it ran,
-	// and how many attempts in a row got no answer while the session was
-	// fast (reachTimedOut).
-	reachTry bool
-	// (rewatch and crashed sit beside reachTry: one word for the three
-	// keeps a checker, with the allocator's 8-byte header, in the
-	// 1,536-byte size class, TestCheckerBytesPerHost.)
-	// rewatch: the last Check did not prove the server gone, so the host
-	// may still be answered; should its session be gone (lost after a
-	// good probe, or closed by a failed one), Watch opens another.
-	rewatch bool
-	// crashed: a session closed since the last sample had the server's
-	// crash notice (session.crashed); the next sample says so.
-	crashed       bool
+	// The attempt under way is judged for silence (reachTry, above), the
+	// bound it was given, the slowest probe of the open session while it
+	// ran, and how many attempts in a row got no answer while the session
+	// was fast (reachTimedOut).
 	reachRaw      *rawConnect // the bare connect under way on a socket of our own (reach.go)
 	reachBound    time.Duration
 	reachSlowest  time.Duration
@@ -472,27 +475,30 @@ type pgChecker struct {
 	// (admission.go); rowStatus: the last row is probeStatusSQL's; ready:
 	// its status said "ready" (the next probe may reach).
 	readsStatus, rowStatus, ready bool
+	// keepColumns, set by tests only: the last probe's columns (c.row)
+	// are kept after it, not given back, so that a test reads them.
+	keepColumns bool
 	// replica: the last probe found the server in recovery, so the next
 	// may run a replica variant of the statement (statement); lastRTT is
 	// the last probe's round trip.
 	replica bool
-	lastRTT time.Duration
-
-	// The history of historyTL on the server run historyRun, read once
-	// per timeline and run, not every probe (facts.go).
-	historyTL  uint32
-	historyRun serverRun
-	history    []zone.TimelineEnd
 	// noHistories: reading history files is not permitted to the session
 	// opened at deniedIn (as of deniedAt): not asked again in it before
 	// historyRetry (0: the default one) has passed, at once in another.
 	// permittedIn: the session opened then may read them.
-	noHistories        bool
+	noHistories bool
+	lastRTT     time.Duration
+
+	// The history of historyTL (below, beside the flags) on the server
+	// run historyRun, read once per timeline and run, not every probe
+	// (facts.go).
+	historyRun         serverRun
+	history            []zone.TimelineEnd
 	deniedIn, deniedAt time.Time
 	permittedIn        time.Time
 	historyRetry       time.Duration
 
-	row probeRow // the last probe's columns, kept to reuse their buffers
+	row probeRow // the probe's row: its columns while it runs, what is kept of them across probes
 
 	// When the session was opened, and whether its settings hide the
 	// server's (shadow.go): the notes, read once per session; nil when
@@ -513,6 +519,7 @@ type pgChecker struct {
 	everyRole, confLoaded          int64
 	everyRoleKnown, everyRoleMoved bool
 	serializable, confReloaded     bool
+	historyTL                      uint32 // historyRun's timeline: above
 
 	// alarm cuts the session's waits short: a kick between probes, the
 	// end of the context of a probe or a Watch (session.go).
@@ -553,12 +560,16 @@ func late(ctx context.Context, by time.Time) bool {
 // bytes more of it.
 func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err error) {
 	*s = Sample{}
+	c.row.take()       // the row's columns, this probe's only (proberow.go)
 	c.settleCancel(by) // a cancel of ours out finds the session idle (reachcancel.go)
 	// A host that accepted no session now would not give Watch one
 	// either: another try would only leave a second backend stuck in its
 	// startup (behind a catalog lock, say) each probe.
 	connected := true
 	defer func() {
+		if !c.keepColumns {
+			c.row.drop()
+		}
 		c.rewatch = connected && !errors.Is(err, ErrNotServing)
 		if err != nil {
 			*s = Sample{}

@@ -12,7 +12,7 @@ import (
 // textRow builds a probeRow from the columns as PostgreSQL's text format
 // writes them; "NULL" stands for a NULL.
 func textRow(cols ...string) *probeRow {
-	var r probeRow
+	r := probeRow{rowColumns: new(rowColumns)}
 	for i, c := range cols {
 		if c == "NULL" {
 			r.null[i] = true
