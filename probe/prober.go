@@ -144,9 +144,6 @@ type Prober struct {
 	driven  []atomic.Int64  // per host: when a round last kicked it (Unix ns)
 	// Per host: what its next kicked probe is to be, light or full (closing.go).
 	kickModes []atomic.Int32
-	// Per host: the result its goroutine fills and sends, kept here
-	// rather than on that goroutine's stack (intake.go, probe).
-	outbox []result
 	// Per host: what cuts its goroutine's wait on its session short when
 	// it is kicked (session.go's alarm), nil while it has none.
 	wakeups []atomic.Pointer[alarm]
@@ -290,7 +287,6 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	}
 	p.driven = make([]atomic.Int64, len(p.done))
 	p.kickModes = make([]atomic.Int32, len(p.done))
-	p.outbox = make([]result, len(p.done))
 	p.wakeups = make([]atomic.Pointer[alarm], len(p.done))
 	p.answered, p.roundKicked = make([]time.Time, len(p.done)), make([]time.Time, len(p.done))
 	p.rounds = make([]*round, len(p.state))
