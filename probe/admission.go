@@ -638,10 +638,12 @@ func forkFailure(r io.Reader) error {
 	return notServing{fmt.Errorf("the postmaster answered %q", strings.TrimSpace(string(msg)))}
 }
 
-// admitter is one admission attempt's connection and buffer.
+// admitter is one admission attempt's connection and buffer: the bytes
+// read and not yet taken are buf[r:w].
 type admitter struct {
 	conn net.Conn
 	buf  []byte
+	r, w int
 }
 
 // sslRequest is PostgreSQL's SSLRequest: length 8, code 80877103.
@@ -760,7 +762,7 @@ func (a *admitter) exchange(cfg *connConfig) error {
 	if _, err := a.conn.Write(b); err != nil {
 		return err
 	}
-	a.buf = b[:cap(b)]
+	a.buf, a.r, a.w = b[:cap(b)], 0, 0
 	authenticated := false
 	for {
 		typ, body, err := a.next()
@@ -820,27 +822,69 @@ func startupPacket(cfg *connConfig) []byte {
 }
 
 // next reads one message: its type and body (valid until the next call).
+// It reads what the connection has, not a message's header and then its
+// body: a session start under trust is a dozen messages the server sends
+// at once (AuthenticationOk, its parameters, BackendKeyData,
+// ReadyForQuery), which were two read(2)s each, about 30 system calls an
+// attempt at every fourth admission interval of every host (issue 28).
+// Only messages of the session's start go through it, after any TLS
+// handshake (startTLS reads the SSLRequest's answer byte by itself), so
+// nothing read ahead is ever read past the point where the connection
+// changes.
 func (a *admitter) next() (byte, []byte, error) {
-	if _, err := io.ReadFull(a.conn, a.buf[:5]); err != nil {
+	if err := a.fill(5, 0); err != nil {
 		return 0, nil, err
 	}
-	typ, n := a.buf[0], int(binary.BigEndian.Uint32(a.buf[1:5]))-4
-	if typ == 'E' && a.buf[1] != 0 {
+	h := a.buf[a.r : a.r+5]
+	typ, n := h[0], int(binary.BigEndian.Uint32(h[1:5]))-4
+	if typ == 'E' && h[1] != 0 {
 		// Not a length (an error message is far shorter than 16 MiB):
 		// the old-style error of a postmaster that cannot fork.
-		return 0, nil, forkFailure(io.MultiReader(bytes.NewReader(a.buf[1:5]), a.conn))
+		return 0, nil, forkFailure(io.MultiReader(bytes.NewReader(a.buf[a.r+1:a.w]), a.conn))
 	}
 	if n < 0 || n > maxAdmissionMessage {
 		return 0, nil, fmt.Errorf("a message %q of %d bytes in a new session", typ, n)
 	}
-	if n > cap(a.buf) {
-		a.buf = make([]byte, n)
-	}
-	body := a.buf[:n]
-	if _, err := io.ReadFull(a.conn, body); err != nil {
+	if err := a.fill(5+n, 5); err != nil {
 		return 0, nil, err
 	}
+	body := a.buf[a.r+5 : a.r+5+n]
+	a.r += 5 + n
 	return typ, body, nil
+}
+
+// fill reads until buf[r:] holds at least n bytes, of which the first had
+// were there already (a message's header, when its body is read). Its
+// errors are io.ReadFull's for the n-had bytes wanted: io.EOF when the
+// connection ended before any of them, io.ErrUnexpectedEOF in the middle.
+func (a *admitter) fill(n, had int) error {
+	if a.w-a.r >= n {
+		return nil
+	}
+	if a.r+n > len(a.buf) { // no room after r: move what is left to the start, or grow
+		if n > len(a.buf) {
+			b := make([]byte, max(n, 2*len(a.buf)))
+			a.w = copy(b, a.buf[a.r:a.w])
+			a.buf = b
+		} else {
+			a.w = copy(a.buf, a.buf[a.r:a.w])
+		}
+		a.r = 0
+	}
+	for a.w-a.r < n {
+		m, err := a.conn.Read(a.buf[a.w:])
+		a.w += m
+		if err != nil {
+			if a.w-a.r >= n {
+				return nil
+			}
+			if err == io.EOF && a.w-a.r > had {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // pgErrorOf decodes an ErrorResponse's fields into the *pgconn.PgError
