@@ -56,8 +56,11 @@ type senderNames struct {
 	// checker from 1,536 to 1,792 bytes).
 	bufs *senderBuffers
 	// req is the run request of probeStatements[knownVariant][status]
-	// with these as its parameters, full that of probeStatements[0][status];
-	// nil while no server run is known (the statements' own).
+	// with these as its parameters, full that of probeStatements[0][status]:
+	// encoded by the first request that needs them (encode), in one
+	// buffer, not by setKnown; nil until then. A replica's probes never
+	// send them (its statements read no senders), and every replica's
+	// four were about 400 bytes of its host's (issue 28).
 	req, full [2][]byte
 }
 
@@ -88,8 +91,13 @@ type senderName struct {
 // the same probe's known variant found a sender n does not list), or with
 // none (every name read again).
 func (n *senderNames) request(st *probeStatement, now time.Time, known, full bool) (*probeStatement, []byte) {
+	if !st.senders || n.run == 0 { // no server run known: the statement's own
+		return st, st.run
+	}
+	if n.req[st.status] == nil {
+		n.encode()
+	}
 	switch {
-	case !st.senders || n.req[st.status] == nil:
 	case full:
 		return st, n.full[st.status]
 	case known && now.Sub(n.readAt) < senderNamesMaxAge:
@@ -124,7 +132,18 @@ func senderParams(run int64, pids []int32) [][]byte {
 // runRequest is the Bind, Execute, Sync that runs the statement name with
 // params, every column in text format.
 func runRequest(name string, params [][]byte) []byte {
-	return encode(&pgproto3.Bind{PreparedStatement: name, Parameters: params}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	return appendRunRequest(nil, name, params)
+}
+
+// appendRunRequest appends runRequest(name, params) to b.
+func appendRunRequest(b []byte, name string, params [][]byte) []byte {
+	for _, m := range [...]pgproto3.FrontendMessage{&pgproto3.Bind{PreparedStatement: name, Parameters: params}, &pgproto3.Execute{}, &pgproto3.Sync{}} {
+		var err error
+		if b, err = m.Encode(b); err != nil {
+			panic(err) // a fixed message that does not encode is a bug
+		}
+	}
+	return b
 }
 
 // parseStandbys reads the primary's WAL senders of the server run run
@@ -137,7 +156,7 @@ func runRequest(name string, params [][]byte) []byte {
 // change allocates only the standbys it returns.
 func parseStandbys(text []byte, run int64, end time.Time, n *senderNames) ([]zone.Standby, error) {
 	if string(text) == "[]" {
-		if n.run != run || len(n.pids) > 0 || n.req[0] == nil { // every sender gone, or none yet
+		if n.run != run || len(n.pids) > 0 { // every sender gone, or none yet (run 0)
 			n.setKnown(run, n.pids[:0], n.names[:0])
 		}
 		n.readAt = end               // no sender has a name to read
@@ -282,10 +301,28 @@ func (b *senderBuffers) keep(out []zone.Standby) []zone.Standby {
 // run, and encodes the requests that send them.
 func (n *senderNames) setKnown(run int64, pids []int32, names []senderName) {
 	n.run, n.pids, n.names = run, pids, names
+	n.req, n.full = [2][]byte{}, [2][]byte{} // encode's, when a request needs them
+}
+
+// encode encodes the requests that send what n knows (req, full), in one
+// allocation of their size.
+func (n *senderNames) encode() {
 	params := senderParams(n.run, n.pids)
+	var b []byte
+	var ends [4]int
 	for i := range n.req {
-		n.req[i] = runRequest(probeStatements[knownVariant][i].name, params)
-		n.full[i] = runRequest(probeStatements[0][i].name, params)
+		b = appendRunRequest(b, probeStatements[knownVariant][i].name, params)
+		ends[2*i] = len(b)
+		b = appendRunRequest(b, probeStatements[0][i].name, params)
+		ends[2*i+1] = len(b)
+	}
+	all := make([]byte, len(b))
+	copy(all, b)
+	start := 0
+	for i := range n.req {
+		n.req[i] = all[start:ends[2*i]:ends[2*i]]
+		n.full[i] = all[ends[2*i]:ends[2*i+1]:ends[2*i+1]]
+		start = ends[2*i+1]
 	}
 }
 
