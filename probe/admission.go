@@ -461,10 +461,10 @@ func admitOnce(ctx context.Context, cfg *connConfig, tc *tls.Config) error {
 	}
 	conn := &answerConn{Conn: raw}
 	defer conn.Close()
-	if d, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(d)
-	}
-	// A cancelled attempt (stopAdmission) ends its wait at once.
+	// The attempt's end (its deadline, or stopAdmission) ends its wait at
+	// once: one timer, ctx's, not the socket's read and write deadlines
+	// as well (as tryConnect), which ended it at the same moment with the
+	// same timeout.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	a := &admitter{conn: conn}

@@ -215,9 +215,7 @@ func trialOnce(ctx context.Context, cfg *connConfig, tc *tls.Config, keys **scra
 		return err
 	}
 	defer raw.Close()
-	if d, ok := ctx.Deadline(); ok {
-		_ = raw.SetDeadline(d)
-	}
+	// Its end ends its wait, by ctx's timer alone (admitOnce).
 	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	a := &admitter{conn: raw}
