@@ -28,6 +28,8 @@
 //	socket.go     check: the socket's own failure, which pgx may drop
 //	sockread.go   check: a probe's write and read on the socket's
 //	              descriptor, one system call fewer (Unix)
+//	sockfile.go   check: the session's socket held as a file, whose
+//	              waits end without an allocation (Unix)
 //	socknet.go    check: elsewhere, net.Conn's Read and Write
 //	reach.go      check: a bare connect without a goroutine (Linux)
 //	reachcancel.go check: the bare connect as a cancel of the session's own

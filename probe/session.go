@@ -170,14 +170,17 @@ func startSession(ctx context.Context, pc *pgconn.PgConn) (*session, error) {
 // newSession makes a session of conn, an idle session's connection.
 func newSession(conn net.Conn) *session {
 	s := &session{conn: conn, buf: make([]byte, initialReadBuffer)}
+	if ta, ok := s.conn.RemoteAddr().(*net.TCPAddr); ok {
+		s.ip = ta.AddrPort().Addr().Unmap()
+	}
 	s.sock, _ = conn.(*socket)
 	if s.sock != nil {
+		// Held as a file of our own from now on (sockfile.go): a wait
+		// that ends by its deadline then allocates nothing.
+		s.sock.Conn = ownSocket(s.sock.Conn)
 		if s.raw = rawSocket(s.sock.Conn); s.raw != nil {
 			s.step = s.rawStep
 		}
-	}
-	if ta, ok := s.conn.RemoteAddr().(*net.TCPAddr); ok {
-		s.ip = ta.AddrPort().Addr().Unmap()
 	}
 	return s
 }

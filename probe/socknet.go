@@ -13,6 +13,9 @@ import (
 
 func rawSocket(net.Conn) syscall.RawConn { return nil }
 
+// ownSocket keeps net's connection (sockfile.go is Unix's).
+func ownSocket(conn net.Conn) net.Conn { return conn }
+
 // send writes req.
 func (s *session) send(req []byte) error {
 	_, err := s.conn.Write(req)

@@ -76,13 +76,21 @@ func (s *session) rawRead(b []byte) (int, error) {
 			return 0, werr
 		}
 		return s.rawRead(b)
+	case err == os.ErrDeadlineExceeded:
+		// The deadline (by, the next tick, the alarm) from a socket held
+		// as a file (sockfile.go): the poller's own error, as it is, so
+		// that the wait allocates nothing. Only errors.Is reads it.
+		return 0, err
 	case err != nil:
-		// A deadline, or the socket closed: the wait's own failure,
-		// worded as net.Conn's Read words it.
+		// The deadline from net's RawConn, or the socket closed: the
+		// wait's own failure, worded as net.Conn's Read words it.
 		if oe, ok := err.(*net.OpError); ok {
 			oe.Op = "read"
+			return 0, err
 		}
-		return 0, err
+		// A file's poller says only that it is closed (ours: abandon,
+		// close), in its own words.
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: s.sock.LocalAddr(), Addr: s.sock.RemoteAddr(), Err: net.ErrClosed}
 	case s.gotErr != nil:
 		rerr := &net.OpError{Op: "read", Net: "tcp", Source: s.sock.LocalAddr(), Addr: s.sock.RemoteAddr(), Err: os.NewSyscallError("read", s.gotErr)}
 		s.sock.note(rerr)
