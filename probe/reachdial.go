@@ -8,10 +8,18 @@ import (
 )
 
 // rawConnect is reach.go's socket of the checker's own, Linux's alone:
-// elsewhere every bare connect is dialed (tryConnect).
-type rawConnect struct{}
+// elsewhere every bare connect is dialed (tryConnect), and none is a
+// cancel of the session's own backend (reachcancel.go's fields stay
+// false: startRawCancel gives no socket to signal with).
+type rawConnect struct{ cancel, asked, signalled bool }
 
 func startRawConnect(string, uint16, time.Duration) *rawConnect { return nil }
+
+func startRawCancel(string, uint16, time.Duration, uint32, uint32) *rawConnect { return nil }
+
+func (*rawConnect) send() bool { return false }
+
+func (*rawConnect) settle(time.Time) bool { return true }
 
 func (*rawConnect) poll() (bool, error) { return true, nil }
 
