@@ -67,6 +67,19 @@ type Branch struct {
 	// ReplicatedBy is the configured address of the replica that showed
 	// Replicated, for people.
 	ReplicatedBy string
+	// Possible is the highest position a replica of the cluster without
+	// a WAL receiver was seen to hold (received or replayed) while its
+	// timeline was known only to be at least PossibleFloor, at or below
+	// this one (the greater of its control file's checkpoint and minimum
+	// recovery timelines): WAL of this timeline, which its writer wrote,
+	// or of a later one. Past where this timeline ended it may be a write
+	// the later timelines lack (a replica first probed after its upstream
+	// died, review 12a 4c), so it widens the window of a timeline-less
+	// token there, failing closed (zone.TimelineReach.Possible).
+	// PossibleBy is that replica's configured address, for people.
+	Possible      zone.LSN
+	PossibleBy    string
+	PossibleFloor uint32
 	// StatsReset is the statistics' reset time of the writer's run Run as
 	// last seen (Sample.StatsReset, in µs; 0: not known): another in that
 	// run is a crash recovery, or a reset, pgdns saw no other sign of,
@@ -381,15 +394,29 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 // was written by the timeline's writer (a replica of another branch of
 // the timeline only widens the window, failing closed). A replica paused
 // or delayed (recovery_min_apply_delay) holds WAL it has not replayed.
+// A replica without a WAL receiver (or whose receiver's timeline is not
+// known) has only a lower bound of its timeline: its position raises
+// Possible of every such timeline at or above that bound, since it may
+// be WAL of any of them.
 func (p *Prober) watchReplicated(ci int, c *zone.Cluster) {
 	known := p.branches[ci]
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		if c.Identity == 0 || !h.Seen || !h.InRecovery || h.SystemID != c.Identity || !h.TimelineExact {
+		if c.Identity == 0 || !h.Seen || !h.InRecovery || h.SystemID != c.Identity {
 			continue
 		}
-		if b, ok := known[h.Timeline]; ok && max(h.ReceiveLSN, h.ReplayLSN) > b.Replicated {
-			b.Replicated, b.ReplicatedBy = max(h.ReceiveLSN, h.ReplayLSN), h.Addr
+		held := max(h.ReceiveLSN, h.ReplayLSN)
+		if !h.TimelineExact {
+			for tl, b := range known {
+				if tl >= h.Timeline && held > b.Possible {
+					b.Possible, b.PossibleBy, b.PossibleFloor = held, h.Addr, h.Timeline
+					known[tl] = b
+				}
+			}
+			continue
+		}
+		if b, ok := known[h.Timeline]; ok && held > b.Replicated {
+			b.Replicated, b.ReplicatedBy = held, h.Addr
 			known[h.Timeline] = b
 		}
 	}
@@ -399,10 +426,16 @@ func (p *Prober) watchReplicated(ci int, c *zone.Cluster) {
 // insert or flush position, or a replica's received or replayed WAL past
 // both.
 func (b Branch) reach() zone.TimelineReach {
-	if w := max(b.Insert, b.Last); b.Replicated <= w {
-		return zone.TimelineReach{Insert: w}
+	r := zone.TimelineReach{Insert: max(b.Insert, b.Last)}
+	if b.Replicated > r.Insert {
+		r.Insert, r.Replica = b.Replicated, b.ReplicatedBy
 	}
-	return zone.TimelineReach{Insert: b.Replicated, Replica: b.ReplicatedBy}
+	if b.Possible > r.Insert {
+		// A receiver-less replica's position, which may be this
+		// timeline's: the window past the timeline's end (zone).
+		r.Possible, r.PossibleBy, r.PossibleFloor = b.Possible, b.PossibleBy, b.PossibleFloor
+	}
+	return r
 }
 
 // reachList returns how far the writer of each of cluster ci's timelines
@@ -420,7 +453,8 @@ func (p *Prober) reachList(ci int, newest uint32) []zone.TimelineReach {
 	for tl, b := range p.branches[ci] {
 		if reach := b.reach(); tl < newest && reach.Insert != 0 {
 			n++
-			if i := slices.IndexFunc(was, func(r zone.TimelineReach) bool { return r.Timeline == tl }); i < 0 || was[i].Insert != reach.Insert || was[i].Replica != reach.Replica {
+			reach.Timeline = tl
+			if i := slices.IndexFunc(was, func(r zone.TimelineReach) bool { return r.Timeline == tl }); i < 0 || was[i] != reach {
 				same = false
 			}
 		}
@@ -529,6 +563,9 @@ func mergeBranches(mine, old map[uint32]Branch) {
 		}
 		if ok && cur.Replicated > b.Replicated {
 			b.Replicated, b.ReplicatedBy = cur.Replicated, cur.ReplicatedBy
+		}
+		if ok && cur.Possible > b.Possible {
+			b.Possible, b.PossibleBy, b.PossibleFloor = cur.Possible, cur.PossibleBy, cur.PossibleFloor
 		}
 		if ok && cur.Upto > b.Upto {
 			// The highest window either saw stands.

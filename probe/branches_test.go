@@ -352,9 +352,10 @@ func TestReachedTimelines(t *testing.T) {
 // Review 12a, R12a-1: a replica streaming an older timeline that received
 // or replayed past what its writer was seen to insert (the writer's last write before
 // it died reached that replica only) raises the timeline's reach, and says
-// so; a replica of no known writer's timeline, one without an exact
-// timeline, one of another identity, and one behind the writer change
-// nothing; a replica on the newest timeline does not either.
+// so; a replica of no known writer's timeline, one of another identity,
+// and one behind the writer change nothing; a replica on the newest
+// timeline does not either; one without an exact timeline counts as a
+// possible position of every timeline at or above its lower bound.
 func TestReachedTimelinesByAReplica(t *testing.T) {
 	run := time.Unix(1000, 0)
 	p := &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}
@@ -369,20 +370,34 @@ func TestReachedTimelinesByAReplica(t *testing.T) {
 	}
 	step(1, writable, replica("c:5432", 1, true, 7, 0x200))
 	// The writer is gone (down: not writable in this build); c replays
-	// WAL of timeline 1 past what pgdns saw a insert; d's and e's say
-	// nothing (no exact timeline, another identity).
+	// WAL of timeline 1 past what pgdns saw a insert; e's says nothing
+	// (another identity), d's is a possible position (no exact timeline).
 	step(1, replica("c:5432", 1, true, 7, 0x380), replica("d:5432", 1, false, 7, 0x900), replica("e:5432", 1, true, 8, 0x900))
 	r := step(2, zone.Host{Addr: "b:5432", Seen: true, SystemID: 7, Timeline: 2, TimelineExact: true, StartedAt: run, InsertLSN: 0x400, Role: zone.RolePrimary},
 		replica("c:5432", 1, true, 7, 0x380), replica("f:5432", 2, true, 7, 0x990))
-	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x380, Replica: "c:5432"}}; !slices.Equal(r, want) {
+	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x380, Replica: "c:5432", Possible: 0x900, PossibleBy: "d:5432", PossibleFloor: 1}}; !slices.Equal(r, want) {
 		t.Fatalf("after the failover: reached %+v, want %+v", r, want)
 	}
 	// g, paused, received past what it replayed: its received WAL counts.
 	paused := replica("g:5432", 1, true, 7, 0x200)
 	paused.ReceiveLSN = 0x3c0
 	r = step(2, zone.Host{Addr: "b:5432", Seen: true, SystemID: 7, Timeline: 2, TimelineExact: true, StartedAt: run, InsertLSN: 0x400, Role: zone.RolePrimary}, paused)
-	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x3c0, Replica: "g:5432"}}; !slices.Equal(r, want) {
+	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x3c0, Replica: "g:5432", Possible: 0x900, PossibleBy: "d:5432", PossibleFloor: 1}}; !slices.Equal(r, want) {
 		t.Fatalf("a paused replica's received WAL: reached %+v, want %+v", r, want)
+	}
+	// A replica without a WAL receiver (d) holds a position that may be
+	// any timeline's at or above its lower bound: with a lower bound of 2
+	// it says nothing of timeline 1; with 1, it counts as possible for
+	// timelines 1 and 2 both (published once 3 is the newest).
+	p = &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}
+	step(1, writable)
+	second := zone.Host{Addr: "b:5432", Seen: true, SystemID: 7, Timeline: 2, TimelineExact: true, StartedAt: run, InsertLSN: 0x400, Role: zone.RolePrimary}
+	step(2, second, replica("h:5432", 2, false, 7, 0x700))
+	r = step(3, zone.Host{Addr: "i:5432", Seen: true, SystemID: 7, Timeline: 3, TimelineExact: true, StartedAt: run, InsertLSN: 0x500, Role: zone.RolePrimary},
+		replica("d:5432", 1, false, 7, 0x600))
+	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x300, Possible: 0x600, PossibleBy: "d:5432", PossibleFloor: 1},
+		{Timeline: 2, Insert: 0x400, Possible: 0x700, PossibleBy: "h:5432", PossibleFloor: 2}}; !slices.Equal(r, want) {
+		t.Fatalf("receiver-less replicas: reached %+v, want %+v", r, want)
 	}
 	// A replica behind the writer leaves the writer's reach.
 	p = &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}

@@ -166,10 +166,27 @@ type TimelineReach struct {
 	// writer wrote (its last probe came before it, and it died or was cut
 	// off from pgdns).
 	Replica string
+	// Possible is 0 or a position past Insert that PossibleBy, a replica
+	// without a WAL receiver, was seen to hold while its timeline was
+	// known only to be at least PossibleFloor (at or below Timeline): WAL
+	// of this timeline or of a later one. Past where this timeline ended
+	// (a newer timeline's history gives it) it may be a write of this
+	// timeline that the later ones lack, so a timeline-less token up to it
+	// there is refused; with no end known it counts for nothing (the
+	// window is then (0, Insert], and a replica of the new timeline would
+	// refuse every token below its position).
+	Possible      LSN
+	PossibleBy    string
+	PossibleFloor uint32
 }
 
-// seen says how Insert was seen, for the reasons of failedOver.
-func (r *TimelineReach) seen() string {
+// seen says how Insert was seen, for the reasons of failedOver, or
+// Possible when want is above Insert.
+func (r *TimelineReach) seen(want LSN) string {
+	if want > r.Insert && r.Possible != 0 {
+		return "pgdns saw " + r.PossibleBy + " (in recovery, its timeline not known: at least " +
+			strconv.FormatUint(uint64(r.PossibleFloor), 10) + ") hold WAL up to " + r.Possible.String()
+	}
 	if r.Replica != "" {
 		return "pgdns saw " + r.Replica + " (in recovery) hold its WAL up to " + r.Insert.String()
 	}
@@ -206,7 +223,7 @@ func (c *Cluster) failedOver(q *Query) (h *Host, i int, r *TimelineReach) {
 	}
 	want := h.token(q.MinLSN)
 	for i, e := range h.History {
-		if r := c.ReachOf(e.Timeline); r != nil && want > e.End && want <= r.Insert {
+		if r := c.ReachOf(e.Timeline); r != nil && want > e.End && want <= max(r.Insert, r.Possible) {
 			return h, i, r
 		}
 	}
@@ -250,7 +267,7 @@ func (c *Cluster) tokenFailedOver(q *Query) string {
 		tl := strconv.FormatUint(uint64(r.Timeline), 10)
 		return q.MinLSN.String() + " may be a write of timeline " + tl + " lost in a failover to " +
 			strconv.FormatUint(uint64(h.Timeline), 10) + ": where timeline " + tl + " ended is not known (no switch watched; " +
-			"no history file read: grant EXECUTE on pg_read_file to the probe role), and " + r.seen()
+			"no history file read: grant EXECUTE on pg_read_file to the probe role), and " + r.seen(0)
 	}
 	e := h.History[i]
 	next := h.Timeline
@@ -265,5 +282,5 @@ func (c *Cluster) tokenFailedOver(q *Query) string {
 		ended = "timeline " + tl + " ended at or after it (a switch pgdns watched; no history file read)"
 	}
 	return q.MinLSN.String() + " may be a write of timeline " + tl + " lost in the failover to " +
-		strconv.FormatUint(uint64(next), 10) + " at " + at + ": " + ended + ", and " + r.seen() + " (a token with its timeline, -tN, would tell)"
+		strconv.FormatUint(uint64(next), 10) + " at " + at + ": " + ended + ", and " + r.seen(h.token(q.MinLSN)) + " (a token with its timeline, -tN, would tell)"
 }

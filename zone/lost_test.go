@@ -259,6 +259,30 @@ func TestTimelinelessTokenInAFailoverWindow(t *testing.T) {
 	if got := byReplica.TokenUnprovable(&q); got != whyReplica {
 		t.Errorf("TokenUnprovable = %q, want %q", got, whyReplica)
 	}
+	// A position a replica without a WAL receiver held, its timeline
+	// known only to be at least 1: past the end it may be timeline 1's
+	// WAL, so the window reaches it, and the reason says it may; below
+	// the writer's reach the writer's reason stands.
+	possible := withReach(true, 0x8800)
+	possible.Clusters[0].Reached[0].Possible, possible.Clusters[0].Reached[0].PossibleBy, possible.Clusters[0].Reached[0].PossibleFloor = 0x9800, "10.0.0.5:5432", 1
+	for name, want := range map[string][]string{
+		"lsn-0-9000.prefer-replica.db.local.": {},
+		"lsn-0-9800.any.db.local.":            {},
+		"lsn-0-9801.any.db.local.":            {"10.0.0.2"},
+		"lsn-0-9000-t2.replica.db.local.":     {"10.0.0.3"},
+	} {
+		if got := selectIPs(t, possible, name, t0, 0); !slices.Equal(got, want) {
+			t.Errorf("a receiver-less replica's position: %s answered %v, want %v", name, got, want)
+		}
+	}
+	const whyPossible = "0/9000 may be a write of timeline 1 lost in the failover to 2 at 0/8000: timeline 2's history file says timeline 1 " +
+		"ended there, and pgdns saw 10.0.0.5:5432 (in recovery, its timeline not known: at least 1) hold WAL up to 0/9800 (a token with its timeline, -tN, would tell)"
+	if qp, _ := Parse("lsn-0-9000.any.db.local.", origin); possible.TokenUnprovable(&qp) != whyPossible {
+		t.Errorf("TokenUnprovable = %q, want %q", possible.TokenUnprovable(&qp), whyPossible)
+	}
+	if got := possible.TokenUnprovable(&q); got != why {
+		t.Errorf("below the writer's reach: TokenUnprovable = %q, want %q", got, why)
+	}
 	v := View{Snap: s, Now: t0}
 	if c := s.Clusters[0]; v.Within(c, &c.Hosts[0], &q) || v.Within(c, &c.Hosts[1], &q) {
 		t.Errorf("Within: a host passes %s", q.String())
@@ -294,7 +318,9 @@ func TestTimelinelessTokenInAFailoverWindow(t *testing.T) {
 func TestTimelinelessTokenWithNoEndKnown(t *testing.T) {
 	s := afterFailover(false)
 	c := s.Clusters[0]
-	c.Reached = []TimelineReach{{Timeline: 1, Insert: 0x8800}}
+	// A receiver-less replica's position counts for nothing with no end
+	// known: it may be all timeline 2's WAL.
+	c.Reached = []TimelineReach{{Timeline: 1, Insert: 0x8800, Possible: 0x9800, PossibleBy: "10.0.0.5:5432", PossibleFloor: 1}}
 	for i := range c.Hosts {
 		c.Hosts[i].History = nil
 	}
