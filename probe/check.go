@@ -320,15 +320,31 @@ const (
 // no application name: it streams to no standby, and a subscription's
 // name, its application name, may be a standby's, whose own row it was
 // taken for once that standby's sender was gone (review 12b; zone's
-// senderIndex matches rows by name).
+// senderIndex matches rows by name). Nor does a physical sender that
+// reports no apply position (replay_lsn NULL): pg_receivewal's and
+// pg_basebackup -X stream's (receivelog.c's sendFeedback sends
+// InvalidXLogRecPtr as apply, always), given a standby's name, was the
+// same wrong row (review 12b, finding 2), where a standby's WAL receiver
+// reports its replay position in every reply (XLogWalRcvSendReply). Its
+// slot is not read (pg_receivewal -S may hold a standby's slot once the
+// standby's sender is gone), and its application name reads as the
+// empty string (a real empty one as NULL, the same to zone): pgdns keeps
+// it by -pid, known only while its replay_lsn stays NULL, so that a
+// standby whose row was read before its first reply (1 to 100 ms after it
+// connects) has its names read again at its next probe (senderKnownSQL).
+// A role without pg_read_all_stats reads every column of every row but
+// the pid NULL, state too: such a row is read as before (hidden.go's
+// rules; its replay_lsn says nothing).
 const (
 	standbysSQL = `
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'
     ELSE pg_catalog.array_to_json(ARRAY(SELECT pg_catalog.json_build_array(w.pid, w.sync_state,
-        CASE WHEN NOT ` + senderKnownSQL + ` THEN (SELECT s.slot_name FROM pg_catalog.pg_get_replication_slots() s WHERE s.active_pid OPERATOR(pg_catalog.=) w.pid) END,
+        CASE WHEN NOT ` + senderKnownSQL + ` AND (w.replay_lsn IS NOT NULL OR w.state IS NULL) THEN (SELECT s.slot_name FROM pg_catalog.pg_get_replication_slots() s WHERE s.active_pid OPERATOR(pg_catalog.=) w.pid) END,
         ` + senderKnownSQL + `,
         CASE WHEN NOT ` + senderKnownSQL + ` THEN (SELECT pg_catalog.json_build_array(pg_catalog.host(a.client_addr),
-            CASE WHEN coalesce(a.datid, 0::pg_catalog.oid) OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN a.application_name END)
+            CASE WHEN coalesce(a.datid, 0::pg_catalog.oid) OPERATOR(pg_catalog.<>) 0::pg_catalog.oid THEN NULL
+              WHEN w.replay_lsn IS NULL AND w.state IS NOT NULL THEN ''
+              WHEN a.application_name OPERATOR(pg_catalog.<>) '' THEN a.application_name END)
           FROM pg_catalog.pg_stat_get_activity(w.pid) a) END)
       FROM pg_catalog.pg_stat_get_wal_senders() w ORDER BY w.pid))::pg_catalog.text
   END,`
@@ -343,10 +359,12 @@ const (
 )
 
 // senderKnownSQL, in standbysSQL: the names of WAL sender w are the ones
-// pgdns sent with the statement (senders.go): its pid is one of $2, of the
-// server run $1 (pg_postmaster_start_time() in µs, as the probe's column
-// reads it).
-const senderKnownSQL = `coalesce(w.pid OPERATOR(pg_catalog.=) ANY ($2::integer[])
+// pgdns sent with the statement (senders.go): its pid is one of $2, or
+// -pid while its replay_lsn is NULL (names read with no apply position
+// reported), of the server run $1 (pg_postmaster_start_time() in µs, as
+// the probe's column reads it).
+const senderKnownSQL = `coalesce((w.pid OPERATOR(pg_catalog.=) ANY ($2::integer[])
+          OR (w.replay_lsn IS NULL AND (OPERATOR(pg_catalog.-) w.pid) OPERATOR(pg_catalog.=) ANY ($2::integer[])))
         AND (extract(epoch FROM pg_catalog.pg_postmaster_start_time()) OPERATOR(pg_catalog.*) 1000000)::bigint OPERATOR(pg_catalog.=) $1::bigint, false)`
 
 // probeHead, probeTail and probeFrom are the statements' columns before

@@ -64,7 +64,7 @@ const (
 
 // NoSendersKnown are the parameters of ProbeSQL and ProbeStatusSQL that
 // say pgdns knows no WAL sender's name: the server gives every sender's.
-func NoSendersKnown() [][]byte { return senderParams(0, nil) }
+func NoSendersKnown() [][]byte { return senderParams(0, nil, nil) }
 
 // SourcesSQL is the statement a probe session runs once, after preparing
 // probeSQL (shadow.go), for the same tools.
@@ -115,7 +115,7 @@ type probeStatement struct {
 func newProbeStatement(name, sql string, senders bool, status int) probeStatement {
 	var params [][]byte
 	if senders {
-		params = senderParams(0, nil)
+		params = senderParams(0, nil, nil)
 	}
 	return probeStatement{name: name, sql: sql, senders: senders, known: sql == probeKnownSQL || sql == probeKnownStatusSQL, status: status,
 		run:     runRequest(name, params),

@@ -80,8 +80,11 @@ type senderBuffers struct {
 // the slot its last row named (kept to reuse the string).
 type senderName struct {
 	addr netip.Addr // client_addr; invalid over a Unix socket, or hidden
-	app  string     // application_name
+	app  string     // application_name; "" for a sender with no apply position
 	slot string
+	// noReplay: read with replay_lsn NULL, so its application name is
+	// none (standbysSQL); sent as -pid, known only while that lasts.
+	noReplay bool
 }
 
 // request is the statement that stands for st, a primary's, at now with
@@ -117,12 +120,17 @@ func unknownSender(col []byte) bool {
 }
 
 // senderParams are the parameters of the primary's statements: the run
-// and the pids of senders whose names pgdns has (standbysSQL).
-func senderParams(run int64, pids []int32) [][]byte {
+// and the pids of senders whose names pgdns has (standbysSQL), each
+// negated when its names were read with no apply position (names[i],
+// when given).
+func senderParams(run int64, pids []int32, names []senderName) [][]byte {
 	list := []byte{'{'}
 	for i, p := range pids {
 		if i > 0 {
 			list = append(list, ',')
+		}
+		if i < len(names) && names[i].noReplay {
+			p = -p
 		}
 		list = strconv.AppendInt(list, int64(p), 10)
 	}
@@ -271,7 +279,7 @@ func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standb
 	if all {
 		readAt = end
 	}
-	if run == n.run && slices.Equal(pids, n.pids) {
+	if run == n.run && slices.Equal(pids, n.pids) && sameReplay(names, n.names) {
 		copy(n.names, names) // read again, every senderNamesMaxAge
 		n.readAt = readAt
 		return out, nil
@@ -297,6 +305,18 @@ func (b *senderBuffers) keep(out []zone.Standby) []zone.Standby {
 	return b.last
 }
 
+// sameReplay reports whether a and b, the names of the same pids, were
+// read with the same noReplay: else the requests, which send the pids
+// of names read with no apply position negated, are encoded again.
+func sameReplay(a, b []senderName) bool {
+	for i := range a {
+		if a[i].noReplay != b[i].noReplay {
+			return false
+		}
+	}
+	return true
+}
+
 // setKnown makes pids and names the senders n knows of the server run
 // run, and encodes the requests that send them.
 func (n *senderNames) setKnown(run int64, pids []int32, names []senderName) {
@@ -307,7 +327,7 @@ func (n *senderNames) setKnown(run int64, pids []int32, names []senderName) {
 // encode encodes the requests that send what n knows (req, full), in one
 // allocation of their size.
 func (n *senderNames) encode() {
-	params := senderParams(n.run, n.pids)
+	params := senderParams(n.run, n.pids, n.names)
 	var b []byte
 	var ends [4]int
 	for i := range n.req {
@@ -348,6 +368,7 @@ func (d *jsonReader) names(buf []byte) (senderName, error) {
 	}
 	if !null {
 		name.app = string(v)
+		name.noReplay = name.app == "" // standbysSQL: a real empty name is NULL
 	}
 	if !d.eat(']') {
 		return name, d.fail("the names, 2 columns")

@@ -143,3 +143,32 @@ func TestSenderNamesUnchangedAllocateNothing(t *testing.T) {
 		t.Fatalf("no senders: %#v, %v; want an empty list", got, err)
 	}
 }
+
+// A sender read with no apply position (standbysSQL gives its application
+// name as the empty string: pg_receivewal, or a standby before its first
+// reply) has no name, and is sent negated, known only while its
+// replay_lsn stays NULL (senderKnownSQL). Once it is read again with a
+// name (a standby's first reply came), it is sent as itself.
+func TestSenderWithoutReplayKeptNegated(t *testing.T) {
+	var n senderNames
+	now := time.Now()
+	got, err := parseStandbys([]byte(`[[101, "sync", null, false, ["10.0.0.3", ""]], [102, "async", null, false, ["10.0.0.2", "r2"]]]`), 7, now, &n)
+	if err != nil || len(got) != 2 || got[0].AppName != "" || !got[0].Sync || got[1].AppName != "r2" {
+		t.Fatalf("first read: %+v, %v", got, err)
+	}
+	st := &probeStatements[0][1]
+	if _, r := n.request(st, now, true, false); !bytes.Contains(r, []byte("{-101,102}")) {
+		t.Fatalf("a sender with no apply position is not sent negated: %q", r)
+	}
+	// Known (its replay_lsn still NULL): still no name.
+	if got, err = parseStandbys([]byte(`[[101, "sync", null, true, null], [102, "async", null, true, null]]`), 7, now, &n); err != nil || got[0].AppName != "" || got[1].AppName != "r2" {
+		t.Fatalf("known: %+v, %v", got, err)
+	}
+	// Its replay_lsn set: the server takes it as unknown and reads it.
+	if got, err = parseStandbys([]byte(`[[101, "sync", null, false, ["10.0.0.3", "r3"]], [102, "async", null, true, null]]`), 7, now, &n); err != nil || got[0].AppName != "r3" {
+		t.Fatalf("read again with its reply: %+v, %v", got, err)
+	}
+	if _, r := n.request(st, now, true, false); !bytes.Contains(r, []byte("{101,102}")) {
+		t.Fatalf("a sender read with its name is still sent negated: %q", r)
+	}
+}
