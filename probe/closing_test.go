@@ -141,18 +141,26 @@ func TestClosingProbeAllocations(t *testing.T) {
 }
 
 // writesAfter is the checker of a replica that, after each probe, writes
-// WAL on the primary (through conn) and reads where the primary's insert
-// position then is: the round's closing probe of the primary, kicked when
-// this result is in, starts after that.
+// WAL on the primary (through write) and reads where the primary's insert
+// position then is (after the write's last row): the round's closing
+// probe of the primary, kicked when this result is in, starts after that. It holds gate from before the
+// probe until the write is done, so that no probe of the primary
+// (gatedPrimary) runs meanwhile: one that started after the sample ended
+// and before the write, which pgdns may rightly take for the sample's byte
+// bound (lag.go: p_j), would have read a position below the one the write
+// returned.
 type writesAfter struct {
 	Checker
 	write func(ctx context.Context) (zone.LSN, error)
+	gate  *sync.Mutex
 
 	mu    sync.Mutex
 	after map[time.Time]zone.LSN // by the sample's End: the primary's position read after it
 }
 
 func (w *writesAfter) Check(ctx context.Context) (Sample, error) {
+	w.gate.Lock()
+	defer w.gate.Unlock()
 	s, err := w.Checker.Check(ctx)
 	if err != nil {
 		return s, err
@@ -166,13 +174,41 @@ func (w *writesAfter) Check(ctx context.Context) (Sample, error) {
 	return s, err
 }
 
+// gatedPrimary is the primary's checker, whose every probe, full or
+// light, runs holding gate: none starts while the replica's probe and the
+// write after it (writesAfter) are under way, and none is under way when
+// they start. The rest is the checker's own (waiter, Watcher).
+type gatedPrimary struct {
+	*pgChecker
+	gate *sync.Mutex
+}
+
+func (g *gatedPrimary) Check(ctx context.Context) (Sample, error) {
+	g.gate.Lock()
+	defer g.gate.Unlock()
+	return g.pgChecker.Check(ctx)
+}
+
+func (g *gatedPrimary) checkInto(ctx context.Context, timeout time.Duration, s *Sample) error {
+	g.gate.Lock()
+	defer g.gate.Unlock()
+	return g.pgChecker.checkInto(ctx, timeout, s)
+}
+
+func (g *gatedPrimary) checkClosing(ctx context.Context, timeout time.Duration, s *Sample) (bool, error) {
+	g.gate.Lock()
+	defer g.gate.Unlock()
+	return g.pgChecker.checkClosing(ctx, timeout, s)
+}
+
 // A round's closing probe is the light statement, and the byte bounds of
 // the round's replica still come from it, right: with the replica's
 // replay paused and the primary written to between each replica sample
 // and the closing probe, every byte bound published is at least the
 // primary's position read after the write, less the replica's replay
 // position (it comes from a primary read that started after the
-// replica's sample ended), and bounds are published while the primary's
+// replica's sample ended: no primary probe runs between the sample and
+// the write, so such a read started after the write), and bounds are published while the primary's
 // own facts are still those of its last full probe, older than the
 // replica's sample (the closing probe refreshes no fact but the WAL
 // clock; it is not the primary's next tick that gives the bound). The
@@ -202,17 +238,21 @@ func TestClosingProbeBoundsBytesRight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wa := &writesAfter{after: map[time.Time]zone.LSN{}, write: func(ctx context.Context) (zone.LSN, error) {
+	var gate sync.Mutex
+	wa := &writesAfter{gate: &gate, after: map[time.Time]zone.LSN{}, write: func(ctx context.Context) (zone.LSN, error) {
 		var s string
-		if err := writer.QueryRow(ctx, "INSERT INTO w SELECT repeat('x', 1000) FROM generate_series(1, 8) RETURNING pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
+		if err := writer.QueryRow(ctx, "WITH i AS (INSERT INTO w SELECT repeat('x', 1000) FROM generate_series(1, 8) RETURNING pg_current_wal_insert_lsn() AS l) SELECT max(l)::text FROM i").Scan(&s); err != nil {
 			return 0, err
 		}
 		return zone.ParseLSN(s)
 	}}
 	checkers := func(addr string) (Checker, error) {
 		c, err := newChecker(addr)
-		if err != nil || addr != replica.Addr() {
+		if err != nil {
 			return c, err
+		}
+		if addr == primary.Addr() {
+			return &gatedPrimary{pgChecker: c.(*pgChecker), gate: &gate}, nil
 		}
 		wa.Checker = c
 		return wa, nil
