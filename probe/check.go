@@ -451,7 +451,9 @@ type pgChecker struct {
 	// (reachTry, rewatch and crashed sit beside port, and noHistories
 	// and historyTL beside the other flags below, in what was padding:
 	// with the allocator's 8-byte header a checker is in the 896-byte
-	// size class, TestCheckerBytesPerHost.)
+	// size class; TestCheckerBytesPerHost bounds a checker and its
+	// config at 1,700 bytes a host, so it would not see a move to the
+	// next classes: measure with it when adding a field.)
 	//
 	// The attempt under way is judged for silence (reachTry: below).
 	reachTry bool

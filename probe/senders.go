@@ -27,9 +27,10 @@ import (
 // by another sender between two probes would need the server's pids to
 // wrap around within an interval. A physical replication connection
 // cannot change its application name; a logical one can, between two
-// streams (SET application_name, then START_REPLICATION again), so the
-// names of every sender are read again at least every senderNamesMaxAge
-// as well.
+// streams (SET application_name, then START_REPLICATION again), though
+// its name is no longer read at all (a sender connected to a database is
+// no standby's, rule 7), so the names of every sender are read again at
+// least every senderNamesMaxAge as a check.
 
 // senderNamesMaxAge is how long names read are used before all of them
 // are read again: one read of pg_stat_activity every 40 probes at the

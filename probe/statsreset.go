@@ -37,8 +37,9 @@ import (
 // stats_reset, the other candidate, builds a row of nine columns with a
 // numeric in it, about 2 µs a call where this is a fraction of one
 // (200,000 calls in one statement, PostgreSQL 15). It is read on a
-// primary only, in the flush position's column (one more column would
-// take a checker out of its size class, TestCheckerBytesPerHost), and
+// primary only, in the flush position's column (a column of its own was a
+// slice more in every checker when they were kept there; the row's columns
+// are pooled since, rowColumns), and
 // from PostgreSQL 15 on: PostgreSQL 14's statistics collector keeps them
 // in a file, which a backend reading any of them asks the collector to
 // write anew when it is older than half a second, and waits for

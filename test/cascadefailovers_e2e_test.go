@@ -11,6 +11,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // expectAnswer asks name until it answers want (fails after 20 s), then
@@ -71,7 +73,13 @@ func TestCascadeFollowsTwoFailovers(t *testing.T) {
 	// n3 is cut off from n2; n2 writes W, which n3 and n4 never get.
 	n3.Exec(t, "ALTER SYSTEM SET primary_conninfo = 'host="+e.block.IP(99)+" port=5432 user=postgres connect_timeout=1'")
 	n3.Exec(t, "SELECT pg_reload_conf()")
-	time.Sleep(500 * time.Millisecond)
+	// Its receiver from n2 has ended (the new one cannot connect), not
+	// only been asked to: W is written after.
+	testkit.Eventually(t, 30*time.Second, 20*time.Millisecond, "n3's receiver from n2 ended", func() (int, bool) {
+		var fromN2 int
+		n3.Query(t, "SELECT count(*)::int FROM pg_stat_wal_receiver WHERE position(' host="+n2.IP+" ' in ' ' || conninfo || ' ') > 0", &fromN2)
+		return fromN2, fromN2 == 0
+	})
 	w := writeAndTakeLSN(t, conn2, "INSERT INTO t (v) SELECT 'lost on timeline 2' FROM generate_series(1, 100)")
 	var onN3 int
 	n3.Query(t, "SELECT count(*) FROM t WHERE v = 'lost on timeline 2'", &onN3)
@@ -79,7 +87,7 @@ func TestCascadeFollowsTwoFailovers(t *testing.T) {
 	if onN3 != 0 {
 		t.Fatalf("n3, cut off, has W: nothing to test")
 	}
-	time.Sleep(time.Second) // pgdns probes n2 past W
+	e.waitHost(t, n2.Addr(), "probed past W", func(h hostState) bool { return replayedPast(t, h, w) })
 	conn2.Close(ctx)
 	if err := n2.Stop(ctx, "immediate"); err != nil {
 		t.Fatal(err)
