@@ -149,19 +149,7 @@ func TestAsyncCommitsLostToACrashPgdnsSawNoSignOf(t *testing.T) {
 	// time alone shows the crash recovery.
 	lift()
 	e.waitFor(t, "primary.db.local.", []string{n1.IP})
-	after := e.insertAndTakeLSN(t, n1)
-	waitStreaming(t, n2, 1, after)
-	e.waitFor(t, "lsn-"+after+".replica.db.local.", []string{n2.IP}) // a write after it is answered
-	for _, tok := range []string{tokens[0], last} {
-		for _, name := range []string{"lsn-" + tok + ".replica.db.local.", "lsn-" + tok + "-t1.any.db.local.", "lsn-" + tok + ".prefer-replica.db.local."} {
-			e.holds(t, name, 500*time.Millisecond, exactly(), "no host: the write was an asynchronous commit lost to a crash pgdns saw no sign of but the statistics' reset")
-		}
-	}
-	txt := strings.Join(e.txt(t, "lsn-"+last+".any.db.local."), " ")
-	t.Logf("lsn-%s.any TXT: %s", last, txt)
-	if !strings.Contains(txt, "unprovable=") || !strings.Contains(txt, "or a stats reset") {
-		t.Errorf("lsn-%s.any TXT %q: want unprovable= saying the server was reinitialised after a crash or a stats reset", last, txt)
-	}
+	expectLostToTheCrash(t, e, n1, n2, []string{tokens[0], last}, "a crash pgdns saw no sign of but the statistics' reset")
 }
 
 // The same crash while pgdns was stopped: it left a state file, and the
@@ -240,15 +228,25 @@ func TestAsyncCommitsLostToACrashWhilePgdnsWasDown(t *testing.T) {
 
 	again := launch(t, pg, envOptions{Interval: "250ms", State: path})
 	again.waitFor(t, "primary.db.local.", []string{n1.IP})
-	after := again.insertAndTakeLSN(t, n1)
+	expectLostToTheCrash(t, again, n1, n2, []string{tokens[0], last}, "a crash while pgdns was down")
+}
+
+// expectLostToTheCrash checks what both crashes above must leave: a write
+// after the crash is answered by the replica, and the lost commits'
+// tokens (the first and the last) by no name, with and without their
+// timeline, the last one's TXT saying why (a crash or a stats reset).
+func expectLostToTheCrash(t *testing.T, e *env, n1, n2 *pgtest.Node, lost []string, crash string) {
+	t.Helper()
+	after := e.insertAndTakeLSN(t, n1)
 	waitStreaming(t, n2, 1, after)
-	again.waitFor(t, "lsn-"+after+".replica.db.local.", []string{n2.IP})
-	for _, tok := range []string{tokens[0], last} {
+	e.waitFor(t, "lsn-"+after+".replica.db.local.", []string{n2.IP}) // a write after it is answered
+	for _, tok := range lost {
 		for _, name := range []string{"lsn-" + tok + ".replica.db.local.", "lsn-" + tok + "-t1.any.db.local.", "lsn-" + tok + ".prefer-replica.db.local."} {
-			again.holds(t, name, 500*time.Millisecond, exactly(), "no host: the write was an asynchronous commit lost to a crash while pgdns was down")
+			e.holds(t, name, 500*time.Millisecond, exactly(), "no host: the write was an asynchronous commit lost to "+crash)
 		}
 	}
-	txt := strings.Join(again.txt(t, "lsn-"+last+".any.db.local."), " ")
+	last := lost[len(lost)-1]
+	txt := strings.Join(e.txt(t, "lsn-"+last+".any.db.local."), " ")
 	t.Logf("lsn-%s.any TXT: %s", last, txt)
 	if !strings.Contains(txt, "unprovable=") || !strings.Contains(txt, "or a stats reset") {
 		t.Errorf("lsn-%s.any TXT %q: want unprovable= saying the server was reinitialised after a crash or a stats reset", last, txt)
