@@ -72,28 +72,34 @@ func (p *Prober) knowledge(ctx context.Context) Knowledge {
 func (p *Prober) export() Knowledge {
 	k := Knowledge{clusters: map[string]clusterKnowledge{}}
 	for ci, c := range p.state {
-		ck := clusterKnowledge{identity: c.Identity, newest: c.NewestTimeline, witnessed: c.Witnessed, witnessedBy: c.WitnessedBy,
-			witnessedRun: c.WitnessedRun, timelines: map[uint32]timelineHistory{}, clocks: map[string]*walHistory{}, forks: map[string]fork{},
-			branches: maps.Clone(p.branches[ci])}
-		for tl, h := range p.timelines[ci] {
-			ck.timelines[tl] = h // entries are never modified in place
-		}
-		for addr, f := range p.forksOf(ci) {
-			ck.forks[addr] = fork{run: f.Run, fromRun: f.FromRun, from: f.From, note: f.Note}
-		}
-		ck.members = p.membersOf(ci)
-		for hi := range c.Hosts {
-			if w := p.history[&c.Hosts[hi]]; w != nil {
-				ck.clocks[c.Hosts[hi].Addr] = &walHistory{timeline: w.timeline,
-					marks: append([]walMark(nil), w.marks...)}
-			}
-		}
-		k.clusters[c.Name] = ck
+		k.clusters[c.Name] = p.exportCluster(ci)
 	}
 	for name, o := range p.orphans {
 		k.clusters[name] = o // never modified in place
 	}
 	return k
+}
+
+// exportCluster copies what the aggregator knows of cluster ci.
+func (p *Prober) exportCluster(ci int) clusterKnowledge {
+	c := p.state[ci]
+	ck := clusterKnowledge{identity: c.Identity, newest: c.NewestTimeline, witnessed: c.Witnessed, witnessedBy: c.WitnessedBy,
+		witnessedRun: c.WitnessedRun, timelines: map[uint32]timelineHistory{}, clocks: map[string]*walHistory{}, forks: map[string]fork{},
+		branches: maps.Clone(p.branches[ci])}
+	for tl, h := range p.timelines[ci] {
+		ck.timelines[tl] = h // entries are never modified in place
+	}
+	for addr, f := range p.forksOf(ci) {
+		ck.forks[addr] = fork{run: f.Run, fromRun: f.FromRun, from: f.From, note: f.Note}
+	}
+	ck.members = p.membersOf(ci)
+	for hi := range c.Hosts {
+		if w := p.history[&c.Hosts[hi]]; w != nil {
+			ck.clocks[c.Hosts[hi].Addr] = &walHistory{timeline: w.timeline,
+				marks: append([]walMark(nil), w.marks...)}
+		}
+	}
+	return ck
 }
 
 // adopt folds a predecessor's knowledge into the aggregator's state, for
@@ -167,6 +173,9 @@ func (p *Prober) adopt(k Knowledge) {
 			"newest_timeline", o.newest, "timeline_histories", len(o.timelines))
 	}
 	p.keepOrphans(k, taken)
+	for ci := range p.state {
+		p.wantCopy[ci] = !p.own[ci] && len(k.clusters) > 0
+	}
 	for ci := range p.state {
 		p.claim(ci)
 	}

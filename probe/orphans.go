@@ -65,13 +65,12 @@ func (p *Prober) configured(name string) bool {
 }
 
 // claim folds into cluster ci every orphan of its identity, once it has
-// one, and reports whether there was any. The orphans stay until
-// claim folds into cluster ci every orphan of its identity, once it has
-// one, and reports whether there was any. The orphans stay until
-// dropOrphans, so that two clusters of one identity both inherit.
+// one, and a copy of a sibling's knowledge (sibling), and reports whether
+// there was any. The orphans stay until dropOrphans, so that two clusters
+// of one identity both inherit.
 func (p *Prober) claim(ci int) bool {
 	c := p.state[ci]
-	if c.Identity == 0 || len(p.orphans) == 0 || p.own[ci] {
+	if c.Identity == 0 || p.own[ci] || len(p.orphans) == 0 && !p.wantCopy[ci] {
 		return false
 	}
 	claimed := false
@@ -85,7 +84,64 @@ func (p *Prober) claim(ci int) bool {
 			"cluster", c.Name, "known_as", name, "system_identifier", o.identity,
 			"newest_timeline", o.newest, "timeline_histories", len(o.timelines))
 	}
+	if p.wantCopy[ci] && p.sibling(ci) {
+		claimed = true
+	}
 	return claimed
+}
+
+// sibling folds into cluster ci, which took no knowledge while another
+// cluster kept some (wantCopy: a cluster added by a reload, or one the
+// state file has no entry for), a copy of what pgdns knows under every
+// configured cluster with knowledge of its own whose servers ci's hosts
+// are: a host of each, seen with the identity, is one server run (system
+// identifier and postmaster start time) under two addresses. A second name
+// for one database, its hosts spelt otherwise (names and addresses, the
+// addresses of another network), is one history: without the copy the
+// new name settled its identity and timelines anew from its hosts and
+// answered under it a primary that pgdns kept out under the other name as
+// superseded (review 13, R13b-1). A copy of a cluster (a PITR copy) is
+// other servers, and inherits nothing this way. WAL clocks are measured
+// again: a clock is of one host's samples. It reports whether it copied
+// any, and ci then has knowledge of its own.
+func (p *Prober) sibling(ci int) bool {
+	c := p.state[ci]
+	copied := false
+	for cj, o := range p.state {
+		if cj == ci || !p.own[cj] || o.Identity != c.Identity || !p.oneServer(ci, cj) {
+			continue
+		}
+		k := p.exportCluster(cj)
+		k.clocks = nil
+		p.inherit(ci, k)
+		copied = true
+		p.log.Info("cluster takes a copy of what pgdns knows under another name: its hosts are that cluster's servers under other addresses",
+			"cluster", c.Name, "known_as", o.Name, "system_identifier", k.identity,
+			"newest_timeline", k.newest, "timeline_histories", len(k.timelines))
+	}
+	if copied {
+		p.own[ci], p.wantCopy[ci] = true, false
+	}
+	return copied
+}
+
+// oneServer reports whether a live host of cluster ci and a host of
+// cluster cj seen with cj's identity are one server run.
+func (p *Prober) oneServer(ci, cj int) bool {
+	a, b := p.state[ci], p.state[cj]
+	for hi := range a.Hosts {
+		h := &a.Hosts[hi]
+		if !h.Seen || h.StartedAt.IsZero() || h.SystemID != a.Identity {
+			continue
+		}
+		for oi := range b.Hosts {
+			o := &b.Hosts[oi]
+			if o.Seen && o.OfIdentity == b.Identity && o.SystemID == h.SystemID && o.StartedAt.Equal(h.StartedAt) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // dropOrphans forgets the orphans claimed, and those no configured cluster

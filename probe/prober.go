@@ -224,6 +224,10 @@ type Prober struct {
 	// Per cluster: it has knowledge of its own, under its own name, from a
 	// predecessor or the state file: it inherits no orphan (orphans.go).
 	own []bool
+	// Per cluster: it took no knowledge while another cluster kept some
+	// (adopt): it takes a copy of a cluster's whose servers its hosts are,
+	// once it sees them (sibling, orphans.go).
+	wantCopy []bool
 	// Per cluster: the identity said at WARN to be shown by a majority
 	// of hosts never seen with the cluster's (zone.Cluster.Unfollowed).
 	unfollowed []uint64
@@ -295,6 +299,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	p.flux = make([]flux, len(p.state))
 	p.seeded = make([]bool, len(p.state))
 	p.own = make([]bool, len(p.state))
+	p.wantCopy = make([]bool, len(p.state))
 	p.unfollowed = make([]uint64, len(p.state))
 	p.serialFloor = make([]uint32, len(p.state))
 	p.seed(cfg.Remembered)
