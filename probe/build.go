@@ -67,6 +67,22 @@ func (p *Prober) publish() {
 			snap.Clusters[ci] = p.build(ci, now, stale, false)
 		}
 	}
+	// A cluster whose newest timeline a sibling raised (raiseSiblings) is
+	// built again before anything is published: built earlier in this
+	// publish, or shared with the last snapshot, it still answers the
+	// superseded primary.
+	for len(p.raised) > 0 {
+		raised := p.raised
+		p.raised = nil
+		for _, cj := range raised {
+			snap.Clusters[cj] = p.build(cj, now, stale, false)
+			if !all {
+				if i, found := slices.BinarySearch(snap.Changed, cj); !found {
+					snap.Changed = slices.Insert(snap.Changed, i, cj)
+				}
+			}
+		}
+	}
 	snap.Seq = snapshotSeq.Add(1)
 	p.dropOrphans()
 	first := p.last == nil
@@ -221,11 +237,15 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 				"cluster", src.Name, "system_identifier", c.Identity, "system_identifier_shown", c.Unfollowed)
 		}
 	}
+	before := src.NewestTimeline
 	src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline
 	for hi := range c.Hosts {
 		src.Hosts[hi].OfIdentity = c.Hosts[hi].OfIdentity // who may vote a replacement (settleIdentity)
 	}
 	src.Witnessed, src.WitnessedBy, src.WitnessedRun = c.Witnessed, c.WitnessedBy, c.WitnessedRun
+	if c.Identity != 0 && c.NewestTimeline > before {
+		p.raiseSiblings(ci) // orphans.go
+	}
 	p.watchBranches(ci, c)
 	return c
 }

@@ -125,6 +125,32 @@ func (p *Prober) sibling(ci int) bool {
 	return copied
 }
 
+// raiseSiblings hands cluster ci's newest timeline, just raised by what
+// its hosts show, to every other configured cluster of its identity that
+// lists one of its servers (oneServer: a second name for one database, its
+// hosts spelt otherwise, or listing only some of them) and knows an older
+// one: a promotion to a host that other cluster does not list supersedes
+// the old primary there too. Without it the other name answered the old
+// primary, writable on the superseded timeline, while pgdns kept it out of
+// this one's primary (review 13, R13b-2). A copy of the cluster (a PITR
+// copy, other servers) is not raised. The clusters raised are built again
+// before the publish ends (p.raised).
+func (p *Prober) raiseSiblings(ci int) {
+	c := p.state[ci]
+	for cj, o := range p.state {
+		if cj == ci || o.Identity != c.Identity || o.NewestTimeline >= c.NewestTimeline || !p.oneServer(cj, ci) {
+			continue
+		}
+		o.NewestTimeline = c.NewestTimeline
+		p.markRebuild(cj)
+		p.raised = append(p.raised, cj)
+		if p.active.Load() {
+			p.log.Info("cluster's newest timeline raised by another cluster that lists the same servers",
+				"cluster", o.Name, "by", c.Name, "system_identifier", c.Identity, "newest_timeline", c.NewestTimeline)
+		}
+	}
+}
+
 // oneServer reports whether a live host of cluster ci and a host of
 // cluster cj seen with cj's identity are one server run.
 func (p *Prober) oneServer(ci, cj int) bool {

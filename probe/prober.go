@@ -228,6 +228,9 @@ type Prober struct {
 	// (adopt): it takes a copy of a cluster's whose servers its hosts are,
 	// once it sees them (sibling, orphans.go).
 	wantCopy []bool
+	// Clusters whose newest timeline raiseSiblings raised during a
+	// publish, built again before it ends (build.go); aggregator's.
+	raised []int
 	// Per cluster: the identity said at WARN to be shown by a majority
 	// of hosts never seen with the cluster's (zone.Cluster.Unfollowed).
 	unfollowed []uint64
