@@ -320,7 +320,11 @@ const (
 // no application name: it streams to no standby, and a subscription's
 // name, its application name, may be a standby's, whose own row it was
 // taken for once that standby's sender was gone (review 12b; zone's
-// senderIndex matches rows by name). Nor does a physical sender that
+// senderIndex matches rows by name). Nor a slot: a logical slot (one of a
+// database, datoid set) is no standby's, and without pg_read_all_stats a
+// subscription's or pg_recvlogical's on a slot named as a standby's was
+// the row that proved that standby, the orphan of a failover, a follower
+// of the new primary (review 13a). Nor does a physical sender that
 // reports no apply position (replay_lsn NULL): pg_receivewal's and
 // pg_basebackup -X stream's (receivelog.c's sendFeedback sends
 // InvalidXLogRecPtr as apply, always), given a standby's name, was the
@@ -339,7 +343,7 @@ const (
 	standbysSQL = `
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'
     ELSE pg_catalog.array_to_json(ARRAY(SELECT pg_catalog.json_build_array(w.pid, w.sync_state,
-        CASE WHEN NOT ` + senderKnownSQL + ` AND (w.replay_lsn IS NOT NULL OR w.state IS NULL) THEN (SELECT s.slot_name FROM pg_catalog.pg_get_replication_slots() s WHERE s.active_pid OPERATOR(pg_catalog.=) w.pid) END,
+        CASE WHEN NOT ` + senderKnownSQL + ` AND (w.replay_lsn IS NOT NULL OR w.state IS NULL) THEN (SELECT s.slot_name FROM pg_catalog.pg_get_replication_slots() s WHERE s.active_pid OPERATOR(pg_catalog.=) w.pid AND s.datoid IS NULL) END,
         ` + senderKnownSQL + `,
         CASE WHEN NOT ` + senderKnownSQL + ` THEN (SELECT pg_catalog.json_build_array(pg_catalog.host(a.client_addr),
             CASE WHEN coalesce(a.datid, 0::pg_catalog.oid) OPERATOR(pg_catalog.<>) 0::pg_catalog.oid THEN NULL
