@@ -75,11 +75,7 @@ func TestTokenOfAnAsyncCommitLostInACrash(t *testing.T) {
 	// written out before the crash: with the delay alone, something else
 	// (wal_writer_flush_after, a checkpoint) flushed them all now and then
 	// under load, and the test had nothing to test.
-	var walWriter int
-	n1.Query(t, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'", &walWriter)
-	if err := syscall.Kill(walWriter, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	walWriter := stopWALWriter(t, n1)
 	conn := n1.Conn(t)
 	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
 		t.Fatal(err)
