@@ -9,14 +9,10 @@ package test
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // dropNewConnections drops new TCP connections to ip:port in an nftables
@@ -24,17 +20,7 @@ import (
 // sooner.
 func dropNewConnections(t *testing.T, table, ip string, port int) (lift func()) {
 	t.Helper()
-	testkit.RequireRoot(t, "nftables rules")
-	nft := testkit.RequireTool(t, "nft")
-	rules := fmt.Sprintf("table inet %s {\n chain input {\n  type filter hook input priority 0; policy accept;\n  ip daddr %s tcp dport %d ct state new drop\n }\n}\n", table, ip, port)
-	cmd := exec.Command(nft, "-f", "-")
-	cmd.Stdin = strings.NewReader(rules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("nft: %v: %s", err, out)
-	}
-	lift = func() { _ = exec.Command(nft, "delete", "table", "inet", table).Run() }
-	t.Cleanup(lift)
-	return lift
+	return nftInput(t, table, fmt.Sprintf("ip daddr %s tcp dport %d ct state new drop", ip, port))
 }
 
 func TestHostDroppingNewConnectionsLeaves(t *testing.T) {

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -152,17 +151,7 @@ func orphanedWrite(t *testing.T, paused bool) {
 // addresses.
 func cutOff(t *testing.T, table, ip string) (heal func()) {
 	t.Helper()
-	testkit.RequireRoot(t, "nftables rules")
-	nft := testkit.RequireTool(t, "nft")
-	rules := fmt.Sprintf("table inet %s {\n chain input {\n  type filter hook input priority 0; policy accept;\n  ip daddr %s tcp dport 5432 drop\n }\n}\n", table, ip)
-	cmd := exec.Command(nft, "-f", "-")
-	cmd.Stdin = strings.NewReader(rules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("nft: %v: %s", err, out)
-	}
-	heal = func() { _ = exec.Command(nft, "delete", "table", "inet", table).Run() }
-	t.Cleanup(heal)
-	return heal
+	return nftInput(t, table, "ip daddr "+ip+" tcp dport 5432 drop")
 }
 
 // receivedPast reports whether /v1/hosts shows addr received at or past lsn.

@@ -8,7 +8,6 @@ package test
 
 import (
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -23,7 +22,6 @@ import (
 
 func TestReloadOfAFleetWithAPartitionedDataCentre(t *testing.T) {
 	testkit.RequireRoot(t, "nftables rules")
-	nft := testkit.RequireTool(t, "nft")
 	// 3,334 clusters of 3 on the block's fleet addresses, all dropped:
 	// 10,002 first probes take 10,002/64 × 25 ms = 3.9 s at the least
 	// on any machine, more than the old deadline of 3 s at probe.timeout
@@ -31,15 +29,7 @@ func TestReloadOfAFleetWithAPartitionedDataCentre(t *testing.T) {
 	const fleet = 10002
 	b := pgtest.Addrs(t)
 	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(3)})
-	table := "pgdns_test_reloadfleet"
-	rules := fmt.Sprintf("table inet %s {\n chain input {\n  type filter hook input priority 0; policy accept;\n  ip daddr %s-%s tcp dport 5432 drop\n }\n}\n",
-		table, b.Fleet(0), b.Fleet(pgtest.FleetSize-1))
-	cmd := exec.Command(nft, "-f", "-")
-	cmd.Stdin = strings.NewReader(rules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("nft: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command(nft, "delete", "table", "inet", table).Run() })
+	nftInput(t, "pgdns_test_reloadfleet", fmt.Sprintf("ip daddr %s-%s tcp dport 5432 drop", b.Fleet(0), b.Fleet(pgtest.FleetSize-1)))
 
 	var clusters strings.Builder
 	for i := 0; i < fleet; i += 3 {

@@ -15,7 +15,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,18 +34,7 @@ import (
 // the test ends; lift deletes it sooner.
 func cutAddress(t *testing.T, table, ip string, port int) (lift func()) {
 	t.Helper()
-	testkit.RequireRoot(t, "nftables rules")
-	nft := testkit.RequireTool(t, "nft")
-	rules := fmt.Sprintf("table inet %s {\n chain input {\n  type filter hook input priority 0; policy accept;\n"+
-		"  ip daddr %s tcp dport %d drop\n  ip saddr %s tcp sport %d drop\n }\n}\n", table, ip, port, ip, port)
-	cmd := exec.Command(nft, "-f", "-")
-	cmd.Stdin = strings.NewReader(rules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("nft: %v: %s", err, out)
-	}
-	lift = func() { _ = exec.Command(nft, "delete", "table", "inet", table).Run() }
-	t.Cleanup(lift)
-	return lift
+	return nftInput(t, table, fmt.Sprintf("ip daddr %s tcp dport %d drop", ip, port), fmt.Sprintf("ip saddr %s tcp sport %d drop", ip, port))
 }
 
 func TestAsyncCommitsLostToACrashPgdnsSawNoSignOf(t *testing.T) {
