@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,23 +37,9 @@ func TestTimelinelessTokenOfAWriteOnlyAnOrphanedReplicaHas(t *testing.T) {
 
 func orphanedWrite(t *testing.T, paused bool) {
 	b := pgtest.Addrs(t)
-	// Every node listens on a second address too; replicas stream from
-	// the primary's, and the test reaches each node by it, so that a cut
-	// of the address pgdns probes leaves both paths open.
-	alt := func(ip string) string {
-		for i := 1; i <= 3; i++ {
-			if b.IP(i) == ip {
-				return b.Fleet(i)
-			}
-		}
-		return ip
-	}
-	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(3),
-		Listen:   func(ip string) []string { return []string{alt(ip)} },
-		Upstream: func(_, upstream string) string { return alt(upstream) }})
+	pg, dsn := newDualAddressCluster(t, b)
 	e := attach(t, pg, envOptions{})
 	old, promoted, orphan := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
-	dsn := func(n *pgtest.Node) string { return strings.Replace(n.DSN(), "host="+n.IP, "host="+alt(n.IP), 1) }
 	ctx := context.Background()
 	e.insertAndTakeLSN(t, old)
 	e.waitFor(t, "replica.db.local.", []string{promoted.IP, orphan.IP})
@@ -68,13 +53,7 @@ func orphanedWrite(t *testing.T, paused bool) {
 	}
 	defer conn.Close(ctx)
 	// The promoted one's WAL sender held: only the orphan receives W.
-	var pid int
-	if err := conn.QueryRow(ctx, "SELECT pid FROM pg_stat_replication WHERE application_name = $1", promoted.Name).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	holdWALSender(t, conn, promoted.Name)
 	if paused {
 		orphan.Exec(t, "SELECT pg_wal_replay_pause()")
 	}
@@ -100,18 +79,7 @@ func orphanedWrite(t *testing.T, paused bool) {
 		e.waitHost(t, orphan.Addr(), "replayed past W", func(h hostState) bool { return replayedPast(t, h, w) })
 	}
 
-	if err := old.KillPostmaster(); err != nil {
-		t.Fatal(err)
-	}
-	_ = old.SignalWalsenders(syscall.SIGKILL)
-	gone, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := old.WaitGone(gone); err != nil {
-		t.Fatal(err)
-	}
-	if err := promoted.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
+	killAndPromote(t, old, promoted)
 	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "timeline 2 past W", func() (bool, bool) {
 		promoted.Exec(t, "INSERT INTO t (v) SELECT repeat('y', 1000) FROM generate_series(1, 100)")
 		var past bool

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,25 +28,12 @@ import (
 
 func TestTimelinelessTokenOfAWriteOnlyAReceiverlessOrphanHas(t *testing.T) {
 	b := pgtest.Addrs(t)
-	// Every node listens on a second address too; replicas stream from
-	// the primary's, and the test reaches each node by it, so that a cut
-	// of the address pgdns probes leaves both paths open.
-	alt := func(ip string) string {
-		for i := 1; i <= 3; i++ {
-			if b.IP(i) == ip {
-				return b.Fleet(i)
-			}
-		}
-		return ip
-	}
-	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(3),
-		Listen:   func(ip string) []string { return []string{alt(ip)} },
-		Upstream: func(_, upstream string) string { return alt(upstream) }})
+	pg, altDSN := newDualAddressCluster(t, b)
 	e := attach(t, pg, envOptions{})
 	old, promoted, orphan := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	dsns := map[string]string{}
 	for _, n := range pg.Nodes {
-		dsns[n.IP] = strings.Replace(n.DSN(), "host="+n.IP, "host="+alt(n.IP), 1)
+		dsns[n.IP] = altDSN(n)
 	}
 	ctx := context.Background()
 	e.insertAndTakeLSN(t, old)
@@ -63,32 +49,15 @@ func TestTimelinelessTokenOfAWriteOnlyAReceiverlessOrphanHas(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	// The promoted one's WAL sender held: only the orphan receives W.
-	var pid int
-	if err := conn.QueryRow(ctx, "SELECT pid FROM pg_stat_replication WHERE application_name = $1", promoted.Name).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	holdWALSender(t, conn, promoted.Name)
 	w := writeAndTakeLSN(t, conn, "INSERT INTO t (v) VALUES ('W')")
 	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the orphan replayed W", func() (bool, bool) {
 		h, _ := holdsRow(dsns[orphan.IP], "W")
 		return h, h
 	})
 
-	if err := old.KillPostmaster(); err != nil {
-		t.Fatal(err)
-	}
-	_ = old.SignalWalsenders(syscall.SIGKILL)
-	gone, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := old.WaitGone(gone); err != nil {
-		t.Fatal(err)
-	}
+	killAndPromote(t, old, promoted)
 	delete(dsns, old.IP)
-	if err := promoted.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
 	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "timeline 2 past W", func() (bool, bool) {
 		promoted.Exec(t, "INSERT INTO t (v) SELECT repeat('y', 1000) FROM generate_series(1, 100)")
 		l := positionOf(t, promoted, "pg_current_wal_lsn()")
