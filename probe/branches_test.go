@@ -280,44 +280,39 @@ func TestRunningWriterPositionsReportedAtABoundedRate(t *testing.T) {
 		p.watchBranches(0, c)
 		p.report(false, t0.Add(at))
 	}
+	// expect checks that there are n reports and, when last is not 0,
+	// that the newest says timeline 2's writer was last seen at last.
+	expect := func(n int, last zone.LSN, when string) {
+		t.Helper()
+		if len(reports) != n || last != 0 && reports[n-1]["main"].Branches[2].Last != last {
+			t.Fatalf("%s: %d reports, want %d, the newest with last %s (%+v)", when, len(reports), n, last, reports)
+		}
+	}
 	probe(0, 0x100) // the writer learned: reported
 	for i := 1; i < 10; i++ {
 		probe(time.Duration(i)*100*time.Millisecond, zone.LSN(0x100+i*0x10))
 	}
-	if len(reports) != 1 {
-		t.Fatalf("within a second of the first report: %d reports, want 1", len(reports))
-	}
+	expect(1, 0, "within a second of the first report")
 	probe(time.Second, 0x200)
-	if len(reports) != 2 || reports[1]["main"].Branches[2].Last != 0x200 || reports[1]["main"].Branches[2].Insert != 0x200 {
-		t.Fatalf("a second after: want a second report with last and insert 0/200 (%d reports: %+v)", len(reports), reports)
+	expect(2, 0x200, "a second after")
+	if insert := reports[1]["main"].Branches[2].Insert; insert != 0x200 {
+		t.Fatalf("a second after: the second report's insert %s, want 0/200", insert)
 	}
 	probe(1500*time.Millisecond, 0x300)
 	probe(1900*time.Millisecond, 0x300)
-	if len(reports) != 2 {
-		t.Fatalf("within a second of the second report: %d reports, want 2", len(reports))
-	}
+	expect(2, 0, "within a second of the second report")
 	probe(2100*time.Millisecond, 0x300)
-	if len(reports) != 3 || reports[2]["main"].Branches[2].Last != 0x300 {
-		t.Fatalf("a second after the second: want a third report with last 0/300 (%d reports)", len(reports))
-	}
+	expect(3, 0x300, "a second after the second")
 	probe(5*time.Second, 0x300) // nothing moved: nothing to report
-	if len(reports) != 3 {
-		t.Fatalf("positions unchanged: %d reports, want 3", len(reports))
-	}
+	expect(3, 0, "positions unchanged")
 	p.cfg.Interval = 3 * time.Second // a probe interval over a second bounds it instead
 	probe(6*time.Second, 0x400)
-	if len(reports) != 4 {
-		t.Fatalf("3.9 s after the last report with probe.interval 3s: %d reports, want 4", len(reports))
-	}
+	expect(4, 0, "3.9 s after the last report with probe.interval 3s")
 	probe(7500*time.Millisecond, 0x500)
 	probe(8500*time.Millisecond, 0x580)
-	if len(reports) != 4 {
-		t.Fatalf("2.5 s after the last report with probe.interval 3s: %d reports, want 4", len(reports))
-	}
+	expect(4, 0, "2.5 s after the last report with probe.interval 3s")
 	probe(9*time.Second, 0x600)
-	if len(reports) != 5 || reports[4]["main"].Branches[2].Last != 0x600 {
-		t.Fatalf("3 s after the last report with probe.interval 3s: want a fifth report with last 0/600 (%d reports)", len(reports))
-	}
+	expect(5, 0x600, "3 s after the last report with probe.interval 3s")
 }
 
 // Review 7, H4: how far each older timeline's writer was seen to write
