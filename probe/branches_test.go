@@ -13,6 +13,24 @@ import (
 	"github.com/pgdns/pgdns/zone"
 )
 
+// writerHost is a writable host of the tests' cluster (identity 7) on
+// timeline tl, in the server run that started at run, inserting at at.
+func writerHost(addr string, tl uint32, run time.Time, at zone.LSN) zone.Host {
+	return zone.Host{Addr: addr, Seen: true, SystemID: 7, Timeline: tl, TimelineExact: true, StartedAt: run, InsertLSN: at, Role: zone.RolePrimary}
+}
+
+// reachSteps returns the steps of a fresh prober's branch watch of
+// cluster "main" (identity 7): each step is one snapshot with the newest
+// timeline and the hosts given, and returns the snapshot's reach.
+func reachSteps() func(newest uint32, hosts ...zone.Host) []zone.TimelineReach {
+	p := &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}
+	return func(newest uint32, hosts ...zone.Host) []zone.TimelineReach {
+		c := &zone.Cluster{Name: "main", Identity: 7, NewestTimeline: newest, Hosts: hosts}
+		p.watchBranches(0, c)
+		return c.Reached
+	}
+}
+
 // Review 5, F12: a timeline is forked once two different servers were
 // seen writable on it, at once or one after the other; the same server
 // restarted (a new start time, the same address) or listed under another
@@ -20,45 +38,42 @@ import (
 // file, a predecessor) takes part.
 func TestWatchBranches(t *testing.T) {
 	run1, run2 := time.Unix(1000, 0), time.Unix(2000, 0)
-	writable := func(addr string, tl uint32, run time.Time, at zone.LSN) zone.Host {
-		return zone.Host{Addr: addr, Seen: true, SystemID: 7, Timeline: tl, TimelineExact: true, StartedAt: run, InsertLSN: at, Role: zone.RolePrimary}
-	}
 	p := &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1)}
 	step := func(hosts ...zone.Host) []zone.TimelineFork {
 		c := &zone.Cluster{Name: "main", Identity: 7, Hosts: hosts}
 		p.watchBranches(0, c)
 		return c.ForkedTimelines
 	}
-	if f := step(writable("a:5432", 2, run1, 0x100)); f != nil {
+	if f := step(writerHost("a:5432", 2, run1, 0x100)); f != nil {
 		t.Fatalf("one writer forked %v", f)
 	}
-	if f := step(writable("a:5432", 2, run2, 0x200)); f != nil {
+	if f := step(writerHost("a:5432", 2, run2, 0x200)); f != nil {
 		t.Fatalf("the same server restarted forked %v", f)
 	}
-	if f := step(writable("a-by-name:5432", 2, run2, 0x200)); f != nil {
+	if f := step(writerHost("a-by-name:5432", 2, run2, 0x200)); f != nil {
 		t.Fatalf("the same server run under another address forked %v", f)
 	}
-	foreign := writable("x:5432", 2, run1, 0x300)
+	foreign := writerHost("x:5432", 2, run1, 0x300)
 	foreign.SystemID = 8
 	if f := step(foreign); f != nil {
 		t.Fatalf("another cluster's server forked %v", f)
 	}
-	replica := writable("b:5432", 2, run1, 0)
+	replica := writerHost("b:5432", 2, run1, 0)
 	replica.InRecovery, replica.Role = true, zone.RoleReplica
 	if f := step(replica); f != nil {
 		t.Fatalf("a replica forked %v", f)
 	}
-	f := step(writable("b:5432", 2, run1, 0x400))
+	f := step(writerHost("b:5432", 2, run1, 0x400))
 	if len(f) != 1 || f[0].Timeline != 2 || f[0].Note != "a:5432 writable on it at 0/100, then b:5432 at 0/400" {
 		t.Fatalf("a second server writable on timeline 2: forks %+v", f)
 	}
-	if g := step(writable("b:5432", 3, run1, 0x500)); len(g) != 1 || &g[0] != &f[0] {
+	if g := step(writerHost("b:5432", 3, run1, 0x500)); len(g) != 1 || &g[0] != &f[0] {
 		t.Errorf("a later timeline: forks %+v, want timeline 2's, the same slice", g)
 	}
 
 	// At once: a split brain.
 	p = &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1)}
-	a, b := writable("a:5432", 2, run1, 0x100), writable("b:5432", 2, run2, 0x200)
+	a, b := writerHost("a:5432", 2, run1, 0x100), writerHost("b:5432", 2, run2, 0x200)
 	a.Role, a.Aside, b.Role, b.Aside = zone.RoleUnknown, zone.AsideSplitBrain, zone.RoleUnknown, zone.AsideSplitBrain
 	c := &zone.Cluster{Name: "main", Identity: 7, Hosts: []zone.Host{a, b}, SplitBrain: true}
 	p.watchBranches(0, c)
@@ -320,26 +335,18 @@ func TestRunningWriterPositionsReportedAtABoundedRate(t *testing.T) {
 // the newest only, the same slice while it holds.
 func TestReachedTimelines(t *testing.T) {
 	run := time.Unix(1000, 0)
-	p := &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}
-	step := func(newest uint32, hosts ...zone.Host) []zone.TimelineReach {
-		c := &zone.Cluster{Name: "main", Identity: 7, NewestTimeline: newest, Hosts: hosts}
-		p.watchBranches(0, c)
-		return c.Reached
-	}
-	writable := func(addr string, tl uint32, at zone.LSN) zone.Host {
-		return zone.Host{Addr: addr, Seen: true, SystemID: 7, Timeline: tl, TimelineExact: true, StartedAt: run, InsertLSN: at, Role: zone.RolePrimary}
-	}
-	if r := step(1, writable("a:5432", 1, 0x100)); r != nil {
+	step := reachSteps()
+	if r := step(1, writerHost("a:5432", 1, run, 0x100)); r != nil {
 		t.Fatalf("one timeline: reached %+v, want none (the newest timeline's writer writes on)", r)
 	}
-	if r := step(1, writable("a:5432", 1, 0x300)); r != nil {
+	if r := step(1, writerHost("a:5432", 1, run, 0x300)); r != nil {
 		t.Fatalf("one timeline: reached %+v", r)
 	}
-	r := step(2, writable("b:5432", 2, 0x280))
+	r := step(2, writerHost("b:5432", 2, run, 0x280))
 	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x300}}; !slices.Equal(r, want) {
 		t.Fatalf("after the failover: reached %+v, want %+v", r, want)
 	}
-	if again := step(2, writable("b:5432", 2, 0x400)); len(again) != 1 || &again[0] != &r[0] {
+	if again := step(2, writerHost("b:5432", 2, run, 0x400)); len(again) != 1 || &again[0] != &r[0] {
 		t.Errorf("unchanged: reached %+v, want the same slice", again)
 	}
 }
@@ -353,13 +360,8 @@ func TestReachedTimelines(t *testing.T) {
 // possible position of every timeline at or above its lower bound.
 func TestReachedTimelinesByAReplica(t *testing.T) {
 	run := time.Unix(1000, 0)
-	p := &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}
-	step := func(newest uint32, hosts ...zone.Host) []zone.TimelineReach {
-		c := &zone.Cluster{Name: "main", Identity: 7, NewestTimeline: newest, Hosts: hosts}
-		p.watchBranches(0, c)
-		return c.Reached
-	}
-	writable := zone.Host{Addr: "a:5432", Seen: true, SystemID: 7, Timeline: 1, TimelineExact: true, StartedAt: run, InsertLSN: 0x300, Role: zone.RolePrimary}
+	step := reachSteps()
+	writable := writerHost("a:5432", 1, run, 0x300)
 	replica := func(addr string, tl uint32, exact bool, id uint64, replay zone.LSN) zone.Host {
 		return zone.Host{Addr: addr, Seen: true, InRecovery: true, SystemID: id, Timeline: tl, TimelineExact: exact, ReplayLSN: replay, Role: zone.RoleReplica}
 	}
@@ -368,7 +370,7 @@ func TestReachedTimelinesByAReplica(t *testing.T) {
 	// WAL of timeline 1 past what pgdns saw a insert; e's says nothing
 	// (another identity), d's is a possible position (no exact timeline).
 	step(1, replica("c:5432", 1, true, 7, 0x380), replica("d:5432", 1, false, 7, 0x900), replica("e:5432", 1, true, 8, 0x900))
-	r := step(2, zone.Host{Addr: "b:5432", Seen: true, SystemID: 7, Timeline: 2, TimelineExact: true, StartedAt: run, InsertLSN: 0x400, Role: zone.RolePrimary},
+	r := step(2, writerHost("b:5432", 2, run, 0x400),
 		replica("c:5432", 1, true, 7, 0x380), replica("f:5432", 2, true, 7, 0x990))
 	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x380, Replica: "c:5432", Possible: 0x900, PossibleBy: "d:5432", PossibleFloor: 1}}; !slices.Equal(r, want) {
 		t.Fatalf("after the failover: reached %+v, want %+v", r, want)
@@ -376,7 +378,7 @@ func TestReachedTimelinesByAReplica(t *testing.T) {
 	// g, paused, received past what it replayed: its received WAL counts.
 	paused := replica("g:5432", 1, true, 7, 0x200)
 	paused.ReceiveLSN = 0x3c0
-	r = step(2, zone.Host{Addr: "b:5432", Seen: true, SystemID: 7, Timeline: 2, TimelineExact: true, StartedAt: run, InsertLSN: 0x400, Role: zone.RolePrimary}, paused)
+	r = step(2, writerHost("b:5432", 2, run, 0x400), paused)
 	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x3c0, Replica: "g:5432", Possible: 0x900, PossibleBy: "d:5432", PossibleFloor: 1}}; !slices.Equal(r, want) {
 		t.Fatalf("a paused replica's received WAL: reached %+v, want %+v", r, want)
 	}
@@ -384,20 +386,20 @@ func TestReachedTimelinesByAReplica(t *testing.T) {
 	// any timeline's at or above its lower bound: with a lower bound of 2
 	// it says nothing of timeline 1; with 1, it counts as possible for
 	// timelines 1 and 2 both (published once 3 is the newest).
-	p = &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}
+	step = reachSteps()
 	step(1, writable)
-	second := zone.Host{Addr: "b:5432", Seen: true, SystemID: 7, Timeline: 2, TimelineExact: true, StartedAt: run, InsertLSN: 0x400, Role: zone.RolePrimary}
+	second := writerHost("b:5432", 2, run, 0x400)
 	step(2, second, replica("h:5432", 2, false, 7, 0x700))
-	r = step(3, zone.Host{Addr: "i:5432", Seen: true, SystemID: 7, Timeline: 3, TimelineExact: true, StartedAt: run, InsertLSN: 0x500, Role: zone.RolePrimary},
+	r = step(3, writerHost("i:5432", 3, run, 0x500),
 		replica("d:5432", 1, false, 7, 0x600))
 	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x300, Possible: 0x600, PossibleBy: "d:5432", PossibleFloor: 1},
 		{Timeline: 2, Insert: 0x400, Possible: 0x700, PossibleBy: "h:5432", PossibleFloor: 2}}; !slices.Equal(r, want) {
 		t.Fatalf("receiver-less replicas: reached %+v, want %+v", r, want)
 	}
 	// A replica behind the writer leaves the writer's reach.
-	p = &Prober{branches: []map[uint32]Branch{{}}, forks: make([][]zone.TimelineFork, 1), writing: []map[uint32]bool{{}}}
+	step = reachSteps()
 	step(1, writable, replica("c:5432", 1, true, 7, 0x280))
-	r = step(2, zone.Host{Addr: "b:5432", Seen: true, SystemID: 7, Timeline: 2, TimelineExact: true, StartedAt: run, InsertLSN: 0x400, Role: zone.RolePrimary})
+	r = step(2, writerHost("b:5432", 2, run, 0x400))
 	if want := []zone.TimelineReach{{Timeline: 1, Insert: 0x300}}; !slices.Equal(r, want) {
 		t.Fatalf("a replica behind the writer: reached %+v, want %+v", r, want)
 	}
