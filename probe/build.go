@@ -67,8 +67,8 @@ func (p *Prober) publish() {
 			snap.Clusters[ci] = p.build(ci, now, stale, false)
 		}
 	}
-	// A cluster whose newest timeline a sibling raised (raiseSiblings) is
-	// built again before anything is published: built earlier in this
+	// A cluster whose newest timeline a sibling raised (raiseSiblings,
+	// pullSiblings) is built again before anything is published: built earlier in this
 	// publish, or shared with the last snapshot, it still answers the
 	// superseded primary.
 	for len(p.raised) > 0 {
@@ -237,14 +237,22 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 				"cluster", src.Name, "system_identifier", c.Identity, "system_identifier_shown", c.Unfollowed)
 		}
 	}
-	before := src.NewestTimeline
+	beforeID, before, beforeW := src.Identity, src.NewestTimeline, src.Witnessed
 	src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline
 	for hi := range c.Hosts {
 		src.Hosts[hi].OfIdentity = c.Hosts[hi].OfIdentity // who may vote a replacement (settleIdentity)
 	}
 	src.Witnessed, src.WitnessedBy, src.WitnessedRun = c.Witnessed, c.WitnessedBy, c.WitnessedRun
-	if c.Identity != 0 && c.NewestTimeline > before {
-		p.raiseSiblings(ci) // orphans.go
+	if c.Identity != 0 {
+		// Timelines are the servers', whatever cluster lists them
+		// (orphans.go): an identity just established takes a
+		// sibling's, and a newer timeline is handed to the siblings.
+		if c.Identity != beforeID {
+			p.pullSiblings(ci)
+		}
+		if c.NewestTimeline > before || c.Witnessed > beforeW {
+			p.raiseSiblings(ci)
+		}
 	}
 	p.watchBranches(ci, c)
 	return c

@@ -1,6 +1,10 @@
 package probe
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/pgdns/pgdns/zone"
+)
 
 // What pgdns knows belongs to a cluster's system identity, not to its
 // name in the config: a cluster renamed by a reload (clusters: main: →
@@ -125,30 +129,63 @@ func (p *Prober) sibling(ci int) bool {
 	return copied
 }
 
-// raiseSiblings hands cluster ci's newest timeline, just raised by what
-// its hosts show, to every other configured cluster of its identity that
-// lists one of its servers (oneServer: a second name for one database, its
-// hosts spelt otherwise, or listing only some of them) and knows an older
-// one: a promotion to a host that other cluster does not list supersedes
-// the old primary there too. Without it the other name answered the old
-// primary, writable on the superseded timeline, while pgdns kept it out of
-// this one's primary (review 13, R13b-2). A copy of the cluster (a PITR
-// copy, other servers) is not raised. The clusters raised are built again
+// raiseSiblings hands cluster ci's newest timeline, and a newer timeline
+// a replica's lower bound showed (Witnessed), just raised by what its hosts
+// show, to every other configured cluster of its identity that lists one
+// of its servers (oneServer: a second name for one database, its hosts
+// spelt otherwise, or listing only some of them) and knows less: a
+// promotion to a host that other cluster does not list supersedes the old
+// primary there too. Without it the other name answered the old primary,
+// writable on the superseded timeline, while pgdns kept it out of this
+// one's primary (review 13, R13b-2). A copy of the cluster (a PITR copy,
+// other servers) is not raised. The clusters raised are built again
 // before the publish ends (p.raised).
 func (p *Prober) raiseSiblings(ci int) {
 	c := p.state[ci]
 	for cj, o := range p.state {
-		if cj == ci || o.Identity != c.Identity || o.NewestTimeline >= c.NewestTimeline || !p.oneServer(cj, ci) {
+		if cj == ci || o.Identity != c.Identity || !p.oneServer(cj, ci) || !lift(o, c) {
 			continue
 		}
-		o.NewestTimeline = c.NewestTimeline
 		p.markRebuild(cj)
 		p.raised = append(p.raised, cj)
 		if p.active.Load() {
 			p.log.Info("cluster's newest timeline raised by another cluster that lists the same servers",
-				"cluster", o.Name, "by", c.Name, "system_identifier", c.Identity, "newest_timeline", c.NewestTimeline)
+				"cluster", o.Name, "by", c.Name, "system_identifier", c.Identity, "newest_timeline", o.NewestTimeline,
+				"witnessed_timeline", o.Witnessed)
 		}
 	}
+}
+
+// pullSiblings is raiseSiblings the other way, for cluster ci whose
+// identity was just established: the siblings that decided before it
+// could not hand it what they knew then. ci is built again before the
+// publish ends when it took anything.
+func (p *Prober) pullSiblings(ci int) {
+	c := p.state[ci]
+	for cj, o := range p.state {
+		if cj == ci || o.Identity != c.Identity || !p.oneServer(ci, cj) || !lift(c, o) {
+			continue
+		}
+		p.raised = append(p.raised, ci)
+		if p.active.Load() {
+			p.log.Info("cluster's newest timeline raised by another cluster that lists the same servers",
+				"cluster", c.Name, "by", o.Name, "system_identifier", c.Identity, "newest_timeline", c.NewestTimeline,
+				"witnessed_timeline", c.Witnessed)
+		}
+	}
+}
+
+// lift raises dst's newest and witnessed timelines to src's, and reports
+// whether it raised either.
+func lift(dst, src *zone.Cluster) bool {
+	raised := false
+	if src.NewestTimeline > dst.NewestTimeline {
+		dst.NewestTimeline, raised = src.NewestTimeline, true
+	}
+	if src.Witnessed > dst.Witnessed && src.Witnessed > dst.NewestTimeline {
+		dst.Witnessed, dst.WitnessedBy, dst.WitnessedRun, raised = src.Witnessed, src.WitnessedBy, src.WitnessedRun, true
+	}
+	return raised
 }
 
 // oneServer reports whether a live host of cluster ci and a host of
