@@ -31,17 +31,22 @@ import (
 // a second after pg_recvlogical started, every lookup).
 func TestReview13aLogicalSlotNamedAsAStandby(t *testing.T) {
 	t.Parallel()
-	borrowedSlot(t, true)
+	borrowedSlot(t, true, "")
 }
 
 // borrowedSlot is that case with pg_recvlogical on a logical slot named
-// as the orphan's (logical), or pg_receivewal -S on a physical one.
-func borrowedSlot(t *testing.T, logical bool) {
+// as the orphan's (logical), or pg_receivewal -S on a physical one; the
+// probe role has grant ("" none, else a GRANT's object and role, such as
+// "EXECUTE ON FUNCTION pg_read_file(text, bigint, bigint, boolean)").
+func borrowedSlot(t *testing.T, logical bool, grant string) {
 	bin, err := pgtest.BinDir()
 	testkit.Require(t, err)
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3), Conf: []string{"wal_level = logical"}})
 	old, promoted, orphan := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	old.Exec(t, "CREATE ROLE pgdns LOGIN")
+	if grant != "" {
+		old.Exec(t, "GRANT "+grant+" TO pgdns")
+	}
 	old.Exec(t, "SELECT pg_create_physical_replication_slot('"+orphan.Name+"')")
 	orphan.Exec(t, "ALTER SYSTEM SET primary_slot_name = '"+orphan.Name+"'")
 	orphan.Exec(t, "SELECT pg_reload_conf()")
