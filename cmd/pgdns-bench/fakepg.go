@@ -77,15 +77,7 @@ func runFakePG(args []string) {
 			fmt.Fprintln(os.Stderr, "fakepg:", err)
 			os.Exit(1)
 		}
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go serveFake(c, fake)
-			}
-		}()
+		go serveFakes(ln, fake)
 	}
 	if *control != "" {
 		ln, err := net.Listen("tcp", *control)
@@ -99,6 +91,18 @@ func runFakePG(args []string) {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, os.Interrupt)
 	<-c
+}
+
+// serveFakes serves fake to every connection to ln, each on a goroutine
+// of its own, until ln is closed.
+func serveFakes(ln net.Listener, fake *fakeAnswer) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go serveFake(c, fake)
+	}
 }
 
 // probesRun counts the probe statements the fakes ran (not the

@@ -55,21 +55,7 @@ func TestFakeReplicaAnswersAsPostgreSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ln, err := net.Listen("tcp", block.Fleet(0)+":5432")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serveFake(c, ans.as(0))
-		}
-	}()
-	fake, err := newChecker(ln.Addr().String())
+	fake, err := newChecker(listenFake(t, block.Fleet(0)+":5432", ans.as(0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +87,19 @@ func TestFakeReplicaAnswersAsPostgreSQL(t *testing.T) {
 	if n1, err := fakeProbes(ctl.Addr().String()); err != nil || n1-n0 != 3 {
 		t.Errorf("the fakes counted %d probe statements (%v) for 3 probes", n1-n0, err)
 	}
+}
+
+// listenFake serves fake at addr until the test ends, and returns the
+// address it listens on.
+func listenFake(t *testing.T, addr string, fake *fakeAnswer) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go serveFakes(ln, fake)
+	return ln.Addr().String()
 }
 
 // equalSamples compares two samples field by field (they hold slices).
@@ -163,20 +162,7 @@ func TestFakePrimaryAnswersAsPostgreSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, addr := range addrs {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go serveFake(c, answers[i])
-			}
-		}()
+		listenFake(t, addr, answers[i])
 	}
 	fakes := []probe.Checker{checker(addrs[0]), checker(addrs[1]), checker(addrs[2])}
 	for range 2 { // and again on the kept connections
@@ -235,20 +221,7 @@ func TestFakeClosingAnswersAsPostgreSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, addr := range addrs[:2] {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go serveFake(c, answers[i])
-			}
-		}()
+		listenFake(t, addr, answers[i])
 	}
 	type answer struct {
 		params []uint32
