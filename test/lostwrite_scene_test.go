@@ -22,7 +22,6 @@ import (
 // table ryw before.
 func failoverLosingAWrite(t *testing.T, old, promoted, follower *pgtest.Node, sql string, seen func(lost string)) string {
 	t.Helper()
-	ctx := context.Background()
 	if err := old.SignalWalsenders(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -30,6 +29,24 @@ func failoverLosingAWrite(t *testing.T, old, promoted, follower *pgtest.Node, sq
 	if seen != nil {
 		seen(lost)
 	}
+	killAndPromote(t, old, promoted)
+	follower.Follow(t, promoted)
+	// Timeline 2 writes past the lost position, without the row.
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "timeline 2 past the lost position", func() (bool, bool) {
+		promoted.Exec(t, "INSERT INTO ryw SELECT repeat('y', 1000) FROM generate_series(1, 200)")
+		var past bool
+		promoted.Query(t, "SELECT pg_current_wal_lsn() > '"+strings.Replace(lost, "-", "/", 1)+"'::pg_lsn", &past)
+		return past, past
+	})
+	return lost
+}
+
+// killAndPromote is the failover of the scenes that lose a write: it
+// kills old, its postmaster and then its WAL senders (a held one ends only
+// so), waits for it to be gone, and promotes promoted.
+func killAndPromote(t *testing.T, old, promoted *pgtest.Node) {
+	t.Helper()
+	ctx := context.Background()
 	if err := old.KillPostmaster(); err != nil {
 		t.Fatal(err)
 	}
@@ -44,13 +61,4 @@ func failoverLosingAWrite(t *testing.T, old, promoted, follower *pgtest.Node, sq
 	if err := promoted.Promote(ctx); err != nil {
 		t.Fatal(err)
 	}
-	follower.Follow(t, promoted)
-	// Timeline 2 writes past the lost position, without the row.
-	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "timeline 2 past the lost position", func() (bool, bool) {
-		promoted.Exec(t, "INSERT INTO ryw SELECT repeat('y', 1000) FROM generate_series(1, 200)")
-		var past bool
-		promoted.Query(t, "SELECT pg_current_wal_lsn() > '"+strings.Replace(lost, "-", "/", 1)+"'::pg_lsn", &past)
-		return past, past
-	})
-	return lost
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -50,25 +49,6 @@ func holdWALSender(t *testing.T, conn *pgx.Conn, name string) {
 		t.Fatal(err)
 	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// killAndPromote kills old, its postmaster and then its WAL senders (a
-// held one ends only so), waits for it to be gone, and promotes promoted.
-func killAndPromote(t *testing.T, old, promoted *pgtest.Node) {
-	t.Helper()
-	ctx := context.Background()
-	if err := old.KillPostmaster(); err != nil {
-		t.Fatal(err)
-	}
-	_ = old.SignalWalsenders(syscall.SIGKILL)
-	gone, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := old.WaitGone(gone); err != nil {
-		t.Fatal(err)
-	}
-	if err := promoted.Promote(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
