@@ -23,24 +23,14 @@ import (
 // the same sample from both but for what makes each fake a server of its
 // own (address, start time, application name).
 func TestFakeReplicaAnswersAsPostgreSQL(t *testing.T) {
-	block := pgtest.Addrs(t)
-	cl := pgtest.New(t, pgtest.Options{IPs: block.IPs(2)})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	newChecker, err := probe.PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
+	block, cl, ctx := realPair(t)
+	checker := realCheckers(t)
 	probeOnce := func(c probe.Checker) (probe.Sample, error) {
 		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer pcancel()
 		return c.Check(pctx)
 	}
-	real, err := newChecker(cl.Nodes[1].Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer real.Close()
+	real := checker(cl.Nodes[1].Addr())
 	// Once the replica streams, its row no longer changes at rest.
 	testkit.Eventually(t, 30*time.Second, 100*time.Millisecond, "the replica's WAL receiver streaming", func() (probe.Sample, bool) {
 		s, err := probeOnce(real)
@@ -55,11 +45,7 @@ func TestFakeReplicaAnswersAsPostgreSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fake, err := newChecker(listenFake(t, block.Fleet(0)+":5432", ans.as(0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fake.Close()
+	fake := checker(listenFake(t, block.Fleet(0)+":5432", ans.as(0)))
 	ctl, err := net.Listen("tcp", block.Addr(70, 6000))
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +75,58 @@ func TestFakeReplicaAnswersAsPostgreSQL(t *testing.T) {
 	}
 }
 
+// realPair starts the real servers the fakes learn from, a primary and
+// its streaming replica on block's first two addresses, and returns them
+// with a context for the test's statements (60 s).
+func realPair(t *testing.T) (block *pgtest.Block, cl *pgtest.Cluster, ctx context.Context) {
+	t.Helper()
+	block = pgtest.Addrs(t)
+	cl = pgtest.New(t, pgtest.Options{IPs: block.IPs(2)})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return block, cl, ctx
+}
+
+// realCheckers returns pgdns's real probe of an address, as the postgres
+// user, closed when the test ends.
+func realCheckers(t *testing.T) func(addr string) probe.Checker {
+	t.Helper()
+	newChecker, err := probe.PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(addr string) probe.Checker {
+		t.Helper()
+		c, err := newChecker(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+}
+
+// learnFleet learns the answers of a fake cluster of three (fleetAnswers)
+// from cl's primary and replica, for block's first three fleet addresses
+// at port 5432, and returns the addresses and the answers.
+func learnFleet(t *testing.T, ctx context.Context, cl *pgtest.Cluster, block *pgtest.Block) (addrs []string, answers []*fakeAnswer) {
+	t.Helper()
+	rep, err := learnAnswer(ctx, cl.Nodes[1].DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prim, err := learnPrimaryAnswer(ctx, cl.Nodes[0].DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs = []string{block.Fleet(0) + ":5432", block.Fleet(1) + ":5432", block.Fleet(2) + ":5432"}
+	answers, err = fleetAnswers(prim, rep, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addrs, answers
+}
+
 // listenFake serves fake at addr until the test ends, and returns the
 // address it listens on.
 func listenFake(t *testing.T, addr string, fake *fakeAnswer) string {
@@ -114,14 +152,8 @@ func equalSamples(a, b probe.Sample) bool {
 // replicas, the insert LSN its replicas replayed), and its replicas
 // stream from it (sender host and port) with lag 0.
 func TestFakePrimaryAnswersAsPostgreSQL(t *testing.T) {
-	block := pgtest.Addrs(t)
-	cl := pgtest.New(t, pgtest.Options{IPs: block.IPs(2)})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	newChecker, err := probe.PostgresCheckers("user=postgres dbname=postgres sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
+	block, cl, ctx := realPair(t)
+	checker := realCheckers(t)
 	probeOnce := func(c probe.Checker) probe.Sample {
 		t.Helper()
 		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -132,35 +164,14 @@ func TestFakePrimaryAnswersAsPostgreSQL(t *testing.T) {
 		}
 		return s
 	}
-	checker := func(addr string) probe.Checker {
-		t.Helper()
-		c, err := newChecker(addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
 	realPrimary, realReplica := checker(cl.Nodes[0].Addr()), checker(cl.Nodes[1].Addr())
 	testkit.Eventually(t, 30*time.Second, 100*time.Millisecond, "the replica streaming, listed by the primary", func() (probe.Sample, bool) {
 		s := probeOnce(realPrimary)
 		return s, len(s.Standbys) == 1 && probeOnce(realReplica).Timeline != 0
 	})
-	rep, err := learnAnswer(ctx, cl.Nodes[1].DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	prim, err := learnPrimaryAnswer(ctx, cl.Nodes[0].DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
+	addrs, answers := learnFleet(t, ctx, cl, block)
 	want, wantReplica := probeOnce(realPrimary), probeOnce(realReplica)
 
-	addrs := []string{block.Fleet(0) + ":5432", block.Fleet(1) + ":5432", block.Fleet(2) + ":5432"}
-	answers, err := fleetAnswers(prim, rep, addrs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i, addr := range addrs {
 		listenFake(t, addr, answers[i])
 	}
@@ -203,23 +214,8 @@ func TestFakePrimaryAnswersAsPostgreSQL(t *testing.T) {
 // has) and its backend's pid (the one its BackendKeyData named, as
 // pg_backend_pid() on a real session); on a replica the same error.
 func TestFakeClosingAnswersAsPostgreSQL(t *testing.T) {
-	block := pgtest.Addrs(t)
-	cl := pgtest.New(t, pgtest.Options{IPs: block.IPs(2)})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	rep, err := learnAnswer(ctx, cl.Nodes[1].DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	prim, err := learnPrimaryAnswer(ctx, cl.Nodes[0].DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := []string{block.Fleet(0) + ":5432", block.Fleet(1) + ":5432", block.Fleet(2) + ":5432"}
-	answers, err := fleetAnswers(prim, rep, addrs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	block, cl, ctx := realPair(t)
+	addrs, answers := learnFleet(t, ctx, cl, block)
 	for i, addr := range addrs[:2] {
 		listenFake(t, addr, answers[i])
 	}
