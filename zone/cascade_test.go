@@ -49,15 +49,7 @@ func TestCascadingReplicaIsAsync(t *testing.T) {
 				t.Errorf("the direct synchronous standby is not counted synchronous")
 			}
 			s := &Snapshot{Ready: true, Clusters: []*Cluster{c}, Default: "main", StaleAfter: stale}
-			q, err := Parse("replica.db.local.", origin)
-			if err != nil {
-				t.Fatal(err)
-			}
-			verdicts, err := View{Snap: s, Now: t0}.Explain(&q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v := verdicts[2]
+			v := explainName(t, s, "replica.db.local.")[2]
 			switch {
 			case !tc.sync && !v.Selected:
 				t.Errorf("replica.db.local leaves the cascading replica out: %q", v.Why)

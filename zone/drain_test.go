@@ -222,15 +222,7 @@ func TestSyncFilter(t *testing.T) {
 	}
 	whyOf := func(s *Snapshot, name string, host int) string {
 		t.Helper()
-		q, err := Parse(name, origin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := View{Snap: s, Now: t0}.Explain(&q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v[host].Why
+		return explainName(t, s, name)[host].Why
 	}
 	if got := whyOf(s, "sync.replica.db.local.", 2); !strings.HasPrefix(got, "not a synchronous standby") {
 		t.Errorf("async standby: why %q", got)
@@ -305,19 +297,7 @@ func TestExplainDrainAndOffline(t *testing.T) {
 		"replica.db.local.": {"primary: not a replica", "drained (noloadbalance)", "offline (pgdns.offline): answered only by offline names", ""},
 		"offline.db.local.": {"primary: not a replica", "drained (noloadbalance)", "", "not offline: offline replicas fit"},
 	} {
-		q, err := Parse(name, origin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		verdicts, err := View{Snap: s, Now: t0}.Explain(&q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, v := range verdicts {
-			if v.Why != want[i] || v.Selected != (want[i] == "") {
-				t.Errorf("%s host %d: selected %v why %q, want %q", name, i, v.Selected, v.Why, want[i])
-			}
-		}
+		expectVerdicts(t, s, name, want)
 	}
 }
 

@@ -22,18 +22,32 @@ func TestExplain(t *testing.T) {
 		"primary.db.local.":                      {"", "replica: not the primary", "replica: not the primary", "down: connect: connection refused"},
 	}
 	for name, want := range cases {
-		q, err := Parse(name, origin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		verdicts, err := View{Snap: s, Now: t0}.Explain(&q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, v := range verdicts {
-			if v.Why != want[i] || v.Selected != (want[i] == "") {
-				t.Errorf("%s host %d: selected %v why %q, want %q", name, i, v.Selected, v.Why, want[i])
-			}
+		expectVerdicts(t, s, name, want)
+	}
+}
+
+// explainName is /v1/resolve's verdicts on every host of s for name, at
+// t0; a name that does not parse or explain fails the test.
+func explainName(t *testing.T, s *Snapshot, name string) []Verdict {
+	t.Helper()
+	q, err := Parse(name, origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts, err := View{Snap: s, Now: t0}.Explain(&q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return verdicts
+}
+
+// expectVerdicts checks explainName's verdicts for name, host by host:
+// want[i] is why host i is left out, "" that it is selected.
+func expectVerdicts(t *testing.T, s *Snapshot, name string, want []string) {
+	t.Helper()
+	for i, v := range explainName(t, s, name) {
+		if v.Why != want[i] || v.Selected != (want[i] == "") {
+			t.Errorf("%s host %d: selected %v why %q, want %q", name, i, v.Selected, v.Why, want[i])
 		}
 	}
 }
