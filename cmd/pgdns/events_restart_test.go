@@ -38,16 +38,7 @@ clusters:
 		return out + errOut, strings.Contains(out, appeared)
 	})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr testkit.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"events", "-follow", "-http", first.HTTPAddr()}, nil, &stdout, &stderr)
-	}()
-	testkit.Eventually(t, 10*time.Second, 5*time.Millisecond, "the follower waiting", func() (int, bool) {
-		return first.Events().Waiters(), first.Events().Waiters() == 1
-	})
+	f := startFollow(t, first, first.HTTPAddr())
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), app.ShutdownTimeout)
 	defer stopCancel()
 	if err := first.Stop(stopCtx); err != nil {
@@ -65,18 +56,10 @@ clusters:
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 30*time.Second, 10*time.Millisecond, "the second run's start and reload followed", func() (string, bool) {
-		out := stdout.String()
-		return out + stderr.String(), strings.Count(out, appeared) == 2 && strings.Contains(out, " reload_applied ") &&
-			strings.Contains(stderr.String(), "pgdns restarted")
+		out := f.stdout.String()
+		return out + f.stderr.String(), strings.Count(out, appeared) == 2 && strings.Contains(out, " reload_applied ") &&
+			strings.Contains(f.stderr.String(), "pgdns restarted")
 	})
-	cancel()
-	t.Logf("pgdns events -follow:\n%s%s", stdout.String(), stderr.String())
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("interrupted follow: exit %d, %s", code, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("an interrupted follow did not return")
-	}
+	t.Logf("pgdns events -follow:\n%s%s", f.stdout.String(), f.stderr.String())
+	f.stop(t)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgdns/pgdns/internal/app"
 	"github.com/pgdns/pgdns/internal/app/apptest"
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
@@ -44,28 +45,51 @@ clusters:
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr testkit.Buffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"events", "-follow", "-http", "http://" + a.HTTPAddr() + "/"}, nil, &stdout, &stderr)
-	}()
-	testkit.Eventually(t, 10*time.Second, 5*time.Millisecond, "the follower waiting", func() (int, bool) {
-		return a.Events().Waiters(), a.Events().Waiters() == 1
-	})
+	f := startFollow(t, a, "http://"+a.HTTPAddr()+"/")
 	if err := replica.Stop(context.Background(), "fast"); err != nil {
 		t.Fatal(err)
 	}
 	want := " host_down cluster=main host=" + replica.Addr() + " class=not_serving"
 	testkit.Eventually(t, 30*time.Second, 10*time.Millisecond, "the replica's host_down followed", func() (string, bool) {
-		return stdout.String(), strings.Contains(stdout.String(), want)
+		return f.stdout.String(), strings.Contains(f.stdout.String(), want)
 	})
-	cancel()
-	t.Logf("pgdns events:\n%s\npgdns events -follow:\n%s", out, stdout.String())
+	t.Logf("pgdns events:\n%s\npgdns events -follow:\n%s", out, f.stdout.String())
+	f.stop(t)
+}
+
+// follower is a `pgdns events -follow` run in the background.
+type follower struct {
+	stdout, stderr testkit.Buffer
+	cancel         context.CancelFunc
+	done           chan int
+}
+
+// startFollow starts `pgdns events -follow -http addr` and waits until
+// a, the pgdns it asks, has it waiting for events. The test ends it with
+// stop.
+func startFollow(t *testing.T, a *app.App, addr string) *follower {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f := &follower{cancel: cancel, done: make(chan int, 1)}
+	go func() {
+		f.done <- run(ctx, []string{"events", "-follow", "-http", addr}, nil, &f.stdout, &f.stderr)
+	}()
+	testkit.Eventually(t, 10*time.Second, 5*time.Millisecond, "the follower waiting", func() (int, bool) {
+		return a.Events().Waiters(), a.Events().Waiters() == 1
+	})
+	return f
+}
+
+// stop interrupts the follower, and checks that it returns within 10 s
+// with exit 0.
+func (f *follower) stop(t *testing.T) {
+	t.Helper()
+	f.cancel()
 	select {
-	case code := <-done:
+	case code := <-f.done:
 		if code != 0 {
-			t.Errorf("interrupted follow: exit %d, %s", code, stderr.String())
+			t.Errorf("interrupted follow: exit %d, %s", code, f.stderr.String())
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("an interrupted follow did not return")
