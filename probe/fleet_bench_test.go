@@ -102,10 +102,8 @@ func probeFleet(b *testing.B, clusters int, interval, span time.Duration) {
 	}
 	table := zone.NewTable()
 	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(io.Discard, nil)), "c0")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	stop := runProber(p)
+	defer stop()
 	select {
 	case <-p.Ready():
 	case <-time.After(time.Minute):

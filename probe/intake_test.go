@@ -37,10 +37,8 @@ func TestReplicasProbeOnTheirOwnWhenRoundsStop(t *testing.T) {
 	newChecker := func(addr string) (Checker, error) { return fakeChecker{hosts[addr]}, nil }
 	table := zone.NewTable()
 	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(io.Discard, nil)), "main")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	stop := runProber(p)
+	defer stop()
 	waitSnapshot(t, table, "with a primary and 2 replicas", func(s *zone.Snapshot) bool {
 		return s.Ready && s.Clusters[0].Primary == 0 && roles(s) == "prr"
 	})

@@ -90,6 +90,15 @@ func runPairWithin(t *testing.T, lsn zone.LSN, timeout time.Duration) (primary, 
 	return primary, replica, table, logs
 }
 
+// runProber runs p until the returned stop, which cancels it and waits
+// for Run to return.
+func runProber(p *Prober) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
+}
+
 // startFakeLogging runs a prober of the fake hosts (one cluster "main",
 // addrs in order) on table, logging to logs, until the test ends.
 func startFakeLogging(t *testing.T, cfg Config, table *zone.Table, hosts map[string]*fakeHost, logs *testkit.Buffer) *Prober {
@@ -102,10 +111,7 @@ func startFakeLogging(t *testing.T, cfg Config, table *zone.Table, hosts map[str
 		return fakeChecker{h}, nil
 	}
 	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(logs, nil)), "main")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(runProber(p))
 	return p
 }
 

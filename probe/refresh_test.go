@@ -188,10 +188,8 @@ func TestRefreshDuringARoundThenTheNext(t *testing.T) {
 		return fakeChecker{primary}, nil
 	}
 	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(&testkit.Buffer{}, nil)), "main")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	stop := runProber(p)
+	defer stop()
 	waitSnapshot(t, table, "ready", func(s *zone.Snapshot) bool { return s.Ready && roles(s) == "pr" })
 
 	open := make(chan struct{})
@@ -256,10 +254,7 @@ func TestRefreshRightAfterAPublishProbes(t *testing.T) {
 	p := New(cfg, table, func(addr string) (Checker, error) { return fakeChecker{hosts[addr]}, nil },
 		slog.New(slog.NewTextHandler(io.Discard, nil)), "main")
 	prober.Store(p)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(runProber(p))
 
 	var refreshed <-chan struct{}
 	select {

@@ -84,10 +84,8 @@ func TestLateRoundProbesReplicasOnce(t *testing.T) {
 	}
 	table := zone.NewTable()
 	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(io.Discard, nil)), "main")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	stop := runProber(p)
+	defer stop()
 	waitSnapshot(t, table, "with a primary and 10 replicas", func(s *zone.Snapshot) bool {
 		return s.Ready && s.Clusters[0].Primary == 0 && roles(s) == "prrrrrrrrrr"
 	})

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -44,10 +43,7 @@ func TestProberCarriesSerialsOn(t *testing.T) {
 		Clusters: []ClusterConfig{{Name: "main", Hosts: []string{"p:1"}}}}
 	p := New(cfg, table, func(addr string) (Checker, error) { return fakeChecker{hosts[addr]}, nil },
 		slog.New(slog.NewTextHandler(io.Discard, nil)), "main")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(runProber(p))
 
 	s := waitSnapshot(t, table, "the new prober's first ready snapshot", func(s *zone.Snapshot) bool {
 		return s.Ready && len(s.Clusters[0].Hosts) == 1
