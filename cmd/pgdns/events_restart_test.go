@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,14 +22,7 @@ func TestEventsFollowAcrossARestart(t *testing.T) {
 	b := pgtest.Addrs(t)
 	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(2)})
 	primary := pg.Nodes[0]
-	yaml := fmt.Sprintf(`
-dns: {listen: "%s"}
-http: {listen: "%s"}
-probe: {interval: 100ms, dsn: "user=postgres sslmode=disable"}
-clusters:
-  main:
-    hosts: [%s, %s]
-`, b.Addr(3, 5353), b.Addr(3, 8080), primary.Addr(), pg.Nodes[1].Addr())
+	yaml := eventsConfig(b.Addr(3, 5353), b.Addr(3, 8080), pg)
 	first, _, _ := apptest.Start(t, yaml)
 	appeared := " primary_appeared cluster=main host=" + primary.Addr() + " to=" + primary.Addr() + "\n"
 	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the first run's start among its events", func() (string, bool) {

@@ -21,14 +21,7 @@ func TestEventsCommand(t *testing.T) {
 	b := pgtest.Addrs(t)
 	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(2)})
 	primary, replica := pg.Nodes[0], pg.Nodes[1]
-	a, _, _ := apptest.Start(t, fmt.Sprintf(`
-dns: {listen: "127.0.0.1:0"}
-http: {listen: "127.0.0.1:0"}
-probe: {interval: 100ms, dsn: "user=postgres sslmode=disable"}
-clusters:
-  main:
-    hosts: [%s, %s]
-`, primary.Addr(), replica.Addr()))
+	a, _, _ := apptest.Start(t, eventsConfig("127.0.0.1:0", "127.0.0.1:0", pg))
 	// The events of a snapshot are appended just after it is published:
 	// ask until the start's are in.
 	var out string
@@ -55,6 +48,20 @@ clusters:
 	})
 	t.Logf("pgdns events:\n%s\npgdns events -follow:\n%s", out, f.stdout.String())
 	f.stop(t)
+}
+
+// eventsConfig is the configuration of the events tests' pgdns: DNS and
+// HTTP on the addresses given, probing pg's primary and replica (cluster
+// main) every 100 ms.
+func eventsConfig(dnsAddr, httpAddr string, pg *pgtest.Cluster) string {
+	return fmt.Sprintf(`
+dns: {listen: "%s"}
+http: {listen: "%s"}
+probe: {interval: 100ms, dsn: "user=postgres sslmode=disable"}
+clusters:
+  main:
+    hosts: [%s, %s]
+`, dnsAddr, httpAddr, pg.Nodes[0].Addr(), pg.Nodes[1].Addr())
 }
 
 // follower is a `pgdns events -follow` run in the background.
