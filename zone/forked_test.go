@@ -19,12 +19,7 @@ func forkedCluster(forked []uint32, hosts ...Host) *Snapshot {
 // timeline before it is not proven by a host on the forked one either;
 // names without a token answer as before.
 func TestForkedNewestTimeline(t *testing.T) {
-	p := seen("10.0.0.1", false, 0x9000)
-	p.Timeline = 2
-	r := seen("10.0.0.2", true, 0x9000)
-	r.Timeline, r.AppName = 2, "n2"
-	r.History = []TimelineEnd{{Timeline: 1, End: 0x8000}}
-	p.Standbys = []Standby{{Addr: r.IP, AppName: "n2"}}
+	p, r := timelineTwo(0x8000)
 	before := cluster(p, r)
 	s := forkedCluster([]uint32{2}, p, r)
 	for _, target := range []string{"replica", "prefer-replica", "any", "primary"} {

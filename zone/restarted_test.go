@@ -10,12 +10,7 @@ import (
 // position as ever; a token without a timeline is judged against the
 // newest timeline's window; a token on another timeline is not affected.
 func TestRestartWindow(t *testing.T) {
-	p := seen("10.0.0.1", false, 0x9000)
-	p.Timeline = 2
-	r := seen("10.0.0.2", true, 0x9000)
-	r.Timeline, r.AppName = 2, "n2"
-	r.History = []TimelineEnd{{Timeline: 1, End: 0x1000}}
-	p.Standbys = []Standby{{Addr: r.IP, AppName: "n2"}}
+	p, r := timelineTwo(0x1000)
 	s := cluster(p, r)
 	s.Clusters[0].RestartedTimelines = []TimelineRestart{{Timeline: 2, Upto: 0x5000, Note: "10.0.0.1:5432's server restarted at 2026-12-01T19:40:00Z"}}
 	for name, want := range map[string]int{

@@ -27,6 +27,22 @@ func seen(ip string, inRecovery bool, replay LSN) Host {
 	return h
 }
 
+// timelineTwo returns the tests' pair after a failover: the primary
+// 10.0.0.1 and its standby n2, 10.0.0.2, both on timeline 2 at 0/9000,
+// the primary listing n2; the replica knows timeline 1 ended at end (none
+// when end is 0).
+func timelineTwo(end LSN) (p, r Host) {
+	p = seen("10.0.0.1", false, 0x9000)
+	p.Timeline = 2
+	r = seen("10.0.0.2", true, 0x9000)
+	r.Timeline, r.AppName = 2, "n2"
+	if end != 0 {
+		r.History = []TimelineEnd{{Timeline: 1, End: end}}
+	}
+	p.Standbys = []Standby{{Addr: r.IP, AppName: "n2"}}
+	return p, r
+}
+
 // cluster builds a decided, ready snapshot of one cluster.
 func cluster(hosts ...Host) *Snapshot {
 	c := &Cluster{Name: "main", Hosts: hosts}
@@ -201,11 +217,7 @@ func TestSelectAllocations(t *testing.T) {
 // answers no address (the primary too, which otherwise passes every
 // filter of data), and /v1/resolve says why.
 func TestSelectTimelineNobodyHas(t *testing.T) {
-	p := seen("10.0.0.1", false, 0x9000)
-	p.Timeline = 2
-	r := seen("10.0.0.2", true, 0x9000)
-	r.Timeline, r.AppName = 2, "n2"
-	p.Standbys = []Standby{{Addr: r.IP, AppName: "n2"}}
+	p, r := timelineTwo(0)
 	// The primary knows timeline 1 ended at 0/8000 (the replica knows no
 	// end): lsn-0-10-t1 is in its history (without one the primary proves
 	// no token of timeline 1: TestPrimaryProvesAnOlderTimelinesTokenByItsHistory).
