@@ -77,14 +77,7 @@ func TestTokenOfAWriteLostToARestoreAfterPgdnsCrashed(t *testing.T) {
 	e := attach(t, pg, envOptions{State: statePath})
 	// A replica made anew from the restored primary, which writes on past
 	// the token's position.
-	if err := n3.Reclone(ctx, n1); err != nil {
-		t.Fatal(err)
-	}
-	onB := writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 4000)")
-	waitStreaming(t, n3, 1, onB)
-	if parseLSN(t, onB) <= parseLSN(t, lost) {
-		t.Fatalf("the restored branch %s is not past the token %s", onB, lost)
-	}
+	recloneWritingPast(t, n3, n1, lost, 4000)
 	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "replica.db.local to answer n3", func() ([]string, bool) {
 		got := e.ips(t, "replica.db.local.")
 		return got, slices.Contains(got, n3.IP)
@@ -196,14 +189,7 @@ func restoreWhilePgdnsDown(t *testing.T, sig syscall.Signal) {
 	p.waitAnswering(t, n1.IP)
 
 	// n3 made anew from the restored n1, which writes on past the token.
-	if err := n3.Reclone(ctx, n1); err != nil {
-		t.Fatal(err)
-	}
-	onB := writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 3000)")
-	waitStreaming(t, n3, 1, onB)
-	if parseLSN(t, onB) <= parseLSN(t, lost) {
-		t.Fatalf("the restored branch %s is not past the token %s", onB, lost)
-	}
+	recloneWritingPast(t, n3, n1, lost, 3000)
 	ips := func(name string) []string { return answerIPs(t, query(t, "udp", listen, name, dns.TypeA)) }
 	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "replica.db.local to answer n3", func() ([]string, bool) {
 		got := ips("replica.db.local.")

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -56,6 +57,21 @@ func restoreInPlace(t *testing.T, n *pgtest.Node, snap string) {
 	}
 	if err := n.Start(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// recloneWritingPast makes replica anew from restored (a restored
+// primary, on timeline 1), which then writes rows rows into a new table b,
+// past lost, the token of a write the restore lost; replica streams it.
+func recloneWritingPast(t *testing.T, replica, restored *pgtest.Node, lost string, rows int) {
+	t.Helper()
+	if err := replica.Reclone(context.Background(), restored); err != nil {
+		t.Fatal(err)
+	}
+	onB := writeAndTakeLSN(t, restored.Conn(t), fmt.Sprintf("CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, %d)", rows))
+	waitStreaming(t, replica, 1, onB)
+	if parseLSN(t, onB) <= parseLSN(t, lost) {
+		t.Fatalf("the restored branch %s is not past the token %s", onB, lost)
 	}
 }
 

@@ -51,14 +51,7 @@ func TestTokenOfAWriteLostToARestoreInPlace(t *testing.T) {
 	}
 	// A replica made anew from the restored primary, which writes on past
 	// the token's position.
-	if err := n3.Reclone(ctx, n1); err != nil {
-		t.Fatal(err)
-	}
-	onB := writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE b AS SELECT repeat('y', 100) AS v FROM generate_series(1, 1000)")
-	waitStreaming(t, n3, 1, onB)
-	if parseLSN(t, onB) <= parseLSN(t, lost) {
-		t.Fatalf("the restored branch %s is not past the token %s", onB, lost)
-	}
+	recloneWritingPast(t, n3, n1, lost, 1000)
 	n3.Query(t, "SELECT count(*) FROM t WHERE v = 'lost to the restore'", &has)
 	if has != 0 {
 		t.Fatalf("n3 has the write (%d rows)", has)
