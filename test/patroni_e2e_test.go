@@ -20,6 +20,18 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
+// newPatroni starts the tests' Patroni cluster (etcd on b's first
+// address, three members on 11-13) and returns it with its members' REST
+// API URLs, in order.
+func newPatroni(t *testing.T, b *pgtest.Block) (pc *pgtest.PatroniCluster, urls []string) {
+	t.Helper()
+	pc = pgtest.NewPatroni(t, b.IP(1), []string{b.IP(11), b.IP(12), b.IP(13)})
+	for _, n := range pc.Nodes {
+		urls = append(urls, n.APIURL)
+	}
+	return pc, urls
+}
+
 func others(nodes []*pgtest.PatroniNode, not *pgtest.PatroniNode) []string {
 	var ips []string
 	for _, n := range nodes {
@@ -33,12 +45,8 @@ func others(nodes []*pgtest.PatroniNode, not *pgtest.PatroniNode) []string {
 func TestPatroni(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Addrs(t)
-	pc := pgtest.NewPatroni(t, b.IP(1), []string{b.IP(11), b.IP(12), b.IP(13)})
+	pc, urls := newPatroni(t, b)
 	ctx := context.Background()
-	var urls []string
-	for _, n := range pc.Nodes {
-		urls = append(urls, n.APIURL)
-	}
 	listen := "127.0.0.1:0"
 	if os.Geteuid() == 0 {
 		listen = b.Addr(53, 53) // for psql through the system resolver

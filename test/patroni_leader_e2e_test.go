@@ -26,12 +26,8 @@ import (
 func TestPatroniLeaderKeyDecides(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Addrs(t)
-	pc := pgtest.NewPatroni(t, b.IP(1), []string{b.IP(11), b.IP(12), b.IP(13)})
+	pc, urls := newPatroni(t, b)
 	ctx := context.Background()
-	var urls []string
-	for _, n := range pc.Nodes {
-		urls = append(urls, n.APIURL)
-	}
 	a, cfg, logs := apptest.Start(t, fmt.Sprintf(`
 dns: {listen: "127.0.0.1:0"}
 http: {listen: "127.0.0.1:0"}
