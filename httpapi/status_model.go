@@ -265,6 +265,16 @@ func lagUnknownWhy(v zone.View, h, primary *zone.Host) string {
 		return "no live primary"
 	case !v.Live(h):
 		return "its probe data is too old"
+	case h.Timeline != primary.Timeline && !h.TimelineExact:
+		// A lower bound of its timeline (its WAL receiver's hidden from the
+		// probe role, or none running) below the primary's: after a
+		// failover, until its next restartpoint.
+		return "its timeline is known only to be at least " + strconv.FormatUint(uint64(h.Timeline), 10) +
+			" (its control file), the primary is on " + strconv.FormatUint(uint64(primary.Timeline), 10) +
+			", and WAL positions of two timelines do not compare"
+	case h.Timeline != primary.Timeline:
+		return "it is on timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + ", the primary on " +
+			strconv.FormatUint(uint64(primary.Timeline), 10) + ", and WAL positions of two timelines do not compare"
 	}
 	return "no sample of the primary's WAL clock bounds it yet"
 }

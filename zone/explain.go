@@ -140,7 +140,7 @@ func (c *Cluster) why(h *Host, q *Query, primary *Host, now time.Time, staleAfte
 		if primary == nil {
 			return "lag unknown: no live primary"
 		}
-		return "lag unknown"
+		return lagUnknownWhy(h, q, primary)
 	case LagTooHigh:
 		if old := now.Sub(h.ProbedAt) - interval; old > 0 {
 			return "lag " + ms(h.lagAt(now, interval)) + " > " + ms(q.MaxLag) + " (" + ms(h.Lag) + " as of its last probe, " +
@@ -200,3 +200,26 @@ func locationWhy(h *Host, dc string) string {
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + "ms" }
+
+// lagUnknownWhy says why replica h, live with a live primary, has no lag
+// bound for q's lag or byte filter: its timeline is not (provably) the
+// primary's, whose WAL positions it cannot be compared with (a lower
+// bound, say, when the probe role may not read its WAL receiver's
+// timeline: until its next restartpoint after a failover), or no sample
+// of the primary's WAL clock bounds it yet.
+func lagUnknownWhy(h *Host, q *Query, primary *Host) string {
+	tl, ptl := strconv.FormatUint(uint64(h.Timeline), 10), strconv.FormatUint(uint64(primary.Timeline), 10)
+	switch {
+	case h.Timeline != primary.Timeline && h.TimelineHidden:
+		return "lag unknown: its timeline is hidden from the probe role (grant pg_monitor), at least " + tl +
+			" by its control file, and the primary is on timeline " + ptl + ": WAL positions of two timelines do not compare"
+	case h.Timeline != primary.Timeline && !h.TimelineExact:
+		return "lag unknown: it has no WAL receiver, its timeline at least " + tl + " by its control file, and the primary is on timeline " +
+			ptl + ": WAL positions of two timelines do not compare"
+	case h.Timeline != primary.Timeline:
+		return "lag unknown: it is on timeline " + tl + ", the primary on " + ptl + ": WAL positions of two timelines do not compare"
+	case q.HasLag && !h.LagKnown:
+		return "lag unknown: no sample of the primary's WAL clock bounds its replay position yet"
+	}
+	return "byte lag unknown: no probe of the primary has started since its last probe ended, and a byte bound holds only from one"
+}

@@ -51,3 +51,43 @@ func expectVerdicts(t *testing.T, s *Snapshot, name string, want []string) {
 		}
 	}
 }
+
+// A lag or byte filter's reason for a replica without a bound says why
+// (review 13a): after a failover a replica whose WAL receiver's timeline
+// the probe role may not read is on a lower bound below the primary's
+// timeline, which lasts until its next restartpoint; plain "lag unknown"
+// read as a moment's wait.
+func TestExplainLagUnknown(t *testing.T) {
+	p := seen("10.0.0.1", false, 0x3000060)
+	p.Timeline, p.StatsHidden = 2, true
+	p.Standbys = []Standby{{Slot: "n2"}, {Slot: "n3"}}
+	hidden := seen("10.0.0.2", true, 0x3000060)
+	hidden.TimelineExact, hidden.TimelineHidden, hidden.StatsHidden, hidden.SlotName = false, true, true, "n2"
+	hidden.LagKnown, hidden.BytesKnown = false, false
+	noBytes := seen("10.0.0.3", true, 0x3000060)
+	noBytes.Timeline, noBytes.StatsHidden, noBytes.TimelineHidden, noBytes.SlotName, noBytes.BytesKnown = 2, true, false, "n3", false
+	s := cluster(p, hidden, noBytes)
+	cases := map[string][]string{
+		"lag-1s.replica.db.local.": {"primary: not a replica",
+			"lag unknown: its timeline is hidden from the probe role (grant pg_monitor), at least 1 by its control file, and the primary is on timeline 2: WAL positions of two timelines do not compare",
+			""},
+		"bytes-1mb.replica.db.local.": {"primary: not a replica",
+			"lag unknown: its timeline is hidden from the probe role (grant pg_monitor), at least 1 by its control file, and the primary is on timeline 2: WAL positions of two timelines do not compare",
+			"byte lag unknown: no probe of the primary has started since its last probe ended, and a byte bound holds only from one"},
+	}
+	for name, want := range cases {
+		q, err := Parse(name, origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verdicts, err := View{Snap: s, Now: t0}.Explain(&q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range verdicts {
+			if v.Why != want[i] || v.Selected != (want[i] == "") {
+				t.Errorf("%s host %d: selected %v why %q, want %q", name, i, v.Selected, v.Why, want[i])
+			}
+		}
+	}
+}
