@@ -194,6 +194,8 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		}
 	} else if c.SplitBrain {
 		c.setAsideSplitBranches(writable)
+	} else {
+		c.setAsideForkedFromTheDown(live)
 	}
 	c.setAsideUnproven()
 	c.setAsideUnprovenBranch()
@@ -234,6 +236,34 @@ func forkedFrom(h, p *Host) string {
 			" entries, the primary's " + strconv.Itoa(len(p.OwnHistory))
 	}
 	return ""
+}
+
+// setAsideForkedFromTheDown keeps out, while no primary is answered, each
+// replica on another branch (forkedFrom) than a server of the cluster last
+// seen writable on the replica's timeline and down now: the primary it was
+// proven against stopped, crashed or was cut off, and its data is still
+// the other branch's, whatever becomes of that server (review 13, R13b-4:
+// a replica proven on a dead branch of timeline 2 was answered by replica,
+// any and prefer-replica the moment the primary it was proven against went
+// down). A replica proven against no such server (a writer on another
+// timeline, or none seen) is judged as before.
+func (c *Cluster) setAsideForkedFromTheDown(live []bool) {
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if h.Role != RoleReplica {
+			continue
+		}
+		for j := range c.Hosts {
+			w := &c.Hosts[j]
+			if live[j] || !w.Seen || w.InRecovery || w.SystemID != c.Identity || w.Timeline != h.Timeline {
+				continue
+			}
+			if note := forkedFrom(h, w); note != "" {
+				c.setAside(h, AsideForked, note+" (that server is down: no primary is answered)")
+				break
+			}
+		}
+	}
 }
 
 // divergedFromRun reports whether replica h was proven not to follow the

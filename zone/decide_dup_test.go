@@ -2,6 +2,7 @@ package zone
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -123,6 +124,37 @@ func TestForkedReplica(t *testing.T) {
 		}
 	}
 	if n := c.Hosts[2].Note; n != "another branch of timeline 2: its history says timeline 1 ended at 0/5000, the primary's timeline 1 ended at 0/4000" {
+		t.Errorf("note %q", n)
+	}
+}
+
+// TestForkedReplicaWhileThePrimaryIsDown: TestForkedReplica's cluster with
+// its primary down (no primary answered): the replicas proven on another
+// branch than its stay aside (review 13, R13b-4), the others are replicas.
+func TestForkedReplicaWhileThePrimaryIsDown(t *testing.T) {
+	primary := seen("10.0.0.1", false, 0x9000)
+	primary.Timeline, primary.OwnHistory, primary.Fails = 2, []TimelineEnd{{Timeline: 1, End: 0x4000}}, 3
+	same, other, ahead, elsewhere := seen("10.0.0.2", true, 0x8000), seen("10.0.0.3", true, 0x8000),
+		seen("10.0.0.4", true, 0x8000), seen("10.0.0.5", true, 0x8000)
+	for _, h := range []*Host{&same, &other, &ahead, &elsewhere} {
+		h.Timeline = 2
+	}
+	same.OwnHistory = []TimelineEnd{{Timeline: 1, End: 0x4000}}
+	other.OwnHistory = []TimelineEnd{{Timeline: 1, End: 0x5000}}
+	ahead.DivergedFrom, ahead.DivergedNote = "10.0.0.1:5432", "another branch of timeline 2: replayed to ..."
+	elsewhere.DivergedFrom = "10.0.0.9:5432"
+	c := &Cluster{Name: "main", Hosts: []Host{primary, same, other, ahead, elsewhere}}
+	c.Decide(t0, stale, 3)
+	if c.Primary != -1 {
+		t.Fatalf("primary %d, want none", c.Primary)
+	}
+	want := []Aside{NotAside, NotAside, AsideForked, AsideForked, NotAside}
+	for i, w := range want {
+		if h := &c.Hosts[i]; h.Aside != w {
+			t.Errorf("%s: aside %v (note %q), want %v", h.Addr, h.Aside, h.Note, w)
+		}
+	}
+	if n := c.Hosts[3].Note; !strings.HasSuffix(n, "(that server is down: no primary is answered)") {
 		t.Errorf("note %q", n)
 	}
 }

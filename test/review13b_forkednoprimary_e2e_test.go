@@ -1,0 +1,66 @@
+package test
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+// TestForkedReplicaStaysAsideWithoutAPrimary: the scene of
+// TestTwoBranchesOfOneTimeline (n2 promoted to timeline 2, n4 follows it
+// and replays n2's writes, n2 is lost, n1 promoted to timeline 2 too from
+// an earlier point; n4 is proven on n2's branch and set aside as forked),
+// then n1, the primary, stops. n4 still holds n2's writes, not n1's, and
+// nothing it shows has changed: no name may answer it while n1 is down.
+func TestForkedReplicaStaysAsideWithoutAPrimary(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Nodes: 4})
+	n3, n2, n1, n4 := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2], e.pg.Nodes[3]
+	e.waitFor(t, "replica.db.local.", []string{n1.IP, n2.IP, n4.IP})
+	ctx := context.Background()
+
+	n1.Exec(t, "ALTER SYSTEM SET primary_conninfo = ''")
+	n1.Exec(t, "SELECT pg_reload_conf()")
+	testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, "n1's WAL receiver to stop", func() (int, bool) {
+		var n int
+		n1.Query(t, "SELECT count(*) FROM pg_stat_wal_receiver", &n)
+		return n, n == 0
+	})
+	last := e.insertAndTakeLSN(t, n3)
+	waitStreaming(t, n2, 1, last)
+	waitStreaming(t, n4, 1, last)
+	if err := n3.Stop(ctx, "immediate"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n4.Follow(t, n2)
+	onN2 := writeAndTakeLSN(t, n2.Conn(t), "CREATE TABLE big AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 3000)")
+	waitStreaming(t, n4, 2, onN2)
+	e.waitFor(t, "primary.db.local.", []string{n2.IP})
+	e.waitFor(t, "replica.db.local.", []string{n4.IP})
+
+	if err := n2.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n2.Signal(syscall.SIGKILL); _ = n2.Signal(syscall.SIGCONT) })
+	e.waitFor(t, "primary.db.local.", nil)
+	if err := n1.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.insertAndTakeLSN(t, n1)
+	e.waitFor(t, "primary.db.local.", []string{n1.IP})
+	e.waitHost(t, n4.Addr(), "was set aside as another branch", func(h hostState) bool { return h.Aside == "forked" })
+
+	if err := n1.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", nil)
+	for _, name := range []string{"replica.db.local.", "any.db.local.", "prefer-replica.db.local.", "lag-10s.replica.db.local."} {
+		e.holds(t, name, time.Second, without(n4.IP), "n4, which holds n2's writes, not n1's, while n1 is down")
+	}
+}
