@@ -51,12 +51,7 @@ func TestCascadeFollowsTwoFailovers(t *testing.T) {
 	waitStreaming(t, n3, 1, t1)
 	waitStreaming(t, n4, 1, t1)
 
-	if err := n1.Stop(ctx, "fast"); err != nil {
-		t.Fatal(err)
-	}
-	if err := n2.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
+	switchover(t, n1, n2)
 	n3.Follow(t, n2)
 	n4.Follow(t, n3)
 	e.waitFor(t, "primary.db.local.", []string{n2.IP})

@@ -283,3 +283,18 @@ func steadyWrites(t *testing.T, conn *pgx.Conn) {
 	}()
 	t.Cleanup(func() { close(stop); <-done })
 }
+
+// switchover stops old (fast) and promotes next, and returns when the
+// promotion returned: the moment a test measures how soon pgdns answers
+// the new primary from.
+func switchover(t *testing.T, old, next *pgtest.Node) (promoted time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	if err := old.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return time.Now()
+}

@@ -84,14 +84,7 @@ func TestSwitchoverAnsweredAtOnce(t *testing.T) {
 	e.waitFor(t, "replica.db.local.", []string{next.IP, e.pg.Nodes[2].IP})
 	pl := dnspoll.Start(e.app.DNSAddr(), "primary.db.local.", 2*time.Millisecond, 500*time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
-	ctx := context.Background()
-	if err := old.Stop(ctx, "fast"); err != nil {
-		t.Fatal(err)
-	}
-	if err := next.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	promoted := time.Now()
+	promoted := switchover(t, old, next)
 	time.Sleep(time.Second)
 	polls := pl.Finish()
 	checkRoles(t, polls, old.IP, next.IP)

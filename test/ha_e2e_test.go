@@ -180,14 +180,7 @@ func TestOneOfTwoInstancesDown(t *testing.T) {
 	for i, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGKILL} {
 		old, next := pg.Nodes[i], pg.Nodes[i+1]
 		one.signal(t, sig)
-		ctx := context.Background()
-		if err := old.Stop(ctx, "fast"); err != nil {
-			t.Fatal(err)
-		}
-		if err := next.Promote(ctx); err != nil {
-			t.Fatal(err)
-		}
-		promoted := time.Now()
+		promoted := switchover(t, old, next)
 		if i == 0 {
 			pg.Nodes[2].Follow(t, next)
 		}

@@ -179,13 +179,7 @@ func TestHAProxyFollowsSwitchover(t *testing.T) {
 		t.Fatalf("read-only sessions reached %v, want both replicas", seen)
 	}
 
-	if err := e.pg.Nodes[0].Stop(ctx, "fast"); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.pg.Nodes[1].Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	promoted := time.Now()
+	promoted := switchover(t, e.pg.Nodes[0], e.pg.Nodes[1])
 	writes := hxUntil(t, h.rw, true, promoted, r1, p)
 
 	// The other replica follows the new primary: replica.db.local answers

@@ -6,7 +6,6 @@ package test
 // round or so.
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -129,14 +128,7 @@ func TestTwoInstancesAnswerAlike(t *testing.T) {
 
 	// A switchover; the other replica follows the new primary. Both
 	// instances get there on their own probes and agree again.
-	ctx := context.Background()
-	if err := pg.Nodes[0].Stop(ctx, "fast"); err != nil {
-		t.Fatal(err)
-	}
-	if err := pg.Nodes[1].Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	promoted := time.Now()
+	promoted := switchover(t, pg.Nodes[0], pg.Nodes[1])
 	pg.Nodes[2].Follow(t, pg.Nodes[1])
 	var at [2]time.Duration
 	for i, e := range []*env{one, two} {

@@ -352,7 +352,6 @@ func TestPgBouncerFollowsSwitchover(t *testing.T) {
 	t.Parallel()
 	e, bn, ips := newPgBouncerEnv(t, 2)
 	p, r1, r2 := ips[0], ips[1], ips[2]
-	ctx := context.Background()
 
 	w := &pgbWriter{b: bn}
 	defer w.close()
@@ -374,13 +373,7 @@ func TestPgBouncerFollowsSwitchover(t *testing.T) {
 		t.Fatalf("SHOW SERVERS for app_ro: %v, want a connection to %s", got, r1)
 	}
 
-	if err := e.pg.Nodes[0].Stop(ctx, "fast"); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.pg.Nodes[1].Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	promoted := time.Now()
+	promoted := switchover(t, e.pg.Nodes[0], e.pg.Nodes[1])
 	writes := w.writeUntil(t, promoted, r1, p)
 	// The other replica follows the new primary: the replica names answer
 	// it, no longer the promoted one.

@@ -150,13 +150,7 @@ func TestHostsOnTwoPorts(t *testing.T) {
 	})
 
 	t.Run("the replica beside the old primary promoted: SRV only", func(t *testing.T) {
-		ctx := context.Background()
-		if err := pg.Nodes[0].Stop(ctx, "fast"); err != nil {
-			t.Fatal(err)
-		}
-		if err := pg.Nodes[1].Promote(ctx); err != nil {
-			t.Fatal(err)
-		}
+		switchover(t, pg.Nodes[0], pg.Nodes[1])
 		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "SRV primary to name the promoted host", func() (string, bool) {
 			recs, _ := e.srvRecords(t, "_postgresql._tcp.primary.db.local.")
 			return fmt.Sprint(recs), len(recs) == 1 && recs[0].Target == besideName && recs[0].Port == 5433

@@ -116,12 +116,7 @@ func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 
 	// A failover: the old primary stops, a replica is promoted and
 	// another re-pointed at it; the orphan is left pointing at the old.
-	if err := old.Stop(ctx, "fast"); err != nil {
-		t.Fatal(err)
-	}
-	if err := promoted.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
+	switchover(t, old, promoted)
 	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
 	// The follower streams from a slot: its primary_slot_name, readable
 	// by the probe role, names the primary's row that proves it follows

@@ -130,13 +130,7 @@ func TestSRVClientsAcrossASwitchover(t *testing.T) {
 	}
 	reach(ip1 + "|5432")
 
-	ctx := context.Background()
-	if err := pg.Nodes[0].Stop(ctx, "fast"); err != nil {
-		t.Fatal(err)
-	}
-	if err := pg.Nodes[1].Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
+	switchover(t, pg.Nodes[0], pg.Nodes[1])
 	want := ip1 + "|5433"
 	testkit.Eventually(t, 20*time.Second, 100*time.Millisecond, "Go's SRV client to reach the new primary", func() (string, bool) {
 		got, err := goSRV(t, e.app.DNSAddr(), "primary.db.local")

@@ -122,13 +122,7 @@ func TestStatusPageInABrowser(t *testing.T) {
 
 	t.Run("switchover in an open page", func(t *testing.T) {
 		before := refreshes(t, live)
-		ctx := context.Background()
-		if err := old.Stop(ctx, "fast"); err != nil {
-			t.Fatal(err)
-		}
-		if err := next.Promote(ctx); err != nil {
-			t.Fatal(err)
-		}
+		switchover(t, old, next)
 		e.waitFor(t, "primary.db.local.", []string{next.IP})
 		answered := time.Now()
 		// Refreshes come every 2 s; "a few" of them, generously bounded
