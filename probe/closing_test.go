@@ -316,11 +316,7 @@ func TestClosingProbeBoundsBytesRight(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { p.Run(pctx); close(stopped) }()
 	defer func() { stop(); <-stopped }()
-	select {
-	case <-p.Ready():
-	case <-time.After(60 * time.Second):
-		t.Fatal("not every host was probed within 60s")
-	}
+	waitReady(t, p, 60*time.Second)
 	statements := func() (light, full int) {
 		t.Helper()
 		// The full statements' constants are $n in pg_stat_statements's

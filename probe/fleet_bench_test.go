@@ -104,11 +104,7 @@ func probeFleet(b *testing.B, clusters int, interval, span time.Duration) {
 	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(io.Discard, nil)), "c0")
 	stop := runProber(p)
 	defer stop()
-	select {
-	case <-p.Ready():
-	case <-time.After(time.Minute):
-		b.Fatal("the fleet was not all probed within a minute")
-	}
+	waitReady(b, p, time.Minute)
 	time.Sleep(2 * interval) // the rounds under way
 	mu.Lock()
 	why0 := maps.Clone(why)

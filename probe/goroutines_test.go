@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,17 +42,10 @@ func TestOneGoroutinePerHost(t *testing.T) {
 		cfg.Clusters = append(cfg.Clusters, ClusterConfig{Name: fmt.Sprintf("c%d", i), Hosts: []string{addr}})
 	}
 	p := New(cfg, zone.NewTable(), newChecker, slog.New(slog.NewTextHandler(io.Discard, nil)), "c0")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	before := runtime.NumGoroutine()
-	stopped := make(chan struct{})
-	go func() { p.Run(ctx); close(stopped) }()
-	defer func() { cancel(); <-stopped }()
-	select {
-	case <-p.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("not every host was probed within 30s")
-	}
+	stop := runProber(p)
+	defer stop()
+	waitReady(t, p, 30*time.Second)
 	// Each host probed a few times more, on its tick and on kicks of its
 	// cluster's rounds.
 	want := before + hosts + 1 // the hosts' and the aggregator's (Run)
@@ -155,8 +147,6 @@ func hostStackChild(t *testing.T, c string, hosts []string) {
 		cfg.Clusters = append(cfg.Clusters, ClusterConfig{Name: fmt.Sprintf("c%d", i), Hosts: hosts})
 	}
 	p := New(cfg, zone.NewTable(), newChecker, slog.New(slog.NewTextHandler(io.Discard, nil)), "c0")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var ms runtime.MemStats
 	stacks := func(collect bool) int64 {
 		if collect {
@@ -167,14 +157,9 @@ func hostStackChild(t *testing.T, c string, hosts []string) {
 	}
 	stacks(true)
 	before := stacks(true)
-	stopped := make(chan struct{})
-	go func() { p.Run(ctx); close(stopped) }()
-	defer func() { cancel(); <-stopped }()
-	select {
-	case <-p.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("not every host was probed within 30s")
-	}
+	stop := runProber(p)
+	defer stop()
+	waitReady(t, p, 30*time.Second)
 	var held int64
 	if c == "fits" {
 		// The steady state, not a moment: a window is six collections

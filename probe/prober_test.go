@@ -99,6 +99,17 @@ func runProber(p *Prober) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
+// waitReady waits until every host of p has been probed (p.Ready),
+// failing the test after within.
+func waitReady(t testing.TB, p *Prober, within time.Duration) {
+	t.Helper()
+	select {
+	case <-p.Ready():
+	case <-time.After(within):
+		t.Fatalf("not every host was probed within %v", within)
+	}
+}
+
 // startFakeLogging runs a prober of the fake hosts (one cluster "main",
 // addrs in order) on table, logging to logs, until the test ends.
 func startFakeLogging(t *testing.T, cfg Config, table *zone.Table, hosts map[string]*fakeHost, logs *testkit.Buffer) *Prober {
