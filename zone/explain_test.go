@@ -76,18 +76,6 @@ func TestExplainLagUnknown(t *testing.T) {
 			"byte lag unknown: no probe of the primary has started since its last probe ended, and a byte bound holds only from one"},
 	}
 	for name, want := range cases {
-		q, err := Parse(name, origin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		verdicts, err := View{Snap: s, Now: t0}.Explain(&q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, v := range verdicts {
-			if v.Why != want[i] || v.Selected != (want[i] == "") {
-				t.Errorf("%s host %d: selected %v why %q, want %q", name, i, v.Selected, v.Why, want[i])
-			}
-		}
+		expectVerdicts(t, s, name, want)
 	}
 }
