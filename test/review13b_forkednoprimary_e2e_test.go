@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 // nothing it shows has changed: no name may answer it while n1 is down.
 func TestForkedReplicaStaysAsideWithoutAPrimary(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{Nodes: 4})
+	state := filepath.Join(t.TempDir(), "state.json")
+	e := newEnv(t, envOptions{Nodes: 4, State: state})
 	n3, n2, n1, n4 := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2], e.pg.Nodes[3]
 	e.waitFor(t, "replica.db.local.", []string{n1.IP, n2.IP, n4.IP})
 	ctx := context.Background()
@@ -62,5 +64,17 @@ func TestForkedReplicaStaysAsideWithoutAPrimary(t *testing.T) {
 	e.waitFor(t, "primary.db.local.", nil)
 	for _, name := range []string{"replica.db.local.", "any.db.local.", "prefer-replica.db.local.", "lag-10s.replica.db.local."} {
 		e.holds(t, name, time.Second, without(n4.IP), "n4, which holds n2's writes, not n1's, while n1 is down")
+	}
+
+	// pgdns restarts from its state file while n1 is still down: the
+	// proof is remembered, and n1, never seen by the new run, was the
+	// primary it was made against.
+	if err := e.app.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e = launch(t, e.pg, envOptions{State: state})
+	e.waitFirstRound(t, "the restarted pgdns")
+	for _, name := range []string{"replica.db.local.", "any.db.local.", "prefer-replica.db.local."} {
+		e.holds(t, name, time.Second, without(n4.IP), "n4, which holds n2's writes, not n1's, after pgdns restarted while n1 is down")
 	}
 }

@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"cmp"
 	"net/netip"
 	"strconv"
 	"time"
@@ -245,8 +246,11 @@ func forkedFrom(h, p *Host) string {
 // the other branch's, whatever becomes of that server (review 13, R13b-4:
 // a replica proven on a dead branch of timeline 2 was answered by replica,
 // any and prefer-replica the moment the primary it was proven against went
-// down). A replica proven against no such server (a writer on another
-// timeline, or none seen) is judged as before.
+// down). A server listed at the address its proof names and not seen
+// since pgdns started (a restart from the state file, which keeps the
+// proof, while it is down) counts as such a server for a replica on the
+// newest timeline. A replica proven against no such server (a writer on
+// another timeline, or not listed) is judged as before.
 func (c *Cluster) setAsideForkedFromTheDown(live []bool) {
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
@@ -255,10 +259,19 @@ func (c *Cluster) setAsideForkedFromTheDown(live []bool) {
 		}
 		for j := range c.Hosts {
 			w := &c.Hosts[j]
-			if live[j] || !w.Seen || w.InRecovery || w.SystemID != c.Identity || w.Timeline != h.Timeline {
+			if live[j] || j == i {
 				continue
 			}
-			if note := forkedFrom(h, w); note != "" {
+			note := ""
+			switch {
+			case !w.Seen:
+				if h.DivergedFrom == w.Addr && h.Timeline == c.NewestTimeline {
+					note = cmp.Or(h.DivergedNote, "proven on another branch than "+w.Addr+"'s")
+				}
+			case !w.InRecovery && w.SystemID == c.Identity && w.Timeline == h.Timeline:
+				note = forkedFrom(h, w)
+			}
+			if note != "" {
 				c.setAside(h, AsideForked, note+" (that server is down: no primary is answered)")
 				break
 			}

@@ -2,6 +2,7 @@ package zone
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,19 @@ func TestForkedReplicaWhileThePrimaryIsDown(t *testing.T) {
 	}
 	if n := c.Hosts[3].Note; !strings.HasSuffix(n, "(that server is down: no primary is answered)") {
 		t.Errorf("note %q", n)
+	}
+
+	// Not seen since pgdns started (restarted from its state file, which
+	// kept ahead's proof): the proof by its address still holds; the
+	// history files' comparison needs the server's.
+	unseen := Host{Cluster: "main", Addr: "10.0.0.1:5432", IP: netip.MustParseAddr("10.0.0.1"), Port: 5432}
+	c = &Cluster{Name: "main", Identity: same.SystemID, NewestTimeline: 2, Hosts: []Host{unseen, same, other, ahead, elsewhere}}
+	c.Decide(t0, stale, 3)
+	want = []Aside{NotAside, NotAside, NotAside, AsideForked, NotAside}
+	for i, w := range want {
+		if h := &c.Hosts[i]; h.Aside != w {
+			t.Errorf("unseen primary: %s: aside %v (note %q), want %v", h.Addr, h.Aside, h.Note, w)
+		}
 	}
 }
 
