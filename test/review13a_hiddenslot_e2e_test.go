@@ -19,26 +19,36 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// A logical WAL sender's slot is no standby's (decisions.md rule 7). n3
-// streams from n1 on slot n3; n1 freezes (n3's WAL receiver stays
-// connected to it until wal_receiver_timeout), n2 is promoted to timeline
-// 2 and writes; on n2 a logical slot is named n3, and pg_recvlogical
-// streams from it. The probe role, without pg_monitor, reads no WAL
-// receiver's timeline, so n3, its lower bound on timeline 1, is answered
-// only when one of n2's WAL senders is provably its own, by its slot: the
-// logical sender's must not be (before, replica, prefer-replica and any
-// answered n3, the orphan of timeline 1 without n2's writes, from about
-// a second after pg_recvlogical started, every lookup).
-func TestReview13aLogicalSlotNamedAsAStandby(t *testing.T) {
+// A WAL client that is no standby proves no standby its follower by its
+// slot (decisions.md rules 1 and 7). n3 streams from n1 on slot n3; n1
+// freezes (n3's WAL receiver stays connected to it until
+// wal_receiver_timeout), n2 is promoted to timeline 2 and writes; on n2
+// a slot is named n3 and a WAL client streams from it: pg_recvlogical on
+// a logical slot, or pg_receivewal -S (as pg_basebackup -S -X stream
+// does, rebuilding n3 into a new directory while the old one serves). The
+// probe role, without pg_monitor, reads no WAL receiver's timeline nor
+// any sender's positions, so n3, its lower bound on timeline 1, is
+// answered only when one of n2's WAL senders is provably its own, by its
+// slot: the client's must not be. Before (review 13a), replica,
+// prefer-replica and any answered n3, the orphan of timeline 1 without
+// n2's writes, from about a second after the client started, every
+// lookup.
+func TestReview13aWALClientOnTheOrphansSlot(t *testing.T) {
 	t.Parallel()
-	borrowedSlot(t, true, "")
+	for _, client := range []string{"pg_recvlogical", "pg_receivewal"} {
+		t.Run(client, func(t *testing.T) {
+			t.Parallel()
+			borrowedSlot(t, client, "")
+		})
+	}
 }
 
-// borrowedSlot is that case with pg_recvlogical on a logical slot named
-// as the orphan's (logical), or pg_receivewal -S on a physical one; the
-// probe role has grant ("" none, else a GRANT's object and role, such as
+// borrowedSlot is that case with client on the slot: "pg_recvlogical"
+// on a logical one, "pg_receivewal" on a physical one, or a
+// pg_receivewal given another application name than its own; the probe
+// role has grant ("" none, else a GRANT's object and role, such as
 // "EXECUTE ON FUNCTION pg_read_file(text, bigint, bigint, boolean)").
-func borrowedSlot(t *testing.T, logical bool, grant string) {
+func borrowedSlot(t *testing.T, client, grant string) {
 	bin, err := pgtest.BinDir()
 	testkit.Require(t, err)
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3), Conf: []string{"wal_level = logical"}})
@@ -71,14 +81,20 @@ func borrowedSlot(t *testing.T, logical bool, grant string) {
 	e.waitFor(t, "replica.db.local.", nil)
 
 	var recv *exec.Cmd
-	if logical {
+	switch client {
+	case "pg_recvlogical":
 		promoted.Exec(t, "SELECT pg_create_logical_replication_slot('"+orphan.Name+"', 'test_decoding')")
 		recv = exec.CommandContext(ctx, filepath.Join(bin, "pg_recvlogical"), "-h", promoted.IP, "-p", strconv.Itoa(promoted.Port),
 			"-U", "postgres", "-d", "postgres", "-S", orphan.Name, "--start", "-f", "/dev/null", "-n")
-	} else {
+	case "pg_receivewal":
 		promoted.Exec(t, "SELECT pg_create_physical_replication_slot('"+orphan.Name+"')")
 		recv = exec.CommandContext(ctx, filepath.Join(bin, "pg_receivewal"), "-h", promoted.IP, "-p", strconv.Itoa(promoted.Port),
 			"-U", "postgres", "-S", orphan.Name, "-D", t.TempDir(), "-n")
+	default: // pg_receivewal under the name client
+		promoted.Exec(t, "SELECT pg_create_physical_replication_slot('"+orphan.Name+"')")
+		recv = exec.CommandContext(ctx, filepath.Join(bin, "pg_receivewal"), "-d",
+			"host="+promoted.IP+" port="+strconv.Itoa(promoted.Port)+" user=postgres application_name="+client,
+			"-S", orphan.Name, "-D", t.TempDir(), "-n")
 	}
 	var out strings.Builder
 	recv.Stdout, recv.Stderr = &out, &out

@@ -162,3 +162,25 @@ func TestUnprovenBranch(t *testing.T) {
 		t.Errorf("timeline 1: aside %v (%s)", h.Aside, h.Note)
 	}
 }
+
+// pg_receivewal and pg_basebackup -X stream are no standby, and without
+// pg_read_all_stats their rows read like a standby's: one on a replica's
+// slot name does not prove that replica the primary's follower (review
+// 13a: the orphan of a failover, still streaming from the old primary,
+// was answered once pg_receivewal -S took its slot on the new one).
+func TestHiddenTimelineWALClientOnItsSlot(t *testing.T) {
+	for app, follows := range map[string]bool{"pg_receivewal": false, "pg_basebackup": false, "walreceiver": true} {
+		primary := seen("10.0.0.1", false, 0)
+		primary.Timeline, primary.StatsHidden = 2, true
+		primary.Standbys = []Standby{{AppName: app, Slot: "r2"}}
+		orphan := hidden(seen("10.0.0.2", true, 0), 1)
+		orphan.SlotName = "r2"
+		h := cluster(primary, orphan).Clusters[0].Hosts[1]
+		if got := h.Role == RoleReplica && h.Aside == NotAside; got != follows {
+			t.Errorf("a WAL sender %q on its slot: answered %v (%v, aside %v: %s), want %v", app, got, h.Role, h.Aside, h.Note, follows)
+		}
+		if !follows && !strings.Contains(h.Note, `the primary has no WAL sender with its slot "r2"`) {
+			t.Errorf("a WAL sender %q on its slot: note %q", app, h.Note)
+		}
+	}
+}

@@ -65,11 +65,27 @@ func (x *senderIndex) build() {
 			}
 		}
 		for i := range x.p.Standbys {
-			if v := rowKey(&x.p.Standbys[i], k); v != "" {
-				x.rows[k][v] = append(x.rows[k][v], i)
+			if r := &x.p.Standbys[i]; !walClientOnly(r) {
+				if v := rowKey(r, k); v != "" {
+					x.rows[k][v] = append(x.rows[k][v], i)
+				}
 			}
 		}
 	}
+}
+
+// walClientOnly reports whether row r bears the application name that
+// PostgreSQL's own WAL clients that are no standby give themselves
+// (pg_receivewal, pg_basebackup -X stream): no standby's own row. Where
+// the probe role may read the senders' statistics such a client reports
+// no apply position and its row has no names already (the probe's
+// standbysSQL); without pg_read_all_stats nothing else tells it from a
+// standby, and pg_receivewal -S or pg_basebackup -S on a standby's slot
+// name on a new primary was the row that proved the orphan of a failover
+// its follower (review 13a). Renamed (application_name in its connection
+// string, PGAPPNAME) such a client still does: decisions.md rule 1.
+func walClientOnly(r *Standby) bool {
+	return r.AppName == "pg_receivewal" || r.AppName == "pg_basebackup"
 }
 
 // why says why replica h cannot be proven to stream from the primary, or
