@@ -123,7 +123,13 @@ func (p *Prober) build(ci int, now time.Time, stale time.Duration, claimed bool)
 		p.dirty.builtSince(ci, len(p.state))
 	}
 	p.rebuild[ci] = false
+	forks := len(p.forkList(ci))
 	c := p.decide(ci, now, stale)
+	if len(c.ForkedTimelines) != forks {
+		// A fork this build found (watchBranches) changes what proves a
+		// replica's branch: decide again before anything is published.
+		c = p.decide(ci, now, stale)
+	}
 	if !claimed && p.claim(ci) {
 		// An identity just established is one remembered under
 		// another name: decide again with what was learned of it,
@@ -214,6 +220,7 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 	c.Name, c.AsyncOnly, c.Port, c.Identity, c.IdentityPinned, c.NewestTimeline = src.Name, src.AsyncOnly, src.Port, src.Identity, src.IdentityPinned, src.NewestTimeline
 	c.Witnessed, c.WitnessedBy, c.WitnessedRun = src.Witnessed, src.WitnessedBy, src.WitnessedRun
 	c.MinTimeline, c.LeaderKey, c.Leader = p.cfg.Clusters[ci].MinTimeline, src.LeaderKey, src.Leader
+	c.ForkedTimelines = p.forkList(ci) // Decide's branch proofs (zone.setAsideUnprovenBranch); watchBranches updates it
 	c.Decide(now, stale, p.cfg.MaxFails)
 	if c.Identity != src.Identity {
 		if src.Identity != 0 && p.active.Load() {

@@ -74,17 +74,24 @@ func (c *Cluster) setAsideUnproven() {
 // else that tells the branches apart without history files, which
 // pg_monitor may not read. A replica streaming from another replica
 // (cascading) is in no row of p and is set aside too: the probe reads
-// pg_stat_replication on primaries only. Timeline 1 has no branches.
+// pg_stat_replication on primaries only. Timeline 1 has no branches. On a
+// timeline known forked (ForkedTimelines: two servers seen writable on
+// it) agreeing history files prove nothing either: two servers promoted
+// from the same point write equal ones, so only a WAL sender row of p
+// proves the branch (review 13, R13b-5: a replica of the other writer,
+// cut off from pgdns and streaming over another address, was answered as
+// p's replica).
 func (c *Cluster) setAsideUnprovenBranch() {
 	p := c.PrimaryHost()
 	if p == nil || p.Timeline <= 1 {
 		return
 	}
 	senders := c.senderIndex(p)
+	forked := c.ForkOf(p.Timeline) != nil
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		if h.Role != RoleReplica || branchProven(h, p) {
-			continue
+		if h.Role != RoleReplica || !forked && branchProven(h, p) {
+			continue // on a forked timeline history files that agree prove nothing: two promotions from one point have equal ones
 		}
 		if why := senders.why(h); why != "" {
 			c.setAside(h, AsideUnproven, "its WAL sender is not the primary: on timeline "+

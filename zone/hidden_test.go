@@ -155,6 +155,21 @@ func TestUnprovenBranch(t *testing.T) {
 	if h := decide(p, proven); h.Aside != NotAside {
 		t.Errorf("agreeing histories: aside %v (%s)", h.Aside, h.Note)
 	}
+	// Not on a timeline known forked: two promotions from one point write
+	// equal histories; only a WAL sender row proves the branch (review
+	// 13, R13b-5).
+	fc := &Cluster{Name: "main", Hosts: []Host{p, proven}, ForkedTimelines: []TimelineFork{{Timeline: 2, Note: "two writers"}}}
+	fc.Decide(t0, stale, 3)
+	if h := fc.Hosts[1]; h.Aside != AsideUnproven {
+		t.Errorf("agreeing histories on a forked timeline: aside %v (%s)", h.Aside, h.Note)
+	}
+	p.Standbys = []Standby{{Addr: r.IP, AppName: "n2"}}
+	fc = &Cluster{Name: "main", Hosts: []Host{p, proven}, ForkedTimelines: []TimelineFork{{Timeline: 2, Note: "two writers"}}}
+	fc.Decide(t0, stale, 3)
+	if h := fc.Hosts[1]; h.Aside != NotAside {
+		t.Errorf("a WAL sender row on a forked timeline: aside %v (%s)", h.Aside, h.Note)
+	}
+	p.Standbys = nil
 	// Timeline 1: never set aside for this.
 	one, oneR := primary, r
 	one.Timeline, oneR.Timeline = 1, 1
