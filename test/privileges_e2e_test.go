@@ -97,13 +97,16 @@ func TestAsyncWithoutPgMonitor(t *testing.T) {
 // A replica whose WAL receiver's timeline the probe role cannot read has
 // only lower bounds of it (its last restartpoint's, its minimum recovery
 // point's), and a lower bound older than the newest timeline is no
-// evidence that it is superseded: re-pointed at a promoted replica (its
-// last restartpoint still on timeline 1) it is answered. Before, it was set
-// aside as "replica on timeline 1, superseded by timeline 2" until its
-// next restartpoint, minutes later. It is answered since it streams from
-// a slot the promoted primary shows a WAL sender on; the orphan, on no
-// slot, is not, whether the superseded primary runs again and streams to
-// it or is cut off (its receiver stays connected until
+// evidence that it is superseded, but nothing proves it follows the
+// primary either: re-pointed at a promoted replica (its last
+// restartpoint still on timeline 1) it is set aside, saying why and what
+// to do, until its next restartpoint reaches timeline 2, and answered
+// from then on. Before review 13a it was answered at once, since it
+// streams from a slot the promoted primary shows a WAL sender on; but
+// with the primary's statistics hidden that sender may be pg_receivewal's
+// or pg_basebackup's (TestHiddenStatsBorrowedSlot). The orphan, on no
+// slot, is not answered either, whether the superseded primary runs again
+// and streams to it or is cut off (its receiver stays connected until
 // wal_receiver_timeout).
 func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 	t.Parallel()
@@ -129,16 +132,45 @@ func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 		follower.Query(t, "SELECT coalesce((SELECT received_tli FROM pg_stat_wal_receiver WHERE status = 'streaming'), 0)", &tl)
 		return tl, tl == 2
 	})
-	var checkpointTL int
-	follower.Query(t, "SELECT timeline_id FROM pg_control_checkpoint()", &checkpointTL)
-	if checkpointTL != 1 {
-		t.Fatalf("the follower's last restartpoint is on timeline %d: the case needs it still on 1", checkpointTL)
+	// lowerBound is the follower's timeline as the probe role reads it:
+	// its last restartpoint's, or its minimum recovery point's.
+	lowerBound := func() int {
+		var tl int
+		follower.Query(t, "SELECT greatest((pg_control_checkpoint()).timeline_id, (pg_control_recovery()).min_recovery_end_timeline)", &tl)
+		return tl
 	}
-	e.waitFor(t, "replica.db.local.", []string{follower.IP})
+	if tl := lowerBound(); tl != 1 {
+		t.Fatalf("the follower's lower bound is on timeline %d: the case needs it still on 1", tl)
+	}
+	// Set aside, with the reason and the remedy; answered only once its
+	// lower bound reaches timeline 2 (a page flushed, or a restartpoint).
+	const why = "the primary's WAL senders are hidden too (no pg_read_all_stats), so none proves it follows the primary"
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the follower set aside, saying why", func() (string, bool) {
+		_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
+		return hosts, strings.Contains(hosts, why) && strings.Contains(hosts, "grant pg_monitor to the probe role")
+	})
+	if passed, ok := testkit.Holds(2*time.Second, 50*time.Millisecond, func() bool {
+		return !slices.Contains(e.ips(t, "replica.db.local."), follower.IP) || lowerBound() == 2
+	}); !ok {
+		t.Fatalf("after %d lookups replica.db.local answered the follower, its lower bound on timeline 1, re-pointed at a primary whose WAL senders' statistics are hidden", passed)
+	}
+	_, explained := e.get(t, http.DefaultClient, "/v1/resolve?name=replica.db.local.", "")
+	if !strings.Contains(explained, why) {
+		t.Errorf("/v1/resolve does not say why the follower is left out: %s", explained)
+	}
 	_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
 	if !strings.Contains(hosts, `"stats_hidden":true`) {
 		t.Errorf("/v1/hosts does not show the hidden statistics: %s", hosts)
 	}
+	// Its restartpoint on timeline 2 (CHECKPOINT on a standby makes one
+	// at the last checkpoint record it replayed: the promoted primary's).
+	promoted.Exec(t, "CHECKPOINT")
+	testkit.Eventually(t, 20*time.Second, 200*time.Millisecond, "the follower's restartpoint on timeline 2", func() (int, bool) {
+		follower.Exec(t, "CHECKPOINT")
+		tl := lowerBound()
+		return tl, tl == 2
+	})
+	e.waitFor(t, "replica.db.local.", []string{follower.IP})
 
 	// The old primary comes back writable on timeline 1 and the orphan
 	// streams from it again.
@@ -223,7 +255,7 @@ func TestHiddenTimelineOtherWALSender(t *testing.T) {
 		t.Fatalf("after %d lookups replica.db.local answered the orphan of the frozen superseded primary", passed)
 	}
 	_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
-	if !strings.Contains(hosts, "streams from no replication slot (primary_slot_name is empty) and its application name is hidden: it may follow another host") {
+	if !strings.Contains(hosts, "timeline hidden from the probe role, at least 1, below the newest 2: it may follow another host; the primary's WAL senders are hidden too") {
 		t.Errorf("/v1/hosts does not say why the orphan is set aside: %s", hosts)
 	}
 }

@@ -44,26 +44,46 @@ func hiddenTimelineNote(h, sender *Host) string {
 // setAsideUnproven sets aside each live replica whose WAL receiver's
 // timeline is hidden and whose lower bound is older than the newest
 // timeline, unless it provably streams from the primary: exactly one of
-// the primary's WAL senders is its own. Without pg_read_all_stats the
-// replica's conninfo is hidden, so its application name is unknown; what
-// it shows is primary_slot_name (readable by any role), and the primary's
-// rows show their slots (pg_replication_slots, readable by any role). A
-// count of WAL senders proves nothing: pg_receivewal, a streaming backup
-// or a logical walsender is a row too, and an orphan of a failover whose
-// receiver keeps following the old primary until wal_receiver_timeout
-// looks the same as a replica re-pointed at the new one.
+// the primary's WAL senders is its own, and the primary's statistics are
+// readable. Without pg_read_all_stats the replica's conninfo is hidden,
+// so its application name is unknown; what it shows is primary_slot_name
+// (readable by any role), and the primary's rows show their slots
+// (pg_replication_slots, readable by any role). A count of WAL senders
+// proves nothing: pg_receivewal, a streaming backup or a logical
+// walsender is a row too, and an orphan of a failover whose receiver
+// keeps following the old primary until wal_receiver_timeout looks the
+// same as a replica re-pointed at the new one. Nor does the slot, when
+// the primary's statistics are hidden too (hiddenSenderNote): every
+// column of its WAL senders but the pid then reads NULL, so the row on
+// the replica's slot may be pg_receivewal's or pg_basebackup's (review
+// 13a, finding 1), which a readable replay_lsn (NULL for them) tells
+// apart.
 func (c *Cluster) setAsideUnproven() {
-	senders := c.senderIndex(c.PrimaryHost())
+	p := c.PrimaryHost()
+	senders := c.senderIndex(p)
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		if h.Role != RoleReplica || !h.TimelineHidden || h.Timeline >= c.NewestTimeline {
 			continue
 		}
-		if why := senders.why(h); why != "" {
+		if p != nil && p.StatsHidden {
+			c.setAside(h, AsideSuperseded, hiddenSenderNote(h, c.NewestTimeline))
+		} else if why := senders.why(h); why != "" {
 			c.setAside(h, AsideSuperseded, "timeline hidden from the probe role (grant pg_monitor), at least "+
 				strconv.FormatUint(uint64(h.Timeline), 10)+"; "+why+": it may follow another host")
 		}
 	}
+}
+
+// hiddenSenderNote says why replica h, its timeline a lower bound below
+// newest, is set aside while the primary's WAL senders' statistics are
+// hidden, and what ends it.
+func hiddenSenderNote(h *Host, newest uint32) string {
+	n := strconv.FormatUint(uint64(newest), 10)
+	return "timeline hidden from the probe role, at least " + strconv.FormatUint(uint64(h.Timeline), 10) + ", below the newest " + n +
+		": it may follow another host; the primary's WAL senders are hidden too (no pg_read_all_stats), so none proves it follows the primary " +
+		"(one on its slot may be pg_receivewal's or pg_basebackup's): grant pg_monitor to the probe role, or it is answered once its next " +
+		"restartpoint reaches timeline " + n + " (within checkpoint_timeout; a CHECKPOINT on it at once)"
 }
 
 // setAsideUnprovenBranch sets aside each replica of primary p on a

@@ -37,12 +37,14 @@ func TestHiddenSyncState(t *testing.T) {
 
 // A hidden timeline's lower bound below the newest timeline does not set a
 // replica aside while exactly one of the primary's WAL senders is
-// provably its own (its slot, which no other host shares); a writable
-// host on an older timeline streaming to a standby does, and so does any
-// replica no sender is proven to be: other WAL senders (pg_receivewal, a
-// backup) prove nothing, and neither does a slot two replicas share. A
-// replica without a WAL receiver (its lower bound is all anyone could
-// know) is set aside as before.
+// provably its own (its slot, which no other host shares) and the
+// primary's statistics are readable; a writable host on an older
+// timeline streaming to a standby does, and so does any replica no sender
+// is proven to be: other WAL senders (pg_receivewal, a backup) prove
+// nothing, and neither does a slot two replicas share, nor any slot while
+// the primary's statistics are hidden too (review 13a, finding 1: the row
+// on it may be pg_receivewal's). A replica without a WAL receiver (its
+// lower bound is all anyone could know) is set aside as before.
 func TestHiddenTimeline(t *testing.T) {
 	primary := seen("10.0.0.1", false, 0)
 	primary.Timeline = 2
@@ -54,11 +56,31 @@ func TestHiddenTimeline(t *testing.T) {
 	noReceiver.TimelineExact = false
 	noReceiver.StatsHidden = true
 	c := cluster(primary, follower, noReceiver).Clusters[0]
-	if h := c.Hosts[1]; h.Role != RoleReplica || h.Aside != NotAside {
-		t.Errorf("hidden timeline, lower bound 1, its slot's sender on the primary: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
+	if h := c.Hosts[1]; h.Aside != AsideSuperseded || !strings.Contains(h.Note, "none proves it follows the primary") ||
+		!strings.Contains(h.Note, "grant pg_monitor") || !strings.Contains(h.Note, "restartpoint reaches timeline 2") {
+		t.Errorf("hidden timeline, lower bound 1, its slot's sender on a primary whose statistics are hidden: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
 	}
 	if h := c.Hosts[2]; h.Aside != AsideSuperseded {
 		t.Errorf("no WAL receiver on timeline 1: %v, aside %v", h.Role, h.Aside)
+	}
+	// /v1/explain says why and what to do.
+	if v := explainName(t, cluster(primary, follower), "replica.db.local.")[1]; v.Selected ||
+		!strings.HasPrefix(v.Why, "unknown: timeline hidden from the probe role, at least 1, below the newest 2") || !strings.Contains(v.Why, "grant pg_monitor to the probe role") {
+		t.Errorf("explain: selected %v, why %q", v.Selected, v.Why)
+	}
+	// Its lower bound on the newest timeline: answered whatever the
+	// senders show.
+	caughtUp := follower
+	caughtUp.Timeline = 2
+	if h := cluster(primary, caughtUp).Clusters[0].Hosts[1]; h.Role != RoleReplica || h.Aside != NotAside {
+		t.Errorf("hidden timeline, lower bound 2: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
+	}
+	// The primary's statistics readable (its senders' replay_lsn told
+	// pg_receivewal's apart): the row on its slot proves it.
+	primary.StatsHidden = false
+	c = cluster(primary, follower, noReceiver).Clusters[0]
+	if h := c.Hosts[1]; h.Role != RoleReplica || h.Aside != NotAside {
+		t.Errorf("hidden timeline, lower bound 1, its slot's sender on the primary: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
 	}
 
 	old := seen("10.0.0.4", false, 0)
@@ -179,23 +201,31 @@ func TestUnprovenBranch(t *testing.T) {
 }
 
 // pg_receivewal and pg_basebackup -X stream are no standby, and without
-// pg_read_all_stats their rows read like a standby's: one on a replica's
-// slot name does not prove that replica the primary's follower (review
-// 13a: the orphan of a failover, still streaming from the old primary,
-// was answered once pg_receivewal -S took its slot on the new one).
+// pg_read_all_stats their rows read like a standby's but for the
+// application name they give themselves: one on a replica's slot name
+// does not prove that replica on the primary's branch (a replica whose
+// lower bound is the primary's timeline 2, setAsideUnprovenBranch); a
+// standby's row does. Below the newest timeline no row proves it while
+// the primary's statistics are hidden, whatever its name (review 13a:
+// the orphan of a failover, still streaming from the old primary, was
+// answered once pg_receivewal -S took its slot on the new one, under any
+// application name).
 func TestHiddenTimelineWALClientOnItsSlot(t *testing.T) {
 	for app, follows := range map[string]bool{"pg_receivewal": false, "pg_basebackup": false, "walreceiver": true} {
 		primary := seen("10.0.0.1", false, 0)
 		primary.Timeline, primary.StatsHidden = 2, true
 		primary.Standbys = []Standby{{AppName: app, Slot: "r2"}}
-		orphan := hidden(seen("10.0.0.2", true, 0), 1)
-		orphan.SlotName = "r2"
-		h := cluster(primary, orphan).Clusters[0].Hosts[1]
-		if got := h.Role == RoleReplica && h.Aside == NotAside; got != follows {
-			t.Errorf("a WAL sender %q on its slot: answered %v (%v, aside %v: %s), want %v", app, got, h.Role, h.Aside, h.Note, follows)
-		}
-		if !follows && !strings.Contains(h.Note, `the primary has no WAL sender with its slot "r2"`) {
-			t.Errorf("a WAL sender %q on its slot: note %q", app, h.Note)
+		for _, tl := range []uint32{1, 2} {
+			r := hidden(seen("10.0.0.2", true, 0), tl)
+			r.SlotName = "r2"
+			h := cluster(primary, r).Clusters[0].Hosts[1]
+			want := follows && tl == 2
+			if got := h.Role == RoleReplica && h.Aside == NotAside; got != want {
+				t.Errorf("lower bound %d, a WAL sender %q on its slot: answered %v (%v, aside %v: %s), want %v", tl, app, got, h.Role, h.Aside, h.Note, want)
+			}
+			if tl == 2 && !follows && (h.Aside != AsideUnproven || !strings.Contains(h.Note, `the primary has no WAL sender with its slot "r2"`)) {
+				t.Errorf("lower bound 2, a WAL sender %q on its slot: aside %v, note %q", app, h.Aside, h.Note)
+			}
 		}
 	}
 }

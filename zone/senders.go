@@ -108,8 +108,8 @@ func (x *senderIndex) why(h *Host) string {
 // same slot or name (two replicas sharing one cannot be told apart, and
 // one may be the orphan of a failover) and exactly one row has it (a key
 // that picks several rows proves nothing). Without pg_read_all_stats the
-// receiver and its conninfo are hidden: the slot alone may prove it (the
-// rules of hidden.go).
+// receiver and its conninfo are hidden: the slot alone may prove it, and
+// only while the primary's rows are readable (the rules of hidden.go).
 func (x *senderIndex) own(h *Host) (int, string) {
 	if x.p == nil {
 		return -1, "no primary"
