@@ -57,7 +57,9 @@ func cutOffWriterScene(t *testing.T, table string) (e *env, state string, alt fu
 	if err := n2.Promote(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n4.Follow(t, n2)
+	if err := n4.FollowContext(ctx, n2); err != nil { // over n2's other address
+		t.Fatal(err)
+	}
 	onN2 := writeAndTakeLSN(t, n2.Conn(t), "CREATE TABLE t2 AS SELECT 1 AS v")
 	waitStreaming(t, n4, 2, onN2)
 	e.waitFor(t, "primary.db.local.", []string{n2.IP})
@@ -144,5 +146,35 @@ func TestReplicaOfAWriterCutOffBeforeARestart(t *testing.T) {
 	e.waitFor(t, "primary.db.local.", []string{n3.IP})
 	for _, name := range readNames {
 		e.holds(t, name, 2*time.Second, without(n4.IP), "n4, which streams n2's branch (n2 cut off since before pgdns restarted)")
+	}
+}
+
+// TestReplicaOfTheCutOffWriterWhileThePrimaryIsDown: in cutOffWriterScene,
+// n3 is promoted and writes past n4 while pgdns cannot see it, so that no
+// position tells the branches apart; n4, whose WAL receiver streams from
+// n2 (last seen writable on timeline 2), is set aside while n3 is the
+// primary. Then n3 stops: n4 still holds n2's branch, and no name may
+// answer it (review 13, R13b-6: replica, any and prefer-replica did).
+func TestReplicaOfTheCutOffWriterWhileThePrimaryIsDown(t *testing.T) {
+	t.Parallel()
+	e, _, alt := cutOffWriterScene(t, "r13b_split4")
+	n3, n4 := e.pg.Nodes[2], e.pg.Nodes[3]
+	ctx := context.Background()
+	lift3 := nftInput(t, "r13b_split5", "ip daddr "+n3.IP+" tcp dport 5432 drop")
+	conn := promoteN3(t, n3, alt(n3.IP))
+	if _, err := conn.Exec(ctx, "CREATE TABLE big AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 3000)"); err != nil {
+		t.Fatal(err)
+	}
+	lift3()
+	e.waitFor(t, "primary.db.local.", []string{n3.IP})
+	for _, name := range readNames {
+		e.holds(t, name, time.Second, without(n4.IP), "n4, which streams n2's branch")
+	}
+	if err := n3.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", nil)
+	for _, name := range readNames {
+		e.holds(t, name, time.Second, without(n4.IP), "n4, which streams n2's branch, while n3 is down")
 	}
 }

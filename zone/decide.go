@@ -240,41 +240,57 @@ func forkedFrom(h, p *Host) string {
 }
 
 // setAsideForkedFromTheDown keeps out, while no primary is answered, each
-// replica on another branch (forkedFrom) than a server of the cluster last
-// seen writable on the replica's timeline and down now: the primary it was
-// proven against stopped, crashed or was cut off, and its data is still
-// the other branch's, whatever becomes of that server (review 13, R13b-4:
-// a replica proven on a dead branch of timeline 2 was answered by replica,
-// any and prefer-replica the moment the primary it was proven against went
-// down). A server listed at the address its proof names and not seen
-// since pgdns started (a restart from the state file, which keeps the
-// proof, while it is down) counts as such a server for a replica on the
-// newest timeline. A replica proven against no such server (a writer on
-// another timeline, or not listed) is judged as before.
+// replica on another branch (forkedFrom, otherWriterNote) than the server
+// of the cluster last seen writable on the replica's timeline, down now:
+// the primary it was judged against stopped, crashed or was cut off, and
+// its data is still the other branch's, whatever becomes of that server
+// (review 13, R13b-4: a replica proven on a dead branch of timeline 2 was
+// answered by replica, any and prefer-replica the moment the primary it
+// was proven against went down; R13b-6: the same for one streaming from
+// the other writer of a split brain). The last one seen writable is the
+// one that was the primary; a replica of an earlier writer of the
+// timeline is not its. On a timeline known forked (ForkedTimelines) every
+// replica not so judged is set aside too: nothing then says which branch
+// it is on. A server listed at the address a replica's proof
+// names and not seen since pgdns started (a restart from the state file,
+// which keeps the proof, while it is down) counts as such a server for a
+// replica on the newest timeline. A replica of the last writer, or proven
+// against no such server (a writer on another timeline, or not listed),
+// is judged as before.
 func (c *Cluster) setAsideForkedFromTheDown(live []bool) {
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
 		if h.Role != RoleReplica {
 			continue
 		}
+		var last *Host // the down server last seen writable on h's timeline
+		note := ""
 		for j := range c.Hosts {
 			w := &c.Hosts[j]
-			if live[j] || j == i {
-				continue
-			}
-			note := ""
 			switch {
+			case live[j] || j == i:
 			case !w.Seen:
-				if h.DivergedFrom == w.Addr && h.Timeline == c.NewestTimeline {
+				if note == "" && h.DivergedFrom == w.Addr && h.Timeline == c.NewestTimeline {
 					note = cmp.Or(h.DivergedNote, "proven on another branch than "+w.Addr+"'s")
 				}
 			case !w.InRecovery && w.SystemID == c.Identity && w.Timeline == h.Timeline:
-				note = forkedFrom(h, w)
+				if last == nil || w.ProbedAt.After(last.ProbedAt) {
+					last = w
+				}
 			}
-			if note != "" {
-				c.setAside(h, AsideForked, note+" (that server is down: no primary is answered)")
-				break
-			}
+		}
+		if last != nil {
+			note = cmp.Or(forkedFrom(h, last), c.otherWriterNote(h, last), note)
+		}
+		if f := c.ForkOf(h.Timeline); note == "" && f != nil {
+			// Two servers wrote the timeline: with no primary, nothing
+			// says which branch a replica of it is on (history files
+			// agree across two promotions from one point, and its WAL
+			// receiver may stream over an address pgdns does not list).
+			note = "timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + " forked (" + f.Note + "): its branch is unknown"
+		}
+		if note != "" {
+			c.setAside(h, AsideForked, note+" (that server is down: no primary is answered)")
 		}
 	}
 }

@@ -159,6 +159,14 @@ func TestForkedReplicaWhileThePrimaryIsDown(t *testing.T) {
 		t.Errorf("note %q", n)
 	}
 
+	// On a timeline known forked, no replica of it is answered without a
+	// primary: its branch is unknown (R13b-6).
+	c = &Cluster{Name: "main", Identity: same.SystemID, NewestTimeline: 2, Hosts: []Host{primary, same}, ForkedTimelines: []TimelineFork{{Timeline: 2, Note: "two writers"}}}
+	c.Decide(t0, stale, 3)
+	if h := c.Hosts[1]; h.Aside != AsideForked || !strings.Contains(h.Note, "timeline 2 forked (two writers): its branch is unknown") {
+		t.Errorf("forked timeline, no primary: aside %v (note %q)", h.Aside, h.Note)
+	}
+
 	// Not seen since pgdns started (restarted from its state file, which
 	// kept ahead's proof): the proof by its address still holds; the
 	// history files' comparison needs the server's.
