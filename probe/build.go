@@ -46,6 +46,7 @@ func (p *Prober) publish() {
 	// built, and the rest are the last snapshot's: a publish costs the
 	// clusters that changed, not the fleet.
 	all := p.last == nil || p.last.Ready != snap.Ready || p.dirty.all || len(p.orphans) > 0
+	p.deferredUntil = time.Time{}
 	if all {
 		p.dirty.looked += len(p.state)
 		for ci := range p.state {
@@ -61,7 +62,7 @@ func (p *Prober) publish() {
 		p.dirty.reset()
 	} else {
 		snap.Clusters = append(snap.Clusters, p.last.Clusters...)
-		snap.BaseSeq, snap.Changed = p.last.Seq, p.dirty.take(p, now)
+		snap.BaseSeq, snap.Changed = p.last.Seq, p.deferBuilds(p.dirty.take(p, now))
 		p.dirty.looked += len(snap.Changed)
 		for _, ci := range snap.Changed {
 			snap.Clusters[ci] = p.build(ci, now, stale, false)
@@ -123,6 +124,7 @@ func (p *Prober) build(ci int, now time.Time, stale time.Duration, claimed bool)
 		p.dirty.builtSince(ci, len(p.state))
 	}
 	p.rebuild[ci] = false
+	p.setUrgent(ci, false)
 	forks := len(p.forkList(ci))
 	c := p.decide(ci, now, stale)
 	if len(c.ForkedTimelines) != forks {
@@ -153,6 +155,30 @@ func (p *Prober) build(ci int, now time.Time, stale time.Duration, claimed bool)
 
 // markRebuild has cluster ci built anew at the next publish.
 func (p *Prober) markRebuild(ci int) {
+	p.setUrgent(ci, true)
+	p.markSteady(ci)
+}
+
+// setUrgent sets whether cluster ci's build is due at the next publish
+// whatever its round (Prober.urgent).
+func (p *Prober) setUrgent(ci int, urgent bool) {
+	if p.urgent == nil {
+		if !urgent {
+			return
+		}
+		p.urgent = make([]bool, len(p.rebuild))
+	}
+	p.urgent[ci] = urgent
+}
+
+// isUrgent reports whether cluster ci's build is due at the next publish
+// whatever its round.
+func (p *Prober) isUrgent(ci int) bool { return ci < len(p.urgent) && p.urgent[ci] }
+
+// markSteady has cluster ci built anew for a steady result (hold.go): at
+// the next publish, or, while its round is under way, at a later one
+// (deferBuild).
+func (p *Prober) markSteady(ci int) {
 	if !p.rebuild[ci] {
 		p.rebuild[ci] = true
 		p.dirty.marked = append(p.dirty.marked, ci)

@@ -279,7 +279,7 @@ func (p *Prober) lightKicked(flat int) bool {
 // a round), and reports it steady (it changes no host's standing): it
 // moves the primary's WAL clock and the round along, and nothing else.
 func (p *Prober) takeClosing(r result) bool {
-	p.markRebuild(r.cluster) // the replicas' byte bounds (build.go)
+	p.markSteady(r.cluster) // the replicas' byte bounds (build.go); it ends the round, so no deferral (hold.go)
 	p.noteClosing(r)
 	p.recordClosing(r)
 	p.advanceRound(r)

@@ -88,9 +88,10 @@ func probeFleet(b *testing.B, clusters int, interval, span time.Duration) {
 		}
 		cfg.Clusters = append(cfg.Clusters, cc)
 	}
-	var publishes atomic.Int64
+	var publishes, builds atomic.Int64
 	cfg.Hooks.Published = func(prev, next *zone.Snapshot) { // as internal/app does
 		publishes.Add(1)
+		builds.Add(int64(len(next.Changed))) // the clusters built, once the fleet is ready (zone.Snapshot.Changed)
 		_ = zone.Changes(prev, next)
 	}
 	var mu sync.Mutex
@@ -109,9 +110,9 @@ func probeFleet(b *testing.B, clusters int, interval, span time.Duration) {
 	mu.Lock()
 	why0 := maps.Clone(why)
 	mu.Unlock()
-	n0, pub0, cpu0, t0 := probes.Load(), publishes.Load(), cpuTime(), time.Now()
+	n0, pub0, built0, cpu0, t0 := probes.Load(), publishes.Load(), builds.Load(), cpuTime(), time.Now()
 	time.Sleep(span)
-	n, pub, cpu, took := probes.Load()-n0, publishes.Load()-pub0, cpuTime()-cpu0, time.Since(t0)
+	n, pub, built, cpu, took := probes.Load()-n0, publishes.Load()-pub0, builds.Load()-built0, cpuTime()-cpu0, time.Since(t0)
 	mu.Lock()
 	for c, k := range why {
 		if v := float64(k-why0[c]) / took.Seconds(); v > 0 {
@@ -133,5 +134,6 @@ func probeFleet(b *testing.B, clusters int, interval, span time.Duration) {
 	b.ReportMetric(float64(n)/took.Seconds()/(float64(hosts)/interval.Seconds()), "of-configured")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(max(n, 1)), "cpu-us/probe")
 	b.ReportMetric(float64(pub)/took.Seconds(), "publishes/s")
+	b.ReportMetric(float64(built)/took.Seconds()/(float64(clusters)/interval.Seconds()), "builds/round")
 	b.ReportMetric(float64(live), "live")
 }

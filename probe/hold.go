@@ -127,3 +127,58 @@ func (p *Prober) refreshWaiting() bool {
 	}
 	return false
 }
+
+// A publish held for no round builds every cluster marked since the last
+// one, and at ten thousand hosts every 1s some publish falls inside most
+// clusters' rounds: one build with the primary's opening sample, another
+// with the replicas' and the closing probe's, 1.8 builds a round, each a
+// copy of the cluster's hosts (2,304 bytes for a cluster of 3), three
+// quarters of all the bytes pgdns allocated and so most of the
+// collector's work (issue 28). So a publish leaves a cluster marked by
+// steady results alone as the last snapshot has it while its round is
+// under way, opened less than holdMax before (deferBuild): its results
+// are built with the rest of the round, at the first publish after the
+// round's closing probe, or after holdMax since it opened at the latest
+// (the aggregator publishes then: deferredUntil). That is the hold above,
+// cluster by cluster: what waits is a newer position of hosts whose
+// standing it does not change, for no longer than holdMax; anything else
+// (markRebuild: a failure, a role, a leader, a cluster's build aging out)
+// is built at the next publish, and nothing is deferred while a cluster
+// is in flux or a Refresh waits.
+
+// deferBuilds returns list, the clusters a publish is to build, without
+// those whose build it defers (deferBuild), which stay marked for a later
+// publish; deferredUntil is when the first of those is due. Rounds are
+// on the wall clock (openRound), and so is this.
+func (p *Prober) deferBuilds(list []int) []int {
+	if len(list) == 0 || p.fluxActive > 0 || p.refreshWaiting() {
+		return list
+	}
+	now := time.Now()
+	kept := list[:0]
+	for _, ci := range list {
+		until, ok := p.deferBuild(ci, now)
+		if !ok {
+			kept = append(kept, ci)
+			continue
+		}
+		p.dirty.marked = append(p.dirty.marked, ci) // p.rebuild[ci] stays set
+		if p.deferredUntil.IsZero() || until.Before(p.deferredUntil) {
+			p.deferredUntil = until
+		}
+	}
+	return kept
+}
+
+// deferBuild reports whether cluster ci's build may wait for a later
+// publish, and until when: nothing but steady results marked it, and its
+// round, opened less than holdMax before now, is under way: no result
+// of its primary came since the one that opened it (the closing probe,
+// or any other: a kicked probe's, whatever its start).
+func (p *Prober) deferBuild(ci int, now time.Time) (time.Time, bool) {
+	if p.isUrgent(ci) || ci >= len(p.rounds) || p.rounds[ci] == nil || p.rounds[ci].primaryAgain {
+		return time.Time{}, false
+	}
+	until := p.rounds[ci].started.Add(p.holdMax())
+	return until, now.Before(until)
+}

@@ -476,7 +476,16 @@ func (p *Prober) Run(ctx context.Context) {
 	hold := time.NewTimer(time.Hour)
 	hold.Stop()
 	defer hold.Stop()
-	var holdC <-chan time.Time // nil while no result is held
+	var holdC <-chan time.Time // nil while no result is held nor build deferred
+	var holdAt time.Time       // when hold fires, while holdC is set
+	// holdTill has hold fire by until (the earlier of until and the
+	// moment it is set for already).
+	holdTill := func(until time.Time) {
+		if holdC == nil || until.Before(holdAt) {
+			hold.Reset(time.Until(until))
+			holdC, holdAt = hold.C, until
+		}
+	}
 	var lastPublish time.Time
 	var activated chan struct{} // closed once the activating publish is in the table
 	// held takes result r and those queued behind it, and reports whether
@@ -491,10 +500,7 @@ func (p *Prober) Run(ctx context.Context) {
 			steady = p.take(<-p.results) && steady
 		}
 		if until, ok := p.holdUntil(lastPublish); steady && ok {
-			if holdC == nil {
-				hold.Reset(time.Until(until))
-				holdC = hold.C
-			}
+			holdTill(until)
 			return true
 		}
 		return false
@@ -526,8 +532,12 @@ func (p *Prober) Run(ctx context.Context) {
 					continue
 				}
 			case <-holdC:
-				if until, ok := p.closingUntil(); ok {
-					hold.Reset(time.Until(until)) // held on for the closing probe (hold.go)
+				holdC = nil
+				if until, ok := p.closingUntil(); ok && (p.deferredUntil.IsZero() || time.Now().Before(p.deferredUntil)) {
+					if !p.deferredUntil.IsZero() && p.deferredUntil.Before(until) {
+						until = p.deferredUntil // a deferred build is due first (hold.go)
+					}
+					holdTill(until) // held on for the closing probe (hold.go)
 					continue
 				}
 			case <-tick.C:
@@ -576,6 +586,9 @@ func (p *Prober) Run(ctx context.Context) {
 		}
 		p.publish()
 		lastPublish = time.Now()
+		if !p.deferredUntil.IsZero() {
+			holdTill(p.deferredUntil) // the builds deferred are made by then (hold.go)
+		}
 		p.published.Store(p.last)
 		if activated != nil {
 			close(activated) // Activate returns: the table holds this prober's snapshot
@@ -600,7 +613,13 @@ func (p *Prober) take(r result) bool {
 		return p.takeClosing(r) // the WAL clock and the round alone (closing.go)
 	}
 	steady := p.steady(r)
+	urgent := p.isUrgent(r.cluster)
 	p.record(r)
+	if steady {
+		// A steady result leaves the cluster's build as deferrable as it
+		// was (hold.go, deferBuild): record marked it for the next publish.
+		p.setUrgent(r.cluster, urgent)
+	}
 	p.advanceRound(r)
 	return steady
 }

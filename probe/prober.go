@@ -191,12 +191,18 @@ type Prober struct {
 	// and until when the last build holds by the clock alone (build.go).
 	rebuild    []bool
 	holdsUntil []time.Time
-	dirty      dirtyClusters // which clusters publish builds (build.go)
-	opening    chan struct{} // the first probes running at once (intake.go)
-	notLeader  []bool        // per cluster: its last build set a writable host aside as not Patroni's leader
-	done       []bool
-	last       *zone.Snapshot
-	rounds     []*round // per cluster: the probe round under way (rounds.go)
+	// Per cluster: its build is due at the next publish whatever its round
+	// (a mark other than a steady result's: markRebuild); else publish may
+	// defer it while its round is under way (hold.go, deferBuild), until
+	// deferredUntil at the latest. Made by the first mark (setUrgent).
+	urgent        []bool
+	deferredUntil time.Time
+	dirty         dirtyClusters // which clusters publish builds (build.go)
+	opening       chan struct{} // the first probes running at once (intake.go)
+	notLeader     []bool        // per cluster: its last build set a writable host aside as not Patroni's leader
+	done          []bool
+	last          *zone.Snapshot
+	rounds        []*round // per cluster: the probe round under way (rounds.go)
 	// Rounds in the order they opened, and in the order their last
 	// replica answered, for holding (hold.go).
 	opened, closing []*round

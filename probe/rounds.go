@@ -24,6 +24,10 @@ type round struct {
 	waiting []bool    // by host of the cluster: a replica still to answer
 	left    int       // how many are
 	closed  time.Time // when the last replica answered and the primary was kicked
+	// primaryAgain: a result of the primary came since the round
+	// opened, the closing probe or another: the round's build waits no
+	// longer (hold.go, deferBuild).
+	primaryAgain bool
 	// few is waiting's room for a cluster of up to 4 hosts: a round is
 	// then one allocation, not two (a round opens every interval in
 	// every cluster with a primary).
@@ -50,8 +54,11 @@ func (p *Prober) advanceRound(r result) {
 	if r.host == c.Primary {
 		if r.ticked { // not the closing probe, nor a Refresh's
 			p.openRound(r.cluster, c, flat)
-		} else if rd != nil && rd.left == 0 && !r.started.Before(rd.closed) {
-			p.rounds[r.cluster] = nil // the closing probe: the round is over
+		} else if rd != nil {
+			rd.primaryAgain = true
+			if rd.left == 0 && !r.started.Before(rd.closed) {
+				p.rounds[r.cluster] = nil // the closing probe: the round is over
+			}
 		}
 		return
 	}

@@ -1,0 +1,111 @@
+package probe
+
+import (
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+// A publish made while a cluster's round is under way (another cluster's
+// result, the hold's end) leaves that cluster as the last snapshot has it
+// when only steady results marked it, and builds it once the round has
+// closed, with every sample of the round: one build a round, not one per
+// publish the round spans (at ten thousand hosts every 1s, 1.8 builds a
+// round, three quarters of the bytes pgdns allocated: issue 28). A round
+// that does not close is built holdMax after it opened, and a result that
+// is not steady (a failure) is built at the next publish, as before.
+func TestPublishBuildsARoundOnce(t *testing.T) {
+	f := newBenchFleet(t, 2, 3)
+	round := func(publishBetween func()) {
+		f.round(0, func(r result) {
+			f.p.take(r)
+			publishBetween()
+		})
+	}
+	// Results of cluster 1 keep coming, each followed by a publish, as
+	// at a fleet whose publishes fall inside every round.
+	other := func() {
+		f.p.take(f.result(1, 1, false))
+		f.p.publish()
+	}
+	round(other) // the first round opens on a snapshot that knows the primary
+	for range 3 {
+		before := f.p.last.Clusters[0]
+		built := f.p.dirty.built
+		var seen []uint64
+		round(func() {
+			other()
+			seen = append(seen, uint64(f.p.state[0].Hosts[0].InsertLSN))
+		})
+		// Each publish built cluster 1; cluster 0 once, at the end.
+		if n := f.p.dirty.built - built; n != 4+1 {
+			t.Fatalf("a round of 4 results with a publish after each built %d clusters, want 4 of cluster 1 and 1 of cluster 0", n)
+		}
+		c := f.p.last.Clusters[0]
+		if c == before {
+			t.Fatal("the round was never built")
+		}
+		for hi := range c.Hosts {
+			if got, want := c.Hosts[hi].ReplayLSN, f.p.state[0].Hosts[hi].ReplayLSN; got != want {
+				t.Errorf("host %d published at %v, its last sample at %v", hi, got, want)
+			}
+		}
+		if f.p.rounds[0] != nil {
+			t.Fatal("the round did not close")
+		}
+	}
+
+	// What a round costs the heap: one build (a cluster of 3 with its
+	// hosts, 2,304 bytes) and the publishes' own few bytes, not a build
+	// for each publish. The fewest of a few trials: the process's other
+	// goroutines only add to a trial.
+	aRound := func() { round(func() { f.p.publish() }) }
+	if n := testkit.FewestAllocs(20, 14, aRound); n > 14 {
+		t.Errorf("a round with a publish after each of its 4 results allocated %.0f times, want at most 14 (one build and the publishes' own; a build a publish is 17)", n)
+	}
+	fewest := uint64(1 << 62)
+	for range testkit.AllocTrials {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		const rounds = 20
+		for range rounds {
+			aRound()
+		}
+		runtime.ReadMemStats(&m1)
+		fewest = min(fewest, (m1.TotalAlloc-m0.TotalAlloc)/rounds)
+	}
+	if fewest >= 2*2304 {
+		t.Errorf("a round with a publish after each of its 4 results allocated %d bytes, want less than two builds' (4,608)", fewest)
+	}
+
+	// A round that does not close: built holdMax after it opened.
+	before := f.p.last.Clusters[0]
+	f.p.take(f.result(0, 0, true))
+	f.p.publish()
+	if f.p.last.Clusters[0] != before {
+		t.Fatal("a round just opened was built at once")
+	}
+	if d := f.p.deferredUntil; d.IsZero() || d.After(f.p.rounds[0].started.Add(f.p.holdMax())) {
+		t.Fatalf("a deferred build is due at %v, want by %v", d, f.p.rounds[0].started.Add(f.p.holdMax()))
+	}
+	time.Sleep(time.Until(f.p.deferredUntil) + time.Millisecond)
+	f.p.publish()
+	if f.p.last.Clusters[0] == before {
+		t.Fatal("a round open for holdMax was still not built")
+	}
+
+	// A failure in the middle of a round is built at the next publish.
+	f.p.take(f.result(0, 0, true))
+	f.p.publish()
+	before = f.p.last.Clusters[0]
+	r := f.result(0, 1, false)
+	r.sample, r.err = Sample{}, errors.New("probe query: timed out (probe.timeout)")
+	f.p.take(r)
+	f.p.publish()
+	if c := f.p.last.Clusters[0]; c == before || c.Hosts[1].Fails == 0 {
+		t.Fatal("a failure in a round under way was not built at the next publish")
+	}
+}
