@@ -180,6 +180,10 @@ func (p *Prober) isUrgent(ci int) bool { return ci < len(p.urgent) && p.urgent[c
 // (deferBuild).
 func (p *Prober) markSteady(ci int) {
 	if !p.rebuild[ci] {
+		if p.markedAt == nil {
+			p.markedAt = make([]time.Time, len(p.rebuild))
+		}
+		p.markedAt[ci] = time.Now() // on the wall clock, as rounds are
 		p.rebuild[ci] = true
 		p.dirty.marked = append(p.dirty.marked, ci)
 	}

@@ -15,8 +15,9 @@ import (
 // closed, with every sample of the round: one build a round, not one per
 // publish the round spans (at ten thousand hosts every 1s, 1.8 builds a
 // round, three quarters of the bytes pgdns allocated: issue 28). A round
-// that does not close is built holdMax after it opened, and a result that
-// is not steady (a failure) is built at the next publish, as before.
+// that does not close is built once holdMax has passed since its first
+// result was taken, and a result that is not steady (a failure) is built
+// at the next publish, as before.
 func TestPublishBuildsARoundOnce(t *testing.T) {
 	f := newBenchFleet(t, 2, 3)
 	round := func(publishBetween func()) {
@@ -81,15 +82,15 @@ func TestPublishBuildsARoundOnce(t *testing.T) {
 		t.Errorf("a round with a publish after each of its 4 results allocated %d bytes, want less than two builds' (4,608)", fewest)
 	}
 
-	// A round that does not close: built holdMax after it opened.
+	// A round that does not close: built holdMax after its first result.
 	before := f.p.last.Clusters[0]
 	f.p.take(f.result(0, 0, true))
 	f.p.publish()
 	if f.p.last.Clusters[0] != before {
 		t.Fatal("a round just opened was built at once")
 	}
-	if d := f.p.deferredUntil; d.IsZero() || d.After(f.p.rounds[0].started.Add(f.p.holdMax())) {
-		t.Fatalf("a deferred build is due at %v, want by %v", d, f.p.rounds[0].started.Add(f.p.holdMax()))
+	if d := f.p.deferredUntil; d.IsZero() || d.After(f.p.markedAt[0].Add(f.p.holdMax())) {
+		t.Fatalf("a deferred build is due at %v, want by %v", d, f.p.markedAt[0].Add(f.p.holdMax()))
 	}
 	time.Sleep(time.Until(f.p.deferredUntil) + time.Millisecond)
 	f.p.publish()

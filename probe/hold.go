@@ -136,12 +136,14 @@ func (p *Prober) refreshWaiting() bool {
 // quarters of all the bytes pgdns allocated and so most of the
 // collector's work (issue 28). So a publish leaves a cluster marked by
 // steady results alone as the last snapshot has it while its round is
-// under way, opened less than holdMax before (deferBuild): its results
-// are built with the rest of the round, at the first publish after the
-// round's closing probe, or after holdMax since it opened at the latest
-// (the aggregator publishes then: deferredUntil). That is the hold above,
+// under way (deferBuild): its results are built with the rest of the
+// round, at the first publish after the round's closing probe, or at the
+// first one holdMax after the first of them was taken (the aggregator
+// publishes by then, or holdMax/4 after its last publish, whichever is
+// later: deferredUntil; a publish for each build that came due was 60
+// publishes a second at ten thousand hosts). That is the hold above,
 // cluster by cluster: what waits is a newer position of hosts whose
-// standing it does not change, for no longer than holdMax; anything else
+// standing it does not change, for 1.25 holdMax at most; anything else
 // (markRebuild: a failure, a role, a leader, a cluster's build aging out)
 // is built at the next publish, and nothing is deferred while a cluster
 // is in flux or a Refresh waits.
@@ -171,14 +173,15 @@ func (p *Prober) deferBuilds(list []int) []int {
 }
 
 // deferBuild reports whether cluster ci's build may wait for a later
-// publish, and until when: nothing but steady results marked it, and its
-// round, opened less than holdMax before now, is under way: no result
-// of its primary came since the one that opened it (the closing probe,
-// or any other: a kicked probe's, whatever its start).
+// publish, and until when: nothing but steady results marked it, its
+// round is under way (no result of its primary came since the one that
+// opened it: the closing probe, or any other, a kicked probe's whatever
+// its start), and the first of those results was taken less than
+// holdMax before now.
 func (p *Prober) deferBuild(ci int, now time.Time) (time.Time, bool) {
-	if p.isUrgent(ci) || ci >= len(p.rounds) || p.rounds[ci] == nil || p.rounds[ci].primaryAgain {
+	if p.isUrgent(ci) || ci >= len(p.rounds) || p.rounds[ci] == nil || p.rounds[ci].primaryAgain || ci >= len(p.markedAt) {
 		return time.Time{}, false
 	}
-	until := p.rounds[ci].started.Add(p.holdMax())
+	until := p.markedAt[ci].Add(p.holdMax())
 	return until, now.Before(until)
 }

@@ -586,8 +586,13 @@ func (p *Prober) Run(ctx context.Context) {
 		}
 		p.publish()
 		lastPublish = time.Now()
-		if !p.deferredUntil.IsZero() {
-			holdTill(p.deferredUntil) // the builds deferred are made by then (hold.go)
+		if until := p.deferredUntil; !until.IsZero() {
+			// The builds deferred are made by then, in one publish every
+			// holdMax/4 at most (hold.go).
+			if spaced := lastPublish.Add(p.holdMax() / 4); until.Before(spaced) {
+				until = spaced
+			}
+			holdTill(until)
 		}
 		p.published.Store(p.last)
 		if activated != nil {

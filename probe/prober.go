@@ -194,8 +194,10 @@ type Prober struct {
 	// Per cluster: its build is due at the next publish whatever its round
 	// (a mark other than a steady result's: markRebuild); else publish may
 	// defer it while its round is under way (hold.go, deferBuild), until
-	// deferredUntil at the latest. Made by the first mark (setUrgent).
+	// deferredUntil at the latest; markedAt, when it was first marked
+	// since its last build. Both made by the first mark (markSteady).
 	urgent        []bool
+	markedAt      []time.Time
 	deferredUntil time.Time
 	dirty         dirtyClusters // which clusters publish builds (build.go)
 	opening       chan struct{} // the first probes running at once (intake.go)
