@@ -583,7 +583,10 @@ func (d *dirtyClusters) take(p *Prober, now time.Time) []int {
 	list := d.marked
 	d.marked = nil // the snapshot keeps list (zone.Snapshot.Changed)
 	slices.Sort(list)
-	return list
+	// A build deferred (hold.go) stays listed; one made since all the
+	// same (a sibling's raised timeline, build.go's publish) is not made
+	// again, and one marked again meanwhile is listed once.
+	return slices.Compact(slices.DeleteFunc(list, func(ci int) bool { return !p.rebuild[ci] }))
 }
 
 // reset forgets the list: publish looked at every cluster.

@@ -3,6 +3,7 @@ package probe
 import (
 	"errors"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -108,5 +109,30 @@ func TestPublishBuildsARoundOnce(t *testing.T) {
 	f.p.publish()
 	if c := f.p.last.Clusters[0]; c == before || c.Hosts[1].Fails == 0 {
 		t.Fatal("a failure in a round under way was not built at the next publish")
+	}
+}
+
+// A deferred build stays listed for a later publish; made since all the
+// same (build.go's publish builds a cluster whose timeline a sibling
+// raised, whatever its list), it is not made again, and a cluster marked
+// again meanwhile is listed once.
+func TestDeferredBuildListedOnce(t *testing.T) {
+	f := newBenchFleet(t, 2, 3)
+	f.p.take(f.result(0, 0, true)) // a round opens, its build deferred
+	f.p.take(f.result(1, 1, false))
+	f.p.publish()
+	if !slices.Equal(f.p.dirty.marked, []int{0}) {
+		t.Fatalf("listed after the publish: %v, want the deferred cluster 0", f.p.dirty.marked)
+	}
+	f.p.build(0, f.p.now(), f.p.cfg.StaleAfter(), false) // as for a raised timeline
+	if got := f.p.dirty.take(f.p, f.p.now()); len(got) != 0 {
+		t.Fatalf("a deferred build made since is listed again: %v", got)
+	}
+	f.p.take(f.result(0, 1, false))
+	f.p.publish() // deferred again
+	f.p.build(0, f.p.now(), f.p.cfg.StaleAfter(), false)
+	f.p.take(f.result(0, 2, false)) // marked anew while still listed
+	if got := f.p.dirty.take(f.p, f.p.now()); !slices.Equal(got, []int{0}) {
+		t.Fatalf("listed %v, want cluster 0 once", got)
 	}
 }
