@@ -291,7 +291,11 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 			p.raiseSiblings(ci)
 		}
 	}
+	forks := len(c.ForkedTimelines)
 	p.watchBranches(ci, c)
+	if c.Identity != 0 && len(c.ForkedTimelines) > forks {
+		p.shareForks(ci) // orphans.go
+	}
 	return c
 }
 

@@ -156,14 +156,18 @@ func (p *Prober) raiseSiblings(ci int) {
 	}
 }
 
-// pullSiblings is raiseSiblings the other way, for cluster ci whose
-// identity was just established: the siblings that decided before it
-// could not hand it what they knew then. ci is built again before the
+// pullSiblings is raiseSiblings and shareForks the other way, for cluster
+// ci whose identity was just established: the siblings that decided
+// before it could not hand it what they knew then. ci is built again before the
 // publish ends when it took anything.
 func (p *Prober) pullSiblings(ci int) {
 	c := p.state[ci]
 	for cj, o := range p.state {
-		if cj == ci || o.Identity != c.Identity || !p.oneServer(ci, cj) || !lift(c, o) {
+		if cj == ci || o.Identity != c.Identity || !p.oneServer(ci, cj) {
+			continue
+		}
+		lifted := lift(c, o)
+		if forked := p.takeForks(ci, cj); !lifted && !forked {
 			continue
 		}
 		p.raised = append(p.raised, ci)
@@ -173,6 +177,48 @@ func (p *Prober) pullSiblings(ci int) {
 				"witnessed_timeline", c.Witnessed)
 		}
 	}
+}
+
+// shareForks hands the timelines cluster ci just found forked (two
+// servers seen writable on one: rule 12) to every other configured
+// cluster of its identity that lists one of its servers (oneServer), as
+// raiseSiblings does the newest timeline: a cluster listing only replicas
+// of such a timeline sees no writer, and without the fork answered a
+// replica of the dead branch that the cluster seeing both writers kept out
+// (review 13, R13b-7). The clusters given one are built again before the
+// publish ends.
+func (p *Prober) shareForks(ci int) {
+	c := p.state[ci]
+	for cj, o := range p.state {
+		if cj == ci || o.Identity != c.Identity || !p.oneServer(cj, ci) || !p.takeForks(cj, ci) {
+			continue
+		}
+		p.markRebuild(cj)
+		p.raised = append(p.raised, cj)
+	}
+}
+
+// takeForks folds cluster from's forked timelines into cluster to's
+// branches, and reports whether any was new to it.
+func (p *Prober) takeForks(to, from int) bool {
+	taken := false
+	for tl, b := range p.branches[from] {
+		if b.Forked == "" {
+			continue
+		}
+		cur, ok := p.branches[to][tl]
+		if ok && cur.Forked != "" {
+			continue
+		}
+		if ok {
+			cur.Forked = b.Forked
+		} else {
+			cur = b
+		}
+		p.branches[to][tl] = cur
+		taken = true
+	}
+	return taken
 }
 
 // lift raises dst's newest and witnessed timelines to src's, and reports

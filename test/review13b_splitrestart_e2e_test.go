@@ -20,8 +20,10 @@ import (
 // network). n3, which kept asking the stopped n1, never saw n2's history
 // file: promoted, it takes timeline 2 again from the same point, and the
 // two branches have equal history files. pgdns (with a state file) runs
-// and answers no primary when the scene is set.
-func cutOffWriterScene(t *testing.T, table string) (e *env, state string, alt func(string) string) {
+// and answers no primary when the scene is set. With reporting, pgdns
+// also serves a cluster "reporting" that lists n4 alone, under its other
+// address (a name for read-only clients, listing a replica).
+func cutOffWriterScene(t *testing.T, table string, reporting bool) (e *env, state string, alt func(string) string) {
 	t.Helper()
 	b := pgtest.Addrs(t)
 	alt = func(ip string) string {
@@ -32,7 +34,11 @@ func cutOffWriterScene(t *testing.T, table string) (e *env, state string, alt fu
 		Listen:   func(ip string) []string { return []string{alt(ip)} },
 		Upstream: func(_, upstream string) string { return alt(upstream) }})
 	state = filepath.Join(t.TempDir(), "state.json")
-	e = attach(t, pg, envOptions{State: state})
+	o := envOptions{State: state}
+	if reporting {
+		o.DefaultCluster, o.Cluster = "main", "  reporting:\n    hosts: ["+alt(b.IP(4))+":5432]\n"
+	}
+	e = attach(t, pg, o)
 	n1, n2, n3, n4 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2], pg.Nodes[3]
 	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP, n4.IP})
 	ctx := context.Background()
@@ -101,7 +107,7 @@ var readNames = []string{"replica.db.local.", "any.db.local.", "prefer-replica.d
 // restarts from its state file while n2 is still cut off: n4 stays out.
 func TestReplicaOfTheCutOffWriterAfterARestart(t *testing.T) {
 	t.Parallel()
-	e, state, alt := cutOffWriterScene(t, "r13b_split")
+	e, state, alt := cutOffWriterScene(t, "r13b_split", false)
 	n3, n4 := e.pg.Nodes[2], e.pg.Nodes[3]
 	promoteN3(t, n3, alt(n3.IP))
 	e.waitFor(t, "primary.db.local.", []string{n3.IP})
@@ -129,7 +135,7 @@ func TestReplicaOfTheCutOffWriterAfterARestart(t *testing.T) {
 // proof of its branch on a timeline pgdns knew forked).
 func TestReplicaOfAWriterCutOffBeforeARestart(t *testing.T) {
 	t.Parallel()
-	e, state, alt := cutOffWriterScene(t, "r13b_split2")
+	e, state, alt := cutOffWriterScene(t, "r13b_split2", false)
 	n3, n4 := e.pg.Nodes[2], e.pg.Nodes[3]
 	ctx := context.Background()
 	if err := e.app.Stop(ctx); err != nil {
@@ -157,7 +163,7 @@ func TestReplicaOfAWriterCutOffBeforeARestart(t *testing.T) {
 // answer it (review 13, R13b-6: replica, any and prefer-replica did).
 func TestReplicaOfTheCutOffWriterWhileThePrimaryIsDown(t *testing.T) {
 	t.Parallel()
-	e, _, alt := cutOffWriterScene(t, "r13b_split4")
+	e, _, alt := cutOffWriterScene(t, "r13b_split4", false)
 	n3, n4 := e.pg.Nodes[2], e.pg.Nodes[3]
 	ctx := context.Background()
 	lift3 := nftInput(t, "r13b_split5", "ip daddr "+n3.IP+" tcp dport 5432 drop")
@@ -176,5 +182,22 @@ func TestReplicaOfTheCutOffWriterWhileThePrimaryIsDown(t *testing.T) {
 	e.waitFor(t, "primary.db.local.", nil)
 	for _, name := range readNames {
 		e.holds(t, name, time.Second, without(n4.IP), "n4, which streams n2's branch, while n3 is down")
+	}
+}
+
+// TestReplicaOnlyClusterOfAForkedReplica: in cutOffWriterScene, with
+// "reporting" listing n4 alone, n3 is promoted while pgdns sees it: main
+// sees two writers of timeline 2 and sets n4, on n2's branch, aside.
+// reporting sees no writer at all: replica.reporting must not answer n4
+// either (review 13, R13b-7: it did, for good).
+func TestReplicaOnlyClusterOfAForkedReplica(t *testing.T) {
+	t.Parallel()
+	e, _, alt := cutOffWriterScene(t, "r13b_split6", true)
+	n3, n4 := e.pg.Nodes[2], e.pg.Nodes[3]
+	promoteN3(t, n3, alt(n3.IP))
+	e.waitFor(t, "primary.db.local.", []string{n3.IP})
+	e.waitHost(t, n4.Addr(), "set aside as n2's branch", func(h hostState) bool { return h.Aside == "forked" })
+	for _, name := range []string{"replica.reporting.db.local.", "any.reporting.db.local.", "prefer-replica.reporting.db.local."} {
+		e.holds(t, name, time.Second, exactly(), "n4, which holds n2's branch, under the name that lists it alone")
 	}
 }
