@@ -127,6 +127,20 @@ func (p *Prober) adopt(k Knowledge) {
 		}
 		if c.IdentityPinned && old.identity != c.Identity {
 			taken[c.Name] = true // not applied: seed says so at WARN
+			if old.identity != 0 && p.lists(ci, old) {
+				// A pin mistyped, or changed and changed back: what
+				// pgdns knew of the identity its hosts were seen with
+				// waits aside for the pin that names it again
+				// (dropOrphans keeps it while they are listed). Dropped,
+				// a fixed pin answered a primary it had superseded
+				// (review 13, R13b-8).
+				old.clocks = nil
+				if p.orphans == nil {
+					p.orphans = map[string]clusterKnowledge{}
+				}
+				p.orphans[orphanName(c.Name, old.identity)] = old
+				p.orphansChanged++
+			}
 			continue
 		}
 		if old.identity == 0 {

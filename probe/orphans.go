@@ -255,8 +255,9 @@ func (p *Prober) oneServer(ci, cj int) bool {
 
 // dropOrphans forgets the orphans claimed, and those no configured cluster
 // could claim: every one without knowledge of its own has an identity, and
-// another. An orphan stays while such a cluster has no identity yet and
-// none has the orphan's.
+// another. An orphan stays while such a cluster has no identity yet, or
+// pins another while it lists hosts seen with the orphan's, and none has
+// the orphan's.
 func (p *Prober) dropOrphans() {
 	for name, o := range p.orphans {
 		keep := false
@@ -268,7 +269,9 @@ func (p *Prober) dropOrphans() {
 				keep = false
 				break
 			}
-			keep = keep || c.Identity == 0
+			// A cluster that pins another identity and lists hosts seen
+			// with this one (adopt: a mistyped pin) may name it again.
+			keep = keep || c.Identity == 0 || c.IdentityPinned && p.lists(ci, o)
 		}
 		if !keep {
 			delete(p.orphans, name)
