@@ -119,7 +119,7 @@ func (p *Prober) seed(remembered map[string]Remembered) {
 	for _, c := range p.state {
 		if r, ok := k.clusters[c.Name]; ok && c.IdentityPinned && r.identity != c.Identity {
 			p.log.Warn("remembered knowledge not applied: its system identifier is not the one the config pins "+
-				"(another cluster's state file?); it is dropped",
+				"(another cluster's state file?); it is dropped, or kept aside while the cluster lists hosts seen with it (a mistyped pin)",
 				"cluster", c.Name, "system_identifier_pinned", c.Identity, "system_identifier_remembered", r.identity,
 				"dropped_newest_timeline", r.newest, "dropped_timeline_histories", len(r.timelines))
 		}
