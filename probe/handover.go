@@ -120,6 +120,7 @@ func (p *Prober) adopt(k Knowledge) {
 	}
 	taken := map[string]bool{} // entries of k handed to a cluster, or dropped
 	has := make([]bool, len(p.state))
+	var kept []string // entries a cluster kept under its own name
 	for ci, c := range p.state {
 		old, ok := k.clusters[c.Name]
 		if !ok {
@@ -153,6 +154,7 @@ func (p *Prober) adopt(k Knowledge) {
 		if p.holds(ci, old) {
 			p.takeOver(ci, old)
 			taken[c.Name], has[ci] = true, true
+			kept = append(kept, c.Name)
 		}
 	}
 	// A cluster whose name's knowledge is not its hosts' takes the one
@@ -185,6 +187,25 @@ func (p *Prober) adopt(k Knowledge) {
 		p.log.Info("cluster inherits what pgdns knew of it under another name: its hosts were seen with that system identifier there",
 			"cluster", p.state[ci].Name, "known_as", name, "system_identifier", o.identity,
 			"newest_timeline", o.newest, "timeline_histories", len(o.timelines))
+	}
+	// A cluster that took nothing and lists a host seen with an identity
+	// that another cluster kept under its own name (a host moved from that
+	// cluster to this one by the reload) takes a copy: the server's
+	// timelines are what they were under the other name, and a primary
+	// superseded there stays so here (review 13, R13b-9).
+	for ci, c := range p.state {
+		if p.own[ci] {
+			continue
+		}
+		for _, name := range kept {
+			if o := k.clusters[name]; name != c.Name && (!c.IdentityPinned || o.identity == c.Identity) && p.lists(ci, o) {
+				o.clocks = nil
+				p.takeOver(ci, o)
+				p.log.Info("cluster takes a copy of what pgdns knows under another name: it lists a host seen with that system identifier there",
+					"cluster", c.Name, "known_as", name, "system_identifier", o.identity, "newest_timeline", o.newest)
+				break
+			}
+		}
 	}
 	p.keepOrphans(k, taken)
 	for ci := range p.state {
