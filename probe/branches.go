@@ -267,8 +267,9 @@ func (b Branch) forkNote(addr string, at zone.LSN, split bool) string {
 
 // writableOurs reports whether h, in cluster c as Decide left it, is a
 // live writable server of c's identity: the primary, or one set aside
-// for its timeline, a split brain or Patroni's leader key (not another
-// cluster's, nor a second entry of one server).
+// for its timeline, a split brain or Patroni's leader key, or stopping
+// while other sessions on it write on (not another cluster's, nor a
+// second entry of one server).
 func writableOurs(c *zone.Cluster, h *zone.Host) bool {
 	if c.Identity == 0 || !h.Seen || h.InRecovery || h.SystemID != c.Identity {
 		return false
@@ -276,7 +277,7 @@ func writableOurs(c *zone.Cluster, h *zone.Host) bool {
 	switch h.Aside {
 	case zone.NotAside:
 		return h.Role == zone.RolePrimary
-	case zone.AsideSplitBrain, zone.AsideSuperseded, zone.AsideAbandoned, zone.AsideNotLeader:
+	case zone.AsideSplitBrain, zone.AsideSuperseded, zone.AsideAbandoned, zone.AsideNotLeader, zone.AsideStopping:
 		return true
 	}
 	return false

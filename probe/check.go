@@ -72,6 +72,10 @@ type Sample struct {
 	// SyncNamesSet, read on every host, matters on a primary:
 	// synchronous_standby_names is set, so a standby may be synchronous.
 	SyncNamesSet bool
+	// Stopping, on a writable host: it is shutting down (it admits no new
+	// session: postmaster.pid says "stopping", or a new session was
+	// refused so) while other client sessions remain on it (lingering.go).
+	Stopping bool
 	// WALBlockSize and WALSegmentSize are wal_block_size and
 	// wal_segment_size in bytes: where the server's WAL page headers are.
 	WALBlockSize, WALSegmentSize uint64
@@ -612,6 +616,9 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 		c.Close()
 	}
 	var start, end time.Time
+	// stopping: the server was found shutting down, by this probe or on
+	// this session before (lingering.go).
+	var stopping error
 	// cut: our session ended (or a new one was ended in its setup) with
 	// nothing that proves the server is not serving; see below.
 	var cut error
@@ -639,10 +646,15 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 			}
 			cut = err
 		}
+	} else if stopping = c.sess.stopping; stopping != nil {
+		asked = true // shutting down: it admits no new session again
 	} else if !c.readsStatus { // else the probe's own row tells (afterProbe)
 		if err := c.admission(by); err != nil {
-			c.Close() // a server stopping smartly waits for every open session to end
-			return err
+			if !shuttingDown(err) {
+				c.Close() // a server stopping smartly waits for every open session to end
+				return err
+			}
+			stopping = err // linger decides, once the row says whether it is writable
 		}
 		asked = true
 	} else {
@@ -685,8 +697,19 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 	c.everyRoleSeen(c.row.values[everyRoleColumn])
 	c.confSeen(c.row.values[confLoadedColumn], s.InRecovery)
 	if err := c.afterProbe(by, asked); err != nil {
-		c.Close() // a server stopping smartly waits for every open session to end
-		return err
+		if !shuttingDown(err) {
+			c.Close() // a server stopping smartly waits for every open session to end
+			return err
+		}
+		stopping = err
+	}
+	if stopping != nil {
+		// Kept while other sessions on a writable server remain, to see
+		// what they write (lingering.go); else closed, as above.
+		if err := c.linger(ctx, by, s, stopping); err != nil {
+			c.Close()
+			return err
+		}
 	}
 	s.History = c.readHistoryBy(ctx, by, end.Sub(start), s)
 	s.DefaultSerializable = c.serializable

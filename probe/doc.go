@@ -23,6 +23,8 @@
 //	facts.go      check: timeline history, the receiver's name
 //	senders.go    check: a primary's WAL senders, their names kept by pid
 //	admission.go  check: whether a server stopping smartly admits sessions
+//	lingering.go  check: a writable server stopping while other sessions
+//	              remain, probed on until they end
 //	trial.go      check: now and then a whole session start, past authentication
 //	shadow.go     check: role/database settings that hide the server's drain
 //	socket.go     check: the socket's own failure, which pgx may drop

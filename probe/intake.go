@@ -682,7 +682,7 @@ func (p *Prober) record(r result) {
 	if exact {
 		h.OwnHistory = s.History
 	}
-	h.StatsHidden, h.TimelineHidden, h.SyncNamesSet = s.StatsHidden, s.TimelineHidden, s.SyncNamesSet
+	h.StatsHidden, h.TimelineHidden, h.SyncNamesSet, h.Stopping = s.StatsHidden, s.TimelineHidden, s.SyncNamesSet, s.Stopping
 	h.WALBlockSize, h.WALSegmentSize = s.WALBlockSize, s.WALSegmentSize
 	h.DrainSetting, h.OfflineSetting = s.DrainSetting, s.OfflineSetting
 	h.SettingShadowed = s.SettingShadowed

@@ -86,6 +86,10 @@ type session struct {
 	// closing: what light probes on the session need (closing.go); nil
 	// until a full probe on it finds the server writable.
 	closing *closingState
+	// stopping: the server was found shutting down (the failure that
+	// said so) while other client sessions on it remained (lingering.go);
+	// nil otherwise. It admits no new session for the rest of its run.
+	stopping error
 
 	// The buffer read into: buf[r:w] is read and not yet parsed.
 	buf  []byte

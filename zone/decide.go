@@ -49,6 +49,10 @@ import (
 //     (review 6, G1). The replica itself stays set aside (abandoned):
 //     whether N is the cluster's or a branch it left is not proven. N is
 //     kept (Witnessed) while the replica is down or gone;
+//   - writable but shutting down (Stopping: it admits no new session,
+//     while other sessions on it remain): set aside, as a host that
+//     refuses new sessions is down; the probe keeps watching what those
+//     sessions write;
 //   - in recovery: replica;
 //   - writable: primary if it is the only writable host on the newest
 //     timeline; two writable hosts there cannot be told apart (split
@@ -160,6 +164,8 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 			// learned, so that lowering it takes effect at once.
 			c.setAside(h, AsideSuperseded, h.timelineKind()+" on timeline "+strconv.FormatUint(uint64(h.Timeline), 10)+
 				", below the configured min_timeline "+strconv.FormatUint(uint64(c.MinTimeline), 10))
+		case h.Stopping && !h.InRecovery:
+			c.setAside(h, AsideStopping, stoppingNote)
 		case h.InRecovery:
 			h.Role = RoleReplica
 		default:
@@ -333,6 +339,10 @@ func (c *Cluster) leaderHost(live []bool) int {
 	}
 	return -1
 }
+
+// stoppingNote is the reason of a host set aside as AsideStopping.
+const stoppingNote = "shutting down: it admits no new session; other sessions on it remain, and pgdns keeps probing it " +
+	"to see what they write, until they end (then it closes its own, so that the stop can complete)"
 
 func (c *Cluster) setAside(h *Host, why Aside, note string) {
 	h.Role, h.Aside, h.Note = RoleUnknown, why, note

@@ -44,6 +44,7 @@ const (
 	AsideNotLeader        // writable, but Patroni's leader key is another member's
 	AsideAbandoned        // on a timeline above the cluster's newest proven one: a branch it left
 	AsideUnproven         // a replica on a timeline above 1 that no history file nor WAL sender of the primary proves on its branch
+	AsideStopping         // writable, shutting down: it admits no new session (Stopping)
 )
 
 var asideNames = [...]string{
@@ -57,6 +58,7 @@ var asideNames = [...]string{
 	AsideNotLeader:  "not_leader",
 	AsideAbandoned:  "abandoned",
 	AsideUnproven:   "branch_unproven",
+	AsideStopping:   "stopping",
 }
 
 // String returns the reason's name as the HTTP API shows it; "" for NotAside.
@@ -149,6 +151,11 @@ type Host struct {
 	// SyncNamesSet, on a primary: synchronous_standby_names is set, so a
 	// standby may be synchronous.
 	SyncNamesSet bool
+	// Stopping, on a writable host: it is shutting down (smart: it admits
+	// no new session) while other client sessions on it remain, which
+	// may write on; the probe keeps its session to see what they write
+	// (rule 9's window, rule 13's) and Decide sets it aside (AsideStopping).
+	Stopping bool
 
 	// Standbys, on a primary, are the rows of its pg_stat_replication.
 	Standbys []Standby
