@@ -230,9 +230,10 @@ func TestDrainOfflineAndSync(t *testing.T) {
 			t.Errorf("TXT sync.replica.db.local = %q, want sync=true", txt)
 		}
 		wantWhy(e1, "sync.replica", r2.Addr(), "not a synchronous standby: its WAL sender's sync_state is neither sync nor quorum")
-		// A probe role without pg_monitor cannot read sync_state: it
-		// answers none, and says why.
-		e3.waitFor(t, "replica.db.local.", all)
+		// A probe role without pg_monitor cannot read sync_state, nor
+		// prove that a replica whose timeline it cannot read follows the
+		// primary (decisions.md rule 1): it answers none, and says why.
+		waitHiddenAside(t, e3, r1, r2, r3)
 		if passed, ok := testkit.Holds(time.Second, 50*time.Millisecond, func() bool {
 			return len(e3.ips(t, "sync.replica.db.local.")) == 0
 		}); !ok {
@@ -240,7 +241,7 @@ func TestDrainOfflineAndSync(t *testing.T) {
 		}
 		t.Logf("/v1/resolve without pg_monitor: %s", resolveWhy(e3, "sync.replica", r1.Addr()))
 		t.Logf("TXT sync.replica: %q", e1.txt(t, "sync.replica.db.local."))
-		wantWhy(e3, "sync.replica", r1.Addr(), "sync unknown: the probe role cannot read the primary's sync_state (grant pg_monitor)")
+		wantWhy(e3, "sync.replica", r1.Addr(), grantHint)
 		if got := e3.ips(t, "sync.prefer-replica.db.local."); !slices.Equal(got, []string{p.IP}) {
 			t.Errorf("sync.prefer-replica without pg_monitor = %v, want the primary", got)
 		}

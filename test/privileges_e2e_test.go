@@ -22,14 +22,42 @@ import (
 // leastPrivilege is the DSN of a probe role created without pg_monitor.
 const leastPrivilege = "user=pgdns dbname=postgres sslmode=disable"
 
+// grantHint ends the note of every replica set aside because its WAL
+// receiver's timeline is hidden from the probe role: what to do.
+const grantHint = "grant pg_monitor (or pg_read_all_stats) to the probe role"
+
+// waitHiddenAside waits until each of nodes, replicas whose WAL
+// receiver's timeline the probe role may not read (no pg_read_all_stats,
+// on them and on the primary), is set aside in /v1/hosts, its note saying
+// why and what to do: without the primary's statistics nothing proves
+// such a replica follows the primary, and its lower bound, at the newest
+// timeline or below it, may hide a later timeline (decisions.md rule 1).
+// Then replica.db.local. answers none of them.
+func waitHiddenAside(t *testing.T, e *env, nodes ...*pgtest.Node) {
+	t.Helper()
+	for _, n := range nodes {
+		e.waitHost(t, n.Addr(), "set aside for its hidden timeline", func(h hostState) bool {
+			return h.Aside != "" && strings.HasPrefix(h.Note, "timeline hidden from the probe role") && strings.HasSuffix(h.Note, grantHint)
+		})
+	}
+	for _, n := range nodes {
+		if ips := e.ips(t, "replica.db.local."); slices.Contains(ips, n.IP) {
+			t.Fatalf("replica.db.local answered %v, %s among them, set aside for its hidden timeline", ips, n.IP)
+		}
+	}
+}
+
 // With replicas: async, a probe role that cannot read sync_state cannot
-// prove any standby asynchronous while synchronous_standby_names is set:
-// no replica is answered (before, the synchronous standby was, since its
-// hidden sync_state read as not sync). With the setting empty no standby
-// can be synchronous, and both are answered. Once the role is granted
-// pg_monitor, the synchronous standby alone is left out. Each host says
-// that its statistics are hidden in /v1/hosts and the metrics, and the
-// log says it once per host.
+// prove any standby asynchronous while synchronous_standby_names is set;
+// nor, without pg_read_all_stats on the primary, can it prove that any
+// standby whose WAL receiver's timeline it cannot read follows the
+// primary (decisions.md rule 1): no replica is answered, whatever the
+// setting, each saying why and what to do (before review 13a's finding 3
+// both were answered with the setting empty; fail closed: a lower bound
+// of a timeline may hide a later one). Once the role is granted
+// pg_monitor, the asynchronous standby is answered and the synchronous
+// one left out. Each host says that its statistics are hidden in
+// /v1/hosts and the metrics, and the log says it once per host.
 func TestAsyncWithoutPgMonitor(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
@@ -51,6 +79,7 @@ func TestAsyncWithoutPgMonitor(t *testing.T) {
 	syncRows(1)
 	e := attach(t, pg, envOptions{Replicas: "async", DSN: leastPrivilege})
 
+	waitHiddenAside(t, e, syncStandby, asyncStandby)
 	e.waitFor(t, "replica.db.local.", nil)
 	if passed, ok := testkit.Holds(2*time.Second, 50*time.Millisecond, func() bool {
 		return len(e.ips(t, "replica.db.local.")) == 0
@@ -60,9 +89,6 @@ func TestAsyncWithoutPgMonitor(t *testing.T) {
 	_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
 	if n := strings.Count(hosts, `"stats_hidden":true`); n != 3 {
 		t.Errorf("/v1/hosts shows %d hosts with hidden statistics, want 3: %s", n, hosts)
-	}
-	if !strings.Contains(hosts, "synchronous_standby_names is set") {
-		t.Errorf("/v1/hosts does not say why the standbys are counted synchronous: %s", hosts)
 	}
 	_, metrics := e.get(t, http.DefaultClient, "/metrics", "")
 	hidden := 0
@@ -78,10 +104,19 @@ func TestAsyncWithoutPgMonitor(t *testing.T) {
 		t.Errorf("the log says %d times that statistics are hidden, want once per host (3):\n%s", n, e.logs.String())
 	}
 
-	// No synchronous replication at all: every standby is provably async.
+	// No synchronous replication at all: every standby is provably
+	// async, but none is proven to follow the primary.
 	setSyncNames("")
 	syncRows(0)
-	e.waitFor(t, "replica.db.local.", []string{syncStandby.IP, asyncStandby.IP})
+	if passed, ok := testkit.Holds(2*time.Second, 50*time.Millisecond, func() bool {
+		return len(e.ips(t, "replica.db.local.")) == 0
+	}); !ok {
+		t.Fatalf("after %d lookups replica.db.local answered a standby whose timeline is hidden, with the primary's WAL senders hidden too: %v", passed, e.ips(t, "replica.db.local."))
+	}
+	if got := e.ips(t, "prefer-replica.db.local."); !slices.Equal(got, []string{primary.IP}) {
+		t.Errorf("prefer-replica.db.local = %v, want the primary %s", got, primary.IP)
+	}
+	waitHiddenAside(t, e, syncStandby, asyncStandby)
 
 	// With pg_monitor the rows are read, and the synchronous one is out.
 	primary.Exec(t, "GRANT pg_monitor TO pgdns")
@@ -96,25 +131,30 @@ func TestAsyncWithoutPgMonitor(t *testing.T) {
 
 // A replica whose WAL receiver's timeline the probe role cannot read has
 // only lower bounds of it (its last restartpoint's, its minimum recovery
-// point's), and a lower bound older than the newest timeline is no
-// evidence that it is superseded, but nothing proves it follows the
-// primary either: re-pointed at a promoted replica (its last
-// restartpoint still on timeline 1) it is set aside, saying why and what
-// to do, until its next restartpoint reaches timeline 2, and answered
-// from then on. Before review 13a it was answered at once, since it
-// streams from a slot the promoted primary shows a WAL sender on; but
-// with the primary's statistics hidden that sender may be pg_receivewal's
-// or pg_basebackup's (TestHiddenStatsBorrowedSlot). The orphan, on no
-// slot, is not answered either, whether the superseded primary runs again
-// and streams to it or is cut off (its receiver stays connected until
-// wal_receiver_timeout).
+// point's): one older than the newest timeline is no evidence that it is
+// superseded, one at the newest no evidence that it is on it (a promoted
+// upstream pgdns never saw may have given it a later one), and with the
+// primary's statistics hidden too nothing proves it follows the primary:
+// the WAL sender on its slot may be pg_receivewal's or pg_basebackup's
+// (TestHiddenStatsBorrowedSlot). So a follower re-pointed at a promoted
+// replica is set aside, saying why and what to do, before its
+// restartpoint on timeline 2 and after it; granted pg_monitor it is
+// answered. Before review 13a it was answered at once, by its slot's
+// sender; then (finding 1) from its restartpoint on timeline 2, until
+// finding 3 (TestHiddenTimelineUnlistedRelayPromoted) showed a lower
+// bound at the newest timeline no proof either. The
+// orphan, on no slot, is not answered, whether the superseded primary
+// runs again and streams to it or is cut off (its receiver stays
+// connected until wal_receiver_timeout), nor after the grant, which it
+// never replays.
 func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(4)})
 	old, promoted, follower, orphan := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2], pg.Nodes[3]
 	old.Exec(t, "CREATE ROLE pgdns LOGIN")
 	e := attach(t, pg, envOptions{DSN: leastPrivilege})
-	e.waitFor(t, "replica.db.local.", []string{promoted.IP, follower.IP, orphan.IP})
+	e.waitFor(t, "primary.db.local.", []string{old.IP})
+	waitHiddenAside(t, e, promoted, follower, orphan)
 	ctx := context.Background()
 
 	// A failover: the old primary stops, a replica is promoted and
@@ -142,17 +182,16 @@ func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 	if tl := lowerBound(); tl != 1 {
 		t.Fatalf("the follower's lower bound is on timeline %d: the case needs it still on 1", tl)
 	}
-	// Set aside, with the reason and the remedy; answered only once its
-	// lower bound reaches timeline 2 (a page flushed, or a restartpoint).
+	// Set aside, with the reason and the remedy.
 	const why = "the primary's WAL senders are hidden too (no pg_read_all_stats), so none proves it follows the primary"
 	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the follower set aside, saying why", func() (string, bool) {
 		_, hosts := e.get(t, http.DefaultClient, "/v1/hosts", "")
-		return hosts, strings.Contains(hosts, why) && strings.Contains(hosts, "grant pg_monitor to the probe role")
+		return hosts, strings.Contains(hosts, why) && strings.Contains(hosts, grantHint)
 	})
 	if passed, ok := testkit.Holds(2*time.Second, 50*time.Millisecond, func() bool {
-		return !slices.Contains(e.ips(t, "replica.db.local."), follower.IP) || lowerBound() == 2
+		return !slices.Contains(e.ips(t, "replica.db.local."), follower.IP)
 	}); !ok {
-		t.Fatalf("after %d lookups replica.db.local answered the follower, its lower bound on timeline 1, re-pointed at a primary whose WAL senders' statistics are hidden", passed)
+		t.Fatalf("after %d lookups replica.db.local answered the follower, its timeline hidden, re-pointed at a primary whose WAL senders' statistics are hidden", passed)
 	}
 	_, explained := e.get(t, http.DefaultClient, "/v1/resolve?name=replica.db.local.", "")
 	if !strings.Contains(explained, why) {
@@ -163,14 +202,23 @@ func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 		t.Errorf("/v1/hosts does not show the hidden statistics: %s", hosts)
 	}
 	// Its restartpoint on timeline 2 (CHECKPOINT on a standby makes one
-	// at the last checkpoint record it replayed: the promoted primary's).
+	// at the last checkpoint record it replayed: the promoted primary's):
+	// a lower bound at the newest timeline, which proves nothing either
+	// (before review 13a's finding 3 it was answered from then on).
 	promoted.Exec(t, "CHECKPOINT")
 	testkit.Eventually(t, 20*time.Second, 200*time.Millisecond, "the follower's restartpoint on timeline 2", func() (int, bool) {
 		follower.Exec(t, "CHECKPOINT")
 		tl := lowerBound()
 		return tl, tl == 2
 	})
-	e.waitFor(t, "replica.db.local.", []string{follower.IP})
+	e.waitHost(t, follower.Addr(), "set aside at the newest timeline, saying why", func(h hostState) bool {
+		return strings.HasPrefix(h.Note, "timeline hidden from the probe role, at least 2 (the newest seen") && strings.HasSuffix(h.Note, grantHint)
+	})
+	if passed, ok := testkit.Holds(2*time.Second, 50*time.Millisecond, func() bool {
+		return !slices.Contains(e.ips(t, "replica.db.local."), follower.IP)
+	}); !ok {
+		t.Fatalf("after %d lookups replica.db.local answered the follower, its timeline hidden, a lower bound at the newest", passed)
+	}
 
 	// The old primary comes back writable on timeline 1 and the orphan
 	// streams from it again.
@@ -206,7 +254,15 @@ func TestHiddenTimelineIsNoSupersession(t *testing.T) {
 	}); !ok {
 		t.Fatalf("after %d lookups replica.db.local answered the orphan, still connected to the frozen superseded primary", passed)
 	}
+	// The remedy: pg_monitor, granted on the new primary, replays to the
+	// follower (its timeline read exactly, 2) but not to the orphan.
+	promoted.Exec(t, "GRANT pg_monitor TO pgdns")
 	e.waitFor(t, "replica.db.local.", []string{follower.IP})
+	if passed, ok := testkit.Holds(2*time.Second, 50*time.Millisecond, func() bool {
+		return !slices.Contains(e.ips(t, "replica.db.local."), orphan.IP)
+	}); !ok {
+		t.Fatalf("after %d lookups replica.db.local answered the orphan once the new primary granted pg_monitor", passed)
+	}
 }
 
 // Issue R2: a replica still following a frozen superseded primary (its
@@ -224,7 +280,8 @@ func TestHiddenTimelineOtherWALSender(t *testing.T) {
 	old, promoted, orphan := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	old.Exec(t, "CREATE ROLE pgdns LOGIN")
 	e := attach(t, pg, envOptions{DSN: leastPrivilege})
-	e.waitFor(t, "replica.db.local.", []string{promoted.IP, orphan.IP})
+	e.waitFor(t, "primary.db.local.", []string{old.IP})
+	waitHiddenAside(t, e, promoted, orphan)
 	ctx := context.Background()
 
 	if err := old.Signal(syscall.SIGSTOP); err != nil {

@@ -66,7 +66,14 @@ func borrowedSlot(t *testing.T, client, grant string) {
 		return n, n == 1
 	})
 	e := attach(t, pg, envOptions{DSN: leastPrivilege})
-	e.waitFor(t, "replica.db.local.", []string{promoted.IP, orphan.IP})
+	if strings.Contains(grant, "pg_read_all_stats") {
+		e.waitFor(t, "replica.db.local.", []string{promoted.IP, orphan.IP})
+	} else {
+		// Without pg_read_all_stats no replica is proven to follow the
+		// primary (decisions.md rule 1).
+		e.waitFor(t, "primary.db.local.", []string{old.IP})
+		waitHiddenAside(t, e, promoted, orphan)
+	}
 	ctx := context.Background()
 
 	if err := old.Signal(syscall.SIGSTOP); err != nil {

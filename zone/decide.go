@@ -34,11 +34,12 @@ import (
 //     leader's timeline is the newest: a newer one it does not follow is a
 //     branch the cluster abandoned. A replica whose timeline the probe role
 //     may not read (TimelineHidden) has only a lower bound of it, which
-//     proves nothing against the newest timeline: it is set aside only
-//     while a writable host on an older timeline streams to a standby it
-//     may be, or unless exactly one of the primary's WAL senders is
-//     provably its own, by a slot or application name no other host
-//     shares (hidden.go);
+//     proves nothing, below the newest timeline or at it (a later one
+//     pgdns never saw may hide behind it): it is set aside while a
+//     writable host on an older timeline streams to a standby it may be,
+//     and unless the primary's statistics are readable and exactly one of
+//     its WAL senders is provably the replica's own, by a slot or
+//     application name no other host shares (hidden.go);
 //   - on a timeline above the newest proven one (a branch the cluster
 //     left, or a lower bound above it): set aside;
 //   - without Patroni, on a timeline below a live replica's lower bound

@@ -42,48 +42,71 @@ func hiddenTimelineNote(h, sender *Host) string {
 }
 
 // setAsideUnproven sets aside each live replica whose WAL receiver's
-// timeline is hidden and whose lower bound is older than the newest
-// timeline, unless it provably streams from the primary: exactly one of
-// the primary's WAL senders is its own, and the primary's statistics are
-// readable. Without pg_read_all_stats the replica's conninfo is hidden,
-// so its application name is unknown; what it shows is primary_slot_name
-// (readable by any role), and the primary's rows show their slots
-// (pg_replication_slots, readable by any role). A count of WAL senders
-// proves nothing: pg_receivewal, a streaming backup or a logical
-// walsender is a row too, and an orphan of a failover whose receiver
-// keeps following the old primary until wal_receiver_timeout looks the
-// same as a replica re-pointed at the new one. Nor does the slot, when
-// the primary's statistics are hidden too (hiddenSenderNote): every
-// column of its WAL senders but the pid then reads NULL, so the row on
-// the replica's slot may be pg_receivewal's or pg_basebackup's (review
-// 13a, finding 1), which a readable replay_lsn (NULL for them) tells
-// apart.
+// timeline is hidden, whatever its lower bound, unless it provably
+// streams from the primary: the primary's statistics are readable and
+// exactly one of its WAL senders is the replica's own. A lower bound
+// below the newest timeline is no evidence of supersession, and one at
+// the newest is no evidence of the primary's timeline: the replica may be
+// on a later one pgdns never saw, which a promoted unlisted upstream (a
+// relay it cascades from, a DR copy) gave it (review 13a, finding 3: a
+// listed replica cascading from an unlisted relay followed the relay's
+// promotion to timeline 2 while its control file still said 1, and
+// lsn-W.replica answered it for the primary's write W after the split,
+// which it lacked, with a byte lag measured across two branches). Without
+// pg_read_all_stats the replica's conninfo is hidden, so its application
+// name is unknown; what it shows is primary_slot_name (readable by any
+// role), and the primary's rows show their slots (pg_replication_slots,
+// readable by any role). A count of WAL senders proves nothing:
+// pg_receivewal, a streaming backup or a logical walsender is a row too,
+// and an orphan of a failover whose receiver keeps following the old
+// primary until wal_receiver_timeout looks the same as a replica
+// re-pointed at the new one. Nor does the slot, when the primary's
+// statistics are hidden too (hiddenSenderNote): every column of its WAL
+// senders but the pid then reads NULL, so the row on the replica's slot
+// may be pg_receivewal's or pg_basebackup's (review 13a, finding 1),
+// which a readable replay_lsn (NULL for them) tells apart. So with one
+// least-privilege role on every server no such replica is answered.
 func (c *Cluster) setAsideUnproven() {
 	p := c.PrimaryHost()
 	senders := c.senderIndex(p)
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		if h.Role != RoleReplica || !h.TimelineHidden || h.Timeline >= c.NewestTimeline {
+		if h.Role != RoleReplica || !h.TimelineHidden {
 			continue
 		}
+		// Below the newest timeline its lower bound may be the whole
+		// truth (superseded); at it, a later timeline is what may hide.
+		kind := AsideSuperseded
+		if h.Timeline >= c.NewestTimeline {
+			kind = AsideUnproven
+		}
 		if p != nil && p.StatsHidden {
-			c.setAside(h, AsideSuperseded, hiddenSenderNote(h, c.NewestTimeline))
+			c.setAside(h, kind, hiddenSenderNote(h, c.NewestTimeline))
 		} else if why := senders.why(h); why != "" {
-			c.setAside(h, AsideSuperseded, "timeline hidden from the probe role (grant pg_monitor), at least "+
-				strconv.FormatUint(uint64(h.Timeline), 10)+"; "+why+": it may follow another host")
+			c.setAside(h, kind, hiddenBound(h, c.NewestTimeline)+"; "+why+": it may follow another host; "+grantStats)
 		}
 	}
 }
 
-// hiddenSenderNote says why replica h, its timeline a lower bound below
-// newest, is set aside while the primary's WAL senders' statistics are
-// hidden, and what ends it.
+// grantStats is what ends every hidden-timeline note: the remedy.
+const grantStats = "grant pg_monitor (or pg_read_all_stats) to the probe role"
+
+// hiddenBound says what pgdns knows of the timeline of replica h, whose
+// WAL receiver's timeline is hidden, against the newest one it has seen.
+func hiddenBound(h *Host, newest uint32) string {
+	bound := "timeline hidden from the probe role, at least " + strconv.FormatUint(uint64(h.Timeline), 10)
+	if h.Timeline < newest {
+		return bound + ", below the newest " + strconv.FormatUint(uint64(newest), 10)
+	}
+	return bound + " (the newest seen; it may be on a later one pgdns has not seen: a promoted upstream, an unlisted relay or a DR copy)"
+}
+
+// hiddenSenderNote says why replica h, its timeline hidden, is set aside
+// while the primary's WAL senders' statistics are hidden too, and what
+// ends it.
 func hiddenSenderNote(h *Host, newest uint32) string {
-	n := strconv.FormatUint(uint64(newest), 10)
-	return "timeline hidden from the probe role, at least " + strconv.FormatUint(uint64(h.Timeline), 10) + ", below the newest " + n +
-		": it may follow another host; the primary's WAL senders are hidden too (no pg_read_all_stats), so none proves it follows the primary " +
-		"(one on its slot may be pg_receivewal's or pg_basebackup's): grant pg_monitor to the probe role, or it is answered once its next " +
-		"restartpoint reaches timeline " + n + " (within checkpoint_timeout; a CHECKPOINT on it at once)"
+	return hiddenBound(h, newest) + ": it may follow another host; the primary's WAL senders are hidden too (no pg_read_all_stats), " +
+		"so none proves it follows the primary (one on its slot may be pg_receivewal's or pg_basebackup's): " + grantStats
 }
 
 // setAsideUnprovenBranch sets aside each replica of primary p on a

@@ -16,13 +16,16 @@ func hidden(h Host, tl uint32) Host {
 }
 
 // Without sync_state, no replica is provably asynchronous while
-// synchronous_standby_names is set; with it empty, every one is.
+// synchronous_standby_names is set; with it empty, every one is. The
+// replicas' own statistics are readable here (another role on them): a
+// replica whose timeline is hidden is set aside while the primary's
+// statistics are hidden too (TestHiddenTimeline).
 func TestHiddenSyncState(t *testing.T) {
 	for _, names := range []bool{true, false} {
 		p := hidden(seen("10.0.0.1", false, 0), 0)
 		p.SyncNamesSet = names
 		p.Standbys = []Standby{{AppName: "r1"}, {AppName: "r2"}} // client_addr and sync_state read NULL
-		snap := cluster(p, hidden(seen("10.0.0.2", true, 0), 1), hidden(seen("10.0.0.3", true, 0), 1))
+		snap := cluster(p, seen("10.0.0.2", true, 0), seen("10.0.0.3", true, 0))
 		c := snap.Clusters[0]
 		for _, h := range c.Hosts[1:] {
 			if h.Role != RoleReplica || h.Sync != names || h.SyncUnsure != names {
@@ -35,16 +38,20 @@ func TestHiddenSyncState(t *testing.T) {
 	}
 }
 
-// A hidden timeline's lower bound below the newest timeline does not set a
-// replica aside while exactly one of the primary's WAL senders is
-// provably its own (its slot, which no other host shares) and the
-// primary's statistics are readable; a writable host on an older
-// timeline streaming to a standby does, and so does any replica no sender
-// is proven to be: other WAL senders (pg_receivewal, a backup) prove
-// nothing, and neither does a slot two replicas share, nor any slot while
-// the primary's statistics are hidden too (review 13a, finding 1: the row
-// on it may be pg_receivewal's). A replica without a WAL receiver (its
-// lower bound is all anyone could know) is set aside as before.
+// A replica whose WAL receiver's timeline is hidden, its lower bound
+// below the newest timeline or at it, is answered only while exactly one
+// of the primary's WAL senders is provably its own (its slot, which no
+// other host shares) and the primary's statistics are readable; a
+// writable host on an older timeline streaming to a standby sets it
+// aside, and so does any replica no sender is proven to be: other WAL
+// senders (pg_receivewal, a backup) prove nothing, and neither does a
+// slot two replicas share, nor any slot while the primary's statistics
+// are hidden too (review 13a, finding 1: the row on it may be
+// pg_receivewal's). A lower bound at the newest timeline proves nothing
+// either: the replica may be on a later one pgdns never saw (review 13a,
+// finding 3: a cascade under an unlisted relay that a DR drill promoted).
+// A replica without a WAL receiver (its lower bound is all anyone could
+// know) is set aside below the newest timeline as before.
 func TestHiddenTimeline(t *testing.T) {
 	primary := seen("10.0.0.1", false, 0)
 	primary.Timeline = 2
@@ -57,7 +64,7 @@ func TestHiddenTimeline(t *testing.T) {
 	noReceiver.StatsHidden = true
 	c := cluster(primary, follower, noReceiver).Clusters[0]
 	if h := c.Hosts[1]; h.Aside != AsideSuperseded || !strings.Contains(h.Note, "none proves it follows the primary") ||
-		!strings.Contains(h.Note, "grant pg_monitor") || !strings.Contains(h.Note, "restartpoint reaches timeline 2") {
+		!strings.HasSuffix(h.Note, "grant pg_monitor (or pg_read_all_stats) to the probe role") {
 		t.Errorf("hidden timeline, lower bound 1, its slot's sender on a primary whose statistics are hidden: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
 	}
 	if h := c.Hosts[2]; h.Aside != AsideSuperseded {
@@ -65,22 +72,45 @@ func TestHiddenTimeline(t *testing.T) {
 	}
 	// /v1/explain says why and what to do.
 	if v := explainName(t, cluster(primary, follower), "replica.db.local.")[1]; v.Selected ||
-		!strings.HasPrefix(v.Why, "unknown: timeline hidden from the probe role, at least 1, below the newest 2") || !strings.Contains(v.Why, "grant pg_monitor to the probe role") {
+		!strings.HasPrefix(v.Why, "unknown: timeline hidden from the probe role, at least 1, below the newest 2") ||
+		!strings.Contains(v.Why, "grant pg_monitor (or pg_read_all_stats) to the probe role") {
 		t.Errorf("explain: selected %v, why %q", v.Selected, v.Why)
 	}
-	// Its lower bound on the newest timeline: answered whatever the
-	// senders show.
+	// Its lower bound on the newest timeline: set aside all the same,
+	// while the primary's statistics are hidden (before review 13a's
+	// finding 3 it was answered whatever the senders showed).
 	caughtUp := follower
 	caughtUp.Timeline = 2
-	if h := cluster(primary, caughtUp).Clusters[0].Hosts[1]; h.Role != RoleReplica || h.Aside != NotAside {
-		t.Errorf("hidden timeline, lower bound 2: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
+	if h := cluster(primary, caughtUp).Clusters[0].Hosts[1]; h.Aside != AsideUnproven ||
+		!strings.HasPrefix(h.Note, "timeline hidden from the probe role, at least 2 (the newest seen; it may be on a later one pgdns has not seen") ||
+		!strings.Contains(h.Note, "none proves it follows the primary") {
+		t.Errorf("hidden timeline, lower bound 2, the primary's statistics hidden: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
+	}
+	if v := explainName(t, cluster(primary, caughtUp), "replica.db.local.")[1]; v.Selected ||
+		!strings.HasPrefix(v.Why, "unknown: timeline hidden from the probe role, at least 2 (the newest seen") {
+		t.Errorf("explain, lower bound 2: selected %v, why %q", v.Selected, v.Why)
 	}
 	// The primary's statistics readable (its senders' replay_lsn told
-	// pg_receivewal's apart): the row on its slot proves it.
+	// pg_receivewal's apart): the row on its slot proves it, whatever
+	// its lower bound.
 	primary.StatsHidden = false
 	c = cluster(primary, follower, noReceiver).Clusters[0]
 	if h := c.Hosts[1]; h.Role != RoleReplica || h.Aside != NotAside {
 		t.Errorf("hidden timeline, lower bound 1, its slot's sender on the primary: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
+	}
+	if h := cluster(primary, caughtUp).Clusters[0].Hosts[1]; h.Role != RoleReplica || h.Aside != NotAside {
+		t.Errorf("hidden timeline, lower bound 2, its slot's sender on the primary: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
+	}
+	// A cascade (no row of the primary is its own) on the newest
+	// timeline, on timeline 1 too: set aside, saying why.
+	cascade := hidden(seen("10.0.0.6", true, 0), 1)
+	cascade.SlotName = "r6"
+	one := primary
+	one.Timeline = 1
+	if h := cluster(one, cascade).Clusters[0].Hosts[1]; h.Aside != AsideUnproven ||
+		!strings.Contains(h.Note, `the primary has no WAL sender with its slot "r6": it may follow another host`) ||
+		!strings.HasSuffix(h.Note, "grant pg_monitor (or pg_read_all_stats) to the probe role") {
+		t.Errorf("hidden timeline, lower bound 1 on timeline 1, a cascade: %v, aside %v (%s)", h.Role, h.Aside, h.Note)
 	}
 
 	old := seen("10.0.0.4", false, 0)
@@ -203,28 +233,35 @@ func TestUnprovenBranch(t *testing.T) {
 // pg_receivewal and pg_basebackup -X stream are no standby, and without
 // pg_read_all_stats their rows read like a standby's but for the
 // application name they give themselves: one on a replica's slot name
-// does not prove that replica on the primary's branch (a replica whose
-// lower bound is the primary's timeline 2, setAsideUnprovenBranch); a
-// standby's row does. Below the newest timeline no row proves it while
-// the primary's statistics are hidden, whatever its name (review 13a:
-// the orphan of a failover, still streaming from the old primary, was
-// answered once pg_receivewal -S took its slot on the new one, under any
-// application name).
+// does not prove that replica follows the primary; a standby's row does,
+// only while the primary's statistics are readable (the replica's alone
+// hidden). While they are hidden too no row proves it, whatever its name
+// or the replica's lower bound (review 13a: the orphan of a failover,
+// still streaming from the old primary, was answered once pg_receivewal
+// -S took its slot on the new one, under any application name; finding
+// 3, a lower bound at the newest timeline hides a later one).
 func TestHiddenTimelineWALClientOnItsSlot(t *testing.T) {
 	for app, follows := range map[string]bool{"pg_receivewal": false, "pg_basebackup": false, "walreceiver": true} {
-		primary := seen("10.0.0.1", false, 0)
-		primary.Timeline, primary.StatsHidden = 2, true
-		primary.Standbys = []Standby{{AppName: app, Slot: "r2"}}
-		for _, tl := range []uint32{1, 2} {
-			r := hidden(seen("10.0.0.2", true, 0), tl)
-			r.SlotName = "r2"
-			h := cluster(primary, r).Clusters[0].Hosts[1]
-			want := follows && tl == 2
-			if got := h.Role == RoleReplica && h.Aside == NotAside; got != want {
-				t.Errorf("lower bound %d, a WAL sender %q on its slot: answered %v (%v, aside %v: %s), want %v", tl, app, got, h.Role, h.Aside, h.Note, want)
-			}
-			if tl == 2 && !follows && (h.Aside != AsideUnproven || !strings.Contains(h.Note, `the primary has no WAL sender with its slot "r2"`)) {
-				t.Errorf("lower bound 2, a WAL sender %q on its slot: aside %v, note %q", app, h.Aside, h.Note)
+		for _, statsHidden := range []bool{true, false} {
+			primary := seen("10.0.0.1", false, 0)
+			primary.Timeline, primary.StatsHidden = 2, statsHidden
+			primary.Standbys = []Standby{{AppName: app, Slot: "r2"}}
+			for _, tl := range []uint32{1, 2} {
+				r := hidden(seen("10.0.0.2", true, 0), tl)
+				r.SlotName = "r2"
+				h := cluster(primary, r).Clusters[0].Hosts[1]
+				want := follows && !statsHidden
+				if got := h.Role == RoleReplica && h.Aside == NotAside; got != want {
+					t.Errorf("primary's statistics hidden %v, lower bound %d, a WAL sender %q on its slot: answered %v (%v, aside %v: %s), want %v",
+						statsHidden, tl, app, got, h.Role, h.Aside, h.Note, want)
+				}
+				wantNote := "none proves it follows the primary"
+				if !statsHidden {
+					wantNote = `the primary has no WAL sender with its slot "r2"`
+				}
+				if !want && !strings.Contains(h.Note, wantNote) {
+					t.Errorf("primary's statistics hidden %v, lower bound %d, a WAL sender %q on its slot: aside %v, note %q", statsHidden, tl, app, h.Aside, h.Note)
+				}
 			}
 		}
 	}

@@ -11,7 +11,7 @@ import "strconv"
 // writes away: a replica of either branch may hold data that is about to
 // be lost, or lack writes that are kept, and pgdns cannot know which. A
 // replica on an older timeline is superseded already, and one whose
-// timeline is hidden below N waits for a primary (setAsideUnproven). Once
+// timeline is hidden waits for a primary (setAsideUnproven). Once
 // one writer is gone or in recovery, the fork proofs take over (forkedFrom,
 // setAsideUnprovenBranch): the replicas of the branch that stays come
 // back, those of the other stay aside where a proof shows it.
