@@ -8,7 +8,7 @@ import "testing"
 // -S n3 -X stream does, rebuilding n3 into a new directory while the old
 // one serves), given an application name of the operator's (n3_rebuild:
 // a connection string's application_name, PGAPPNAME; its own name marks
-// its row as no standby's, TestReview13aWALClientOnTheOrphansSlot). A
+// its row as no standby's, TestWALClientOnTheOrphansSlotProvesNoFollower). A
 // probe role without pg_read_all_stats cannot read the senders' replay_lsn,
 // so its row is the one on n3's slot: before, it proved n3, the orphan of
 // timeline 1, a follower of n2, and replica, prefer-replica and any

@@ -1,7 +1,7 @@
 package test
 
-// Review 13a: a probe role without pg_monitor, a failover, and a WAL
-// client that is no standby on the slot of the orphan.
+// A probe role without pg_monitor, a failover, and a WAL client that is
+// no standby on the slot of the orphan (found in review 13a).
 
 import (
 	"context"
@@ -19,21 +19,21 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// A WAL client that is no standby proves no standby its follower by its
-// slot (decisions.md rules 1 and 7). n3 streams from n1 on slot n3; n1
-// freezes (n3's WAL receiver stays connected to it until
-// wal_receiver_timeout), n2 is promoted to timeline 2 and writes; on n2
-// a slot is named n3 and a WAL client streams from it: pg_recvlogical on
-// a logical slot, or pg_receivewal -S (as pg_basebackup -S -X stream
-// does, rebuilding n3 into a new directory while the old one serves). The
-// probe role, without pg_monitor, reads no WAL receiver's timeline nor
-// any sender's positions, so n3, its lower bound on timeline 1, is
-// answered only when one of n2's WAL senders is provably its own, by its
-// slot: the client's must not be. Before (review 13a), replica,
-// prefer-replica and any answered n3, the orphan of timeline 1 without
-// n2's writes, from about a second after the client started, every
-// lookup.
-func TestReview13aWALClientOnTheOrphansSlot(t *testing.T) {
+// TestWALClientOnTheOrphansSlotProvesNoFollower: a WAL client that is no
+// standby proves no standby its follower by its slot (decisions.md rules 1
+// and 7). n3 streams from n1 on slot n3; n1 freezes (n3's WAL receiver
+// stays connected to it until wal_receiver_timeout), n2 is promoted to
+// timeline 2 and writes; on n2 a slot is named n3 and a WAL client streams
+// from it: pg_recvlogical on a logical slot, or pg_receivewal -S (as
+// pg_basebackup -S -X stream does, rebuilding n3 into a new directory
+// while the old one serves). The probe role, without pg_monitor, reads no
+// WAL receiver's timeline nor any sender's positions, so n3, its lower
+// bound on timeline 1, is answered only when one of n2's WAL senders is
+// provably its own, by its slot: the client's must not be. Before (review
+// 13a), replica, prefer-replica and any answered n3, the orphan of
+// timeline 1 without n2's writes, from about a second after the client
+// started, every lookup.
+func TestWALClientOnTheOrphansSlotProvesNoFollower(t *testing.T) {
 	t.Parallel()
 	for _, client := range []string{"pg_recvlogical", "pg_receivewal"} {
 		t.Run(client, func(t *testing.T) {

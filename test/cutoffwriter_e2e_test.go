@@ -107,7 +107,7 @@ var readNames = []string{"replica.db.local.", "any.db.local.", "prefer-replica.d
 // restarts from its state file while n2 is still cut off: n4 stays out.
 func TestReplicaOfTheCutOffWriterAfterARestart(t *testing.T) {
 	t.Parallel()
-	e, state, alt := cutOffWriterScene(t, "r13b_split", false)
+	e, state, alt := cutOffWriterScene(t, "pgdns_test_cutoff1", false)
 	n3, n4 := e.pg.Nodes[2], e.pg.Nodes[3]
 	promoteN3(t, n3, alt(n3.IP))
 	e.waitFor(t, "primary.db.local.", []string{n3.IP})
@@ -135,7 +135,7 @@ func TestReplicaOfTheCutOffWriterAfterARestart(t *testing.T) {
 // proof of its branch on a timeline pgdns knew forked).
 func TestReplicaOfAWriterCutOffBeforeARestart(t *testing.T) {
 	t.Parallel()
-	e, state, alt := cutOffWriterScene(t, "r13b_split2", false)
+	e, state, alt := cutOffWriterScene(t, "pgdns_test_cutoff2", false)
 	n3, n4 := e.pg.Nodes[2], e.pg.Nodes[3]
 	ctx := context.Background()
 	if err := e.app.Stop(ctx); err != nil {
@@ -143,7 +143,7 @@ func TestReplicaOfAWriterCutOffBeforeARestart(t *testing.T) {
 	}
 	e = launch(t, e.pg, envOptions{State: state})
 	e.waitFirstRound(t, "the restarted pgdns")
-	lift3 := nftInput(t, "r13b_split3", "ip daddr "+n3.IP+" tcp dport 5432 drop")
+	lift3 := nftInput(t, "pgdns_test_cutoff3", "ip daddr "+n3.IP+" tcp dport 5432 drop")
 	conn := promoteN3(t, n3, alt(n3.IP))
 	if _, err := conn.Exec(ctx, "CREATE TABLE big AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 3000)"); err != nil {
 		t.Fatal(err)
@@ -163,10 +163,10 @@ func TestReplicaOfAWriterCutOffBeforeARestart(t *testing.T) {
 // answer it (review 13, R13b-6: replica, any and prefer-replica did).
 func TestReplicaOfTheCutOffWriterWhileThePrimaryIsDown(t *testing.T) {
 	t.Parallel()
-	e, _, alt := cutOffWriterScene(t, "r13b_split4", false)
+	e, _, alt := cutOffWriterScene(t, "pgdns_test_cutoff4", false)
 	n3, n4 := e.pg.Nodes[2], e.pg.Nodes[3]
 	ctx := context.Background()
-	lift3 := nftInput(t, "r13b_split5", "ip daddr "+n3.IP+" tcp dport 5432 drop")
+	lift3 := nftInput(t, "pgdns_test_cutoff5", "ip daddr "+n3.IP+" tcp dport 5432 drop")
 	conn := promoteN3(t, n3, alt(n3.IP))
 	if _, err := conn.Exec(ctx, "CREATE TABLE big AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 3000)"); err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func TestReplicaOfTheCutOffWriterWhileThePrimaryIsDown(t *testing.T) {
 // either (review 13, R13b-7: it did, for good).
 func TestReplicaOnlyClusterOfAForkedReplica(t *testing.T) {
 	t.Parallel()
-	e, _, alt := cutOffWriterScene(t, "r13b_split6", true)
+	e, _, alt := cutOffWriterScene(t, "pgdns_test_cutoff6", true)
 	n3, n4 := e.pg.Nodes[2], e.pg.Nodes[3]
 	promoteN3(t, n3, alt(n3.IP))
 	e.waitFor(t, "primary.db.local.", []string{n3.IP})

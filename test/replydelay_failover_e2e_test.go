@@ -1,7 +1,7 @@
 package test
 
-// Review 13a: a one-sided delay on the way back from one host, during
-// read-your-writes lookups and a failover to that host.
+// A one-sided delay on the way back from one host, during read-your-writes
+// lookups and a failover to that host (tried in review 13a: withstood).
 
 import (
 	"context"
@@ -98,13 +98,14 @@ func replyDelayProxy(t *testing.T, listen, target string, delay time.Duration) {
 	})
 }
 
-// pgdns reaches n2 through a path that holds every reply 600 ms (the
-// requests go at once), at a 100 ms interval, and lsn- lookups may wait
-// for a refresh. A client writes on n1 and looks its writes up at once;
-// then n1 crashes (immediate stop), n2 is promoted and n3 follows it, and
-// the client writes and looks up on n2, while the tokens of before are
-// looked up too. Every host answered for a token must hold its row.
-func TestReview13aReplyDelayFailover(t *testing.T) {
+// TestSlowReturnPathFailoverAnswersOnlyHostsWithTheToken: pgdns reaches n2
+// through a path that holds every reply 600 ms (the requests go at once),
+// at a 100 ms interval, and lsn- lookups may wait for a refresh. A client
+// writes on n1 and looks its writes up at once; then n1 crashes (immediate
+// stop), n2 is promoted and n3 follows it, and the client writes and looks
+// up on n2, while the tokens of before are looked up too. Every host
+// answered for a token must hold its row.
+func TestSlowReturnPathFailoverAnswersOnlyHostsWithTheToken(t *testing.T) {
 	t.Parallel()
 	const delay = 600 * time.Millisecond
 	b := pgtest.Addrs(t)
