@@ -20,7 +20,7 @@ import (
 // result was taken, and a result that is not steady (a failure) is built
 // at the next publish, as before.
 func TestPublishBuildsARoundOnce(t *testing.T) {
-	f := newBenchFleet(t, 2, 3)
+	f := slowFleet(t)
 	round := func(publishBetween func()) {
 		f.round(0, func(r result) {
 			f.p.take(r)
@@ -117,7 +117,7 @@ func TestPublishBuildsARoundOnce(t *testing.T) {
 // raised, whatever its list), it is not made again, and a cluster marked
 // again meanwhile is listed once.
 func TestDeferredBuildListedOnce(t *testing.T) {
-	f := newBenchFleet(t, 2, 3)
+	f := slowFleet(t)
 	f.p.take(f.result(0, 0, true)) // a round opens, its build deferred
 	f.p.take(f.result(1, 1, false))
 	f.p.publish()
@@ -135,4 +135,15 @@ func TestDeferredBuildListedOnce(t *testing.T) {
 	if got := f.p.dirty.take(f.p, f.p.now()); !slices.Equal(got, []int{0}) {
 		t.Fatalf("listed %v, want cluster 0 once", got)
 	}
+}
+
+// slowFleet is a fleet of two clusters of three probed every 2s, so that
+// a deferred build is held for 500 ms (holdMax): on the default 250 ms a
+// loaded machine (make test's -race, -parallel 4, 2 cores) could stall a
+// test longer than the 62 ms hold between a take and its publish, and
+// the hold's end then rightly built the round twice.
+func slowFleet(t *testing.T) *benchFleet {
+	f := newBenchFleet(t, 2, 3)
+	f.p.cfg.Interval = 2 * time.Second
+	return f
 }
