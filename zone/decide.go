@@ -64,7 +64,13 @@ import (
 //     (see forkedFrom), or streaming from another host last seen writable
 //     on it (otherWriterNote): set aside; so is one on a timeline above 1 that
 //     neither history files nor one of the primary's WAL senders prove on
-//     the primary's branch (setAsideUnprovenBranch);
+//     the primary's branch (setAsideUnprovenBranch; on a timeline known
+//     forked only a WAL sender proves it: two promotions from one point
+//     write equal history files);
+//   - with no primary and no split brain, a replica on another branch
+//     than the server last seen writable on its timeline, down now, and
+//     every replica of a timeline known forked: set aside, as forked
+//     (setAsideForkedFromTheDown);
 //   - a primary whose new sessions are read-only (default_transaction_read_only,
 //     unless a setting of pgdns's own hides the server's) is ReadOnly:
 //     primary does not answer it (readonly.go).

@@ -83,7 +83,10 @@ func (x *senderIndex) build() {
 // standby, and pg_receivewal -S or pg_basebackup -S on a standby's slot
 // name on a new primary was the row that proved the orphan of a failover
 // its follower (review 13a). Renamed (application_name in its connection
-// string, PGAPPNAME) such a client still does: decisions.md rule 1.
+// string, PGAPPNAME) such a client is not told apart; so, with the
+// primary's statistics hidden, no row proves a replica whose timeline is
+// hidden at all (setAsideUnproven, decisions.md rule 1), and only the
+// branch rule (setAsideUnprovenBranch) still reads such rows by slot.
 func walClientOnly(r *Standby) bool {
 	return r.AppName == "pg_receivewal" || r.AppName == "pg_basebackup"
 }
