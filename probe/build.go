@@ -68,10 +68,11 @@ func (p *Prober) publish() {
 			snap.Clusters[ci] = p.build(ci, now, stale, false)
 		}
 	}
-	// A cluster whose newest timeline a sibling raised (raiseSiblings,
-	// pullSiblings) is built again before anything is published: built earlier in this
-	// publish, or shared with the last snapshot, it still answers the
-	// superseded primary.
+	// A cluster whose newest timeline a sibling raised, or that took a
+	// sibling's fork (raiseSiblings, pullSiblings, shareForks), is built
+	// again before anything is published: built earlier in this publish,
+	// or shared with the last snapshot, it still answers the superseded
+	// primary, or the forked replica.
 	for len(p.raised) > 0 {
 		raised := p.raised
 		p.raised = nil

@@ -14,7 +14,10 @@ import (
 // is kept (in memory, handed on by a reload, and in the state file) until
 // a configured cluster establishes or pins the same identity, which then
 // inherits it, or until no configured cluster could: every one has an
-// identity and it is another, or knowledge of its own.
+// identity and it is another, or knowledge of its own. A cluster that pins
+// another identity while it lists hosts seen with the orphan's keeps it
+// (a mistyped pin: the reload that fixes the pin takes it back; adopt,
+// dropOrphans).
 //
 // Only a cluster with no knowledge of its own under its own name (one new
 // to the config: the rename's new name) inherits an orphan. A configured
@@ -25,6 +28,16 @@ import (
 // must not make production inherit the copy's newest timeline, which would
 // set production's primary and replicas aside as superseded (review 6,
 // G9). Its orphan is dropped then (dropOrphans).
+//
+// Nor do timelines belong to a name: clusters that list the same servers
+// under other addresses (siblings, oneServer: a second name for one
+// database, or one listing only some of its hosts) share what is learned
+// of them. A cluster that took nothing takes a copy of its siblings'
+// knowledge (sibling); a newest or witnessed timeline that rises in one is
+// handed to the others (raiseSiblings), and one whose identity is just
+// established takes theirs (pullSiblings); so are the timelines found
+// forked (shareForks). A copy of a cluster (a PITR copy) is other servers
+// and shares none of it.
 
 // keepOrphans sets aside what k knows that adopt handed to no cluster
 // (taken): clusters p does not probe, and knowledge whose name p probes
@@ -158,8 +171,8 @@ func (p *Prober) raiseSiblings(ci int) {
 
 // pullSiblings is raiseSiblings and shareForks the other way, for cluster
 // ci whose identity was just established: the siblings that decided
-// before it could not hand it what they knew then. ci is built again before the
-// publish ends when it took anything.
+// before it could not hand it what they knew then. ci is built again
+// before the publish ends when it took anything.
 func (p *Prober) pullSiblings(ci int) {
 	c := p.state[ci]
 	for cj, o := range p.state {

@@ -195,7 +195,8 @@ type Prober struct {
 	// (a mark other than a steady result's: markRebuild); else publish may
 	// defer it while its round is under way (hold.go, deferBuild), until
 	// deferredUntil at the latest; markedAt, when it was first marked
-	// since its last build. Both made by the first mark (markSteady).
+	// since its last build. Each made by its first use (setUrgent,
+	// markSteady).
 	urgent        []bool
 	markedAt      []time.Time
 	deferredUntil time.Time
@@ -236,8 +237,9 @@ type Prober struct {
 	// (adopt): it takes a copy of a cluster's whose servers its hosts are,
 	// once it sees them (sibling, orphans.go).
 	wantCopy []bool
-	// Clusters whose newest timeline raiseSiblings raised during a
-	// publish, built again before it ends (build.go); aggregator's.
+	// Clusters given a newer timeline or a fork by a sibling during a
+	// publish (raiseSiblings, pullSiblings, shareForks: orphans.go), built
+	// again before it ends (build.go); aggregator's.
 	raised []int
 	// Per cluster: the identity said at WARN to be shown by a majority
 	// of hosts never seen with the cluster's (zone.Cluster.Unfollowed).
