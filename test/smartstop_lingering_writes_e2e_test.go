@@ -19,17 +19,18 @@ import (
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
-// n1 is stopped in smart mode while a client's session is open: pgdns
-// sees it stopping and takes it out of every answer, but keeps probing it
-// while that session remains (before, it closed its own session at once,
-// and saw nothing the client wrote after). The client's session writes on,
-// with synchronous_commit = off (the WAL writer held stopped, so that
-// nothing is flushed or streamed), and pgdns probes n1 once past the
-// writes (the write after pgdns's last probe stays the documented open
-// case: one interval). The stop is escalated to immediate (pg_ctlcluster
-// --force, a systemd TimeoutStopSec), which loses the commits, and n2 is
-// promoted, n3 re-pointed at it, and n2 writes past the tokens (or, with
-// no failover, n1 is started again and writes past them). Every host
+// n1 is stopped in smart mode while a client's session is open: pgdns sees
+// it stopping and takes it out of every answer, but keeps probing it while
+// that session remains (before, it closed its own session at once, and saw
+// nothing the client wrote after). The client's session writes on, with
+// synchronous_commit = off (the WAL writer held stopped, so that nothing
+// is flushed or streamed), and pgdns probes n1 once past the writes (the
+// write after pgdns's last probe stays the documented open case: one
+// interval). The stop is escalated to immediate (the WAL writer killed,
+// then pg_ctl stop -m immediate: as a SIGKILL at systemd's TimeoutStopSec;
+// a fast stop would write the commits out), which loses the commits, and
+// n2 is promoted, n3 re-pointed at it, and n2 writes past the tokens (or,
+// with no failover, n1 is started again and writes past them). Every host
 // answered for a token must hold its row; before, lsn-T.replica answered
 // n3 (failover) or n2 and n3 (restart), without the row.
 func TestSmartStopLingeringWritesLostThenFailover(t *testing.T) {
