@@ -341,8 +341,9 @@ const (
 // standby whose row was read before its first reply (1 to 100 ms after it
 // connects) has its names read again at its next probe (senderKnownSQL).
 // A role without pg_read_all_stats reads every column of every row but
-// the pid NULL, state too: such a row is read as before (hidden.go's
-// rules; its replay_lsn says nothing).
+// the pid NULL, state too: such a row is read as before, and proves no
+// replica whose timeline is hidden its follower (zone/hidden.go; its
+// replay_lsn says nothing).
 const (
 	standbysSQL = `
   CASE WHEN pg_catalog.pg_is_in_recovery() THEN '[]'

@@ -118,8 +118,8 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	}
 }
 
-// TestWaitersAreCapped: past maxWaiters, Wait refuses at once; Close ends
-// every wait, and no goroutine is left behind.
+// TestWaitersAreCappedAndCloseEndsThem: past maxWaiters, Wait refuses at
+// once; Close ends every wait, and no goroutine is left behind.
 func TestWaitersAreCappedAndCloseEndsThem(t *testing.T) {
 	before := runtime.NumGoroutine()
 	const max = 50
