@@ -283,7 +283,7 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 	src.Witnessed, src.WitnessedBy, src.WitnessedRun = c.Witnessed, c.WitnessedBy, c.WitnessedRun
 	if c.Identity != 0 {
 		// Timelines are the servers', whatever cluster lists them
-		// (orphans.go): an identity just established takes a
+		// (siblings.go): an identity just established takes a
 		// sibling's, and a newer timeline is handed to the siblings.
 		if c.Identity != beforeID {
 			p.pullSiblings(ci)
@@ -295,7 +295,7 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 	forks := len(c.ForkedTimelines)
 	p.watchBranches(ci, c)
 	if c.Identity != 0 && len(c.ForkedTimelines) > forks {
-		p.shareForks(ci) // orphans.go
+		p.shareForks(ci) // siblings.go
 	}
 	return c
 }

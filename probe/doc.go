@@ -56,8 +56,9 @@
 //	flux.go       after publish: a cluster in flux is probed fast
 //	authority.go  from outside: Patroni's leader key, ForgetTimeline
 //	handover.go   hand-over at a reload: Activate, Knowledge, adopt
-//	orphans.go    hand-over: what is known of a renamed cluster, and what
-//	              clusters listing the same servers share (siblings)
+//	orphans.go    hand-over: what is known of a renamed cluster
+//	siblings.go   hand-over and build: what clusters listing the same
+//	              servers share (timelines, forks)
 //	remember.go   hand-over across a restart: Remembered, the state file's
 //	              entries, read at New (seed) and reported (Hooks.Learned)
 package probe

@@ -235,10 +235,10 @@ type Prober struct {
 	own []bool
 	// Per cluster: it took no knowledge while another cluster kept some
 	// (adopt): it takes a copy of a cluster's whose servers its hosts are,
-	// once it sees them (sibling, orphans.go).
+	// once it sees them (sibling, siblings.go).
 	wantCopy []bool
 	// Clusters given a newer timeline or a fork by a sibling during a
-	// publish (raiseSiblings, pullSiblings, shareForks: orphans.go), built
+	// publish (raiseSiblings, pullSiblings, shareForks: siblings.go), built
 	// again before it ends (build.go); aggregator's.
 	raised []int
 	// Per cluster: the identity said at WARN to be shown by a majority
