@@ -295,7 +295,7 @@ func (p *Prober) recordClosing(r result) {
 	s := &r.sample
 	w := p.history[h]
 	if w == nil || !h.Seen || h.Fails != 0 || h.InRecovery || !h.StartedAt.Equal(s.StartedAt) ||
-		h.SystemID != s.SystemID || h.Timeline != s.Timeline || w.timeline != s.Timeline {
+		h.SystemID != s.SystemID || h.Timeline != s.Timeline || !w.of(s.SystemID, s.StartedAt, s.Timeline) {
 		return
 	}
 	w.add(s.Start, s.InsertLSN) // the primary was at most there at Start (lag.go)

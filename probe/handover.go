@@ -95,7 +95,7 @@ func (p *Prober) exportCluster(ci int) clusterKnowledge {
 	ck.members = p.membersOf(ci)
 	for hi := range c.Hosts {
 		if w := p.history[&c.Hosts[hi]]; w != nil {
-			ck.clocks[c.Hosts[hi].Addr] = &walHistory{timeline: w.timeline,
+			ck.clocks[c.Hosts[hi].Addr] = &walHistory{timeline: w.timeline, system: w.system, run: w.run,
 				marks: append([]walMark(nil), w.marks...)}
 		}
 	}
@@ -306,7 +306,7 @@ func (p *Prober) inherit(ci int, old clusterKnowledge) {
 		if w == nil {
 			continue
 		}
-		if mine := p.history[h]; mine != nil && mine.timeline == w.timeline {
+		if mine := p.history[h]; mine != nil && mine.of(w.system, w.run, w.timeline) {
 			for _, m := range mine.marks {
 				w.add(m.first, m.lsn)
 				w.add(m.last, m.lsn)
@@ -314,7 +314,7 @@ func (p *Prober) inherit(ci int, old clusterKnowledge) {
 		} else if mine != nil {
 			continue // the host moved on: the older clock is of no use
 		}
-		if !h.InRecovery && h.Seen {
+		if !h.InRecovery && h.Seen && w.of(h.SystemID, h.StartedAt, h.Timeline) {
 			p.history[h] = w
 		}
 	}

@@ -693,15 +693,17 @@ func (p *Prober) record(r result) {
 	}
 
 	// The WAL clock of a writable host. It starts over when the host
-	// changes timeline or goes back into recovery: positions on another
-	// timeline are not comparable.
+	// changes timeline or goes back into recovery (positions on another
+	// timeline are not comparable), and at another server run there
+	// (another system identifier or start time): another server's marks
+	// bound nothing of when this one inserted (lag.go).
 	w := p.history[h]
 	if s.InRecovery {
 		delete(p.history, h)
 		return
 	}
-	if w == nil || w.timeline != s.Timeline {
-		w = &walHistory{timeline: s.Timeline}
+	if w == nil || !w.of(s.SystemID, s.StartedAt, s.Timeline) {
+		w = &walHistory{timeline: s.Timeline, system: s.SystemID, run: s.StartedAt}
 		p.history[h] = w
 	}
 	w.add(s.Start, s.InsertLSN) // the primary was at most there at Start (lag.go)

@@ -68,11 +68,30 @@ type walMark struct {
 }
 
 // walHistory is the WAL clock of one primary: marks in order, oldest first,
-// bounded in length. It belongs to one primary on one timeline and is
-// replaced when either changes.
+// bounded in length. It belongs to one server run (system identifier and
+// postmaster start time) on one timeline at one address, and is replaced
+// when any of them changes. A mark (x, last) proves that this server had
+// inserted at most x at last; it proves nothing of another server given
+// the address (a cluster rebuilt elsewhere and moved onto its addresses, a
+// server of another branch restarted there), which may have inserted what
+// its replicas lack long before: measured from the old server's marks, a
+// replica of the new one lacking a commit 19 s old was bounded at 2 s and
+// answered by lag-15s (test/newserver_lagclock_e2e_test.go). A restart of
+// the same server keeps its WAL, but a run cannot be told from a restore or
+// a rebuild (decisions.md, rule 13), so it starts over too: until the
+// replicas replay past the new run's first sample their time lag is not
+// known, which fails closed for a probe round or two.
 type walHistory struct {
 	timeline uint32
+	system   uint64    // the server's system identifier
+	run      time.Time // its postmaster start time
 	marks    []walMark
+}
+
+// of reports whether w is the clock of server run (system, run) on
+// timeline tl.
+func (w *walHistory) of(system uint64, run time.Time, tl uint32) bool {
+	return w.timeline == tl && w.system == system && w.run.Equal(run)
 }
 
 // maxMarks bounds the history: a busy primary probed every 250ms keeps
