@@ -50,7 +50,8 @@
 //	closing.go    check and after record: a round's closing probe, a light
 //	              statement that moves the WAL clock alone
 //	refresh.go    Refresh: rounds asked for by lsn- lookups (dns.lsn_wait)
-//	hold.go       hold: steady results wait for the round under way
+//	hold.go       hold: steady results wait for the round under way, and
+//	              so, cluster by cluster, do their builds (deferBuild)
 //	build.go      build and publish: the snapshot, its serials, the log of
 //	              what changed
 //	flux.go       after publish: a cluster in flux is probed fast
