@@ -129,25 +129,25 @@ func TestAsyncWithoutPgMonitor(t *testing.T) {
 	})
 }
 
-// A replica whose WAL receiver's timeline the probe role cannot read has
-// only lower bounds of it (its last restartpoint's, its minimum recovery
-// point's): one older than the newest timeline is no evidence that it is
-// superseded, one at the newest no evidence that it is on it (a promoted
-// upstream pgdns never saw may have given it a later one), and with the
-// primary's statistics hidden too nothing proves it follows the primary:
-// the WAL sender on its slot may be pg_receivewal's or pg_basebackup's
+// TestHiddenTimelineFollowerAnsweredOnlyWithPgMonitor: a replica whose WAL
+// receiver's timeline the probe role cannot read has only lower bounds of
+// it (its last restartpoint's, its minimum recovery point's): one older
+// than the newest timeline is no evidence that it is superseded, one at
+// the newest no evidence that it is on it (a promoted upstream pgdns never
+// saw may have given it a later one), and with the primary's statistics
+// hidden too nothing proves it follows the primary: the WAL sender on its
+// slot may be pg_receivewal's or pg_basebackup's
 // (TestHiddenStatsBorrowedSlot). So a follower re-pointed at a promoted
-// replica is set aside, saying why and what to do, before its
-// restartpoint on timeline 2 and after it; granted pg_monitor it is
-// answered. Before review 13a it was answered at once, by its slot's
-// sender; then (finding 1) from its restartpoint on timeline 2, until
-// finding 3 (TestHiddenTimelineUnlistedRelayPromoted) showed a lower
-// bound at the newest timeline no proof either. The
-// orphan, on no slot, is not answered, whether the superseded primary
-// runs again and streams to it or is cut off (its receiver stays
-// connected until wal_receiver_timeout), nor after the grant, which it
-// never replays.
-func TestHiddenTimelineIsNoSupersession(t *testing.T) {
+// replica is set aside, saying why and what to do, before its restartpoint
+// on timeline 2 and after it; granted pg_monitor it is answered. Before
+// review 13a it was answered at once, by its slot's sender; then (finding
+// 1) from its restartpoint on timeline 2, until finding 3
+// (TestHiddenTimelineUnlistedRelayPromoted) showed a lower bound at the
+// newest timeline no proof either. The orphan, on no slot, is not
+// answered, whether the superseded primary runs again and streams to it or
+// is cut off (its receiver stays connected until wal_receiver_timeout),
+// nor after the grant, which it never replays.
+func TestHiddenTimelineFollowerAnsweredOnlyWithPgMonitor(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(4)})
 	old, promoted, follower, orphan := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2], pg.Nodes[3]
