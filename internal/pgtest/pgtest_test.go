@@ -153,7 +153,10 @@ func TestFailedStartSaysWhy(t *testing.T) {
 func TestBaseBackupStoppedByItsStepIsMadeAgain(t *testing.T) {
 	t.Parallel()
 	c := New(t, Options{IPs: Addrs(t).IPs(1)})
-	c.backupStep = 3 * time.Second
+	// A step of 6s leaves the second copy 5s after the thaw: with 3s (2s
+	// after the thaw) a copy at load 19 (CI beside five other runs) was
+	// stopped by its second step's deadline too.
+	c.backupStep = 6 * time.Second
 	n := c.Nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
