@@ -514,7 +514,7 @@ func dialServer(ctx context.Context, c *pgconn.Config) (net.Conn, error) {
 // (only on a server with ssl on: the handshake's CPU on both ends). A
 // postmaster that cannot fork answers, in place of a backend, "E" and
 // its old-style error text ("could not fork new process for connection:
-// ..."): a refusal of every new session, definitive (errForkFailed).
+// ..."): a refusal of every new session, definitive (forkFailure).
 // No answer within the bound is noAnswer.
 func tryConnect(ctx context.Context, cfg *connConfig) error {
 	c := &cfg.Config

@@ -8,14 +8,14 @@ import (
 
 // A cluster is in flux from the moment its role answer changes (its
 // primary goes down or changes, a host changes role: what moves the SOA
-// serial, zone.SameRoleAnswer), until a primary is known and nothing
-// has changed for fluxSettle, or for at most Config.FluxDuration. While
-// in flux every host of the cluster is probed every Config.FluxInterval,
-// so a promotion is seen within that, whatever probe.interval is. The
-// bound keeps a cluster without a primary for an hour from being probed
-// at that rate for an hour: after an episode that ran its full duration,
-// the next may start only FluxDuration later; until then the cluster is
-// probed at the normal interval.
+// serial, zone.SameRoleAnswer), until a primary is known and nothing has
+// changed for fluxSettleRounds flux rounds, or for at most
+// Config.FluxDuration. While in flux every host of the cluster is probed
+// every Config.FluxInterval, so a promotion is seen within that, whatever
+// probe.interval is. The bound keeps a cluster without a primary for an
+// hour from being probed at that rate for an hour: after an episode that
+// ran its full duration, the next may start only FluxDuration later; until
+// then the cluster is probed at the normal interval.
 
 // Defaults of the flux settings when Config leaves them zero.
 const (

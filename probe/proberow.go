@@ -28,7 +28,7 @@ import (
 // probe is then one Bind, Execute, Sync: one round trip, as before. The
 // statement lives as long as its session: a new connection (after a
 // restart, say) prepares it again, before its first probe's frame starts,
-// and a session that lost it prepares it again (prepareRequest).
+// and a session that lost it prepares it again (probeStatement.prepare).
 
 // ProbeStatement is the name of the probe's prepared statement in its
 // session (pg_prepared_statements.name).

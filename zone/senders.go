@@ -17,8 +17,8 @@ type senderIndex struct {
 	c     *Cluster
 	p     *Host // the primary; nil when there is none
 	built bool
-	// By key kind (senderKeys): the Seen hosts of the cluster and the
-	// rows of p holding each non-empty value.
+	// By key kind (keySlot, keyAppName): the Seen hosts of the cluster and
+	// the rows of p holding each non-empty value.
 	hosts [numSenderKeys]map[string][]int
 	rows  [numSenderKeys]map[string][]int
 }
