@@ -118,7 +118,7 @@ func (h *Handler) answerFast(req, out []byte, src netip.Addr, sc *scratch) ([]by
 		}
 	}
 	if an == 0 && !tc {
-		// NODATA: the SOA in the authority section, as nodataIfEmpty.
+		// NODATA: the SOA in the authority section, as finish does.
 		if soa := h.apexSOAWire(h.apexSerial(v.Snap)); len(out)+len(soa) <= budget {
 			out = append(out, soa...)
 			ns = 1

@@ -334,7 +334,7 @@ func (b *bench) failoverWith(ctx context.Context, w *failoverWorld, bin, logName
 	return res, nil
 }
 
-// stopAt and switchAt are kept per repetition to find pgdns's log lines.
+// repMarks is what is kept of each repetition to find pgdns's log lines.
 type repMarks struct {
 	host string
 	t0   time.Time // the fault started

@@ -43,7 +43,7 @@ type App struct {
 	discoKick   chan struct{}               // read the member lists now (kickDiscovery)
 	refused     map[string]string           // the members Patroni listed that were refused, by cluster (log on change)
 	// labelNames is, by cluster and sanitised label, every Patroni member
-	// name seen with that label since start (memberLabels): two of them,
+	// name seen with that label since start (noteLabels): two of them,
 	// and no member's host gets the label while pgdns runs.
 	labelNames map[string]map[string]map[string]string
 	probing    *config.Config // what the running prober probes: cfg plus members
