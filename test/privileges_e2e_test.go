@@ -137,16 +137,16 @@ func TestAsyncWithoutPgMonitor(t *testing.T) {
 // saw may have given it a later one), and with the primary's statistics
 // hidden too nothing proves it follows the primary: the WAL sender on its
 // slot may be pg_receivewal's or pg_basebackup's
-// (TestHiddenStatsBorrowedSlot). So a follower re-pointed at a promoted
-// replica is set aside, saying why and what to do, before its restartpoint
-// on timeline 2 and after it; granted pg_monitor it is answered. Before
-// review 13a it was answered at once, by its slot's sender; then (finding
-// 1) from its restartpoint on timeline 2, until finding 3
-// (TestHiddenTimelineUnlistedRelayPromoted) showed a lower bound at the
-// newest timeline no proof either. The orphan, on no slot, is not
-// answered, whether the superseded primary runs again and streams to it or
-// is cut off (its receiver stays connected until wal_receiver_timeout),
-// nor after the grant, which it never replays.
+// (TestRenamedWALClientOnTheOrphansSlotProvesNoFollower). So a follower
+// re-pointed at a promoted replica is set aside, saying why and what to
+// do, before its restartpoint on timeline 2 and after it; granted
+// pg_monitor it is answered. Before review 13a it was answered at once, by
+// its slot's sender; then (finding 1) from its restartpoint on timeline 2,
+// until finding 3 (TestHiddenTimelineUnlistedRelayPromoted) showed a lower
+// bound at the newest timeline no proof either. The orphan, on no slot, is
+// not answered, whether the superseded primary runs again and streams to
+// it or is cut off (its receiver stays connected until
+// wal_receiver_timeout), nor after the grant, which it never replays.
 func TestHiddenTimelineFollowerAnsweredOnlyWithPgMonitor(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(4)})

@@ -1,8 +1,8 @@
 package test
 
-// Review 13a, finding 2: asynchronous commits of a session that a smart
-// shutdown lets run, lost in the crash that ends the shutdown, then a
-// failover or a restart; and the smart stop still completes.
+// Asynchronous commits of a session that a smart shutdown lets run, lost
+// in the crash that ends the shutdown, then a failover or a restart; and
+// the smart stop still completes (review 13a, finding 2).
 
 import (
 	"context"
