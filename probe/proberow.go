@@ -395,7 +395,7 @@ func parseProbeRow(row *probeRow, s *Sample) error {
 //
 //go:noinline
 func parseProbeStandbys(row *probeRow, s *Sample) (err error) {
-	s.Standbys, err = parseStandbys(row.values[8], s.StartedAt.UnixMicro(), s.End, &row.senders)
+	s.Standbys, err = parseStandbys(row.values[8], s.StartedAt.UnixMicro(), s.End, s.InsertLSN, &row.senders)
 	return err
 }
 

@@ -94,7 +94,7 @@ func TestParseProbeRow(t *testing.T) {
 	}
 	if s.InRecovery || s.InsertLSN != 0x5000000 || s.ReplayLSN != 0x5000000 || s.Timeline != 3 || s.CheckpointTimeline != 2 ||
 		s.AppName != "" || s.AppNameWhy != "it has no WAL receiver" || s.Receiver != "" || s.SlotName != "" || len(s.Standbys) != 2 ||
-		s.Standbys[0] != (zone.Standby{Addr: netip.MustParseAddr("10.0.0.2"), AppName: "r1", Sync: true, Slot: "r1_slot"}) ||
+		s.Standbys[0] != (zone.Standby{Addr: netip.MustParseAddr("10.0.0.2"), AppName: "r1", Sync: true, Slot: "r1_slot", SyncFrom: zone.SyncPending}) ||
 		s.Standbys[1] != (zone.Standby{AppName: "r2"}) || s.DrainSetting != "" || s.OfflineSetting != "bogus" || !s.DefaultReadOnly ||
 		s.FlushLSN != 0x4FFFF00 {
 		t.Errorf("primary: %+v", s)

@@ -86,6 +86,12 @@ type senderName struct {
 	// noReplay: read with replay_lsn NULL, so its application name is
 	// none (standbysSQL); sent as -pid, known only while that lasts.
 	noReplay bool
+	// syncFrom: while the sender reports sync or quorum, the position its
+	// standby must have replayed before the sync filter trusts it
+	// (zone.Standby.SyncFrom): zone.SyncPending in the read that first
+	// finds it synchronous, then the primary's insert position read by
+	// the next; 0 while it is not synchronous.
+	syncFrom zone.LSN
 }
 
 // request is the statement that stands for st, a primary's, at now with
@@ -158,12 +164,14 @@ func appendRunRequest(b []byte, name string, params [][]byte) []byte {
 // parseStandbys reads the primary's WAL senders of the server run run
 // from the standbys column of a probe that ended at end, with the names in
 // n for those the server took as known, and keeps in n the names of the
-// senders it read. Each row is [pid, sync_state, slot_name, known,
+// senders it read. insert is the primary's insert position as the same
+// probe read it, the position a sender found synchronous by an earlier
+// read must be replayed to (senderName.syncFrom). Each row is [pid, sync_state, slot_name, known,
 // [client_addr, application_name]] (standbysSQL), read by jsonReader
 // (facts.go), not encoding/json, whose reflection takes a host's goroutine
 // past its 4 KiB stack (TestHostStack); a probe whose senders did not
 // change allocates only the standbys it returns.
-func parseStandbys(text []byte, run int64, end time.Time, n *senderNames) ([]zone.Standby, error) {
+func parseStandbys(text []byte, run int64, end time.Time, insert zone.LSN, n *senderNames) ([]zone.Standby, error) {
 	if string(text) == "[]" {
 		if n.run != run || len(n.pids) > 0 { // every sender gone, or none yet (run 0)
 			n.setKnown(run, n.pids[:0], n.names[:0])
@@ -171,7 +179,7 @@ func parseStandbys(text []byte, run int64, end time.Time, n *senderNames) ([]zon
 		n.readAt = end               // no sender has a name to read
 		return []zone.Standby{}, nil // every replica, every probe
 	}
-	out, err := n.read(text, run, end)
+	out, err := n.read(text, run, end, insert)
 	if err != nil {
 		return nil, fmt.Errorf("WAL senders: %w", err)
 	}
@@ -179,7 +187,7 @@ func parseStandbys(text []byte, run int64, end time.Time, n *senderNames) ([]zon
 }
 
 // read is parseStandbys of a non-empty column.
-func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standby, error) {
+func (n *senderNames) read(text []byte, run int64, end time.Time, insert zone.LSN) ([]zone.Standby, error) {
 	d := jsonReader{s: text}
 	if n.bufs == nil {
 		n.bufs = &senderBuffers{scratch: make([]byte, 0, 64)} // a slot, a sync state: once, not every probe
@@ -209,6 +217,7 @@ func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standb
 		if ok && n.run == run {
 			name = n.names[i]
 		}
+		wasSync := name.syncFrom // kept when its names are read again
 		if !d.eat(',') {
 			return nil, d.fail("a row of 5 columns")
 		}
@@ -268,7 +277,8 @@ func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standb
 			continue
 		}
 		name.slot = slotName
-		out = append(out, zone.Standby{Addr: name.addr, AppName: name.app, Sync: isSync, Slot: name.slot})
+		name.syncFrom = syncFrom(wasSync, isSync, insert)
+		out = append(out, zone.Standby{Addr: name.addr, AppName: name.app, Sync: isSync, Slot: name.slot, SyncFrom: name.syncFrom})
 		pids, names = append(pids, pid), append(names, name)
 	}
 	if err := d.end(); err != nil {
@@ -289,6 +299,35 @@ func (n *senderNames) read(text []byte, run int64, end time.Time) ([]zone.Standb
 	n.setKnown(run, pids, names)
 	n.readAt = readAt
 	return out, nil
+}
+
+// syncFrom is a sender's senderName.syncFrom after a read that finds it
+// synchronous or not (isSync), the primary's insert position read by the
+// same probe being insert; was is what the read before left. A sender's
+// sync_state turns sync the moment its standby has been sent the WAL it
+// lacked (walsender state streaming), not once it has replayed it, and a
+// commit that returned before then waited for other standbys: a standby
+// that rejoins after an outage (or is added to synchronous_standby_names)
+// may lack the commits made while it was away, synchronous_commit =
+// remote_apply's too, until its replay catches up (review 14a, finding
+// 1). Every such commit lies below the primary's flush position at the
+// moment the sender became synchronous, and so below any insert position
+// read after a read that shows it synchronous; the insert position of
+// the read that first shows it may have been read a moment before that
+// (the column comes before the senders'), so that read leaves
+// zone.SyncPending and the next takes its insert position. A pid is one
+// connection: a standby that reconnects between two probes is a new
+// sender, and starts pending again.
+func syncFrom(was zone.LSN, isSync bool, insert zone.LSN) zone.LSN {
+	switch {
+	case !isSync:
+		return 0
+	case was == 0:
+		return zone.SyncPending
+	case was == zone.SyncPending:
+		return max(insert, 1)
+	}
+	return was
 }
 
 // keep returns the standbys read, out (in b.nextOut's array): the last

@@ -30,7 +30,7 @@ func FuzzParseStandbys(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, text []byte) {
 		var n senderNames
-		got, err := parseStandbys(text, 7, time.Now(), &n)
+		got, err := parseStandbys(text, 7, time.Now(), 0, &n)
 		var rows [][]json.RawMessage
 		jerr := json.Unmarshal(text, &rows)
 		ok := jerr == nil && rows != nil
@@ -61,6 +61,9 @@ func FuzzParseStandbys(f *testing.F) {
 				sb.AppName = *a
 			}
 			sb.Sync = sync != nil && (*sync == "sync" || *sync == "quorum")
+			if sb.Sync {
+				sb.SyncFrom = zone.SyncPending // first seen synchronous (senders.go, syncFrom)
+			}
 			if slot != nil {
 				sb.Slot = *slot
 			}

@@ -457,8 +457,23 @@ func provenSync(p, h *Host, senders *senderIndex) (proven, unknown bool, why str
 	if row < 0 {
 		return false, true, "sync unknown: " + why
 	}
-	if !p.Standbys[row].Sync {
+	r := &p.Standbys[row]
+	if !r.Sync {
 		return false, false, "not a synchronous standby: its WAL sender's sync_state is neither sync nor quorum"
+	}
+	// A standby that became synchronous (rejoined after an outage, or
+	// added to synchronous_standby_names) may lack the commits that
+	// returned before then, which waited for other standbys: its sender
+	// turned sync once it had sent it the WAL, not once it had replayed
+	// it. It is one (replicas: async leaves it out), but the sync filter
+	// passes it only once it has replayed what the primary held then
+	// (Standby.SyncFrom; review 14a, finding 1).
+	switch {
+	case r.SyncFrom == SyncPending:
+		return false, true, "sync unknown: synchronous only since the primary's latest probe, whose position it must replay first (commits that returned before then waited for other standbys, not for it)"
+	case h.ReplayLSN < r.SyncFrom:
+		return false, true, "sync unknown: synchronous only since the primary was at " + r.SyncFrom.String() +
+			", which it has not replayed yet (replayed to " + h.ReplayLSN.String() + "): commits that returned before then waited for other standbys, not for it"
 	}
 	return true, false, ""
 }

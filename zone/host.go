@@ -318,7 +318,21 @@ type Standby struct {
 	AppName string     // application_name
 	Sync    bool       // sync_state is sync or quorum
 	Slot    string     // the replication slot the standby streams from, if any
+	// SyncFrom, on a row that is Sync: the position its standby must have
+	// replayed before the sync filter passes it, the primary's insert
+	// position read after the row was first seen synchronous (SyncPending
+	// until then; 0: none asked). A WAL sender turns synchronous once it
+	// has sent its standby what it lacked, not once the standby replayed
+	// it: one that rejoins after an outage may lack the commits that
+	// returned while others were the synchronous ones, remote_apply's too
+	// (markSyncStandbys; review 14a, finding 1).
+	SyncFrom LSN
 }
+
+// SyncPending, as a Standby's SyncFrom: the row was first seen
+// synchronous by the primary's latest probe, and where the primary stood
+// then is read by the next; no replay position passes it.
+const SyncPending = ^LSN(0)
 
 // TimelineEnd is one line of a timeline history file: timeline Timeline
 // ended, and the next one branched off, at LSN End.
