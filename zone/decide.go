@@ -53,7 +53,8 @@ import (
 //   - writable but shutting down (Stopping: it admits no new session,
 //     while other sessions on it remain): set aside, as a host that
 //     refuses new sessions is down; the probe keeps watching what those
-//     sessions write;
+//     sessions write. It is no primary, but the replicas proven on
+//     another branch than its stay aside (setAsideForkedFromTheDown);
 //   - in recovery: replica;
 //   - writable: primary if it is the only writable host on the newest
 //     timeline; two writable hosts there cannot be told apart (split
@@ -254,15 +255,21 @@ func forkedFrom(h, p *Host) string {
 
 // setAsideForkedFromTheDown keeps out, while no primary is answered, each
 // replica on another branch (forkedFrom, otherWriterNote) than the server
-// of the cluster last seen writable on the replica's timeline, down now:
-// the primary it was judged against stopped, crashed or was cut off, and
-// its data is still the other branch's, whatever becomes of that server
-// (review 13, R13b-4: a replica proven on a dead branch of timeline 2 was
-// answered by replica, any and prefer-replica the moment the primary it
-// was proven against went down; R13b-6: the same for one streaming from
-// the other writer of a split brain). The last one seen writable is the
-// one that was the primary; a replica of an earlier writer of the
-// timeline is not its. On a timeline known forked (ForkedTimelines) every
+// of the cluster last seen writable on the replica's timeline, down now
+// or shutting down (AsideStopping): the primary it was judged against
+// stopped, crashed or was cut off, or is stopping, and its data is still
+// the other branch's, whatever becomes of that server (review 13, R13b-4:
+// a replica proven on a dead branch of timeline 2 was answered by
+// replica, any and prefer-replica the moment the primary it was proven
+// against went down; R13b-6: the same for one streaming from the other
+// writer of a split brain). A writer stopping in smart mode while other
+// sessions on it remain is live (the probe keeps its session to see what
+// they write, lingering.go) but no primary, so it is such a server too:
+// before, only down servers were looked at, and the replicas proven on
+// another branch than the stopping primary's were answered by every
+// name, lsn- tokens of its writes included, for as long as the stop
+// lasted. The last one seen writable is the one that was the primary; a
+// replica of an earlier writer of the timeline is not its. On a timeline known forked (ForkedTimelines) every
 // replica not so judged is set aside too: nothing then says which branch
 // it is on. A server listed at the address a replica's proof
 // names and not seen since pgdns started (a restart from the state file,
@@ -276,12 +283,12 @@ func (c *Cluster) setAsideForkedFromTheDown(live []bool) {
 		if h.Role != RoleReplica {
 			continue
 		}
-		var last *Host // the down server last seen writable on h's timeline
-		note := ""
+		var last *Host // the down (or stopping) server last seen writable on h's timeline
+		note, why := "", "that server is down"
 		for j := range c.Hosts {
 			w := &c.Hosts[j]
 			switch {
-			case live[j] || j == i:
+			case j == i || live[j] && w.Aside != AsideStopping: // stopping: the writer it was judged against, still live
 			case !w.Seen:
 				if note == "" && h.DivergedFrom == w.Addr && h.Timeline == c.NewestTimeline {
 					note = cmp.Or(h.DivergedNote, "proven on another branch than "+w.Addr+"'s")
@@ -293,7 +300,12 @@ func (c *Cluster) setAsideForkedFromTheDown(live []bool) {
 			}
 		}
 		if last != nil {
-			note = cmp.Or(forkedFrom(h, last), c.otherWriterNote(h, last), note)
+			if n := cmp.Or(forkedFrom(h, last), c.otherWriterNote(h, last)); n != "" {
+				note = n
+				if last.Aside == AsideStopping {
+					why = "that server is shutting down"
+				}
+			}
 		}
 		if f := c.ForkOf(h.Timeline); note == "" && f != nil {
 			// Two servers wrote the timeline: with no primary, nothing
@@ -303,7 +315,7 @@ func (c *Cluster) setAsideForkedFromTheDown(live []bool) {
 			note = "timeline " + strconv.FormatUint(uint64(h.Timeline), 10) + " forked (" + f.Note + "): its branch is unknown"
 		}
 		if note != "" {
-			c.setAside(h, AsideForked, note+" (that server is down: no primary is answered)")
+			c.setAside(h, AsideForked, note+" ("+why+": no primary is answered)")
 		}
 	}
 }
