@@ -9,11 +9,9 @@ import "strconv"
 // Knowledge remembered under a name no longer configured is an orphan: it
 // is kept (in memory, handed on by a reload, and in the state file) until
 // a configured cluster establishes or pins the same identity, which then
-// inherits it, or until no configured cluster could: every one has an
-// identity and it is another, or knowledge of its own. A cluster that pins
-// another identity while it lists hosts seen with the orphan's keeps it
-// (a mistyped pin: the reload that fixes the pin takes it back; adopt,
-// dropOrphans).
+// inherits it (a cluster removed and listed again takes its own back by
+// name: adopt; the reload that fixes a mistyped pin takes back what it
+// kept aside), or the state is reset (dropOrphans).
 //
 // Only a cluster with no knowledge of its own under its own name (one new
 // to the config: the rename's new name) inherits an orphan. A configured
@@ -23,7 +21,7 @@ import "strconv"
 // own as docs/decisions.md rule 1 asks), and removing the copy's cluster
 // must not make production inherit the copy's newest timeline, which would
 // set production's primary and replicas aside as superseded (review 6,
-// G9). Its orphan is dropped then (dropOrphans).
+// G9). Its orphan stays aside then (dropOrphans), for the copy's cluster.
 
 // keepOrphans sets aside what k knows that adopt handed to no cluster
 // (taken): clusters p does not probe, and knowledge whose name p probes
@@ -93,29 +91,29 @@ func (p *Prober) claim(ci int) bool {
 	return claimed
 }
 
-// dropOrphans forgets the orphans claimed, and those no configured cluster
-// could claim: every one without knowledge of its own has an identity, and
-// another. An orphan stays while such a cluster has no identity yet, or
-// pins another while it lists hosts seen with the orphan's, and none has
-// the orphan's.
+// dropOrphans forgets the orphans claimed: a configured cluster without
+// knowledge of its own has the orphan's identity, and took it (claim).
+// Every other orphan stays, however many reloads and restarts follow,
+// until one does or the state is reset (pgdns -reset-state): it is what
+// pgdns proved of a cluster removed from the config, and the reload or
+// restart that lists it again takes it back under its name (adopt, seed)
+// before anything is answered for it. Dropped once every configured
+// cluster without knowledge of its own had another identity, as it was
+// before (review 14b, finding 1), a cluster removed and listed again
+// settled its identity and newest timeline anew from its hosts and
+// answered, as its primary, the old primary a promotion had superseded,
+// writable on the old timeline while the new primary was down. Keeping
+// it costs no cluster anything it knows: a cluster with knowledge of its
+// own inherits no orphan (claim), so a removed copy's entry never sets
+// production's primary aside (review 6, G9).
 func (p *Prober) dropOrphans() {
 	for name, o := range p.orphans {
-		keep := false
 		for ci, c := range p.state {
-			if p.own[ci] {
-				continue // inherits none
-			}
-			if c.Identity == o.identity {
-				keep = false
+			if !p.own[ci] && c.Identity == o.identity {
+				delete(p.orphans, name)
+				p.orphansChanged++
 				break
 			}
-			// A cluster that pins another identity and lists hosts seen
-			// with this one (adopt: a mistyped pin) may name it again.
-			keep = keep || c.Identity == 0 || c.IdentityPinned && p.lists(ci, o)
-		}
-		if !keep {
-			delete(p.orphans, name)
-			p.orphansChanged++
 		}
 	}
 }

@@ -66,8 +66,10 @@ func TestProberStartsFromWhatItRemembers(t *testing.T) {
 		len(main.Timelines[2].Ends) != 1 || main.Timelines[2].Ends[0] != history.Ends[0] {
 		t.Errorf("reported %+v, want what was seeded for main", got)
 	}
-	if _, ok := got["gone"]; ok {
-		t.Errorf("reported the cluster no longer configured: %+v", got)
+	// The cluster no longer configured stays remembered, for a reload or
+	// restart that lists it again (review 14b, finding 1).
+	if gone, ok := got["gone"]; !ok || gone.Identity != 7 || gone.NewestTimeline != 5 {
+		t.Errorf("reported %+v, want the cluster no longer configured kept, of identity 7 on timeline 5", got)
 	}
 	_, n := learned.last()
 	// Fifty probe intervals teach nothing new: no new report.
@@ -189,8 +191,8 @@ func TestProberInheritsWhatARenamedClusterRemembers(t *testing.T) {
 		m, _ := learned.last()
 		return m, m != nil
 	})
-	if len(got) != 1 || got["prod"].Identity != 42 || got["prod"].NewestTimeline != 2 {
-		t.Errorf("reported %+v, want prod alone, of identity 42 on timeline 2", got)
+	if len(got) != 2 || got["prod"].Identity != 42 || got["prod"].NewestTimeline != 2 || got["other"].NewestTimeline != 5 {
+		t.Errorf("reported %+v, want prod, of identity 42 on timeline 2, and other, unclaimed, kept", got)
 	}
 
 	// No host answers: nothing is claimed, nothing is dropped.
@@ -212,7 +214,8 @@ func TestProberInheritsWhatARenamedClusterRemembers(t *testing.T) {
 // Review 6, G9: a cluster that has knowledge of its own, under its own
 // name, does not inherit what another cluster of the same identity (a
 // promoted copy of it, in a cluster of its own) knew: its newest timeline
-// stays its own, and the copy's entry is dropped.
+// stays its own, and the copy's entry is kept aside, for the copy's
+// cluster should a reload list it again (review 14b, finding 1).
 func TestProberKeepsItsOwnKnowledgeBesideACopysOrphan(t *testing.T) {
 	hosts := map[string]*fakeHost{"a:1": {ip: "10.0.0.1", lsn: 100}, "b:1": {ip: "10.0.0.2", inRecovery: true, lsn: 100}}
 	learned := &learnedLog{}
@@ -229,7 +232,7 @@ func TestProberKeepsItsOwnKnowledgeBesideACopysOrphan(t *testing.T) {
 		m, _ := learned.last()
 		return m, m != nil
 	})
-	if len(got) != 1 || got["main"].NewestTimeline != 1 {
-		t.Errorf("reported %+v, want main alone, on timeline 1", got)
+	if len(got) != 2 || got["main"].NewestTimeline != 1 || got["staging"].NewestTimeline != 2 {
+		t.Errorf("reported %+v, want main on timeline 1 and staging's entry kept on timeline 2", got)
 	}
 }

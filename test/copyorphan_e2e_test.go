@@ -78,13 +78,14 @@ clusters:
 		t.Fatal(err)
 	}
 	production(e, "after a reload without the copy's cluster")
-	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the state file to forget the copy's cluster", func() (string, bool) {
+	// The copy's entry stays aside (for a reload that lists the copy
+	// again: review 14b, finding 1), and production does not take it.
+	testkit.Eventually(t, 20*time.Second, 20*time.Millisecond, "the state file to keep the copy's cluster aside", func() (string, bool) {
 		m, _, err := state.Load(path)
 		if err != nil {
 			return err.Error(), false
 		}
-		_, copyKept := m["staging"]
-		return string(state.Encode(m)), !copyKept && m["main"].NewestTimeline == 1
+		return string(state.Encode(m)), m["staging"].NewestTimeline == 2 && m["main"].NewestTimeline == 1
 	})
 	if err := e.app.Stop(ctx); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ import (
 // and once more at Stop. A reload hands knowledge from prober to prober as
 // before; the new one's reports replace the file's contents. Knowledge
 // under a name no longer configured stays in them until a configured
-// cluster of its identity inherits it, or none could (probe/orphans.go).
+// cluster of its identity inherits it (probe/orphans.go).
 
 // stateKeeper is the running state file: its writer and how to stop it.
 type stateKeeper struct {
