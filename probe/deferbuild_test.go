@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/internal/testkit"
+	"github.com/pgdns/pgdns/zone"
 )
 
 // A publish made while a cluster's round is under way (another cluster's
@@ -146,4 +147,69 @@ func slowFleet(t *testing.T) *benchFleet {
 	f := newBenchFleet(t, 2, 3)
 	f.p.cfg.Interval = 2 * time.Second
 	return f
+}
+
+// A round whose hops through the aggregator (the primary's result, each
+// replica's, the closing probe's) each take less than holdMax is built
+// once, at its close, however long it spans in all, up to deferCap: at
+// ten thousand hosts every 1s a round took 250-500 ms against a holdMax
+// of 250 ms, and a deferral counted from the round's first result alone
+// built most clusters twice a round (1.8 builds a round, issue 28). A
+// round still moving is built deferCap after its first result all the
+// same. The test moves the round's times back itself, rather than wait.
+func TestDeferredBuildFollowsTheRound(t *testing.T) {
+	f := newBenchFleet(t, 2, 3)
+	f.p.cfg.Interval = time.Minute // holdMax 15 s: no stall of the machine ends a hold here
+	holdMax := f.p.holdMax()
+	f.round(0, func(r result) { f.p.take(r) }) // a round on a snapshot that knows the primary
+	f.p.publish()
+	// elapse has d pass for cluster 0's marks and its round.
+	elapse := func(d time.Duration) {
+		f.p.markedAt[0] = f.p.markedAt[0].Add(-d)
+		if rd := f.p.rounds[0]; rd != nil {
+			rd.started, rd.moved, rd.closed = rd.started.Add(-d), rd.moved.Add(-d), rd.closed.Add(-d)
+		}
+	}
+	hop := holdMax * 8 / 10
+	take := func(hi int, ticked bool) *zone.Cluster {
+		f.p.take(f.result(0, hi, ticked))
+		f.p.publish()
+		return f.p.last.Clusters[0]
+	}
+
+	before, built := f.p.last.Clusters[0], f.p.dirty.built
+	take(0, true) // the primary's tick opens the round
+	elapse(hop)
+	if take(1, false) != before {
+		t.Fatal("a round's build was made before its close, 0.8 holdMax after its first result")
+	}
+	elapse(hop)
+	if take(2, false) != before {
+		t.Fatalf("a round whose every hop took 0.8 holdMax was built at its last replica's result, %v after its first, before its closing probe", 2*hop)
+	}
+	elapse(hop)
+	c := take(0, false) // the closing probe
+	if c == before {
+		t.Fatal("the round was not built at its close")
+	}
+	if n := f.p.dirty.built - built; n != 1 {
+		t.Errorf("a round spanning %v, a hop every %v (holdMax %v), was built %d times, want once", 3*hop, hop, holdMax, n)
+	}
+	for hi := range c.Hosts {
+		if got, want := c.Hosts[hi].ReplayLSN, f.p.state[0].Hosts[hi].ReplayLSN; got != want {
+			t.Errorf("host %d published at %v, its last sample at %v", hi, got, want)
+		}
+	}
+
+	// Still moving, but deferCap after its first result: built.
+	before = c
+	take(0, true)
+	elapse(f.p.deferCap() - holdMax/2)
+	if take(1, false) != before {
+		t.Fatal("a moving round's build was made before deferCap")
+	}
+	elapse(holdMax)
+	if take(2, false) == before {
+		t.Fatalf("a round open for more than deferCap (%v) after its first result was still not built", f.p.deferCap())
+	}
 }

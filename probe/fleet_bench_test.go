@@ -32,6 +32,7 @@ type memChecker struct {
 	ci, hi int
 	lsn    *atomic.Uint64 // the fleet's WAL, shared
 	probes *atomic.Int64
+	delay  time.Duration // how long a probe takes
 }
 
 func (c *memChecker) Check(ctx context.Context) (Sample, error) {
@@ -39,6 +40,10 @@ func (c *memChecker) Check(ctx context.Context) (Sample, error) {
 	s := c.f.samples[c.ci][c.hi]
 	s.Start = time.Now()
 	s.End = s.Start
+	if c.delay > 0 {
+		time.Sleep(c.delay)
+		s.End = time.Now()
+	}
 	lsn := zone.LSN(0x3000000 + c.lsn.Add(64))
 	if s.InRecovery {
 		s.ReceiveLSN, s.ReplayLSN = lsn, lsn
@@ -60,18 +65,29 @@ func BenchmarkProbeFleet(b *testing.B) {
 	for _, fl := range []struct {
 		clusters int
 		interval time.Duration
-	}{{333, 250 * time.Millisecond}, {1000, 250 * time.Millisecond}, {3334, time.Second}} {
-		b.Run(fmt.Sprintf("hosts=%d/every=%v", fl.clusters*3, fl.interval), func(b *testing.B) {
+		delay    time.Duration // a probe's duration (and so each hop of a round)
+	}{{333, 250 * time.Millisecond, 0}, {1000, 250 * time.Millisecond, 0}, {3334, time.Second, 0},
+		// Each hop of a round under holdMax (250 ms), the round over it
+		// in all, as the scale bench's rounds at 10,000 hosts every 1s:
+		// builds/round says whether a cluster is built once a round
+		// (hold.go, deferBuild).
+		{3334, time.Second, 150 * time.Millisecond}} {
+		name := fmt.Sprintf("hosts=%d/every=%v", fl.clusters*3, fl.interval)
+		if fl.delay > 0 {
+			name += fmt.Sprintf("/probe=%v", fl.delay)
+		}
+		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				probeFleet(b, fl.clusters, fl.interval, 3*time.Second)
+				probeFleet(b, fl.clusters, fl.interval, fl.delay, 3*time.Second)
 			}
 		})
 	}
 }
 
-// probeFleet probes a fleet of clusters of 3 every interval for span
-// once every host has been probed, and reports what it did.
-func probeFleet(b *testing.B, clusters int, interval, span time.Duration) {
+// probeFleet probes a fleet of clusters of 3 every interval, each probe
+// taking delay, for span once every host has been probed, and reports
+// what it did.
+func probeFleet(b *testing.B, clusters int, interval, delay, span time.Duration) {
 	f := &benchFleet{started: time.Now().Add(-time.Hour), clock: time.Now}
 	samples := newFleetOnClock(b, clusters, 3, time.Now).samples // the layout alone
 	f.samples = samples
@@ -99,7 +115,7 @@ func probeFleet(b *testing.B, clusters int, interval, span time.Duration) {
 	cfg.Hooks.Probes = func(_ string, c ProbeCause, n int) { mu.Lock(); why[c] += n; mu.Unlock() }
 	newChecker := func(addr string) (Checker, error) {
 		at := index[addr]
-		return &memChecker{f: f, ci: at[0], hi: at[1], lsn: &lsn, probes: &probes}, nil
+		return &memChecker{f: f, ci: at[0], hi: at[1], lsn: &lsn, probes: &probes, delay: delay}, nil
 	}
 	table := zone.NewTable()
 	p := New(cfg, table, newChecker, slog.New(slog.NewTextHandler(io.Discard, nil)), "c0")

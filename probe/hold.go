@@ -138,12 +138,14 @@ func (p *Prober) refreshWaiting() bool {
 // steady results alone as the last snapshot has it while its round is
 // under way (deferBuild): its results are built with the rest of the
 // round, at the first publish after the round's closing probe, or at the
-// first one holdMax after the first of them was taken (the aggregator
+// first one holdMax after the first of them was taken or, while its
+// replicas' results keep moving the round along, holdMax after the last
+// of those and deferCap after the first at most (the aggregator
 // publishes by then, or holdMax/4 after its last publish, whichever is
 // later: deferredUntil; a publish for each build that came due was 60
 // publishes a second at ten thousand hosts). That is the hold above,
 // cluster by cluster: what waits is a newer position of hosts whose
-// standing it does not change, for 1.25 holdMax at most; anything else
+// standing it does not change, for deferCap + holdMax/4 at most; anything else
 // (markRebuild: a failure, a role, a leader, a cluster's build aging out)
 // is built at the next publish, and nothing is deferred while a cluster
 // is in flux or a Refresh waits.
@@ -176,12 +178,42 @@ func (p *Prober) deferBuilds(list []int) []int {
 // publish, and until when: nothing but steady results marked it, its
 // round is under way (no result of its primary came since the one that
 // opened it: the closing probe, or any other, a kicked probe's whatever
-// its start), and the first of those results was taken less than
-// holdMax before now.
+// its start), and it is moving: less than holdMax has passed since the
+// first of those results was taken or, later, since a replica's result
+// last moved the round along (round.moved), and less than 2 holdMax
+// since the first of them (deferCap).
+//
+// A round is a chain of hops through the aggregator's queue (the
+// primary's result, the replicas' kicked probes, the closing probe), and
+// at ten thousand hosts every 1s on two cores each hop waits tens to
+// hundreds of milliseconds there: a round took 250-500 ms, longer than
+// holdMax, and so a deferral that counted from the first result alone
+// built most clusters twice a round, 1.8 builds (issue 28). Counting
+// from the round's last step waits for a round as long as each of its
+// hops takes under holdMax, and no longer than deferCap in all: what
+// waits is a newer position of hosts whose standing it does not change,
+// answered meanwhile on their previous sample, whose lag zone ages by
+// its age beyond an interval and whose byte bound it drops past 1.5
+// intervals (zone.Host.lagAt, bytesHeldAt), so an older sample published
+// is never a bound it does not prove.
 func (p *Prober) deferBuild(ci int, now time.Time) (time.Time, bool) {
 	if p.isUrgent(ci) || ci >= len(p.rounds) || p.rounds[ci] == nil || p.rounds[ci].primaryAgain || ci >= len(p.markedAt) {
 		return time.Time{}, false
 	}
-	until := p.markedAt[ci].Add(p.holdMax())
+	from := p.markedAt[ci]
+	until := from.Add(p.holdMax())
+	if moved := p.rounds[ci].moved; moved.After(from) {
+		until = moved.Add(p.holdMax())
+		if limit := from.Add(p.deferCap()); limit.Before(until) {
+			until = limit
+		}
+	}
 	return until, now.Before(until)
 }
+
+// deferCap is how long after the first steady result that marked a
+// cluster its build may be deferred at the most, while its round moves
+// (deferBuild): half an interval, so that a replica's sample published
+// is at most 1.5 intervals old when the round's build replaces it, the
+// age up to which zone uses its byte bound (zone.Host.bytesHeldAt).
+func (p *Prober) deferCap() time.Duration { return 2 * p.holdMax() }

@@ -28,6 +28,10 @@ type round struct {
 	// opened, the closing probe or another: the round's build waits no
 	// longer (hold.go, deferBuild).
 	primaryAgain bool
+	// moved is when a replica's result last moved the round along
+	// (waiting cleared): a round whose replicas keep answering is
+	// under way, however long it spans (hold.go, deferBuild).
+	moved time.Time
 	// few is waiting's room for a cluster of up to 4 hosts: a round is
 	// then one allocation, not two (a round opens every interval in
 	// every cluster with a primary).
@@ -66,8 +70,9 @@ func (p *Prober) advanceRound(r result) {
 		return
 	}
 	rd.waiting[r.host] = false
+	rd.moved = time.Now()
 	if rd.left--; rd.left == 0 {
-		rd.closed = time.Now()
+		rd.closed = rd.moved
 		p.closing = append(p.closing, rd) // hold.go
 		// The closing probe is a light one (closing.go).
 		if p.kickClosing(rd.primary) {
