@@ -10,7 +10,8 @@ package test
 // as its replay catches up (held here by recovery_min_apply_delay: a
 // paused replay would not start its WAL receiver again). The
 // sync filter must not answer it until it has replayed what the primary
-// had written when it became synchronous.
+// had written when it became synchronous; nor may a pgdns started while
+// r1 catches up, which never saw it away.
 
 import (
 	"fmt"
@@ -58,9 +59,14 @@ func TestRejoinedSyncStandbyLacksTheCommitsOfItsAbsence(t *testing.T) {
 		p.Query(t, "SELECT coalesce(string_agg(application_name || '=' || sync_state, ',' ORDER BY application_name), '') FROM pg_stat_replication", &got)
 		return got, strings.Contains(got, r1.Name+"=sync")
 	})
-	neverLacking(t, e, dsns, 3*time.Second, marker, "sync.replica.db.local.", "sync.any.db.local.", "lsn-"+tok+".replica.db.local.")
-	if got := e.ips(t, "sync.replica.db.local."); slices.Contains(got, r1.IP) {
-		t.Fatalf("sync.replica answered %v, r1 among them, which lacks the row", got)
+	// A pgdns started now (a restart, a second instance) knows nothing of
+	// r1's absence: the same holds for it.
+	fresh := attach(t, e.pg, envOptions{})
+	for _, d := range []*env{e, fresh} {
+		neverLacking(t, d, dsns, 3*time.Second, marker, "sync.replica.db.local.", "sync.any.db.local.", "lsn-"+tok+".replica.db.local.")
+		if got := d.ips(t, "sync.replica.db.local."); slices.Contains(got, r1.IP) {
+			t.Fatalf("sync.replica answered %v, r1 among them, which lacks the row", got)
+		}
 	}
 	var resolve string
 	testkit.Eventually(t, 10*time.Second, 20*time.Millisecond, "/v1/resolve says why r1 is not answered", func() (string, bool) {
@@ -72,6 +78,7 @@ func TestRejoinedSyncStandbyLacksTheCommitsOfItsAbsence(t *testing.T) {
 	r1.Exec(t, "ALTER SYSTEM RESET recovery_min_apply_delay")
 	r1.Exec(t, "SELECT pg_reload_conf()")
 	e.waitFor(t, "sync.replica.db.local.", []string{r1.IP})
+	fresh.waitFor(t, "sync.replica.db.local.", []string{r1.IP})
 	if has, ok := holdsRow(r1.DSN(), marker); !ok || !has {
 		t.Fatalf("r1 answered by sync.replica without the row (has %v, asked %v)", has, ok)
 	}
