@@ -69,9 +69,9 @@ import (
 //     forked only a WAL sender proves it: two promotions from one point
 //     write equal history files);
 //   - with no primary and no split brain, a replica on another branch
-//     than the server last seen writable on its timeline, down now, and
-//     every replica of a timeline known forked: set aside, as forked
-//     (setAsideForkedFromTheDown);
+//     than the server last seen writable on its timeline, down now or
+//     shutting down, and every replica of a timeline known forked: set
+//     aside, as forked (setAsideForkedFromTheDown);
 //   - a primary whose new sessions are read-only (default_transaction_read_only,
 //     unless a setting of pgdns's own hides the server's) is ReadOnly:
 //     primary does not answer it (readonly.go).
@@ -255,28 +255,28 @@ func forkedFrom(h, p *Host) string {
 
 // setAsideForkedFromTheDown keeps out, while no primary is answered, each
 // replica on another branch (forkedFrom, otherWriterNote) than the server
-// of the cluster last seen writable on the replica's timeline, down now
-// or shutting down (AsideStopping): the primary it was judged against
+// of the cluster last seen writable on the replica's timeline, down now or
+// shutting down (AsideStopping): the primary it was judged against
 // stopped, crashed or was cut off, or is stopping, and its data is still
 // the other branch's, whatever becomes of that server (review 13, R13b-4:
-// a replica proven on a dead branch of timeline 2 was answered by
-// replica, any and prefer-replica the moment the primary it was proven
-// against went down; R13b-6: the same for one streaming from the other
-// writer of a split brain). A writer stopping in smart mode while other
-// sessions on it remain is live (the probe keeps its session to see what
-// they write, lingering.go) but no primary, so it is such a server too:
-// before, only down servers were looked at, and the replicas proven on
-// another branch than the stopping primary's were answered by every
-// name, lsn- tokens of its writes included, for as long as the stop
-// lasted. The last one seen writable is the one that was the primary; a
-// replica of an earlier writer of the timeline is not its. On a timeline known forked (ForkedTimelines) every
-// replica not so judged is set aside too: nothing then says which branch
-// it is on. A server listed at the address a replica's proof
-// names and not seen since pgdns started (a restart from the state file,
-// which keeps the proof, while it is down) counts as such a server for a
-// replica on the newest timeline. A replica of the last writer, or proven
-// against no such server (a writer on another timeline, or not listed),
-// is judged as before.
+// a replica proven on a dead branch of timeline 2 was answered by replica,
+// any and prefer-replica the moment the primary it was proven against went
+// down; R13b-6: the same for one streaming from the other writer of a
+// split brain). A writer stopping in smart mode while other sessions on it
+// remain is live (the probe keeps its session to see what they write,
+// probe/lingering.go) but no primary, so it is such a server too: before,
+// only down servers were looked at, and the replicas proven on another
+// branch than the stopping primary's were answered by every name, lsn-
+// tokens of its writes included, for as long as the stop lasted. The last
+// one seen writable is the one that was the primary; a replica of an
+// earlier writer of the timeline is not its. On a timeline known forked
+// (ForkedTimelines) every replica not so judged is set aside too: nothing
+// then says which branch it is on. A server listed at the address a
+// replica's proof names and not seen since pgdns started (a restart from
+// the state file, which keeps the proof, while it is down) counts as such
+// a server for a replica on the newest timeline. A replica of the last
+// writer, or proven against no such server (a writer on another timeline,
+// or not listed), is judged as before.
 func (c *Cluster) setAsideForkedFromTheDown(live []bool) {
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
