@@ -91,6 +91,11 @@ func (c *Cluster) setAsideUnproven() {
 // grantStats is what ends every hidden-timeline note: the remedy.
 const grantStats = "grant pg_monitor (or pg_read_all_stats) to the probe role"
 
+// hiddenRowsWhy is why no WAL sender of a primary whose statistics are
+// hidden proves a replica its own (senderIndex.own).
+const hiddenRowsWhy = "the primary's WAL senders are hidden from the probe role (no pg_read_all_stats), " +
+	"so none proves it its own (one on its slot may be pg_receivewal's or pg_basebackup's): " + grantStats
+
 // hiddenBound says what pgdns knows of the timeline of replica h, whose
 // WAL receiver's timeline is hidden, against the newest one it has seen.
 func hiddenBound(h *Host, newest uint32) string {

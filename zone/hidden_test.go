@@ -222,6 +222,15 @@ func TestUnprovenBranch(t *testing.T) {
 		t.Errorf("a WAL sender row on a forked timeline: aside %v (%s)", h.Aside, h.Note)
 	}
 	p.Standbys = nil
+	// The primary's statistics hidden, the replica's readable: the row on
+	// its slot may be pg_receivewal's (every column but the pid reads
+	// NULL), and proves nothing.
+	hp := primary
+	hp.StatsHidden, hp.Standbys = true, []Standby{{Slot: "s2"}}
+	if h := decide(hp, slotted); h.Aside != AsideUnproven || !strings.Contains(h.Note, "hidden from the probe role") ||
+		!strings.HasSuffix(h.Note, grantStats+")") {
+		t.Errorf("the primary's WAL senders hidden, a row on its slot: aside %v (%s)", h.Aside, h.Note)
+	}
 	// Timeline 1: never set aside for this.
 	one, oneR := primary, r
 	one.Timeline, oneR.Timeline = 1, 1

@@ -113,6 +113,16 @@ func (x *senderIndex) why(h *Host) string {
 // that picks several rows proves nothing). Without pg_read_all_stats the
 // receiver and its conninfo are hidden: the slot alone may prove it, and
 // only while the primary's rows are readable (the rules of hidden.go).
+// With the primary's rows hidden none proves anything, whatever the
+// replica shows: every column but the pid reads NULL, so the row on its
+// slot may be pg_receivewal's or pg_basebackup's, whose NULL apply
+// position is what tells them from a standby, and a receiver shown
+// streaming from the primary's host and port may reach another server
+// there (a replication network, NAT, hostaddr). Before, the branch rule
+// took such a row as proof, and a replica streaming from another branch
+// of the primary's timeline under the primary's host name, with
+// pg_receivewal on its slot of the primary, was answered without the
+// primary's writes (test/hiddenprimary_branchslot_e2e_test.go).
 func (x *senderIndex) own(h *Host) (int, string) {
 	if x.p == nil {
 		return -1, "no primary"
@@ -121,6 +131,9 @@ func (x *senderIndex) own(h *Host) (int, string) {
 		if why := streamsFrom(h, x.p); why != "" {
 			return -1, why
 		}
+	}
+	if x.p.StatsHidden {
+		return -1, hiddenRowsWhy
 	}
 	if !x.built {
 		x.build()
