@@ -153,7 +153,14 @@ func lift(dst, src *zone.Cluster) bool {
 }
 
 // oneServer reports whether a live host of cluster ci and a host of
-// cluster cj seen with cj's identity are one server run.
+// cluster cj seen with cj's identity are one server run, or a live host of
+// ci is the server run cj remembers as a timeline's writer (Branch.Run,
+// its identity cj's): a host moved out of cj by a reload, or in the config
+// a restarted pgdns reads, and respelt as it moved (its other network's
+// address, a DNS name) is listed by cj under no address, and without its
+// run cj's knowledge never reached it: primary.<its new cluster> answered
+// the old primary a promotion had superseded under cj (review 14b,
+// finding 2). A copy of the cluster is another run.
 func (p *Prober) oneServer(ci, cj int) bool {
 	a, b := p.state[ci], p.state[cj]
 	for hi := range a.Hosts {
@@ -164,6 +171,14 @@ func (p *Prober) oneServer(ci, cj int) bool {
 		for oi := range b.Hosts {
 			o := &b.Hosts[oi]
 			if o.Seen && o.OfIdentity == b.Identity && o.SystemID == h.SystemID && o.StartedAt.Equal(h.StartedAt) {
+				return true
+			}
+		}
+		if h.SystemID != b.Identity || cj >= len(p.branches) {
+			continue
+		}
+		for _, br := range p.branches[cj] {
+			if !br.Run.IsZero() && br.Run.Equal(h.StartedAt) {
 				return true
 			}
 		}

@@ -1,0 +1,89 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/pgdns/pgdns/internal/app/apptest"
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+// TestSupersededPrimaryMovedRespeltToAClusterOfItsOwn is
+// TestSupersededPrimaryMovedToAClusterOfItsOwn with the host respelt as it
+// moves: n2 is promoted while n1 runs on unfenced, pgdns proves timeline 2
+// and keeps n1 out; n2 goes down, n3 keeps following n1. A reload moves n1
+// out of main into a cluster of its own, "old", listed under its second
+// address (another network's, a DNS name). n1 is still the superseded
+// primary of timeline 1: primary.old must not answer it (review 14b,
+// finding 2: it did, main's knowledge reaching only hosts it lists under
+// their own addresses).
+func TestSupersededPrimaryMovedRespeltToAClusterOfItsOwn(t *testing.T) {
+	t.Parallel()
+	movedRespelt(t, false)
+}
+
+// TestSupersededPrimaryMovedRespeltAcrossARestart is the same move made
+// in the config a restarted pgdns reads with its state file.
+func TestSupersededPrimaryMovedRespeltAcrossARestart(t *testing.T) {
+	t.Parallel()
+	movedRespelt(t, true)
+}
+
+func movedRespelt(t *testing.T, restart bool) {
+	b := pgtest.Addrs(t)
+	pg, _ := newDualAddressCluster(t, b)
+	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	ctx := context.Background()
+	dir := t.TempDir()
+	head := fmt.Sprintf(`
+dns:
+  listen: 127.0.0.1:0
+  lsn_wait: 0s
+  default_cluster: main
+http:
+  listen: 127.0.0.1:0
+probe:
+  interval: 100ms
+  timeout: 1s
+  dsn: "user=postgres dbname=postgres sslmode=disable"
+state:
+  path: %q
+clusters:
+`, filepath.Join(dir, "state.json"))
+	a, cfg, logs := apptest.Start(t, head+fmt.Sprintf("  main:\n    hosts: [%s, %s, %s]\n", n1.Addr(), n2.Addr(), n3.Addr()))
+	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	e.waitFor(t, "primary.db.local.", []string{n1.IP})
+	common := e.insertAndTakeLSN(t, n1)
+	waitStreaming(t, n2, 1, common)
+	if err := n2.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", []string{n2.IP})
+	if err := n2.Stop(ctx, "immediate"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "primary.db.local.", nil)
+
+	moved := head + fmt.Sprintf("  main:\n    hosts: [%s, %s]\n  old:\n    hosts: [%s:5432]\n", n2.Addr(), n3.Addr(), b.Fleet(1))
+	if restart {
+		if err := e.app.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a, cfg, logs = apptest.Start(t, moved)
+		e = &env{pg: pg, app: a, cfg: cfg, logs: logs}
+		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "pgdns to answer after its restart", func() (int, bool) {
+			rc := e.query(t, "udp", "primary.old.db.local.", dns.TypeA).Rcode
+			return rc, rc != dns.RcodeServerFailure
+		})
+	} else {
+		e.reloadTo(t, dir, moved)
+	}
+	e.holds(t, "primary.old.db.local.", 3*time.Second, exactly(), "n1, writable on timeline 1, superseded by timeline 2")
+	e.holds(t, "primary.main.db.local.", time.Second, exactly(), "no host of main is writable on timeline 2")
+}
