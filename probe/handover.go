@@ -38,6 +38,11 @@ type clusterKnowledge struct {
 	// configured cluster listing one of them takes this knowledge (adopt).
 	// nil: not known (a state file written before them).
 	members map[string]bool
+	// runs are the server runs (postmaster start times, in ns) of those
+	// hosts as last seen, by which a host moved out by a reload and
+	// respelt is still known for one of them (moved): a reload's
+	// knowledge only, not in the state file. nil: none known.
+	runs map[int64]bool
 }
 
 // fork is what proved a replica to be on another branch than a writable
@@ -93,6 +98,14 @@ func (p *Prober) exportCluster(ci int) clusterKnowledge {
 		ck.forks[addr] = fork{run: f.Run, fromRun: f.FromRun, from: f.From, note: f.Note}
 	}
 	ck.members = p.membersOf(ci)
+	for hi := range c.Hosts {
+		if h := &c.Hosts[hi]; ck.members[h.Addr] && !h.StartedAt.IsZero() {
+			if ck.runs == nil {
+				ck.runs = map[int64]bool{}
+			}
+			ck.runs[h.StartedAt.UnixNano()] = true
+		}
+	}
 	for hi := range c.Hosts {
 		if w := p.history[&c.Hosts[hi]]; w != nil {
 			ck.clocks[c.Hosts[hi].Addr] = &walHistory{timeline: w.timeline, system: w.system, run: w.run,
@@ -192,13 +205,15 @@ func (p *Prober) adopt(k Knowledge) {
 	// that another cluster kept under its own name (a host moved from that
 	// cluster to this one by the reload) takes a copy: the server's
 	// timelines are what they were under the other name, and a primary
-	// superseded there stays so here (review 13, R13b-9).
+	// superseded there stays so here (review 13, R13b-9). So does one
+	// whose host is a server run seen with it there (moved): the host
+	// moved and respelt (review 14b, finding 3).
 	for ci, c := range p.state {
 		if p.own[ci] {
 			continue
 		}
 		for _, name := range kept {
-			if o := k.clusters[name]; name != c.Name && (!c.IdentityPinned || o.identity == c.Identity) && p.lists(ci, o) {
+			if o := k.clusters[name]; name != c.Name && (!c.IdentityPinned || o.identity == c.Identity) && (p.lists(ci, o) || p.moved(ci, o)) {
 				o.clocks = nil
 				p.takeOver(ci, o)
 				p.log.Info("cluster takes a copy of what pgdns knows under another name: it lists a host seen with that system identifier there",
@@ -266,6 +281,24 @@ func (p *Prober) holds(ci int, o clusterKnowledge) bool {
 func (p *Prober) lists(ci int, o clusterKnowledge) bool {
 	for hi := range p.state[ci].Hosts {
 		if o.members[p.state[ci].Hosts[hi].Addr] {
+			return true
+		}
+	}
+	return false
+}
+
+// moved reports whether a host of cluster ci, seen now with o's identity,
+// is a server run o's cluster saw among its hosts (o.runs): a host a
+// reload moved out of that cluster and respelt (its other network's
+// address, a DNS name). Before (review 14b, finding 3) only its old
+// address was recognised (lists), and a replica streaming from a
+// superseded primary, moved into a cluster of its own under its other
+// address, was answered by replica.<that cluster>. A copy of the cluster
+// is another run.
+func (p *Prober) moved(ci int, o clusterKnowledge) bool {
+	for hi := range p.state[ci].Hosts {
+		h := &p.state[ci].Hosts[hi]
+		if h.Seen && h.SystemID == o.identity && !h.StartedAt.IsZero() && o.runs[h.StartedAt.UnixNano()] {
 			return true
 		}
 	}
