@@ -658,13 +658,17 @@ func (p *Prober) record(r result) {
 	// One run of one server, probed without a failure in between: what
 	// the last sample said still holds as far as it goes.
 	continuous := h.Seen && h.Fails == 0 && h.StartedAt.Equal(s.StartedAt)
-	tl, exact := s.Timeline, true
+	tl, exact, watched := s.Timeline, true, false
 	if s.InRecovery && s.Timeline == 0 {
 		// No WAL receiver: the timeline being replayed is at least the
 		// last restartpoint's, and at least what this run replayed before.
+		// Watched when this run was seen streaming that very timeline
+		// (zone.Host.TimelineWatched): what it replays now it received
+		// then, unless a receiver came and went between two probes.
 		tl, exact = s.CheckpointTimeline, false
 		if continuous && h.InRecovery {
 			tl = max(tl, h.Timeline)
+			watched = (h.TimelineExact || h.TimelineWatched) && h.Timeline == tl
 		}
 	}
 	p.learnTimelines(r.cluster, h, continuous, s, tl, exact, c.Identity != 0 && s.SystemID == c.Identity)
@@ -674,7 +678,7 @@ func (p *Prober) record(r result) {
 
 	h.Seen, h.ProbeStart, h.ProbedAt, h.Fails, h.LastError, h.FailClass = true, s.Start, s.End, 0, "", ""
 	h.IP, h.InRecovery, h.SystemID, h.StartedAt = s.IP, s.InRecovery, s.SystemID, s.StartedAt
-	h.Timeline, h.TimelineExact = tl, exact
+	h.Timeline, h.TimelineExact, h.TimelineWatched = tl, exact, watched
 	h.InsertLSN, h.ReceiveLSN, h.ReplayLSN = s.InsertLSN, s.ReceiveLSN, s.ReplayLSN
 	h.AppName, h.AppNameWhy, h.SlotName, h.Standbys = s.AppName, s.AppNameWhy, s.SlotName, s.Standbys
 	h.Receiver, h.SenderHost, h.SenderPort = s.Receiver, s.SenderHost, s.SenderPort

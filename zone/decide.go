@@ -72,6 +72,10 @@ import (
 //     than the server last seen writable on its timeline, down now or
 //     shutting down, and every replica of a timeline known forked: set
 //     aside, as forked (setAsideForkedFromTheDown);
+//   - in recovery without an exact timeline (no WAL receiver streams to
+//     it, its statistics readable or not) at the newest timeline, unless
+//     the probe saw it stream that timeline earlier in the same server
+//     run: set aside (setAsideUnwatched);
 //   - a primary whose new sessions are read-only (default_transaction_read_only,
 //     unless a setting of pgdns's own hides the server's) is ReadOnly:
 //     primary does not answer it (readonly.go).
@@ -214,6 +218,7 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 	}
 	c.setAsideUnproven()
 	c.setAsideUnprovenBranch()
+	c.setAsideUnwatched()
 	c.markSyncStandbys()
 	c.markDrains()
 	c.markReadOnly()

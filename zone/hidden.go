@@ -153,3 +153,32 @@ func (c *Cluster) setAsideUnprovenBranch() {
 func branchProven(h, p *Host) bool {
 	return h.TimelineExact && h.Timeline == p.Timeline && h.OwnHistory != nil && p.OwnHistory != nil && forkedFrom(h, p) == ""
 }
+
+// setAsideUnwatched sets aside each replica whose timeline is a lower
+// bound (its WAL receiver does not stream, whatever the probe role may
+// read; a hidden receiver's, TimelineHidden, is setAsideUnproven's) at the
+// newest timeline, unless the probe saw it stream that timeline earlier in
+// the same server run (TimelineWatched). Below the newest it is set aside
+// as superseded already (Decide). At the newest, its control file's
+// timeline (last restartpoint, minimum recovery point) lags a switch by
+// up to a checkpoint interval: one that followed a promoted upstream
+// pgdns does not list (a DR relay, a copy) onto a later timeline and
+// lost its receiver before pgdns saw it stream (pgdns started then, with
+// no state file) shows the newest timeline, and was answered as the
+// primary's replica: lsn- for the primary's write after the split
+// answered it without the write, its positions on the other branch
+// compared with the primary's (test/receiverless_unseentimeline_e2e_test.go).
+// Set aside after the fork and branch proofs, which say more when they
+// hold.
+func (c *Cluster) setAsideUnwatched() {
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if h.Role != RoleReplica || h.TimelineExact || h.TimelineHidden || h.TimelineWatched {
+			continue
+		}
+		c.setAside(h, AsideUnproven, "no WAL receiver streams to it: its timeline is known only as at least "+
+			strconv.FormatUint(uint64(h.Timeline), 10)+" (its control file), and pgdns has not seen it stream that timeline "+
+			"in this server run; it may be on a later one pgdns has not seen (a promoted upstream, an unlisted relay or a DR copy): "+
+			"answered again once its WAL receiver streams")
+	}
+}

@@ -139,6 +139,13 @@ type Host struct {
 	// restartpoint's), good enough to set it aside when that is older
 	// than the cluster's newest, never to vouch for a timeline token.
 	TimelineExact bool
+	// TimelineWatched, on a replica whose Timeline is not exact: the probe
+	// saw it exact, on this very Timeline, earlier in the same server run
+	// with no failed probe since: its WAL receiver stopped after streaming
+	// it. A lower bound pgdns never saw exact is no evidence of being on
+	// its timeline: the replica may have followed a promoted upstream
+	// onto a later one before its receiver stopped (setAsideUnwatched).
+	TimelineWatched bool
 
 	// StatsHidden: the probe role may not read this host's replication
 	// statistics (it lacks pg_read_all_stats, which pg_monitor grants):
