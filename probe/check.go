@@ -716,6 +716,9 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 	s.DefaultSerializable = c.serializable
 	if n := c.shadows; n != nil {
 		s.SettingShadowed, s.ReadOnlyShadowed, s.IsolationShadowed = n.drain, n.readOnly, n.isolation
+		if n.everyRoleReadOnly {
+			s.DefaultReadOnly, s.ReadOnlyShadowed = true, "" // every role's fence (shadowNotes)
+		}
 	}
 	s.Crashed, c.crashed = c.crashed, false
 	c.sendCancel() // the probe is done with the session

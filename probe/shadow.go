@@ -1,6 +1,8 @@
 package probe
 
 import (
+	"github.com/pgdns/pgdns/zone"
+
 	"fmt"
 	"strconv"
 	"strings"
@@ -164,6 +166,10 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 	if cs := clientShadow(c.configs.base.RuntimeParams, isolationSetting); cs != "" {
 		isolation = append(isolation, cs)
 	}
+	// everyRole: ALTER ROLE ALL SET default_transaction_read_only is on;
+	// databaseReadOnly: ALTER DATABASE (of the probe's) sets it, which
+	// overrides ALTER ROLE ALL's in that database.
+	everyRole, databaseReadOnly := false, false
 	for rr.NextRow() {
 		v := rr.Values()
 		if len(v) != 3 || v[0] == nil {
@@ -174,8 +180,13 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 		name, _, _ := strings.Cut(string(v[2]), "=")
 		switch name = strings.TrimSpace(name); {
 		case strings.EqualFold(name, readOnlySetting):
-			if db || role { // ALTER ROLE ALL's is every session's: not pgdns's own
+			_, value, _ := strings.Cut(string(v[2]), "=")
+			switch {
+			case db || role:
 				readOnly = append(readOnly, note)
+				databaseReadOnly = databaseReadOnly || (db && !role)
+			default: // ALTER ROLE ALL's is every session's: not pgdns's own
+				everyRole, _, _ = zone.ParseSwitch(value)
 			}
 		case strings.EqualFold(name, isolationSetting):
 			if role { // every role's, in every database or in pgdns's, is the applications' too
@@ -199,6 +210,13 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 	}
 	if len(readOnly) > 0 {
 		n.readOnly = strings.Join(readOnly, ", ") + " for pgdns's session, which hides the server's value: a fence of the server's (ALTER SYSTEM SET default_transaction_read_only = on) cannot be seen" + reopened
+		// A fence of every role's is in the rows read: hidden from
+		// pgdns's own session by its role's setting (a read-only probe
+		// role, the usual hardening) or its options, it is still what an
+		// application's session gets (its role's or database's own
+		// aside), in this database unless ALTER DATABASE overrides it
+		// (review 14a, finding 2: primary answered a fenced primary).
+		n.everyRoleReadOnly = everyRole && !databaseReadOnly
 	}
 	if len(isolation) > 0 {
 		n.isolation = strings.Join(isolation, ", ") + " for pgdns's session, which hides the server's value: a hot standby whose new sessions are serializable (refusing every read) cannot be seen" + reopened
@@ -212,7 +230,15 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 // pgdns.drain and pgdns.offline (the host counts as drained),
 // default_transaction_read_only and default_transaction_isolation (the
 // server's value cannot be seen).
-type shadowNotes struct{ drain, readOnly, isolation string }
+//
+// everyRoleReadOnly: readOnly hides the server's value, but ALTER ROLE ALL
+// SET default_transaction_read_only = on, read from the catalog, says that
+// every application session's transactions are read-only: the host
+// refuses writes all the same (check: Sample.DefaultReadOnly).
+type shadowNotes struct {
+	drain, readOnly, isolation string
+	everyRoleReadOnly          bool
+}
 
 // readOnlySetting is the setting that makes a new session's transactions
 // read-only.

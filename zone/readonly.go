@@ -23,7 +23,9 @@ import "time"
 // says nothing of the applications' sessions: it is not used. The host is
 // not counted as refusing writes (a read-only probe role, a usual
 // hardening, would otherwise take every write answer away: review 5 F16),
-// and its note says that a fence of the server's cannot be seen. A fence
+// and its note says that a fence of the server's cannot be seen (a fence
+// of every role's, ALTER ROLE ALL SET, is read from the catalog all the
+// same: the probe then reports DefaultReadOnly without the shadow). A fence
 // pgdns cannot see sends writers to a server that refuses them loudly
 // (libpq's read-write check, or the first write); failing closed would
 // refuse every write through DNS.
