@@ -450,8 +450,9 @@ func (p *Prober) reachList(ci int, newest uint32) []zone.TimelineReach {
 		p.reached = append(p.reached, make([][]zone.TimelineReach, ci+1-len(p.reached))...)
 	}
 	was := p.reached[ci]
+	branches := p.sharedBranches(ci)
 	n, same := 0, true
-	for tl, b := range p.branches[ci] {
+	for tl, b := range branches {
 		if reach := b.reach(); tl < newest && reach.Insert != 0 {
 			n++
 			reach.Timeline = tl
@@ -464,7 +465,7 @@ func (p *Prober) reachList(ci int, newest uint32) []zone.TimelineReach {
 		return was
 	}
 	var list []zone.TimelineReach
-	for tl, b := range p.branches[ci] {
+	for tl, b := range branches {
 		if reach := b.reach(); tl < newest && reach.Insert != 0 {
 			reach.Timeline = tl
 			list = append(list, reach)
@@ -503,7 +504,8 @@ func (p *Prober) restartList(ci int) []zone.TimelineRestart {
 	}
 	n, same := 0, true
 	was := zone.Cluster{RestartedTimelines: p.restarts[ci]}
-	for tl, b := range p.branches[ci] {
+	branches := p.sharedBranches(ci)
+	for tl, b := range branches {
 		if b.Upto == 0 {
 			continue
 		}
@@ -516,7 +518,7 @@ func (p *Prober) restartList(ci int) []zone.TimelineRestart {
 		return p.restarts[ci]
 	}
 	var list []zone.TimelineRestart
-	for tl, b := range p.branches[ci] {
+	for tl, b := range branches {
 		if b.Upto != 0 {
 			list = append(list, zone.TimelineRestart{Timeline: tl, Upto: b.Upto, Note: b.Restarted})
 		}

@@ -1,6 +1,10 @@
 package probe
 
-import "github.com/pgdns/pgdns/zone"
+import (
+	"maps"
+
+	"github.com/pgdns/pgdns/zone"
+)
 
 // Timelines belong to the servers, not to a name in the config: clusters
 // that list the same servers under other addresses (siblings, oneServer: a
@@ -9,8 +13,9 @@ import "github.com/pgdns/pgdns/zone"
 // of its siblings' knowledge (sibling); a newest or witnessed timeline
 // that rises in one is handed to the others (raiseSiblings), and one whose
 // identity is just established takes theirs (pullSiblings); so are the
-// timelines found forked (shareForks). A copy of a cluster (a PITR copy)
-// is other servers and shares none of it.
+// timelines found forked (shareForks); and how far each timeline's writer
+// was seen to write, and the windows of its restarts (sharedBranches). A
+// copy of a cluster (a PITR copy) is other servers and shares none of it.
 
 // sibling folds into cluster ci, which took no knowledge while another
 // cluster kept some (wantCopy: a cluster added by a reload, or one the
@@ -184,4 +189,55 @@ func (p *Prober) oneServer(ci, cj int) bool {
 		}
 	}
 	return false
+}
+
+// sharedBranches returns what cluster ci knows of each timeline's writer,
+// with, for the windows that refuse tokens (reachList's rule 9 reach,
+// restartList's rule 13 restarts), the highest positions any sibling
+// (another configured cluster of ci's identity listing one of its
+// servers: oneServer) saw: what pgdns saw of the servers is the servers',
+// whatever cluster lists them. A cluster that does not list the writer
+// never sees it insert nor restart: before, "reporting", listing only the
+// replicas of "main", answered lsn-W.any.reporting with them after a
+// failover that lost W, which main refused, having seen the old primary
+// insert past W (test/sibling_writerreach_e2e_test.go). Only highs are
+// taken, so a sibling's knowledge can only refuse more. p.branches[ci]
+// itself (not to be modified) when ci has no sibling.
+func (p *Prober) sharedBranches(ci int) map[uint32]Branch {
+	own := p.branches[ci]
+	if ci >= len(p.state) || p.state[ci].Identity == 0 {
+		return own // (a test's prober may have no state)
+	}
+	c := p.state[ci]
+	var merged map[uint32]Branch
+	for cj, o := range p.state {
+		if cj == ci || o.Identity != c.Identity || cj >= len(p.branches) || len(p.branches[cj]) == 0 ||
+			!p.oneServer(ci, cj) && !p.oneServer(cj, ci) {
+			continue
+		}
+		if merged == nil {
+			merged = maps.Clone(own)
+			if merged == nil {
+				merged = map[uint32]Branch{}
+			}
+		}
+		for tl, ob := range p.branches[cj] {
+			b := merged[tl]
+			b.Insert, b.Last = max(b.Insert, ob.Insert), max(b.Last, ob.Last)
+			if ob.Replicated > b.Replicated {
+				b.Replicated, b.ReplicatedBy = ob.Replicated, ob.ReplicatedBy
+			}
+			if ob.Possible > b.Possible {
+				b.Possible, b.PossibleBy, b.PossibleFloor = ob.Possible, ob.PossibleBy, ob.PossibleFloor
+			}
+			if ob.Upto > b.Upto {
+				b.Upto, b.Restarted = ob.Upto, ob.Restarted
+			}
+			merged[tl] = b
+		}
+	}
+	if merged == nil {
+		return own
+	}
+	return merged
 }

@@ -1,0 +1,80 @@
+package test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgdns/pgdns/internal/app/apptest"
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+// TestSiblingClusterRefusesAWriteLostInAFailover: "main" lists n1, n2, n3;
+// "reporting" lists n2 and n3 under their other addresses (a second name
+// for the same database, listing only the replicas that team reads). n1's
+// WAL senders are held, a write W is made on n1, pgdns probes n1 past it
+// (under main), n1 is killed and n2 promoted, and timeline 2 is written
+// past W's position: W is lost. Under main the token without a timeline
+// lies in (where timeline 1 ended, where pgdns saw n1 insert] and every
+// name refuses it (decisions.md rule 9). reporting never saw n1: only what
+// pgdns saw the writer insert under main says how far timeline 1's writes
+// went, and what pgdns saw of the servers is the servers', whatever
+// cluster lists them. Before, only the newest timeline (and forks) were
+// shared: lsn-W.any.reporting answered n2 and n3, which lack W.
+func TestSiblingClusterRefusesAWriteLostInAFailover(t *testing.T) {
+	b := pgtest.Addrs(t)
+	alt := func(ip string) string {
+		i := strings.LastIndex(ip, ".")
+		return ip[:i+1] + "1" + ip[i+1:]
+	}
+	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(3), Listen: func(ip string) []string { return []string{alt(ip)} }})
+	old, promoted, follower := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	old.Exec(t, "CREATE TABLE ryw (v text)")
+	a, cfg, logs := apptest.Start(t, fmt.Sprintf(`
+dns:
+  listen: 127.0.0.1:0
+  lsn_wait: 0s
+  default_cluster: main
+http:
+  listen: 127.0.0.1:0
+probe:
+  interval: 100ms
+  timeout: 1s
+  dsn: "user=postgres dbname=postgres sslmode=disable"
+clusters:
+  main:
+    hosts: [%s, %s, %s]
+  reporting:
+    hosts: [%s:5432, %s:5432]
+`, old.Addr(), promoted.Addr(), follower.Addr(), alt(promoted.IP), alt(follower.IP)))
+	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	e.waitFor(t, "primary.main.db.local.", []string{old.IP})
+	e.waitFor(t, "replica.reporting.db.local.", []string{alt(promoted.IP), alt(follower.IP)})
+
+	lost := failoverLosingAWrite(t, old, promoted, follower, "INSERT INTO ryw SELECT 'LOST' FROM generate_series(1, 50)", func(lost string) {
+		testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "pgdns to probe the old primary past the token", func() (string, bool) {
+			got := e.hostStates(t)[old.Addr()].ReplayLSN // a primary's is its insert position
+			return deref(got), got != nil && parseLSN(t, *got) >= parseLSN(t, lost)
+		})
+	})
+	later := e.insertAndTakeLSN(t, promoted)
+	waitStreaming(t, follower, 2, later)
+	var rows int
+	follower.Query(t, "SELECT count(*) FROM ryw WHERE v = 'LOST'", &rows)
+	if rows != 0 {
+		t.Fatalf("the follower has the lost rows (%d)", rows)
+	}
+	e.waitFor(t, "primary.reporting.db.local.", []string{alt(promoted.IP)})
+	e.waitFor(t, "lsn-"+later+".any.reporting.db.local.", []string{alt(promoted.IP), alt(follower.IP)})
+	for _, cl := range []string{"main", "reporting"} {
+		for _, role := range []string{"replica", "prefer-replica", "any"} {
+			name := "lsn-" + lost + "." + role + "." + cl + ".db.local."
+			e.holds(t, name, time.Second, exactly(),
+				"no host: the token's position lies between where timeline 1 ended and where pgdns saw n1 insert on it; "+
+					"every host now on timeline 2 lacks the write")
+		}
+	}
+	t.Logf("lsn-%s.any.reporting TXT: %s", lost, strings.Join(e.txt(t, "lsn-"+lost+".any.reporting.db.local."), " "))
+}
