@@ -719,6 +719,9 @@ func (c *pgChecker) check(ctx context.Context, by time.Time, s *Sample) (err err
 		if n.everyRoleReadOnly {
 			s.DefaultReadOnly, s.ReadOnlyShadowed = true, "" // every role's fence (shadowNotes)
 		}
+		if n.everyRoleSerializable {
+			s.DefaultSerializable, s.IsolationShadowed = true, ""
+		}
 	}
 	s.Crashed, c.crashed = c.crashed, false
 	c.sendCancel() // the probe is done with the session

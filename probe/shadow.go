@@ -170,6 +170,10 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 	// databaseReadOnly: ALTER DATABASE (of the probe's) sets it, which
 	// overrides ALTER ROLE ALL's in that database.
 	everyRole, databaseReadOnly := false, false
+	// appIsolation: default_transaction_isolation as an application's
+	// session in the probe's database gets it from the catalog (ALTER
+	// DATABASE's, else ALTER ROLE ALL's; "" when neither sets it).
+	appIsolation, appIsolationByDB := "", false
 	for rr.NextRow() {
 		v := rr.Values()
 		if len(v) != 3 || v[0] == nil {
@@ -189,8 +193,15 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 				everyRole, _, _ = zone.ParseSwitch(value)
 			}
 		case strings.EqualFold(name, isolationSetting):
-			if role { // every role's, in every database or in pgdns's, is the applications' too
+			_, value, _ := strings.Cut(string(v[2]), "=")
+			value = strings.ToLower(strings.Trim(strings.TrimSpace(value), `"'`))
+			switch {
+			case role:
 				isolation = append(isolation, note)
+			case db: // the probe's database's overrides every role's there
+				appIsolation, appIsolationByDB = value, true
+			case !appIsolationByDB: // every role's, in every database
+				appIsolation = value
 			}
 		default:
 			shadowed = append(shadowed, note)
@@ -220,6 +231,9 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 	}
 	if len(isolation) > 0 {
 		n.isolation = strings.Join(isolation, ", ") + " for pgdns's session, which hides the server's value: a hot standby whose new sessions are serializable (refusing every read) cannot be seen" + reopened
+		// As for a fence (above): every role's or the database's setting,
+		// read from the catalog, is what an application's session gets.
+		n.everyRoleSerializable = appIsolation == "serializable"
 	}
 	c.shadows = n
 	return nil
@@ -238,6 +252,11 @@ func (c *pgChecker) readSources(rr *pgconn.ResultReader) error {
 type shadowNotes struct {
 	drain, readOnly, isolation string
 	everyRoleReadOnly          bool
+	// everyRoleSerializable: isolation hides the server's value, but ALTER
+	// DATABASE (of the probe's database) or ALTER ROLE ALL SET
+	// default_transaction_isolation = serializable, read from the
+	// catalog, is what every application session there gets.
+	everyRoleSerializable bool
 }
 
 // readOnlySetting is the setting that makes a new session's transactions

@@ -1,0 +1,61 @@
+package test
+
+// Review 14a, finding 3: as for a fence (readonly_hardenedrole_e2e_test.go),
+// a probe role with an isolation of its own hides the value a new session
+// gets, but ALTER ROLE ALL SET default_transaction_isolation = serializable
+// is in the catalog rows pgdns reads, and every application session on a
+// hot standby then refuses every query: no read name may answer one.
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdns/pgdns/internal/pgtest"
+	"github.com/pgdns/pgdns/internal/testkit"
+)
+
+func TestEveryRoleSerializableThroughAProbeRoleOfItsOwnIsolation(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2)})
+	p, r := pg.Nodes[0], pg.Nodes[1]
+	p.Exec(t, "CREATE ROLE pgdns LOGIN IN ROLE pg_monitor")
+	p.Exec(t, "ALTER ROLE pgdns SET default_transaction_isolation = 'read committed'")
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the probe role on "+r.Name, func() (bool, bool) {
+		var ok bool
+		err := r.QueryOnce(t.Context(), "SELECT count(*) = 1 FROM pg_roles WHERE rolname = 'pgdns'", &ok)
+		return ok, err == nil && ok
+	})
+	e := attach(t, pg, envOptions{DSN: "user=pgdns dbname=postgres sslmode=disable", Nodes: 2})
+	e.waitFor(t, "replica.db.local.", []string{r.IP})
+
+	read := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, r.DSN())
+		if err != nil {
+			return err
+		}
+		defer c.Close(ctx)
+		_, err = c.Exec(ctx, "SELECT 1")
+		return err
+	}
+	p.Exec(t, "ALTER ROLE ALL SET default_transaction_isolation = serializable")
+	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "an application's read on the standby refused", func() (string, bool) {
+		err := read()
+		return ""+func() string {
+			if err == nil {
+				return "admitted"
+			}
+			return err.Error()
+		}(), err != nil && strings.Contains(err.Error(), "serializable")
+	})
+	e.waitFor(t, "replica.db.local.", nil)
+	e.waitFor(t, "prefer-replica.db.local.", []string{p.IP})
+
+	p.Exec(t, "ALTER ROLE ALL RESET default_transaction_isolation")
+	e.waitFor(t, "replica.db.local.", []string{r.IP})
+}
