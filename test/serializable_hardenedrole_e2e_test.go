@@ -46,12 +46,10 @@ func TestEveryRoleSerializableThroughAProbeRoleOfItsOwnIsolation(t *testing.T) {
 	p.Exec(t, "ALTER ROLE ALL SET default_transaction_isolation = serializable")
 	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "an application's read on the standby refused", func() (string, bool) {
 		err := read()
-		return ""+func() string {
-			if err == nil {
-				return "admitted"
-			}
-			return err.Error()
-		}(), err != nil && strings.Contains(err.Error(), "serializable")
+		if err == nil {
+			return "admitted", false
+		}
+		return err.Error(), strings.Contains(err.Error(), "serializable")
 	})
 	e.waitFor(t, "replica.db.local.", nil)
 	e.waitFor(t, "prefer-replica.db.local.", []string{p.IP})
