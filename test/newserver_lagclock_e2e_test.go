@@ -3,7 +3,6 @@ package test
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -24,22 +23,35 @@ import (
 // the cluster's identity) writes other WAL, and the old server's marks say
 // nothing of when it inserted what its replicas lack.
 //
-// Cluster A (n1, n2, n3) runs under pgdns; cluster B (b0 primary, b1 its
-// replica, given recovery_min_apply_delay once caught up) runs beside it, on other
-// addresses, its WAL past A's. W, a write on b0, is delayed on b1. Once W
-// is older than 15 s, A is stopped and B moved onto A's first two
-// addresses. Before the fix pgdns measured b1's lag from A's last mark
+// Cluster A (n1, n2, n3) runs under pgdns, which reaches each server at
+// an address of its own (a forwarder); cluster B (b0 primary, b1 its
+// replica, given recovery_min_apply_delay once caught up) runs beside it,
+// its WAL past A's. W, a write on b0, is delayed on b1. Once W is older
+// than 15 s, A is stopped and A's first two addresses forward to b0 and
+// b1. Before the fix pgdns measured b1's lag from A's last mark
 // below b1's replay position, A's last probe, a few seconds before, and
 // lag-15s.replica answered b1 without W; now the clock starts over with
 // b0's run and b1's lag is not known until it replays past b0's first
 // sample (byte bounds, read from b0's own samples, are kept).
 func TestNewServerAtThePrimarysAddressRestartsTheLagClock(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	bl := pgtest.Addrs(t)
 	ctx := context.Background()
-	ipB0, ipB1 := e.block.IP(4), e.block.IP(5)
-	b := pgtest.New(t, pgtest.Options{IPs: []string{ipB0, ipB1}})
+	a := pgtest.New(t, pgtest.Options{IPs: bl.IPs(3)})
+	b := pgtest.New(t, pgtest.Options{IPs: []string{bl.IP(4), bl.IP(5)}})
 	b0, b1 := b.Nodes[0], b.Nodes[1]
-	e.waitFor(t, "replica.db.local.", []string{e.ip(1), e.ip(2)})
+	// pgdns reaches every server through an address of its own (a VIP,
+	// a forwarder), so that B can take A's addresses without a restart
+	// of b1, whose WAL receiver a delayed replay would not start again.
+	var proxies []*testkit.Proxy
+	var hosts []string
+	for i, n := range a.Nodes {
+		addr := bl.Addr(7+i, 5432)
+		proxies = append(proxies, testkit.StartProxy(t, addr, n.Addr(), 0))
+		hosts = append(hosts, addr)
+	}
+	e := launch(t, a, envOptions{Hosts: hosts})
+	e.waitFor(t, "primary.db.local.", []string{bl.IP(7)})
+	e.waitFor(t, "replica.db.local.", []string{bl.IP(8), bl.IP(9)})
 
 	// B's WAL past A's, replayed on b1.
 	b0.Exec(t, "CREATE TABLE pad (x int)")
@@ -55,51 +67,39 @@ func TestNewServerAtThePrimarysAddressRestartsTheLagClock(t *testing.T) {
 		b1.Query(t, "SELECT coalesce(pg_last_wal_replay_lsn()::text, '')", &replayB1)
 		return replayB1, replayB1 != "" && newServerCmpLSN(t, replayB1, insertB) >= 0
 	})
-	// From now on b1 applies a commit two minutes after it was made.
-	const delay = "recovery_min_apply_delay = '120s'\n"
+	// From now on b1 applies a commit two minutes after it was made; its
+	// WAL receiver streams on.
 	b1.Exec(t, "ALTER SYSTEM SET recovery_min_apply_delay = '120s'")
 	b1.Exec(t, "SELECT pg_reload_conf()")
 	time.Sleep(500 * time.Millisecond)
 	b0.Exec(t, "CREATE TABLE w (id int)") // W
 	written := time.Now()
 
-	// Wait until W is older than the bound, then move B onto A's addresses.
+	// Wait until W is older than the bound, then give B A's addresses.
 	time.Sleep(time.Until(written.Add(17 * time.Second)))
 	var insertA string
-	e.pg.Nodes[0].Query(t, "SELECT pg_current_wal_insert_lsn()::text", &insertA)
+	a.Nodes[0].Query(t, "SELECT pg_current_wal_insert_lsn()::text", &insertA)
 	b1.Query(t, "SELECT pg_last_wal_replay_lsn()::text", &replayB1)
 	if newServerCmpLSN(t, replayB1, insertA) <= 0 {
 		t.Fatalf("setup: b1 replayed to %s, not past A's insert position %s", replayB1, insertA)
 	}
-	for _, n := range e.pg.Nodes {
+	for _, n := range a.Nodes {
 		if err := n.Stop(ctx, "immediate"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, n := range []*pgtest.Node{b1, b0} {
-		if err := n.Stop(ctx, "fast"); err != nil {
-			t.Fatal(err)
-		}
+	for _, p := range proxies {
+		p.RefuseNew()
+		p.Cut(true)
 	}
-	b0.IP, b1.IP = e.ip(0), e.ip(1)
-	if err := b0.WriteFile("postgresql.auto.conf", fmt.Appendf(nil, "listen_addresses = '%s'\n", b0.IP)); err != nil {
-		t.Fatal(err)
-	}
-	if err := b1.WriteFile("postgresql.auto.conf", fmt.Appendf(nil,
-		delay+"listen_addresses = '%s'\nprimary_conninfo = 'host=%s port=5432 user=postgres application_name=b1'\n", b1.IP, b0.IP)); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []*pgtest.Node{b0, b1} {
-		if err := n.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.waitWithin(t, 30*time.Second, "primary.db.local.", []string{b0.IP})
-	e.waitWithin(t, 30*time.Second, "replica.db.local.", []string{b1.IP})
+	time.Sleep(100 * time.Millisecond)
+	testkit.StartProxy(t, hosts[0], b0.Addr(), 0)
+	testkit.StartProxy(t, hosts[1], b1.Addr(), 0)
+	e.waitWithin(t, 30*time.Second, "primary.db.local.", []string{bl.IP(7)})
+	e.waitWithin(t, 30*time.Second, "replica.db.local.", []string{bl.IP(8)})
 
 	// For 8 s: b1 lacks W, committed more than 15 s ago, so lag-15s must
-	// not answer it; bytes- does, by b0's own positions, only when b1 is
-	// that close.
+	// not answer it.
 	conn := b1.Conn(t)
 	deadline := time.Now().Add(8 * time.Second)
 	for time.Now().Before(deadline) {
@@ -108,7 +108,7 @@ func TestNewServerAtThePrimarysAddressRestartsTheLagClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := answerIPs(t, e.query(t, "udp", "lag-15s.replica.db.local.", dns.TypeA))
-		if n == 0 && slices.Contains(got, b1.IP) {
+		if n == 0 && slices.Contains(got, bl.IP(8)) {
 			t.Fatalf("lag-15s.replica answered b1, which lacks a commit made %v ago (TXT %q)",
 				time.Since(written).Round(time.Second), strings.Join(e.txt(t, "lag-15s.replica.db.local."), " | "))
 		}
