@@ -44,7 +44,7 @@ func (p *Prober) steady(r result) bool {
 		!h.StartedAt.Equal(s.StartedAt) || h.IP != s.IP || !slices.Equal(h.Standbys, s.Standbys) ||
 		h.StatsHidden != s.StatsHidden || h.TimelineHidden != s.TimelineHidden || h.SyncNamesSet != s.SyncNamesSet ||
 		h.AppName != s.AppName || h.AppNameWhy != s.AppNameWhy || h.SlotName != s.SlotName ||
-		h.Receiver != s.Receiver || h.SenderHost != s.SenderHost || h.SenderPort != s.SenderPort {
+		h.Receiver != s.Receiver || s.Receiver != "" && (h.SenderHost != s.SenderHost || h.SenderPort != s.SenderPort) { // no receiver: a watched sender is kept (record)
 		return false
 	}
 	if s.Timeline != 0 {

@@ -671,6 +671,13 @@ func (p *Prober) record(r result) {
 			watched = (h.TimelineExact || h.TimelineWatched) && h.Timeline == tl
 		}
 	}
+	// No receiver now, its timeline watched: the sender it streamed that
+	// timeline from is kept (zone.Host.SenderHost), the last sample's own
+	// or what that sample had kept.
+	senderHost, senderPort := s.SenderHost, s.SenderPort
+	if watched && s.Receiver == "" && (h.Receiver == "streaming" || h.TimelineWatched) {
+		senderHost, senderPort = h.SenderHost, h.SenderPort
+	}
 	p.learnTimelines(r.cluster, h, continuous, s, tl, exact, c.Identity != 0 && s.SystemID == c.Identity)
 	p.watchReplay(h, continuous, s, tl, exact)
 	p.restoreFork(r.cluster, h, s.StartedAt, s.InRecovery, c.Identity != 0 && s.SystemID == c.Identity)
@@ -681,7 +688,7 @@ func (p *Prober) record(r result) {
 	h.Timeline, h.TimelineExact, h.TimelineWatched = tl, exact, watched
 	h.InsertLSN, h.ReceiveLSN, h.ReplayLSN = s.InsertLSN, s.ReceiveLSN, s.ReplayLSN
 	h.AppName, h.AppNameWhy, h.SlotName, h.Standbys = s.AppName, s.AppNameWhy, s.SlotName, s.Standbys
-	h.Receiver, h.SenderHost, h.SenderPort = s.Receiver, s.SenderHost, s.SenderPort
+	h.Receiver, h.SenderHost, h.SenderPort = s.Receiver, senderHost, senderPort
 	h.OwnHistory = nil
 	if exact {
 		h.OwnHistory = s.History

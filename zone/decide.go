@@ -72,6 +72,12 @@ import (
 //     than the server last seen writable on its timeline, down now or
 //     shutting down, and every replica of a timeline known forked: set
 //     aside, as forked (setAsideForkedFromTheDown);
+//   - with no primary and no split brain, a replica on a timeline above 1
+//     whose branch nothing proves against the last writer of its timeline
+//     (down or shutting down: history files, its WAL sender, its receiver
+//     streaming, or seen streaming in this run, from that writer), or,
+//     with no such writer, streaming from a host the cluster does not
+//     list: set aside, branch_unproven (setAsideUnprovenWithoutPrimary);
 //   - in recovery without an exact timeline (no WAL receiver streams to
 //     it, its statistics readable or not) at the newest timeline, unless
 //     the probe saw it stream that timeline earlier in the same server
@@ -217,7 +223,7 @@ func (c *Cluster) Decide(now time.Time, staleAfter time.Duration, maxFails int) 
 		c.setAsideForkedFromTheDown(live)
 	}
 	c.setAsideUnproven()
-	c.setAsideUnprovenBranch()
+	c.setAsideUnprovenBranch(live)
 	c.setAsideUnwatched()
 	c.markSyncStandbys()
 	c.markDrains()
@@ -288,23 +294,14 @@ func (c *Cluster) setAsideForkedFromTheDown(live []bool) {
 		if h.Role != RoleReplica {
 			continue
 		}
-		var last *Host // the down (or stopping) server last seen writable on h's timeline
 		note, why := "", "that server is down"
 		for j := range c.Hosts {
-			w := &c.Hosts[j]
-			switch {
-			case j == i || live[j] && w.Aside != AsideStopping: // stopping: the writer it was judged against, still live
-			case !w.Seen:
-				if note == "" && h.DivergedFrom == w.Addr && h.Timeline == c.NewestTimeline {
-					note = cmp.Or(h.DivergedNote, "proven on another branch than "+w.Addr+"'s")
-				}
-			case !w.InRecovery && w.SystemID == c.Identity && w.Timeline == h.Timeline:
-				if last == nil || w.ProbedAt.After(last.ProbedAt) {
-					last = w
-				}
+			if w := &c.Hosts[j]; j != i && !live[j] && !w.Seen && note == "" &&
+				h.DivergedFrom == w.Addr && h.Timeline == c.NewestTimeline {
+				note = cmp.Or(h.DivergedNote, "proven on another branch than "+w.Addr+"'s")
 			}
 		}
-		if last != nil {
+		if last := c.lastWriter(i, live); last != nil {
 			if n := cmp.Or(forkedFrom(h, last), c.otherWriterNote(h, last)); n != "" {
 				note = n
 				if last.Aside == AsideStopping {
@@ -323,6 +320,31 @@ func (c *Cluster) setAsideForkedFromTheDown(live []bool) {
 			c.setAside(h, AsideForked, note+" ("+why+": no primary is answered)")
 		}
 	}
+}
+
+// lastWriter returns the server of the cluster last seen writable on the
+// timeline of host i, down now or shutting down (AsideStopping: live, and
+// still probed), or nil: with no primary answered, the one a replica of
+// that timeline was judged against (setAsideForkedFromTheDown,
+// setAsideUnprovenWithoutPrimary). A down host keeps its last sample (its
+// history file, its WAL senders). A writer of an earlier run of the
+// timeline is not the last one; a host never seen since pgdns started is
+// none.
+func (c *Cluster) lastWriter(i int, live []bool) *Host {
+	h := &c.Hosts[i]
+	var last *Host
+	for j := range c.Hosts {
+		w := &c.Hosts[j]
+		switch {
+		case j == i || live[j] && w.Aside != AsideStopping: // stopping: the writer it was judged against, still live
+		case !w.Seen:
+		case !w.InRecovery && w.SystemID == c.Identity && w.Timeline == h.Timeline:
+			if last == nil || w.ProbedAt.After(last.ProbedAt) {
+				last = w
+			}
+		}
+	}
+	return last
 }
 
 // divergedFromRun reports whether replica h was proven not to follow the

@@ -129,8 +129,11 @@ func hiddenSenderNote(h *Host, newest uint32) string {
 // proves the branch (review 13, R13b-5: a replica of the other writer,
 // cut off from pgdns and streaming over another address, was answered as
 // p's replica).
-func (c *Cluster) setAsideUnprovenBranch() {
+func (c *Cluster) setAsideUnprovenBranch(live []bool) {
 	p := c.PrimaryHost()
+	if p == nil && !c.SplitBrain {
+		c.setAsideUnprovenWithoutPrimary(live)
+	}
 	if p == nil || p.Timeline <= 1 {
 		return
 	}
@@ -181,4 +184,94 @@ func (c *Cluster) setAsideUnwatched() {
 			"in this server run; it may be on a later one pgdns has not seen (a promoted upstream, an unlisted relay or a DR copy): "+
 			"answered again once its WAL receiver streams")
 	}
+}
+
+// setAsideUnprovenWithoutPrimary keeps out, while no primary is answered
+// (and no split brain, whose rule sets aside every replica of its
+// timeline), each replica on a timeline above 1 that setAsideUnprovenBranch
+// would set aside were the last writer of its timeline (lastWriter) the
+// primary: a replica whose branch nothing proved while the primary was
+// answered is proven by nothing once it stops being answered. Before, the
+// rule did nothing without a primary, and a replica of another writer
+// pgdns never saw (streaming from an unlisted upstream, its history files
+// unreadable to a role with pg_monitor but not pg_read_file) was answered
+// by replica the moment the primary began a smart shutdown or went down.
+// Against the last writer:
+//
+//   - history files that agree (branchProven; the down writer's is from
+//     its last sample) prove the branch, as with a primary;
+//   - a writer shutting down is live and probed: its WAL senders are read
+//     now, and one must be the replica's own (senderIndex.own), as with a
+//     primary;
+//   - a down writer's WAL senders are those of its last sample: a replica
+//     whose receiver still streams from it (pgdns is cut off from it, the
+//     replica is not) is its replica; one whose receiver streams from
+//     another host follows another server (an unlisted upstream, a
+//     cascade, a writer pgdns never saw); one whose receiver is gone is
+//     its replica if the probe saw it stream this timeline from that
+//     writer in the same server run (TimelineWatched, SenderHost), else
+//     only if one of those last rows is its own (ownRow).
+//
+// With no last writer (one never seen since pgdns started, from its state
+// file) only a replica whose receiver streams from a host the cluster does
+// not list is set aside: a listed host may be the writer; an unlisted
+// one is a server pgdns never saw.
+func (c *Cluster) setAsideUnprovenWithoutPrimary(live []bool) {
+	var senders map[*Host]*senderIndex
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if h.Role != RoleReplica || h.Timeline <= 1 {
+			continue
+		}
+		tl := strconv.FormatUint(uint64(h.Timeline), 10)
+		last := c.lastWriter(i, live)
+		if last == nil {
+			if h.StatsHidden || h.Receiver != "streaming" || c.listsUpstream(h) {
+				continue
+			}
+			c.setAside(h, AsideUnproven, "on timeline "+tl+" its branch is unproven (its WAL receiver streams from "+
+				senderAddr(h)+", which the cluster does not list): no primary is answered to prove it, and no writer of timeline "+tl+" was seen")
+			continue
+		}
+		if branchProven(h, last) {
+			continue
+		}
+		if senders == nil {
+			senders = map[*Host]*senderIndex{}
+		}
+		x := senders[last]
+		if x == nil {
+			x = c.senderIndex(last)
+			senders[last] = x
+		}
+		var why, state string
+		switch {
+		case last.Aside == AsideStopping:
+			why, state = x.why(h), "is shutting down"
+		case h.TimelineWatched && h.Receiver == "" && h.SenderHost != "" && receivesFrom(h, last):
+			continue // its receiver streamed this timeline from the down writer in this server run, and has streamed from no other since
+		case h.StatsHidden || h.Receiver != "streaming":
+			_, why = x.ownRow(h)
+			state = "is down"
+		case receivesFrom(h, last):
+			continue // still streaming from the down writer: pgdns is cut off from it, this replica is not
+		default:
+			why, state = "its WAL receiver streams from "+senderAddr(h)+", not from "+last.Addr, "is down"
+		}
+		if why != "" {
+			c.setAside(h, AsideUnproven, "on timeline "+tl+" its branch is unproven ("+why+"): no primary is answered to prove it; "+
+				last.Addr+", the last writer of timeline "+tl+", "+state)
+		}
+	}
+}
+
+// listsUpstream reports whether replica h's WAL receiver streams from a
+// host of the cluster other than h.
+func (c *Cluster) listsUpstream(h *Host) bool {
+	for i := range c.Hosts {
+		if o := &c.Hosts[i]; o != h && receivesFrom(h, o) {
+			return true
+		}
+	}
+	return false
 }

@@ -124,6 +124,12 @@ type Host struct {
 	// "streaming" when it streams; "" when it has none, or StatsHidden
 	// hides it) and the server it is connected to (sender_host, which may
 	// be a name, an address or a socket directory, and sender_port).
+	// With no receiver (Receiver "") on a TimelineWatched replica, the
+	// sender it was last seen streaming that timeline from in the same
+	// server run, if any: with no primary answered, a replica that
+	// streamed from the writer that is down now is still that writer's
+	// (setAsideUnprovenWithoutPrimary). Only a Receiver "streaming" says
+	// it is connected now.
 	Receiver   string
 	SenderHost string
 	SenderPort int

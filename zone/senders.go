@@ -132,6 +132,17 @@ func (x *senderIndex) own(h *Host) (int, string) {
 			return -1, why
 		}
 	}
+	return x.ownRow(h)
+}
+
+// ownRow is own without its first half, the receiver's: the index of the
+// one row of the primary's that is replica h's by its slot or application
+// name, or -1 and why none is. setAsideUnprovenWithoutPrimary asks it of
+// a down writer's last sample, whose replicas' receivers have lost it.
+func (x *senderIndex) ownRow(h *Host) (int, string) {
+	if x.p == nil {
+		return -1, "no primary"
+	}
 	if x.p.StatsHidden {
 		return -1, hiddenRowsWhy
 	}
