@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -38,33 +37,11 @@ func TestSupersededPrimaryMovedRespeltAcrossARestart(t *testing.T) {
 func movedRespelt(t *testing.T, restart bool) {
 	b := pgtest.Addrs(t)
 	pg, _ := newDualAddressCluster(t, b)
-	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	n2, n3 := pg.Nodes[1], pg.Nodes[2]
 	ctx := context.Background()
 	dir := t.TempDir()
-	head := fmt.Sprintf(`
-dns:
-  listen: 127.0.0.1:0
-  lsn_wait: 0s
-  default_cluster: main
-http:
-  listen: 127.0.0.1:0
-probe:
-  interval: 100ms
-  timeout: 1s
-  dsn: "user=postgres dbname=postgres sslmode=disable"
-state:
-  path: %q
-clusters:
-`, filepath.Join(dir, "state.json"))
-	a, cfg, logs := apptest.Start(t, head+fmt.Sprintf("  main:\n    hosts: [%s, %s, %s]\n", n1.Addr(), n2.Addr(), n3.Addr()))
-	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
-	e.waitFor(t, "primary.db.local.", []string{n1.IP})
-	common := e.insertAndTakeLSN(t, n1)
-	waitStreaming(t, n2, 1, common)
-	if err := n2.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", []string{n2.IP})
+	head := movableHead(dir)
+	e := promotedBesideUnfenced(t, pg, head)
 	if err := n2.Stop(ctx, "immediate"); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +52,7 @@ clusters:
 		if err := e.app.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
-		a, cfg, logs = apptest.Start(t, moved)
+		a, cfg, logs := apptest.Start(t, moved)
 		e = &env{pg: pg, app: a, cfg: cfg, logs: logs}
 		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "pgdns to answer after its restart", func() (int, bool) {
 			rc := e.query(t, "udp", "primary.old.db.local.", dns.TypeA).Rcode

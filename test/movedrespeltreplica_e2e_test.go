@@ -1,13 +1,10 @@
 package test
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/pgdns/pgdns/internal/app/apptest"
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
@@ -23,33 +20,10 @@ func TestSupersededReplicaMovedRespeltToAClusterOfItsOwn(t *testing.T) {
 	t.Parallel()
 	b := pgtest.Addrs(t)
 	pg, _ := newDualAddressCluster(t, b)
-	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
-	ctx := context.Background()
+	n1, n2 := pg.Nodes[0], pg.Nodes[1]
 	dir := t.TempDir()
-	head := fmt.Sprintf(`
-dns:
-  listen: 127.0.0.1:0
-  lsn_wait: 0s
-  default_cluster: main
-http:
-  listen: 127.0.0.1:0
-probe:
-  interval: 100ms
-  timeout: 1s
-  dsn: "user=postgres dbname=postgres sslmode=disable"
-state:
-  path: %q
-clusters:
-`, filepath.Join(dir, "state.json"))
-	a, cfg, logs := apptest.Start(t, head+fmt.Sprintf("  main:\n    hosts: [%s, %s, %s]\n", n1.Addr(), n2.Addr(), n3.Addr()))
-	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
-	e.waitFor(t, "primary.db.local.", []string{n1.IP})
-	common := e.insertAndTakeLSN(t, n1)
-	waitStreaming(t, n2, 1, common)
-	if err := n2.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", []string{n2.IP})
+	head := movableHead(dir)
+	e := promotedBesideUnfenced(t, pg, head)
 	e.waitFor(t, "replica.db.local.", nil)
 	e.reloadTo(t, dir, head+fmt.Sprintf("  main:\n    hosts: [%s, %s]\n  old:\n    hosts: [%s:5432]\n", n1.Addr(), n2.Addr(), b.Fleet(3)))
 	e.holds(t, "replica.old.db.local.", 3*time.Second, exactly(), "n3, streaming timeline 1 from n1, superseded by timeline 2")
