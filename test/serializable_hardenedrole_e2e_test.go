@@ -7,12 +7,9 @@ package test
 // hot standby then refuses every query: no read name may answer one.
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
@@ -22,27 +19,10 @@ func TestEveryRoleSerializableThroughAProbeRoleOfItsOwnIsolation(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(2)})
 	p, r := pg.Nodes[0], pg.Nodes[1]
-	p.Exec(t, "CREATE ROLE pgdns LOGIN IN ROLE pg_monitor")
-	p.Exec(t, "ALTER ROLE pgdns SET default_transaction_isolation = 'read committed'")
-	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "the probe role on "+r.Name, func() (bool, bool) {
-		var ok bool
-		err := r.QueryOnce(t.Context(), "SELECT count(*) = 1 FROM pg_roles WHERE rolname = 'pgdns'", &ok)
-		return ok, err == nil && ok
-	})
-	e := attach(t, pg, envOptions{DSN: "user=pgdns dbname=postgres sslmode=disable", Nodes: 2})
+	e := attachWithHardenedRole(t, pg, "default_transaction_isolation = 'read committed'")
 	e.waitFor(t, "replica.db.local.", []string{r.IP})
 
-	read := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, r.DSN())
-		if err != nil {
-			return err
-		}
-		defer c.Close(ctx)
-		_, err = c.Exec(ctx, "SELECT 1")
-		return err
-	}
+	read := func() error { return applicationExec(r, "SELECT 1") }
 	p.Exec(t, "ALTER ROLE ALL SET default_transaction_isolation = serializable")
 	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "an application's read on the standby refused", func() (string, bool) {
 		err := read()
