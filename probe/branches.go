@@ -384,8 +384,11 @@ func (p *Prober) watchBranches(ci int, c *zone.Cluster) {
 	}
 	p.watchReplicated(ci, c)
 	c.ForkedTimelines = p.forkList(ci)
-	c.RestartedTimelines = p.restartList(ci)
-	c.Reached = p.reachList(ci, c.NewestTimeline)
+	// What the siblings saw is merged once for both windows (a scan of
+	// every configured cluster: sharedBranches).
+	shared := p.sharedBranches(ci)
+	c.RestartedTimelines = p.restartList(ci, shared)
+	c.Reached = p.reachList(ci, c.NewestTimeline, shared)
 }
 
 // watchReplicated raises each timeline's Replicated with the received and
@@ -439,18 +442,18 @@ func (b Branch) reach() zone.TimelineReach {
 	return r
 }
 
-// reachList returns how far the writer of each of cluster ci's timelines
+// reachList returns, from branches (ci's with its siblings':
+// sharedBranches), how far the writer of each of cluster ci's timelines
 // below newest was seen to write (zone.Cluster.Reached: a token without a
 // timeline past where such a timeline ended and at or below that may be a
 // write lost in the failover), in timeline order: the same slice while
 // none changed (a published one is never modified), nil while there are
 // none. Of a writer seen only as the state file has it, its position there.
-func (p *Prober) reachList(ci int, newest uint32) []zone.TimelineReach {
+func (p *Prober) reachList(ci int, newest uint32, branches map[uint32]Branch) []zone.TimelineReach {
 	if ci >= len(p.reached) {
 		p.reached = append(p.reached, make([][]zone.TimelineReach, ci+1-len(p.reached))...)
 	}
 	was := p.reached[ci]
-	branches := p.sharedBranches(ci)
 	n, same := 0, true
 	for tl, b := range branches {
 		if reach := b.reach(); tl < newest && reach.Insert != 0 {
@@ -495,16 +498,16 @@ func (p *Prober) crashWindow(ci, i int, c *zone.Cluster, h *zone.Host, b Branch,
 	return b
 }
 
-// restartList returns cluster ci's restart windows, in timeline order, as
+// restartList returns cluster ci's restart windows, from branches (ci's
+// with its siblings': sharedBranches), in timeline order, as
 // the snapshot carries them: the same slice while none changed (a
 // published one is never modified), nil while there are none.
-func (p *Prober) restartList(ci int) []zone.TimelineRestart {
+func (p *Prober) restartList(ci int, branches map[uint32]Branch) []zone.TimelineRestart {
 	if ci >= len(p.restarts) {
 		p.restarts = append(p.restarts, make([][]zone.TimelineRestart, ci+1-len(p.restarts))...)
 	}
 	n, same := 0, true
 	was := zone.Cluster{RestartedTimelines: p.restarts[ci]}
-	branches := p.sharedBranches(ci)
 	for tl, b := range branches {
 		if b.Upto == 0 {
 			continue
