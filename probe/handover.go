@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 	"time"
+
+	"github.com/pgdns/pgdns/zone"
 )
 
 // Knowledge is what a prober learns over time and a successor probing the
@@ -38,11 +40,12 @@ type clusterKnowledge struct {
 	// configured cluster listing one of them takes this knowledge (adopt).
 	// nil: not known (a state file written before them).
 	members map[string]bool
-	// runs are the server runs (postmaster start times, in ns) of those
-	// hosts as last seen, by which a host moved out by a reload and
-	// respelt is still known for one of them (moved): a reload's
-	// knowledge only, not in the state file. nil: none known.
-	runs map[int64]bool
+	// runs are the server runs (postmaster start times) of those hosts
+	// as last seen, by address, by which a host moved out by a reload or
+	// in the config of a restart, and respelt, is still known for one of
+	// them (moved, sibling): in the state file too (Remembered.Runs).
+	// nil: none known (a file written before them).
+	runs map[string]time.Time
 }
 
 // fork is what proved a replica to be on another branch than a writable
@@ -98,14 +101,7 @@ func (p *Prober) exportCluster(ci int) clusterKnowledge {
 		ck.forks[addr] = fork{run: f.Run, fromRun: f.FromRun, from: f.From, note: f.Note}
 	}
 	ck.members = p.membersOf(ci)
-	for hi := range c.Hosts {
-		if h := &c.Hosts[hi]; ck.members[h.Addr] && !h.StartedAt.IsZero() {
-			if ck.runs == nil {
-				ck.runs = map[int64]bool{}
-			}
-			ck.runs[h.StartedAt.UnixNano()] = true
-		}
-	}
+	ck.runs = p.runsOf(ci)
 	for hi := range c.Hosts {
 		if w := p.history[&c.Hosts[hi]]; w != nil {
 			ck.clocks[c.Hosts[hi].Addr] = &walHistory{timeline: w.timeline, system: w.system, run: w.run,
@@ -253,6 +249,9 @@ func (p *Prober) takeOver(ci int, old clusterKnowledge) {
 		c.Witnessed, c.WitnessedBy, c.WitnessedRun = 0, "", time.Time{}
 		p.timelines[ci] = map[uint32]timelineHistory{}
 		p.branches[ci], p.forks[ci], p.restarts[ci], p.pending[ci] = map[uint32]Branch{}, nil, nil, nil
+		if ci < len(p.heldRuns) {
+			p.heldRuns[ci] = nil
+		}
 	}
 	p.inherit(ci, old)
 }
@@ -296,13 +295,65 @@ func (p *Prober) lists(ci int, o clusterKnowledge) bool {
 // address, was answered by replica.<that cluster>. A copy of the cluster
 // is another run.
 func (p *Prober) moved(ci int, o clusterKnowledge) bool {
+	return p.showsRun(ci, o.identity, o.runs)
+}
+
+// showsRun reports whether a host of cluster ci, seen now with identity,
+// is one of the server runs runs holds (by address; the address is not
+// compared: the host may be listed under another).
+func (p *Prober) showsRun(ci int, identity uint64, runs map[string]time.Time) bool {
+	if len(runs) == 0 {
+		return false
+	}
 	for hi := range p.state[ci].Hosts {
 		h := &p.state[ci].Hosts[hi]
-		if h.Seen && h.SystemID == o.identity && !h.StartedAt.IsZero() && o.runs[h.StartedAt.UnixNano()] {
-			return true
+		if !h.Seen || h.SystemID != identity || h.StartedAt.IsZero() {
+			continue
+		}
+		for _, run := range runs {
+			if run.Equal(h.StartedAt) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// serverRun is the server run of host h of cluster ci as last seen: its
+// postmaster start time, or, before this prober has seen it, the one its
+// predecessor (a reload's prober, the state file) last saw at its address
+// (heldRuns). Zero: not known.
+func (p *Prober) serverRun(ci int, h *zone.Host) time.Time {
+	if !h.StartedAt.IsZero() {
+		if h.SystemID != p.state[ci].Identity {
+			return time.Time{} // another system's run
+		}
+		return h.StartedAt
+	}
+	if ci >= len(p.heldRuns) {
+		return time.Time{}
+	}
+	return p.heldRuns[ci][h.Addr]
+}
+
+// runsOf lists the server runs of cluster ci's hosts seen live with its
+// identity (membersOf), by address (serverRun); nil when none is known.
+func (p *Prober) runsOf(ci int) map[string]time.Time {
+	c := p.state[ci]
+	var out map[string]time.Time
+	for hi := range c.Hosts {
+		h := &c.Hosts[hi]
+		if c.Identity == 0 || h.OfIdentity != c.Identity {
+			continue
+		}
+		if run := p.serverRun(ci, h); !run.IsZero() {
+			if out == nil {
+				out = map[string]time.Time{}
+			}
+			out[h.Addr] = run
+		}
+	}
+	return out
 }
 
 // inherit folds old, knowledge of cluster ci's identity, into what p
@@ -319,6 +370,16 @@ func (p *Prober) inherit(ci int, old clusterKnowledge) {
 		c.Witnessed, c.WitnessedBy, c.WitnessedRun = old.witnessed, old.witnessedBy, old.witnessedRun
 	}
 	mergeBranches(p.branches[ci], old.branches)
+	if c.Identity != 0 && c.Identity == old.identity && ci < len(p.heldRuns) {
+		for addr, run := range old.runs {
+			if p.heldRuns[ci] == nil {
+				p.heldRuns[ci] = map[string]time.Time{}
+			}
+			if _, ok := p.heldRuns[ci][addr]; !ok {
+				p.heldRuns[ci][addr] = run
+			}
+		}
+	}
 	for tl, h := range old.timelines {
 		if cur, ok := p.timelines[ci][tl]; !ok || !cur.fromFile {
 			p.timelines[ci][tl] = h

@@ -237,6 +237,14 @@ type Prober struct {
 	// (adopt): it takes a copy of a cluster's whose servers its hosts are,
 	// once it sees them (sibling, siblings.go).
 	wantCopy []bool
+	// Per cluster: the server runs (postmaster start times) of its
+	// servers, by address, as the predecessor it took its knowledge from
+	// (a reload's prober, or the state file) last saw them, hosts it no
+	// longer lists included: a host moved out of it and respelt, seen
+	// only once this prober runs (in the config a restarted pgdns reads,
+	// or down at the reload), is still known for one of its servers
+	// (sibling, siblings.go; serverRun).
+	heldRuns []map[string]time.Time
 	// Clusters given a newer timeline or a fork by a sibling during a
 	// publish (raiseSiblings, pullSiblings, shareForks: siblings.go), built
 	// again before it ends (build.go); aggregator's.
@@ -313,6 +321,7 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	p.seeded = make([]bool, len(p.state))
 	p.own = make([]bool, len(p.state))
 	p.wantCopy = make([]bool, len(p.state))
+	p.heldRuns = make([]map[string]time.Time, len(p.state))
 	p.unfollowed = make([]uint64, len(p.state))
 	p.serialFloor = make([]uint32, len(p.state))
 	p.seed(cfg.Remembered)

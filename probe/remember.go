@@ -56,6 +56,15 @@ type Remembered struct {
 	// (a file written before them): every host the cluster lists at the
 	// start counts as seen with it.
 	Members []string
+	// Runs are the server runs (postmaster start times) of those hosts
+	// as last seen, by address: a host moved out of the cluster in the
+	// config of a restart and respelt (its other network's address, a
+	// DNS name) is still known, by its run, for one of its servers, as
+	// at a reload (a replica streaming from a superseded primary stays
+	// aside under its new cluster: review 14b, finding 3). nil: none
+	// known (a file written before them): such a host is known by its
+	// address only.
+	Runs map[string]time.Time
 }
 
 // Fork is a replica proven to be on another branch than writable host
@@ -102,6 +111,7 @@ func (p *Prober) seed(remembered map[string]Remembered) {
 				ck.members[a] = true
 			}
 		}
+		ck.runs = maps.Clone(r.Runs)
 		if r.Witnessed > r.NewestTimeline {
 			ck.witnessed, ck.witnessedBy, ck.witnessedRun = r.Witnessed, r.WitnessedBy, r.WitnessedRun
 		}
@@ -287,12 +297,13 @@ func (p *Prober) remembered() map[string]Remembered {
 		r.Branches = maps.Clone(p.branches[ci])
 		r.Witnessed, r.WitnessedBy, r.WitnessedRun = c.Witnessed, c.WitnessedBy, c.WitnessedRun
 		r.Members = append([]string{}, slices.Sorted(maps.Keys(p.membersOf(ci)))...) // known, if none
+		r.Runs = p.runsOf(ci)
 		out[c.Name] = r
 	}
 	for name, o := range p.orphans {
 		r := Remembered{Identity: o.identity, NewestTimeline: o.newest, Timelines: make(map[uint32]TimelineHistory, len(o.timelines)),
 			Branches: maps.Clone(o.branches), Witnessed: o.witnessed, WitnessedBy: o.witnessedBy, WitnessedRun: o.witnessedRun,
-			Members: members(o.members)}
+			Members: members(o.members), Runs: maps.Clone(o.runs)}
 		for tl, h := range o.timelines {
 			r.Timelines[tl] = TimelineHistory{Ends: h.ends, FromFile: h.fromFile}
 		}
@@ -440,16 +451,22 @@ func (p *Prober) clusterAsReported(ci int) (same, withPositions bool) {
 	if r.Serial != p.serialOf(ci) && p.serialAhead(ci) {
 		return false, false
 	}
-	n := 0
+	n, runs := 0, 0
 	for hi := range c.Hosts {
-		if c.Hosts[hi].OfIdentity == c.Identity {
-			if _, found := slices.BinarySearch(r.Members, c.Hosts[hi].Addr); !found {
+		if h := &c.Hosts[hi]; h.OfIdentity == c.Identity {
+			if _, found := slices.BinarySearch(r.Members, h.Addr); !found {
 				return false, false // a host newly seen with the identity: the state file must list it
 			}
 			n++
+			if run := p.serverRun(ci, h); !run.IsZero() {
+				if !run.Equal(r.Runs[h.Addr]) {
+					return false, false // a new server run: the state file must hold it
+				}
+				runs++
+			}
 		}
 	}
-	if n != len(r.Members) {
+	if n != len(r.Members) || runs != len(r.Runs) {
 		return false, false
 	}
 	return true, p.lastsAsReported(ci, r.Branches, true)

@@ -35,7 +35,7 @@ func (p *Prober) sibling(ci int) bool {
 	c := p.state[ci]
 	copied := false
 	for cj, o := range p.state {
-		if cj == ci || !p.own[cj] || o.Identity != c.Identity || !p.oneServer(ci, cj) {
+		if cj == ci || !p.own[cj] || o.Identity != c.Identity || !p.oneServer(ci, cj) && !p.heldServer(ci, cj) {
 			continue
 		}
 		k := p.exportCluster(cj)
@@ -50,6 +50,20 @@ func (p *Prober) sibling(ci int) bool {
 		p.own[ci], p.wantCopy[ci] = true, false
 	}
 	return copied
+}
+
+// heldServer reports whether a live host of cluster ci is a server run
+// that cluster cj's predecessor (the state file a restarted pgdns read, or
+// a reload's prober) saw among cj's hosts, listed by cj now or not
+// (heldRuns): the host was moved out of cj, in the config of a restart or
+// by a reload while pgdns could not reach it, and respelt. moved is the
+// same at a reload, for a host seen by then. Before, a restart forgot the runs of
+// replicas (the state file kept none), and a replica streaming from a
+// superseded primary, moved into a cluster of its own under its other
+// address in the config of the restart, was answered by replica.<that
+// cluster> (test/movedrespeltreplica_restart_e2e_test.go).
+func (p *Prober) heldServer(ci, cj int) bool {
+	return cj < len(p.heldRuns) && p.showsRun(ci, p.state[cj].Identity, p.heldRuns[cj])
 }
 
 // raiseSiblings hands cluster ci's newest timeline, and a newer timeline

@@ -58,6 +58,13 @@ type clusterJSON struct {
 	// the entry. Absent or null: not known (a file written before them);
 	// [] : none.
 	Hosts []string `json:"hosts"`
+	// HostsStarted are, by address, the server runs (postmaster start
+	// times) of those hosts as last seen (version 2, optional;
+	// probe.Remembered.Runs): a host moved out of the cluster in the
+	// config of a restart and respelt is known by its run. Absent: none
+	// known (a file written before them; such a host is known by its
+	// address only).
+	HostsStarted map[string]time.Time `json:"hosts_started,omitempty"`
 }
 
 // witnessedJSON is a timeline a replica showed by a lower bound (its last
@@ -130,6 +137,12 @@ func Encode(m map[string]probe.Remembered) []byte {
 	for name, r := range m {
 		c := clusterJSON{SystemIdentifier: strconv.FormatUint(r.Identity, 10), NewestTimeline: r.NewestTimeline, Serial: r.Serial,
 			Hosts: r.Members}
+		for addr, run := range r.Runs {
+			if c.HostsStarted == nil {
+				c.HostsStarted = map[string]time.Time{}
+			}
+			c.HostsStarted[addr] = run.UTC() // as for branches: read back, encoded the same
+		}
 		for _, tl := range slices.Sorted(maps.Keys(r.Timelines)) {
 			h := r.Timelines[tl]
 			t := timelineJSON{FromHistoryFile: h.FromFile, Ends: []endJSON{}}
@@ -248,6 +261,14 @@ func (c clusterJSON) remembered() (probe.Remembered, error) {
 		}
 	}
 	r.Members = c.Hosts
+	for addr, run := range c.HostsStarted {
+		if addr == "" || run.IsZero() {
+			return probe.Remembered{}, fmt.Errorf("hosts_started: %q needs an address and a start time", addr)
+		}
+	}
+	if len(c.HostsStarted) > 0 {
+		r.Runs = c.HostsStarted
+	}
 	for key, t := range c.Timelines {
 		tl, err := strconv.ParseUint(key, 10, 32)
 		if err != nil || tl == 0 {
