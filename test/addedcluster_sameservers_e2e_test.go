@@ -3,15 +3,11 @@ package test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/pgdns/pgdns/internal/app/apptest"
-	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
@@ -36,29 +32,11 @@ func TestClusterAddedOverAnotherClustersServers(t *testing.T) {
 	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	ctx := context.Background()
 	dir := t.TempDir()
-	state := filepath.Join(dir, "state.json")
-	base := fmt.Sprintf(`
-dns:
-  listen: 127.0.0.1:0
-  lsn_wait: 0s
-  default_cluster: main
-http:
-  listen: 127.0.0.1:0
-probe:
-  interval: 100ms
-  timeout: 1s
-  dsn: "user=postgres dbname=postgres sslmode=disable"
-state:
-  path: %q
-clusters:
-  main:
-    hosts: [%s, %s, %s]
-`, state, n1.Addr(), n2.Addr(), n3.Addr())
+	base := movableHead(dir) + mainOf(pg)
 	named := func(name string, k int) string {
 		return fmt.Sprintf("  %s:\n    hosts: [%s:5432, %s:5432, %s:5432]\n", name, alt(n1.IP, k), alt(n2.IP, k), alt(n3.IP, k))
 	}
-	a, cfg, logs := apptest.Start(t, base)
-	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	e := startYAML(t, pg, base)
 	e.waitFor(t, "primary.main.db.local.", []string{n1.IP})
 	e.waitFor(t, "replica.main.db.local.", []string{n2.IP, n3.IP})
 
@@ -78,8 +56,7 @@ clusters:
 	if err := e.app.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, cfg, logs = apptest.Start(t, base+named("alias", 1))
-	e = &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	e = startYAML(t, pg, base+named("alias", 1))
 	e.waitFor(t, "primary.main.db.local.", nil)
 	for _, name := range []string{"primary.alias", "replica.alias", "primary.main"} {
 		e.holds(t, name+".db.local.", time.Second, exactly(), "n1 and n3, on timeline 1, superseded by timeline 2 before pgdns restarted")
@@ -87,17 +64,7 @@ clusters:
 
 	// A reload, as SIGHUP makes it (the file loaded and validated), adds
 	// "third".
-	path := filepath.Join(dir, "pgdns.yaml")
-	if err := os.WriteFile(path, []byte(base+named("alias", 1)+named("third", 2)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	next, err := config.Load(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.app.Reload(next); err != nil {
-		t.Fatal(err)
-	}
+	e.reloadTo(t, dir, base+named("alias", 1)+named("third", 2))
 	for _, name := range []string{"primary.third", "replica.third", "primary.alias", "primary.main"} {
 		e.holds(t, name+".db.local.", time.Second, exactly(), "n1 and n3, on timeline 1, superseded by timeline 2")
 	}

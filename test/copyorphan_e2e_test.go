@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgdns/pgdns/internal/app/apptest"
 	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/state"
@@ -33,25 +32,11 @@ func TestRemovingACopysClusterLeavesProductionAlone(t *testing.T) {
 	if err := n3.Promote(ctx); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "state.json")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
 	start := func(clusters string) *env {
 		t.Helper()
-		a, cfg, logs := apptest.Start(t, fmt.Sprintf(`
-dns:
-  listen: 127.0.0.1:0
-  lsn_wait: 0s
-  default_cluster: main
-http:
-  listen: 127.0.0.1:0
-probe:
-  interval: 100ms
-  timeout: 1s
-  dsn: "user=postgres dbname=postgres sslmode=disable"
-state:
-  path: %s
-clusters:
-%s`, path, clusters))
-		return &env{pg: pg, app: a, cfg: cfg, logs: logs}
+		return startYAML(t, pg, movableHead(dir)+clusters)
 	}
 	both := fmt.Sprintf("  main:\n    hosts: [%s, %s]\n  staging:\n    hosts: [%s]\n", n1.Addr(), n2.Addr(), n3.Addr())
 	production := func(e *env, what string) {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -143,6 +145,54 @@ probe:
   path: %q
 `, o.Listen, o.LSNWait, dnsExtra, o.AdminTokenFile, o.Interval, o.Timeout, o.DSN, o.Probe, o.Name, strings.Join(hosts, ", "), o.Replicas, o.Cluster, o.State))
 	return &env{pg: pg, app: a, cfg: cfg, logs: logs}
+}
+
+// startYAML starts pgdns in front of pg with yaml, its whole config, for
+// a test whose config envOptions cannot say (clusters of its own, a pin,
+// a second name for the servers); clustersHead writes most of one.
+func startYAML(t *testing.T, pg *pgtest.Cluster, yaml string) *env {
+	t.Helper()
+	a, cfg, logs := apptest.Start(t, yaml)
+	return &env{pg: pg, app: a, cfg: cfg, logs: logs}
+}
+
+// clustersHead is the config, up to "clusters:", of a pgdns probing every
+// 100ms that answers at once (lsn_wait 0s), main its default cluster, its
+// state file at state ("" none); the test writes its clusters after it.
+func clustersHead(state string) string {
+	head := `
+dns:
+  listen: 127.0.0.1:0
+  lsn_wait: 0s
+  default_cluster: main
+http:
+  listen: 127.0.0.1:0
+probe:
+  interval: 100ms
+  timeout: 1s
+  dsn: "user=postgres dbname=postgres sslmode=disable"
+`
+	if state != "" {
+		head += fmt.Sprintf("state:\n  path: %q\n", state)
+	}
+	return head + "clusters:\n"
+}
+
+// reloadTo writes yaml to a file of the test's own in dir and reloads e's
+// pgdns with it, as SIGHUP does (the file loaded and validated).
+func (e *env) reloadTo(t *testing.T, dir, yaml string) {
+	t.Helper()
+	path := filepath.Join(dir, "pgdns.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.app.Reload(next); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // query asks pgdns over network ("udp" or "tcp").

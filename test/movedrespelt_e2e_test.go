@@ -8,7 +8,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/pgdns/pgdns/internal/app/apptest"
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
@@ -52,8 +51,7 @@ func movedRespelt(t *testing.T, restart bool) {
 		if err := e.app.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
-		a, cfg, logs := apptest.Start(t, moved)
-		e = &env{pg: pg, app: a, cfg: cfg, logs: logs}
+		e = startYAML(t, pg, moved)
 		testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "pgdns to answer after its restart", func() (int, bool) {
 			rc := e.query(t, "udp", "primary.old.db.local.", dns.TypeA).Rcode
 			return rc, rc != dns.RcodeServerFailure

@@ -8,7 +8,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/pgdns/pgdns/internal/app/apptest"
 	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
@@ -33,8 +32,7 @@ func TestSupersededReplicaMovedRespeltAcrossARestart(t *testing.T) {
 	if err := e.app.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, cfg, logs := apptest.Start(t, head+fmt.Sprintf("  main:\n    hosts: [%s, %s]\n  old:\n    hosts: [%s:5432]\n", n1.Addr(), n2.Addr(), b.Fleet(3)))
-	e = &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	e = startYAML(t, pg, head+fmt.Sprintf("  main:\n    hosts: [%s, %s]\n  old:\n    hosts: [%s:5432]\n", n1.Addr(), n2.Addr(), b.Fleet(3)))
 	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "pgdns to answer after its restart", func() (int, bool) {
 		rc := e.query(t, "udp", "primary.main.db.local.", dns.TypeA).Rcode
 		return rc, rc != dns.RcodeServerFailure

@@ -2,14 +2,9 @@ package test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/pgdns/pgdns/internal/app/apptest"
-	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
@@ -24,71 +19,32 @@ import (
 func TestPinnedIdentityMistypedThenFixed(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(3)})
-	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
+	n1, n2 := pg.Nodes[0], pg.Nodes[1]
 	ctx := context.Background()
 	var id string
 	n1.Query(t, "SELECT system_identifier::text FROM pg_control_system()", &id)
 	dir := t.TempDir()
-	yaml := func(pin string) string {
-		return fmt.Sprintf(`
-dns:
-  listen: 127.0.0.1:0
-  lsn_wait: 0s
-http:
-  listen: 127.0.0.1:0
-probe:
-  interval: 100ms
-  timeout: 1s
-  dsn: "user=postgres dbname=postgres sslmode=disable"
-state:
-  path: %q
-clusters:
-  main:
-    hosts: [%s, %s, %s]
-    system_identifier: %s
-`, filepath.Join(dir, "state.json"), n1.Addr(), n2.Addr(), n3.Addr(), pin)
-	}
-	a, cfg, logs := apptest.Start(t, yaml(id))
-	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
-	e.waitFor(t, "primary.db.local.", []string{n1.IP})
-	common := e.insertAndTakeLSN(t, n1)
-	waitStreaming(t, n2, 1, common)
-	if err := n2.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", []string{n2.IP})
+	head := movableHead(dir)
+	pin := func(sysid string) string { return "    system_identifier: " + sysid + "\n" }
+	pinned := func(sysid string) string { return head + mainOf(pg) + pin(sysid) }
+	e := promotedBesideUnfenced(t, pg, head, pin(id))
 	if err := n2.Stop(ctx, "immediate"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "primary.db.local.", nil)
-	reload := func(pin string) {
-		t.Helper()
-		path := filepath.Join(dir, "pgdns.yaml")
-		if err := os.WriteFile(path, []byte(yaml(pin)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		next, err := config.Load(path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.app.Reload(next); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reload("1234567890123456789")
+	e.reloadTo(t, dir, pinned("1234567890123456789"))
 	e.holds(t, "primary.db.local.", time.Second, exactly(), "every host foreign to the mistyped identifier")
-	reload(id)
+	e.reloadTo(t, dir, pinned(id))
 	e.holds(t, "primary.db.local.", 2*time.Second, exactly(), "n1, superseded by timeline 2 before the mistyped reload")
 
 	// The typo again, then pgdns restarts from its state file with the
 	// pin fixed.
-	reload("1234567890123456789")
+	e.reloadTo(t, dir, pinned("1234567890123456789"))
 	e.holds(t, "primary.db.local.", time.Second, exactly(), "every host foreign to the mistyped identifier")
 	if err := e.app.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, cfg, logs = apptest.Start(t, yaml(id))
-	e = &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	e = startYAML(t, pg, pinned(id))
 	e.waitFirstRound(t, "the restarted pgdns")
 	e.holds(t, "primary.db.local.", 2*time.Second, exactly(), "n1, superseded by timeline 2, after a restart that fixed the pin")
 }

@@ -3,32 +3,12 @@ package test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/pgdns/pgdns/internal/app/apptest"
-	"github.com/pgdns/pgdns/internal/config"
 	"github.com/pgdns/pgdns/internal/pgtest"
 )
-
-// reloadTo writes yaml to a file of the test's own and reloads e's pgdns
-// with it.
-func (e *env) reloadTo(t *testing.T, dir, yaml string) {
-	t.Helper()
-	path := filepath.Join(dir, "pgdns.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	next, err := config.Load(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.app.Reload(next); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestClusterRemovedAndReaddedKeepsItsSupersededPrimaryOut: n2 is
 // promoted while n1 runs on unfenced, pgdns proves timeline 2 and keeps n1
@@ -64,8 +44,7 @@ clusters:
     hosts: [` + side.Nodes[0].Addr() + `]
 `
 	mainHosts := fmt.Sprintf("  main:\n    hosts: [%s, %s, %s]\n", n1.Addr(), n2.Addr(), n3.Addr())
-	a, cfg, logs := apptest.Start(t, head+mainHosts)
-	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	e := startYAML(t, pg, head+mainHosts)
 	e.waitFor(t, "primary.main.db.local.", []string{n1.IP})
 	e.waitFor(t, "primary.side.db.local.", []string{side.Nodes[0].IP})
 	common := e.insertAndTakeLSN(t, n1)
@@ -92,8 +71,7 @@ clusters:
 	if err := e.app.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, cfg, logs = apptest.Start(t, head+mainHosts)
-	e = &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	e = startYAML(t, pg, head+mainHosts)
 	e.waitFor(t, "primary.side.db.local.", []string{side.Nodes[0].IP})
 	e.holds(t, "primary.main.db.local.", 3*time.Second, exactly(), "n1, writable on timeline 1, superseded by timeline 2 (after a restart)")
 }
