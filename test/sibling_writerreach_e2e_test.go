@@ -1,13 +1,10 @@
 package test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/pgdns/pgdns/internal/app/apptest"
-	"github.com/pgdns/pgdns/internal/pgtest"
 	"github.com/pgdns/pgdns/internal/testkit"
 )
 
@@ -24,34 +21,12 @@ import (
 // cluster lists them. Before, only the newest timeline (and forks) were
 // shared: lsn-W.any.reporting answered n2 and n3, which lack W.
 func TestSiblingClusterRefusesAWriteLostInAFailover(t *testing.T) {
-	b := pgtest.Addrs(t)
-	alt := func(ip string) string {
-		i := strings.LastIndex(ip, ".")
-		return ip[:i+1] + "1" + ip[i+1:]
-	}
-	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(3), Listen: func(ip string) []string { return []string{alt(ip)} }})
+	pg := newReportingCluster(t)
 	old, promoted, follower := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	old.Exec(t, "CREATE TABLE ryw (v text)")
-	a, cfg, logs := apptest.Start(t, fmt.Sprintf(`
-dns:
-  listen: 127.0.0.1:0
-  lsn_wait: 0s
-  default_cluster: main
-http:
-  listen: 127.0.0.1:0
-probe:
-  interval: 100ms
-  timeout: 1s
-  dsn: "user=postgres dbname=postgres sslmode=disable"
-clusters:
-  main:
-    hosts: [%s, %s, %s]
-  reporting:
-    hosts: [%s:5432, %s:5432]
-`, old.Addr(), promoted.Addr(), follower.Addr(), alt(promoted.IP), alt(follower.IP)))
-	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	e := startMainAndReporting(t, pg, promoted, follower)
 	e.waitFor(t, "primary.main.db.local.", []string{old.IP})
-	e.waitFor(t, "replica.reporting.db.local.", []string{alt(promoted.IP), alt(follower.IP)})
+	e.waitFor(t, "replica.reporting.db.local.", []string{secondAddress(promoted.IP), secondAddress(follower.IP)})
 
 	lost := failoverLosingAWrite(t, old, promoted, follower, "INSERT INTO ryw SELECT 'LOST' FROM generate_series(1, 50)", func(lost string) {
 		testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "pgdns to probe the old primary past the token", func() (string, bool) {
@@ -66,8 +41,8 @@ clusters:
 	if rows != 0 {
 		t.Fatalf("the follower has the lost rows (%d)", rows)
 	}
-	e.waitFor(t, "primary.reporting.db.local.", []string{alt(promoted.IP)})
-	e.waitFor(t, "lsn-"+later+".any.reporting.db.local.", []string{alt(promoted.IP), alt(follower.IP)})
+	e.waitFor(t, "primary.reporting.db.local.", []string{secondAddress(promoted.IP)})
+	e.waitFor(t, "lsn-"+later+".any.reporting.db.local.", []string{secondAddress(promoted.IP), secondAddress(follower.IP)})
 	for _, cl := range []string{"main", "reporting"} {
 		for _, role := range []string{"replica", "prefer-replica", "any"} {
 			name := "lsn-" + lost + "." + role + "." + cl + ".db.local."

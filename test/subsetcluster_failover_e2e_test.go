@@ -2,13 +2,8 @@ package test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/pgdns/pgdns/internal/app/apptest"
-	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // TestSubsetClusterDuringAFailover: "main" lists n1, n2, n3; "reporting"
@@ -20,34 +15,12 @@ import (
 // (review 13, R13b-2: it answered n1 for as long as n1 ran).
 func TestSubsetClusterDuringAFailover(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Addrs(t)
-	alt := func(ip string) string {
-		i := strings.LastIndex(ip, ".")
-		return ip[:i+1] + "1" + ip[i+1:]
-	}
-	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(3), Listen: func(ip string) []string { return []string{alt(ip)} }})
+	pg := newReportingCluster(t)
 	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	ctx := context.Background()
-	a, cfg, logs := apptest.Start(t, fmt.Sprintf(`
-dns:
-  listen: 127.0.0.1:0
-  lsn_wait: 0s
-  default_cluster: main
-http:
-  listen: 127.0.0.1:0
-probe:
-  interval: 100ms
-  timeout: 1s
-  dsn: "user=postgres dbname=postgres sslmode=disable"
-clusters:
-  main:
-    hosts: [%s, %s, %s]
-  reporting:
-    hosts: [%s:5432, %s:5432]
-`, n1.Addr(), n2.Addr(), n3.Addr(), alt(n1.IP), alt(n3.IP)))
-	e := &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	e := startMainAndReporting(t, pg, n1, n3)
 	e.waitFor(t, "primary.main.db.local.", []string{n1.IP})
-	e.waitFor(t, "primary.reporting.db.local.", []string{alt(n1.IP)})
+	e.waitFor(t, "primary.reporting.db.local.", []string{secondAddress(n1.IP)})
 
 	common := e.insertAndTakeLSN(t, n1)
 	waitStreaming(t, n2, 1, common)

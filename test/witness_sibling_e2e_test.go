@@ -2,13 +2,8 @@ package test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/pgdns/pgdns/internal/app/apptest"
-	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // TestWitnessedTimelineKeepsTheOldPrimaryOutUnderEveryName: the scene of
@@ -21,12 +16,7 @@ import (
 // aside there; primary.reporting must not answer n1 either.
 func TestWitnessedTimelineKeepsTheOldPrimaryOutUnderEveryName(t *testing.T) {
 	t.Parallel()
-	b := pgtest.Addrs(t)
-	alt := func(ip string) string {
-		i := strings.LastIndex(ip, ".")
-		return ip[:i+1] + "1" + ip[i+1:]
-	}
-	pg := pgtest.New(t, pgtest.Options{IPs: b.IPs(3), Listen: func(ip string) []string { return []string{alt(ip)} }})
+	pg := newReportingCluster(t)
 	e := attach(t, pg, envOptions{})
 	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	e.waitFor(t, "replica.db.local.", []string{n2.IP, n3.IP})
@@ -49,24 +39,7 @@ func TestWitnessedTimelineKeepsTheOldPrimaryOutUnderEveryName(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a, cfg, logs := apptest.Start(t, fmt.Sprintf(`
-dns:
-  listen: 127.0.0.1:0
-  lsn_wait: 0s
-  default_cluster: main
-http:
-  listen: 127.0.0.1:0
-probe:
-  interval: 100ms
-  timeout: 1s
-  dsn: "user=postgres dbname=postgres sslmode=disable"
-clusters:
-  main:
-    hosts: [%s, %s, %s]
-  reporting:
-    hosts: [%s:5432]
-`, n1.Addr(), n2.Addr(), n3.Addr(), alt(n1.IP)))
-	fresh := &env{pg: pg, app: a, cfg: cfg, logs: logs}
+	fresh := startMainAndReporting(t, pg, n1)
 	fresh.waitFirstRound(t, "the fresh pgdns")
 	fresh.holds(t, "primary.main.db.local.", time.Second, without(n1.IP), "n1, superseded by timeline 2 (n3's restartpoint)")
 	fresh.holds(t, "primary.reporting.db.local.", 2*time.Second, exactly(),
