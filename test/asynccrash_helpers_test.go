@@ -56,10 +56,7 @@ func writeUnflushedCommits(t *testing.T, e *env, n *pgtest.Node, conn *pgx.Conn)
 		tokens = append(tokens, writeAndTakeLSN(t, conn, "INSERT INTO ryw (v) VALUES ($1)", fmt.Sprintf("async-%d", i)))
 	}
 	last := tokens[len(tokens)-1]
-	testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "pgdns to probe n1 past the tokens", func() (string, bool) {
-		got := e.hostStates(t)[n.Addr()].ReplayLSN // a primary's is its insert position
-		return deref(got), got != nil && parseLSN(t, *got) >= parseLSN(t, last)
-	})
+	e.waitProbedPast(t, n, last, "pgdns to probe n1 past the tokens")
 	return walWriter, backend, tokens
 }
 

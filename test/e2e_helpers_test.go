@@ -195,6 +195,24 @@ func (e *env) reloadTo(t *testing.T, dir, yaml string) {
 	}
 }
 
+// waitProbedPast waits, as what, until pgdns has probed the primary n at
+// or past lsn (a primary's replay_lsn in /v1/hosts is its insert position).
+func (e *env) waitProbedPast(t *testing.T, n *pgtest.Node, lsn, what string) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, what, func() (string, bool) {
+		got := e.hostStates(t)[n.Addr()].ReplayLSN
+		return deref(got), got != nil && parseLSN(t, *got) >= parseLSN(t, lsn)
+	})
+}
+
+// deref is *s, or "nil".
+func deref(s *string) string {
+	if s == nil {
+		return "nil"
+	}
+	return *s
+}
+
 // query asks pgdns over network ("udp" or "tcp").
 func (e *env) query(t *testing.T, network, name string, qtype uint16) *dns.Msg {
 	t.Helper()

@@ -41,6 +41,26 @@ func failoverLosingAWrite(t *testing.T, old, promoted, follower *pgtest.Node, sq
 	return lost
 }
 
+// lostWriteSeen is failoverLosingAWrite of 50 rows 'LOST' into table
+// ryw, pgdns having probed old past the lost write's token before the
+// kill; then promoted writes on timeline 2 and follower streams it,
+// without the lost rows. It returns the lost write's token and the later
+// write's.
+func (e *env) lostWriteSeen(t *testing.T, old, promoted, follower *pgtest.Node) (lost, later string) {
+	t.Helper()
+	lost = failoverLosingAWrite(t, old, promoted, follower, "INSERT INTO ryw SELECT 'LOST' FROM generate_series(1, 50)", func(lost string) {
+		e.waitProbedPast(t, old, lost, "pgdns to probe the old primary past the token")
+	})
+	later = e.insertAndTakeLSN(t, promoted)
+	waitStreaming(t, follower, 2, later)
+	var rows int
+	follower.Query(t, "SELECT count(*) FROM ryw WHERE v = 'LOST'", &rows)
+	if rows != 0 {
+		t.Fatalf("the follower has the lost rows (%d)", rows)
+	}
+	return lost, later
+}
+
 // killAndPromote is the failover of the scenes that lose a write: it
 // kills old, its postmaster and then its WAL senders (a held one ends only
 // so), waits for it to be gone, and promotes promoted.

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
-	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // TestReloadDuringAFailoverThatLosesAWrite is
@@ -27,10 +26,7 @@ func TestReloadDuringAFailoverThatLosesAWrite(t *testing.T) {
 
 	reloaded := make(chan error, 1)
 	lost := failoverLosingAWrite(t, old, promoted, follower, "INSERT INTO ryw SELECT 'LOST' FROM generate_series(1, 50)", func(lost string) {
-		testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "pgdns to probe the old primary past the token", func() (string, bool) {
-			got := e.hostStates(t)[old.Addr()].ReplayLSN
-			return deref(got), got != nil && parseLSN(t, *got) >= parseLSN(t, lost)
-		})
+		e.waitProbedPast(t, old, lost, "pgdns to probe the old primary past the token")
 		next := *e.cfg
 		next.Probe.Interval = 250 * time.Millisecond
 		next.DNS.LSNWait = 200 * time.Millisecond

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // TestSiblingClusterRefusesAWriteLostInAFailover: "main" lists n1, n2, n3;
@@ -28,19 +26,7 @@ func TestSiblingClusterRefusesAWriteLostInAFailover(t *testing.T) {
 	e.waitFor(t, "primary.main.db.local.", []string{old.IP})
 	e.waitFor(t, "replica.reporting.db.local.", []string{secondAddress(promoted.IP), secondAddress(follower.IP)})
 
-	lost := failoverLosingAWrite(t, old, promoted, follower, "INSERT INTO ryw SELECT 'LOST' FROM generate_series(1, 50)", func(lost string) {
-		testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "pgdns to probe the old primary past the token", func() (string, bool) {
-			got := e.hostStates(t)[old.Addr()].ReplayLSN // a primary's is its insert position
-			return deref(got), got != nil && parseLSN(t, *got) >= parseLSN(t, lost)
-		})
-	})
-	later := e.insertAndTakeLSN(t, promoted)
-	waitStreaming(t, follower, 2, later)
-	var rows int
-	follower.Query(t, "SELECT count(*) FROM ryw WHERE v = 'LOST'", &rows)
-	if rows != 0 {
-		t.Fatalf("the follower has the lost rows (%d)", rows)
-	}
+	lost, later := e.lostWriteSeen(t, old, promoted, follower)
 	e.waitFor(t, "primary.reporting.db.local.", []string{secondAddress(promoted.IP)})
 	e.waitFor(t, "lsn-"+later+".any.reporting.db.local.", []string{secondAddress(promoted.IP), secondAddress(follower.IP)})
 	for _, cl := range []string{"main", "reporting"} {

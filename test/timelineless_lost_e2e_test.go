@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
-	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 func TestTimelinelessTokenOfAWriteLostInAFailover(t *testing.T) {
@@ -25,19 +24,7 @@ func TestTimelinelessTokenOfAWriteLostInAFailover(t *testing.T) {
 	kept := e.insertAndTakeLSN(t, old)
 	e.waitFor(t, "lsn-"+kept+".replica.db.local.", []string{promoted.IP, follower.IP})
 
-	lost := failoverLosingAWrite(t, old, promoted, follower, "INSERT INTO ryw SELECT 'LOST' FROM generate_series(1, 50)", func(lost string) {
-		testkit.Eventually(t, 10*time.Second, 50*time.Millisecond, "pgdns to probe the old primary past the token", func() (string, bool) {
-			got := e.hostStates(t)[old.Addr()].ReplayLSN // a primary's is its insert position
-			return deref(got), got != nil && parseLSN(t, *got) >= parseLSN(t, lost)
-		})
-	})
-	later := e.insertAndTakeLSN(t, promoted)
-	waitStreaming(t, follower, 2, later)
-	var rows int
-	follower.Query(t, "SELECT count(*) FROM ryw WHERE v = 'LOST'", &rows)
-	if rows != 0 {
-		t.Fatalf("the follower has the lost rows (%d)", rows)
-	}
+	lost, later := e.lostWriteSeen(t, old, promoted, follower)
 	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
 	e.waitFor(t, "lsn-"+later+".replica.db.local.", []string{follower.IP})
 	e.waitFor(t, "lsn-"+later+".any.db.local.", []string{promoted.IP, follower.IP})
@@ -54,12 +41,4 @@ func TestTimelinelessTokenOfAWriteLostInAFailover(t *testing.T) {
 	if !strings.Contains(txt, "unprovable=") || !strings.Contains(txt, "may be a write of timeline 1 lost in the failover to 2 at") {
 		t.Errorf("lsn-%s.any TXT %q: want unprovable= saying it may be a write of timeline 1 lost in the failover to 2", lost, txt)
 	}
-}
-
-// deref is *s, or "nil".
-func deref(s *string) string {
-	if s == nil {
-		return "nil"
-	}
-	return *s
 }
