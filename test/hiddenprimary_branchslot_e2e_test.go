@@ -78,12 +78,7 @@ func TestHiddenPrimaryStatsProveNoBranchBySlot(t *testing.T) {
 	recv := exec.CommandContext(ctx, filepath.Join(bin, "pg_receivewal"), "-d",
 		"host="+n2.IP+" port="+strconv.Itoa(n2.Port)+" user=postgres application_name=n3",
 		"-S", "n3", "-D", t.TempDir(), "-n")
-	var out strings.Builder
-	recv.Stdout, recv.Stderr = &out, &out
-	if err := recv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = recv.Process.Kill(); _ = recv.Wait() }()
+	startWALClient(t, recv)
 	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "pg_receivewal on slot n3 of n2", func() (int, bool) {
 		var n int
 		n2.Query(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'n3' AND active", &n)

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -76,16 +75,7 @@ func borrowedSlot(t *testing.T, client, grant string) {
 	}
 	ctx := context.Background()
 
-	if err := old.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = old.Signal(syscall.SIGCONT) }()
-	if err := promoted.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
-	promoted.Exec(t, "CREATE TABLE tl2 AS SELECT 1 AS v")
-	e.waitFor(t, "replica.db.local.", nil)
+	frozenAndPromoted(t, e, old, promoted)
 
 	var recv *exec.Cmd
 	switch client {
@@ -103,12 +93,7 @@ func borrowedSlot(t *testing.T, client, grant string) {
 			"host="+promoted.IP+" port="+strconv.Itoa(promoted.Port)+" user=postgres application_name="+client,
 			"-S", orphan.Name, "-D", t.TempDir(), "-n")
 	}
-	var out strings.Builder
-	recv.Stdout, recv.Stderr = &out, &out
-	if err := recv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = recv.Process.Kill(); _ = recv.Wait() }()
+	out := startWALClient(t, recv)
 	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "a WAL client on slot "+orphan.Name+" of the new primary", func() (int, bool) {
 		var n int
 		promoted.Query(t, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+orphan.Name+"' AND active", &n)

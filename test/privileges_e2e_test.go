@@ -282,25 +282,10 @@ func TestHiddenTimelineOtherWALSender(t *testing.T) {
 	e := attach(t, pg, envOptions{DSN: leastPrivilege})
 	e.waitFor(t, "primary.db.local.", []string{old.IP})
 	waitHiddenAside(t, e, promoted, orphan)
-	ctx := context.Background()
+	frozenAndPromoted(t, e, old, promoted)
 
-	if err := old.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = old.Signal(syscall.SIGCONT) }()
-	if err := promoted.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(t, "primary.db.local.", []string{promoted.IP})
-	promoted.Exec(t, "CREATE TABLE tl2 AS SELECT 1 AS v")
-	e.waitFor(t, "replica.db.local.", nil)
-
-	recv := exec.CommandContext(ctx, filepath.Join(bin, "pg_receivewal"), "-h", promoted.IP, "-p", strconv.Itoa(promoted.Port),
-		"-U", "postgres", "-D", t.TempDir(), "-n")
-	if err := recv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = recv.Process.Kill(); _ = recv.Wait() }()
+	startWALClient(t, exec.CommandContext(context.Background(), filepath.Join(bin, "pg_receivewal"), "-h", promoted.IP, "-p", strconv.Itoa(promoted.Port),
+		"-U", "postgres", "-D", t.TempDir(), "-n"))
 	testkit.Eventually(t, 20*time.Second, 50*time.Millisecond, "pg_receivewal streaming from the new primary", func() (int, bool) {
 		var n int
 		promoted.Query(t, "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'pg_receivewal'", &n)
