@@ -213,9 +213,13 @@ func (c *Cluster) setAsideUnwatched() {
 //     only if one of those last rows is its own (ownRow).
 //
 // With no last writer (one never seen since pgdns started, from its state
-// file) only a replica whose receiver streams from a host the cluster does
-// not list is set aside: a listed host may be the writer; an unlisted
-// one is a server pgdns never saw.
+// file) only a replica whose receiver streams, or last streamed in this
+// server run (its receiver gone since, its timeline watched), from a host
+// the cluster does not list is set aside: a listed host may be the
+// writer; an unlisted one is a server pgdns never saw. Before, one whose
+// receiver had stopped was answered: a replica of a DR site's writer
+// pgdns never saw, set aside while it streamed from it, was answered by
+// replica on that writer's branch the moment the writer went down.
 func (c *Cluster) setAsideUnprovenWithoutPrimary(live []bool) {
 	var senders map[*Host]*senderIndex
 	for i := range c.Hosts {
@@ -226,11 +230,19 @@ func (c *Cluster) setAsideUnprovenWithoutPrimary(live []bool) {
 		tl := strconv.FormatUint(uint64(h.Timeline), 10)
 		last := c.lastWriter(i, live)
 		if last == nil {
-			if h.StatsHidden || h.Receiver != "streaming" || c.listsUpstream(h) {
-				continue
+			if h.StatsHidden || c.listsUpstream(h) || h.Receiver != "streaming" && !h.TimelineExact && !h.TimelineWatched {
+				continue // never seen streaming its timeline: setAsideUnwatched's
 			}
-			c.setAside(h, AsideUnproven, "on timeline "+tl+" its branch is unproven (its WAL receiver streams from "+
-				senderAddr(h)+", which the cluster does not list): no primary is answered to prove it, and no writer of timeline "+tl+" was seen")
+			why := "its WAL receiver streams from " + senderAddr(h) + ", which the cluster does not list"
+			switch {
+			case h.Receiver == "streaming":
+			case h.SenderHost != "":
+				why = "its WAL receiver is gone; it last streamed from " + senderAddr(h) + ", which the cluster does not list"
+			default:
+				why = "its WAL receiver does not stream, and pgdns knows of no listed host it streamed from"
+			}
+			c.setAside(h, AsideUnproven, "on timeline "+tl+" its branch is unproven ("+why+
+				"): no primary is answered to prove it, and no writer of timeline "+tl+" was seen")
 			continue
 		}
 		if branchProven(h, last) {

@@ -111,6 +111,31 @@ func TestUnprovenBranchStaysAsideWithoutAPrimary(t *testing.T) {
 	if h := unseen.Hosts[2]; h.Aside != zone.AsideUnproven || !strings.Contains(h.Note, "which the cluster does not list") {
 		t.Errorf("primary never seen, 10.0.0.3: aside %v (%s)", h.Aside, h.Note)
 	}
+	// Its receiver gone since, the timeline watched: it last streamed from
+	// the unlisted host, and nothing tells more now. Before, it was
+	// answered the moment its receiver stopped (the unlisted upstream, a
+	// DR site's writer, went down), on that server's branch.
+	unseenGone := build(func(p, _, other *zone.Host) {
+		*p = zone.Host{Addr: p.Addr, IP: p.IP, Port: p.Port}
+		receiverGone(other, true)
+	})
+	unseenGone.Identity, unseenGone.NewestTimeline = zonetest.SystemID, 2
+	if got := replicas(t, unseenGone); !slices.Equal(got, []string{"10.0.0.2"}) {
+		t.Errorf("primary never seen, the other's receiver gone: replica answered %v (%s)", got, unseenGone.Hosts[2].Note)
+	}
+	if h := unseenGone.Hosts[2]; h.Aside != zone.AsideUnproven || !strings.Contains(h.Note, "last streamed from 10.0.0.9:5432, which the cluster does not list") {
+		t.Errorf("primary never seen, 10.0.0.3's receiver gone: aside %v (%s)", h.Aside, h.Note)
+	}
+	// A replica that last streamed from a listed host (the writer, or a
+	// relay) is answered, its receiver gone or not.
+	listedGone := build(func(p, own, _ *zone.Host) {
+		*p = zone.Host{Addr: p.Addr, IP: p.IP, Port: p.Port}
+		receiverGone(own, true)
+	})
+	listedGone.Identity, listedGone.NewestTimeline = zonetest.SystemID, 2
+	if got := replicas(t, listedGone); !slices.Equal(got, []string{"10.0.0.2"}) {
+		t.Errorf("primary never seen, its replica's receiver gone: replica answered %v (%s)", got, listedGone.Hosts[1].Note)
+	}
 }
 
 // receiverGone makes h a replica whose WAL receiver stopped (its timeline
