@@ -49,7 +49,7 @@ func parseFlags(fs *flag.FlagSet, args []string) config {
 	fs.StringVar(&c.goBench, "gobench", "", "file with `go test -bench` output to include")
 	fs.IntVar(&c.rounds, "rounds", 3, "interleaved rounds of the DNS comparison")
 	fs.DurationVar(&c.dnsTime, "duration", 8*time.Second, "length of one dnsperf throughput run")
-	fs.StringVar(&c.only, "only", "", "run only this section (dns, failover, scale, dbcost, ha, hostile) and rewrite only it in the report")
+	fs.StringVar(&c.only, "only", "", "run only this section (dns, failover, scale, dbcost, ha, hostile, srv) and rewrite only it in the report")
 	fs.StringVar(&c.hostileAttack, "hostile-attack", "", "hostile: run only the attacks whose names contain one of these comma-separated words")
 	fs.StringVar(&c.hostileBefore, "hostile-before", "", "hostile: also measure pgdns built from this commit (git archive), before the binary under test")
 	fs.StringVar(&c.pprofDir, "pprof", "", "scale: save pgdns's CPU and heap profiles with 1,000 hosts (or, without 1,000 in -scale-hosts, the largest size) in this directory and summarize them in the report")
