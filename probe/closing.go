@@ -43,10 +43,12 @@ import (
 //     classified as the full statement's is, and a session cut under it
 //     (nothing proving the server gone) is probed in full on a new one,
 //     as check does with a session found ended;
-//   - only the round's closing kick asks for it (kickClosing): a host
-//     kicked for anything else meanwhile (a Refresh, flux) gets a full
-//     probe (kick), and a Refresh's own closing probe of the primary stays
-//     a full one (refresh.go), as does everything a Refresh waits for.
+//   - only a round's closing kick asks for it (kickClosing): a probe
+//     round's (rounds.go), or a Refresh round's (finishRefreshes), unless
+//     the next Refresh round may start while it is in flight and take it
+//     for its own probe of the primary; a host kicked for anything else
+//     meanwhile (a Refresh, flux) gets a full probe (kick), as does
+//     everything a Refresh waits for.
 //
 // The statement is prepared on a session by its first light probe, in
 // the same round trip (Close, Parse, Bind, Execute, Sync: a Close of a
