@@ -12,8 +12,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // n1 is the primary on timeline 1, n2, n3 and n4 its replicas; the probe
@@ -29,30 +27,9 @@ import (
 // n2's replica, is answered throughout.
 func TestUnprovenBranchStaysAsideWhileThePrimaryStopsAndIsDown(t *testing.T) {
 	t.Parallel()
-	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(4)})
-	dsn := monitorRole(t, pg, "unproven07mon")
-	n1, n2, n3, n4 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2], pg.Nodes[3]
+	pg, dsn := twoWritersOfTimelineTwo(t, "unproven07mon")
+	n1, n2, n3 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2]
 	ctx := context.Background()
-	common := writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE t (id serial PRIMARY KEY, v text)")
-	for _, n := range []*pgtest.Node{n2, n3, n4} {
-		waitStreaming(t, n, 1, common)
-	}
-	if err := n1.Stop(ctx, "immediate"); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []*pgtest.Node{n2, n4} {
-		if err := n.Promote(ctx); err != nil {
-			t.Fatal(err)
-		}
-		n.Exec(t, "CHECKPOINT") // the promotion's checkpoint may be spread: timeline_id is the last one's
-		var tl int
-		n.Query(t, "SELECT timeline_id FROM pg_control_checkpoint()", &tl)
-		if tl != 2 {
-			t.Fatalf("%s promoted to timeline %d, want 2", n.Name, tl)
-		}
-	}
-	n3.Follow(t, n4)
-	waitStreaming(t, n3, 2, writeAndTakeLSN(t, n4.Conn(t), "INSERT INTO t (v) VALUES ('on n4')"))
 	c2 := n2.Conn(t)
 	writeAndTakeLSN(t, c2, "CREATE TABLE big AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 3000)")
 	mine := writeAndTakeLSN(t, c2, "INSERT INTO t (v) VALUES ('on n2')")

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/pgdns/pgdns/internal/pgtest"
 )
 
 // n1 is the primary on timeline 1, n2, n3 and n4 its replicas; the probe
@@ -30,30 +28,9 @@ import (
 // name.
 func TestNoWriterSeenReplicaOfAnUnlistedHostStaysAsideOnceItsReceiverIsGone(t *testing.T) {
 	t.Parallel()
-	pg := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(4)})
-	dsn := monitorRole(t, pg, "nowriter21mon")
+	pg, dsn := twoWritersOfTimelineTwo(t, "nowriter21mon")
 	n1, n2, n3, n4 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2], pg.Nodes[3]
 	ctx := context.Background()
-	common := writeAndTakeLSN(t, n1.Conn(t), "CREATE TABLE t (id serial PRIMARY KEY, v text)")
-	for _, n := range []*pgtest.Node{n2, n3, n4} {
-		waitStreaming(t, n, 1, common)
-	}
-	if err := n1.Stop(ctx, "immediate"); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []*pgtest.Node{n2, n4} {
-		if err := n.Promote(ctx); err != nil {
-			t.Fatal(err)
-		}
-		n.Exec(t, "CHECKPOINT") // the promotion's checkpoint may be spread: timeline_id is the last one's
-		var tl int
-		n.Query(t, "SELECT timeline_id FROM pg_control_checkpoint()", &tl)
-		if tl != 2 {
-			t.Fatalf("%s promoted to timeline %d, want 2", n.Name, tl)
-		}
-	}
-	n3.Follow(t, n4)
-	waitStreaming(t, n3, 2, writeAndTakeLSN(t, n4.Conn(t), "INSERT INTO t (v) VALUES ('on n4')"))
 	writeAndTakeLSN(t, n2.Conn(t), "INSERT INTO t (v) VALUES ('on n2')")
 
 	o := envOptions{DSN: dsn, Hosts: []string{n1.Addr(), n2.Addr(), n3.Addr()}, State: filepath.Join(t.TempDir(), "state.json")}
