@@ -1,14 +1,12 @@
 package test
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgdns/pgdns/internal/pgtest"
-	"github.com/pgdns/pgdns/internal/testkit"
 )
 
 // Review 13a, finding 3. n4 cascades from n2, a relay standby pgdns does
@@ -47,12 +45,7 @@ func unlistedRelay(t *testing.T, grant string) {
 		n1.Exec(t, "GRANT "+grant+" TO pgdns")
 	}
 	n1.Exec(t, "CREATE TABLE t (id serial PRIMARY KEY, v text)")
-	n4.Follow(t, n2)
-	testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, "n4 cascading from n2", func() (string, bool) {
-		var s string
-		n4.Query(t, "SELECT coalesce((SELECT status||' '||sender_host FROM pg_stat_wal_receiver), '')", &s)
-		return s, s == "streaming "+n2.IP
-	})
+	cascadeFromRelay(t, n2, n4)
 	e := attach(t, pg, envOptions{DSN: leastPrivilege, Hosts: []string{n1.Addr(), n3.Addr(), n4.Addr()}})
 	stats := grant == "pg_monitor" || grant == "pg_read_all_stats"
 	if stats {
@@ -63,28 +56,7 @@ func unlistedRelay(t *testing.T, grant string) {
 			e.waitHost(t, n.Addr(), "probed", func(h hostState) bool { return h.ReplayLSN != nil })
 		}
 	}
-	ctx := context.Background()
-
-	if err := n2.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c1 := n1.Conn(t)
-	w := writeAndTakeLSN(t, c1, "INSERT INTO t (v) VALUES ('W')")
-	if _, err := c1.Exec(ctx, "INSERT INTO t (v) SELECT repeat('a', 100) FROM generate_series(1, 2000)"); err != nil {
-		t.Fatal(err)
-	}
-	c2 := n2.Conn(t)
-	for range 10 {
-		if _, err := c2.Exec(ctx, "INSERT INTO t (v) VALUES ('drill')"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitStreaming(t, n3, 1, w)
-	testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, "n4 past W's position on n2's branch", func() (string, bool) {
-		var s string
-		n4.Query(t, "SELECT (pg_last_wal_replay_lsn() >= '"+stringsLSN(w)+"'::pg_lsn)::text", &s)
-		return s, s == "true"
-	})
+	w := relayPromotedBesideW(t, n1, n2, n3, n4)
 	t.Logf("%s", positionsLine(t, nodeDSNs(pg)))
 	dsns := map[string]string{n1.IP: n1.DSN(), n3.IP: n3.DSN(), n4.IP: n4.DSN()}
 	seen := neverLacking(t, e, dsns, 3*time.Second, "W",
@@ -114,14 +86,4 @@ func unlistedRelay(t *testing.T, grant string) {
 			t.Errorf("prefer-replica.db.local = %v, want the primary %s", got, n1.IP)
 		}
 	}
-}
-
-// stringsLSN writes an lsn- label's token as PostgreSQL prints an LSN.
-func stringsLSN(token string) string {
-	for i := range token {
-		if token[i] == '-' {
-			return token[:i] + "/" + token[i+1:]
-		}
-	}
-	return token
 }

@@ -27,32 +27,8 @@ func TestReceiverlessReplicaOnAnUnseenTimeline(t *testing.T) {
 	n1, n2, n3, n4 := pg.Nodes[0], pg.Nodes[1], pg.Nodes[2], pg.Nodes[3]
 	ctx := context.Background()
 	n1.Exec(t, "CREATE TABLE t (id serial PRIMARY KEY, v text)")
-	n4.Follow(t, n2)
-	testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, "n4 cascading from n2", func() (string, bool) {
-		var s string
-		n4.Query(t, "SELECT coalesce((SELECT status||' '||sender_host FROM pg_stat_wal_receiver), '')", &s)
-		return s, s == "streaming "+n2.IP
-	})
-	if err := n2.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c1 := n1.Conn(t)
-	w := writeAndTakeLSN(t, c1, "INSERT INTO t (v) VALUES ('W')")
-	if _, err := c1.Exec(ctx, "INSERT INTO t (v) SELECT repeat('a', 100) FROM generate_series(1, 2000)"); err != nil {
-		t.Fatal(err)
-	}
-	c2 := n2.Conn(t)
-	for range 10 {
-		if _, err := c2.Exec(ctx, "INSERT INTO t (v) VALUES ('drill')"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitStreaming(t, n3, 1, w)
-	testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, "n4 past W's position on n2's branch", func() (string, bool) {
-		var s string
-		n4.Query(t, "SELECT (pg_last_wal_replay_lsn() >= '"+stringsLSN(w)+"'::pg_lsn)::text", &s)
-		return s, s == "true"
-	})
+	cascadeFromRelay(t, n2, n4)
+	w := relayPromotedBesideW(t, n1, n2, n3, n4)
 	if err := n2.Stop(ctx, "immediate"); err != nil {
 		t.Fatal(err)
 	}
