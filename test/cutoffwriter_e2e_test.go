@@ -98,6 +98,20 @@ func promoteN3(t *testing.T, n3 *pgtest.Node, ip string) *pgx.Conn {
 	return conn
 }
 
+// promoteN3Unseen is promoteN3 while pgdns cannot see n3 (nftables table
+// table drops what reaches its address on 5432, lifted once it returns):
+// n3 writes past n4, over ip, so that no position tells the branches
+// apart.
+func promoteN3Unseen(t *testing.T, n3 *pgtest.Node, ip, table string) {
+	t.Helper()
+	lift := nftInput(t, table, "ip daddr "+n3.IP+" tcp dport 5432 drop")
+	conn := promoteN3(t, n3, ip)
+	if _, err := conn.Exec(context.Background(), "CREATE TABLE big AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 3000)"); err != nil {
+		t.Fatal(err)
+	}
+	lift()
+}
+
 // readNames are the names that must never answer n4, the replica of n2's
 // branch, once n3 is the primary.
 var readNames = []string{"replica.db.local.", "any.db.local.", "prefer-replica.db.local.", "lag-10s.replica.db.local."}
@@ -143,12 +157,7 @@ func TestReplicaOfAWriterCutOffBeforeARestart(t *testing.T) {
 	}
 	e = launch(t, e.pg, envOptions{State: state})
 	e.waitFirstRound(t, "the restarted pgdns")
-	lift3 := nftInput(t, "pgdns_test_cutoff3", "ip daddr "+n3.IP+" tcp dport 5432 drop")
-	conn := promoteN3(t, n3, alt(n3.IP))
-	if _, err := conn.Exec(ctx, "CREATE TABLE big AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 3000)"); err != nil {
-		t.Fatal(err)
-	}
-	lift3()
+	promoteN3Unseen(t, n3, alt(n3.IP), "pgdns_test_cutoff3")
 	e.waitFor(t, "primary.db.local.", []string{n3.IP})
 	for _, name := range readNames {
 		e.holds(t, name, 2*time.Second, without(n4.IP), "n4, which streams n2's branch (n2 cut off since before pgdns restarted)")
@@ -166,12 +175,7 @@ func TestReplicaOfTheCutOffWriterWhileThePrimaryIsDown(t *testing.T) {
 	e, _, alt := cutOffWriterScene(t, "pgdns_test_cutoff4", false)
 	n3, n4 := e.pg.Nodes[2], e.pg.Nodes[3]
 	ctx := context.Background()
-	lift3 := nftInput(t, "pgdns_test_cutoff5", "ip daddr "+n3.IP+" tcp dport 5432 drop")
-	conn := promoteN3(t, n3, alt(n3.IP))
-	if _, err := conn.Exec(ctx, "CREATE TABLE big AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 3000)"); err != nil {
-		t.Fatal(err)
-	}
-	lift3()
+	promoteN3Unseen(t, n3, alt(n3.IP), "pgdns_test_cutoff5")
 	e.waitFor(t, "primary.db.local.", []string{n3.IP})
 	for _, name := range readNames {
 		e.holds(t, name, time.Second, without(n4.IP), "n4, which streams n2's branch")
