@@ -40,32 +40,11 @@ func waitStreaming(t *testing.T, n *pgtest.Node, tl int, lsn string) {
 func TestTwoBranchesOfOneTimeline(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{Nodes: 4})
-	n3, n2, n1, n4 := e.pg.Nodes[0], e.pg.Nodes[1], e.pg.Nodes[2], e.pg.Nodes[3]
+	n2, n1, n4 := e.pg.Nodes[1], e.pg.Nodes[2], e.pg.Nodes[3]
 	e.waitFor(t, "replica.db.local.", []string{n1.IP, n2.IP, n4.IP})
 	ctx := context.Background()
 
-	n1.Exec(t, "ALTER SYSTEM SET primary_conninfo = ''")
-	n1.Exec(t, "SELECT pg_reload_conf()")
-	testkit.Eventually(t, 30*time.Second, 50*time.Millisecond, "n1's WAL receiver to stop", func() (int, bool) {
-		var n int
-		n1.Query(t, "SELECT count(*) FROM pg_stat_wal_receiver", &n)
-		return n, n == 0
-	})
-	last := e.insertAndTakeLSN(t, n3) // n2 and n4 have it, n1 does not
-	waitStreaming(t, n2, 1, last)
-	waitStreaming(t, n4, 1, last)
-	if err := n3.Stop(ctx, "immediate"); err != nil {
-		t.Fatal(err)
-	}
-	if err := n2.Promote(ctx); err != nil {
-		t.Fatal(err)
-	}
-	n4.Follow(t, n2)
-	conn := n2.Conn(t)
-	onN2 := writeAndTakeLSN(t, conn, "CREATE TABLE big AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 3000)")
-	waitStreaming(t, n4, 2, onN2)
-	e.waitFor(t, "primary.db.local.", []string{n2.IP})
-	e.waitFor(t, "replica.db.local.", []string{n4.IP})
+	n2sBranch(t, e)
 
 	if err := n2.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
