@@ -277,6 +277,7 @@ func (p *Prober) decide(ci int, now time.Time, stale time.Duration) *zone.Cluste
 	}
 	beforeID, before, beforeW := src.Identity, src.NewestTimeline, src.Witnessed
 	src.Identity, src.NewestTimeline = c.Identity, c.NewestTimeline
+	p.indexIdentity(ci) // siblings.go
 	for hi := range c.Hosts {
 		src.Hosts[hi].OfIdentity = c.Hosts[hi].OfIdentity // who may vote a replacement (settleIdentity)
 	}

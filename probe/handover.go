@@ -243,6 +243,7 @@ func (p *Prober) takeOver(ci int, old clusterKnowledge) {
 		// What this prober learned under the other identity is that
 		// cluster's, not this one's.
 		c.Identity, c.NewestTimeline = old.identity, 0
+		p.indexIdentity(ci) // siblings.go
 		for hi := range c.Hosts {
 			c.Hosts[hi].OfIdentity = 0 // seen with the warming prober's identity, not this one
 		}

@@ -255,6 +255,12 @@ type Prober struct {
 	// Per cluster: the SOA serial a previous run of pgdns last gave it
 	// (Config.Remembered), which the first snapshot's follows (remember.go).
 	serialFloor []uint32
+	// The configured clusters by established identity, in order, and the
+	// identity each is filed under (sameIdentity, siblings.go); every
+	// cluster's index, for one of no identity. Aggregator's.
+	byIdentity map[uint64][]int
+	indexedAs  []uint64
+	all        []int
 }
 
 // New returns a Prober. Run starts it. defaultCluster names the cluster

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/pgdns/pgdns/zone"
 )
@@ -34,7 +35,8 @@ import (
 func (p *Prober) sibling(ci int) bool {
 	c := p.state[ci]
 	copied := false
-	for cj, o := range p.state {
+	for _, cj := range p.sameIdentity(ci) {
+		o := p.state[cj]
 		if cj == ci || !p.own[cj] || o.Identity != c.Identity || !p.oneServer(ci, cj) && !p.heldServer(ci, cj) {
 			continue
 		}
@@ -79,7 +81,8 @@ func (p *Prober) heldServer(ci, cj int) bool {
 // before the publish ends (p.raised).
 func (p *Prober) raiseSiblings(ci int) {
 	c := p.state[ci]
-	for cj, o := range p.state {
+	for _, cj := range p.sameIdentity(ci) {
+		o := p.state[cj]
 		if cj == ci || o.Identity != c.Identity || !p.oneServer(cj, ci) || !lift(o, c) {
 			continue
 		}
@@ -99,7 +102,8 @@ func (p *Prober) raiseSiblings(ci int) {
 // before the publish ends when it took anything.
 func (p *Prober) pullSiblings(ci int) {
 	c := p.state[ci]
-	for cj, o := range p.state {
+	for _, cj := range p.sameIdentity(ci) {
+		o := p.state[cj]
 		if cj == ci || o.Identity != c.Identity || !p.oneServer(ci, cj) {
 			continue
 		}
@@ -126,7 +130,8 @@ func (p *Prober) pullSiblings(ci int) {
 // publish ends.
 func (p *Prober) shareForks(ci int) {
 	c := p.state[ci]
-	for cj, o := range p.state {
+	for _, cj := range p.sameIdentity(ci) {
+		o := p.state[cj]
 		if cj == ci || o.Identity != c.Identity || !p.oneServer(cj, ci) || !p.takeForks(cj, ci) {
 			continue
 		}
@@ -223,8 +228,13 @@ func (p *Prober) sharedBranches(ci int) map[uint32]Branch {
 		return own // (a test's prober may have no state)
 	}
 	c := p.state[ci]
+	same := p.sameIdentity(ci)
+	if len(same) < 2 {
+		return own // no other cluster of its identity: no sibling, nothing scanned
+	}
 	var merged map[uint32]Branch
-	for cj, o := range p.state {
+	for _, cj := range same {
+		o := p.state[cj]
 		if cj == ci || o.Identity != c.Identity || cj >= len(p.branches) || len(p.branches[cj]) == 0 ||
 			!p.oneServer(ci, cj) && !p.oneServer(cj, ci) {
 			continue
@@ -254,4 +264,65 @@ func (p *Prober) sharedBranches(ci int) map[uint32]Branch {
 		return own
 	}
 	return merged
+}
+
+// sameIdentity returns the configured clusters whose identity is cluster
+// ci's, ci among them, in configuration order: the only clusters that can
+// be its siblings. They come from an index by identity (byIdentity), kept
+// as identities are established or replaced (indexIdentity, called where
+// a cluster's Identity is written: build.go, handover.go), so that a
+// cluster with no sibling pays a map lookup and not a scan of every
+// configured cluster (sharedBranches is called by every build: at 10,000
+// hosts about 3,300 clusters scanned for each of ~3,300 builds a second,
+// issue 28). ci's own entry is checked on every call. Every configured
+// cluster when ci has no identity yet (the callers ask then for none).
+func (p *Prober) sameIdentity(ci int) []int {
+	if len(p.indexedAs) != len(p.state) {
+		p.indexedAs = make([]uint64, len(p.state))
+		p.byIdentity = map[uint64][]int{}
+		for cj := range p.state {
+			p.indexIdentity(cj)
+		}
+	}
+	p.indexIdentity(ci)
+	id := p.state[ci].Identity
+	if id == 0 {
+		if p.all == nil || len(p.all) != len(p.state) {
+			p.all = make([]int, len(p.state))
+			for cj := range p.all {
+				p.all[cj] = cj
+			}
+		}
+		return p.all
+	}
+	return p.byIdentity[id]
+}
+
+// indexIdentity files cluster ci under its identity in byIdentity, out of
+// the one it was filed under before, if that changed.
+func (p *Prober) indexIdentity(ci int) {
+	if len(p.indexedAs) != len(p.state) {
+		return // not made yet: sameIdentity makes it whole
+	}
+	id := p.state[ci].Identity
+	was := p.indexedAs[ci]
+	if id == was {
+		return
+	}
+	// New slices, not the old ones changed in place: a caller may be
+	// going through one (sameIdentity's result).
+	if was != 0 {
+		l := slices.DeleteFunc(slices.Clone(p.byIdentity[was]), func(cj int) bool { return cj == ci })
+		if len(l) == 0 {
+			delete(p.byIdentity, was)
+		} else {
+			p.byIdentity[was] = l
+		}
+	}
+	if id != 0 {
+		l := p.byIdentity[id]
+		i, _ := slices.BinarySearch(l, ci)
+		p.byIdentity[id] = slices.Insert(slices.Clip(slices.Clone(l)), i, ci)
+	}
+	p.indexedAs[ci] = id
 }
