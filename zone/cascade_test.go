@@ -15,21 +15,28 @@ import (
 func TestCascadingReplicaIsAsync(t *testing.T) {
 	cases := []struct {
 		name     string
-		setup    func(up, r *Host)
+		setup    func(p, up, r *Host)
 		sync     bool
 		why      string
 		resolved string // the /v1/resolve reason of replica.db.local, "" when answered
 	}{
-		{"cascading from a listed standby", func(up, r *Host) {}, false,
+		{"cascading from a listed standby", func(p, up, r *Host) {}, false,
 			"not a synchronous standby: its WAL receiver streams from 10.0.0.2:5432, a standby", ""},
-		{"by the standby's configured name", func(up, r *Host) { up.Addr, r.SenderHost = "db2.example:5432", "DB2.example" }, false,
+		{"by the standby's configured name", func(p, up, r *Host) { up.Addr, r.SenderHost = "db2.example:5432", "DB2.example" }, false,
 			"not a synchronous standby: its WAL receiver streams from db2.example:5432, a standby", ""},
-		{"the standby is down", func(up, r *Host) { up.Fails = 3 }, true,
+		{"the standby is down", func(p, up, r *Host) { up.Fails = 3 }, true,
 			"sync unknown: its WAL receiver streams from 10.0.0.2:5432, not from the primary",
 			"sync unknown: its WAL receiver streams from 10.0.0.2:5432, not from the primary 10.0.0.1:5432; counted as synchronous (replicas: async)"},
-		{"another port of the standby's address", func(up, r *Host) { r.SenderPort = 5433 }, true,
+		{"another port of the standby's address", func(p, up, r *Host) {
+			// The primary's WAL sender on its name: that port may be a
+			// proxy to the primary. Without it the replica, on timeline 1,
+			// streams from a server the cluster does not list and is set
+			// aside (setAsideUnlistedUpstream).
+			r.SenderPort = 5433
+			p.Standbys = append(p.Standbys, Standby{AppName: "n3"})
+		}, true,
 			"sync unknown: its WAL receiver streams from 10.0.0.2:5433", ""},
-		{"its receiver not streaming", func(up, r *Host) { r.Receiver = "waiting" }, true, "sync unknown: its WAL receiver is \"waiting\"", ""},
+		{"its receiver not streaming", func(p, up, r *Host) { r.Receiver = "waiting" }, true, "sync unknown: its WAL receiver is \"waiting\"", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,7 +45,7 @@ func TestCascadingReplicaIsAsync(t *testing.T) {
 			p.Standbys = []Standby{{Addr: netip.MustParseAddr("10.0.0.2"), AppName: "n2", Sync: true}}
 			up.AppName = "n2"
 			r.AppName, r.SenderHost = "n3", "10.0.0.2"
-			tc.setup(&up, &r)
+			tc.setup(&p, &up, &r)
 			c := &Cluster{Name: "main", Hosts: []Host{p, up, r}, AsyncOnly: true}
 			c.Decide(t0, stale, 3)
 			h := c.Hosts[2]

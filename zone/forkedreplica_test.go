@@ -108,6 +108,9 @@ func TestForkedReplicaOfTheSameServerRelisted(t *testing.T) {
 	proven.DivergedFrom, proven.DivergedRun, proven.DivergedNote = "10.0.0.1:5432", run, "another branch of timeline 1: ..."
 	otherRun.DivergedFrom, otherRun.DivergedRun = "10.0.0.1:5432", run.Add(time.Second)
 	noRun.DivergedFrom = "10.0.0.1:5432"
+	for _, h := range []*Host{&proven, &otherRun, &noRun} {
+		h.SenderHost = "10.0.0.9" // streaming from the primary as listed (setAsideUnlistedUpstream)
+	}
 	c := &Cluster{Name: "main", Hosts: []Host{primary, proven, otherRun, noRun}}
 	c.Decide(t0, stale, 3)
 	want := []Aside{NotAside, AsideForked, NotAside, NotAside}

@@ -122,7 +122,8 @@ func hiddenSenderNote(h *Host, newest uint32) string {
 // else that tells the branches apart without history files, which
 // pg_monitor may not read. A replica streaming from another replica
 // (cascading) is in no row of p and is set aside too: the probe reads
-// pg_stat_replication on primaries only. Timeline 1 has no branches. On a
+// pg_stat_replication on primaries only. Timeline 1, which has no history
+// file, is setAsideUnlistedUpstream's. On a
 // timeline known forked (ForkedTimelines: two servers seen writable on
 // it) agreeing history files prove nothing either: two servers promoted
 // from the same point write equal ones, so only a WAL sender row of p
@@ -134,10 +135,14 @@ func (c *Cluster) setAsideUnprovenBranch(live []bool) {
 	if p == nil && !c.SplitBrain {
 		c.setAsideUnprovenWithoutPrimary(live)
 	}
-	if p == nil || p.Timeline <= 1 {
+	if p == nil {
 		return
 	}
 	senders := c.senderIndex(p)
+	if p.Timeline <= 1 {
+		c.setAsideUnlistedUpstream(p, senders)
+		return
+	}
 	forked := c.ForkOf(p.Timeline) != nil
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
@@ -149,6 +154,67 @@ func (c *Cluster) setAsideUnprovenBranch(live []bool) {
 				strconv.FormatUint(uint64(p.Timeline), 10)+" its branch is unproven ("+why+")")
 		}
 	}
+}
+
+// setAsideUnlistedUpstream sets aside, on timeline 1, each replica of
+// primary p whose WAL receiver is connected (or, with no receiver now,
+// was last seen streaming in this server run: SenderHost) to a server the
+// cluster does not list, nor to a listed host that is answered or could
+// be, unless one of p's WAL senders is its own by its slot or application
+// name (ownRow: it reaches p under another address, a VIP, a DNS name or
+// a proxy). Timeline 1 has no history file, but it has branches: a
+// standby started without standby.signal ends its recovery on the
+// timeline it was on and is writable there (an operator's slip, a copy
+// of a standby started for a test), and so is a copy of the primary
+// started from a snapshot or a base backup without a signal file. A
+// listed replica following such a writer that pgdns does not list
+// replays that writer's WAL, at positions that pass the primary's as it
+// writes; no timeline number tells it from a cascade through an unlisted
+// relay of p's, so both are set aside (review 15c: lsn-W.replica and
+// lsn-W-t1.replica answered one for p's write W, which it lacked, and
+// replica answered it at a byte lag measured across two branches;
+// test/timelineone_unlistedwriter_e2e_test.go). A replica cascading from a
+// listed replica is answered as long as that upstream is (itself set
+// aside as unproven or forked, it proves nothing): the loop runs until no
+// more is set aside, for cascades of cascades. Replicas whose statistics
+// are hidden are setAsideUnproven's.
+func (c *Cluster) setAsideUnlistedUpstream(p *Host, senders *senderIndex) {
+	for changed := true; changed; {
+		changed = false
+		for i := range c.Hosts {
+			h := &c.Hosts[i]
+			if h.Role != RoleReplica || h.StatsHidden || h.SenderHost == "" || receivesFrom(h, p) || c.vouchedUpstream(h) {
+				continue
+			}
+			_, why := senders.ownRow(h)
+			if why == "" {
+				continue // the primary's WAL sender on its slot or name: the primary under another address
+			}
+			from := "its WAL receiver streams from "
+			if h.Receiver == "" {
+				from = "its WAL receiver, gone now, last streamed from "
+			}
+			c.setAside(h, AsideUnproven, from+senderAddr(h)+", which the cluster does not list "+
+				"(or lists set aside): on timeline 1 its branch is unproven ("+why+"); a server pgdns does not probe may be "+
+				"another writer of timeline 1 (a standby started without standby.signal, a copy started writable), whose WAL "+
+				"it would replay: list its upstream, or give it a slot or application name of its own on the primary")
+			changed = true
+		}
+	}
+}
+
+// vouchedUpstream reports whether replica h's WAL receiver is connected to
+// (or last streamed from) a host of the cluster other than h that is not
+// set aside as on another branch or an unproven one: the primary, a
+// replica, or a host down or unknown now, whose branch the rules judge
+// by what they last saw of it.
+func (c *Cluster) vouchedUpstream(h *Host) bool {
+	for i := range c.Hosts {
+		if o := &c.Hosts[i]; o != h && receivesFrom(h, o) {
+			return o.Aside != AsideUnproven && o.Aside != AsideForked
+		}
+	}
+	return false
 }
 
 // branchProven reports whether history files prove that replica h is on

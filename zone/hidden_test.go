@@ -167,7 +167,7 @@ func TestHiddenTimeline(t *testing.T) {
 // senders is its own (its receiver streams from the primary, and a slot,
 // else an application name, each unique, ties it; never an address);
 // otherwise it is set aside as branch_unproven.
-// Timeline 1 has no branches.
+// Timeline 1 is TestUnlistedUpstreamOnTimelineOne's.
 func TestUnprovenBranch(t *testing.T) {
 	primary := seen("10.0.0.1", false, 0x9000)
 	primary.Timeline = 2

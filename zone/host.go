@@ -43,7 +43,7 @@ const (
 	AsideForked           // a replica on the primary's timeline number, but on another branch of it
 	AsideNotLeader        // writable, but Patroni's leader key is another member's
 	AsideAbandoned        // on a timeline above the cluster's newest proven one: a branch it left
-	AsideUnproven         // a replica on a timeline above 1 that no history file nor WAL sender of the primary proves on its branch, or one whose timeline is hidden at the newest (it may be on a later one)
+	AsideUnproven         // a replica on a timeline above 1 that no history file nor WAL sender of the primary proves on its branch, or one whose timeline is hidden at the newest (it may be on a later one), or one on timeline 1 streaming from a server the cluster does not list (setAsideUnlistedUpstream)
 	AsideStopping         // writable, shutting down: it admits no new session (Stopping)
 )
 

@@ -112,6 +112,9 @@ func TestNoClientPortAnswersASharedAddress(t *testing.T) {
 		hs := hosts()
 		for i := range hs {
 			hs[i].StartedAt = t0.Add(time.Duration(i)) // distinct servers
+			if hs[i].InRecovery {
+				hs[i].SenderHost = "10.0.0.3" // streaming from the primary (setAsideUnlistedUpstream)
+			}
 		}
 		ports := make([]uint16, len(hs))
 		for i := range hs {
