@@ -115,4 +115,23 @@ func TestReplicaOfAnUnlistedWriterOfTimelineOneStaysAside(t *testing.T) {
 	t.Logf("n3: %s: %s", h.Aside, h.Note)
 	// n2, n1's own replica, is answered throughout.
 	e.waitFor(t, "lsn-"+w+".replica.db.local.", []string{n2.IP})
+
+	// n1 goes down: no primary is answered, lsn- names are judged by
+	// replay positions alone, and n3 must stay aside.
+	if err := c1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitHost(t, n1.Addr(), "down", func(h hostState) bool { return h.Role == "down" })
+	for _, name := range names {
+		e.holds(t, name, 2*time.Second, without(n3.IP), "n3 replays n4's branch of timeline 1, n1 down")
+	}
+	h = e.hostStates(t)[n3.Addr()]
+	if h.Aside != "branch_unproven" || !strings.Contains(h.Note, n4.Addr()) {
+		t.Errorf("n3 with n1 down: aside %q, note %q: want branch_unproven, the note naming its upstream %s", h.Aside, h.Note, n4.Addr())
+	}
+	t.Logf("n3 with n1 down: %s: %s", h.Aside, h.Note)
+	e.waitFor(t, "lsn-"+w+".replica.db.local.", []string{n2.IP})
 }

@@ -134,6 +134,7 @@ func (c *Cluster) setAsideUnprovenBranch(live []bool) {
 	p := c.PrimaryHost()
 	if p == nil && !c.SplitBrain {
 		c.setAsideUnprovenWithoutPrimary(live)
+		c.setAsideUnlistedUpstreamWithoutPrimary(live)
 	}
 	if p == nil {
 		return
@@ -190,17 +191,56 @@ func (c *Cluster) setAsideUnlistedUpstream(p *Host, senders *senderIndex) {
 			if why == "" {
 				continue // the primary's WAL sender on its slot or name: the primary under another address
 			}
-			from := "its WAL receiver streams from "
-			if h.Receiver == "" {
-				from = "its WAL receiver, gone now, last streamed from "
-			}
-			c.setAside(h, AsideUnproven, from+senderAddr(h)+", which the cluster does not list "+
-				"(or lists set aside): on timeline 1 its branch is unproven ("+why+"); a server pgdns does not probe may be "+
-				"another writer of timeline 1 (a standby started without standby.signal, a copy started writable), whose WAL "+
-				"it would replay: list its upstream, or give it a slot or application name of its own on the primary")
+			c.setAside(h, AsideUnproven, unlistedUpstreamNote(h, why))
 			changed = true
 		}
 	}
+}
+
+// setAsideUnlistedUpstreamWithoutPrimary is setAsideUnlistedUpstream while
+// no primary is answered but a writer of timeline 1 was seen (down now,
+// or shutting down with sessions lingering: lastWriter): lsn- names are
+// then judged by replay positions alone, and a replica of an unlisted
+// writer of timeline 1 passes the primary's tokens as it replays that
+// writer's WAL. The WAL senders that may prove it its own are the last
+// writer's (its last sample when down, its live rows when shutting
+// down). A cluster in which no writer was seen (one listing replicas
+// only) is left alone: its replicas' upstream is never listed.
+func (c *Cluster) setAsideUnlistedUpstreamWithoutPrimary(live []bool) {
+	for changed := true; changed; {
+		changed = false
+		for i := range c.Hosts {
+			h := &c.Hosts[i]
+			if h.Role != RoleReplica || h.Timeline > 1 || h.StatsHidden || h.SenderHost == "" || c.vouchedUpstream(h) {
+				continue
+			}
+			last := c.lastWriter(i, live)
+			if last == nil {
+				continue
+			}
+			_, why := c.senderIndex(last).ownRow(h)
+			if why == "" {
+				continue
+			}
+			c.setAside(h, AsideUnproven, unlistedUpstreamNote(h, why)+"; no primary is answered, and "+last.Addr+
+				", the last writer of timeline 1, is down or shutting down")
+			changed = true
+		}
+	}
+}
+
+// unlistedUpstreamNote says why replica h, on timeline 1 and streaming from
+// a server the cluster does not list, is set aside: why, why no WAL
+// sender of the primary is its own.
+func unlistedUpstreamNote(h *Host, why string) string {
+	from := "its WAL receiver streams from "
+	if h.Receiver == "" {
+		from = "its WAL receiver, gone now, last streamed from "
+	}
+	return from + senderAddr(h) + ", which the cluster does not list " +
+		"(or lists set aside): on timeline 1 its branch is unproven (" + why + "); a server pgdns does not probe may be " +
+		"another writer of timeline 1 (a standby started without standby.signal, a copy started writable), whose WAL " +
+		"it would replay: list its upstream, or give it a slot or application name of its own on the primary"
 }
 
 // vouchedUpstream reports whether replica h's WAL receiver is connected to

@@ -46,8 +46,26 @@ func TestUnlistedUpstreamOnTimelineOne(t *testing.T) {
 		t.Errorf("note %q", n)
 	}
 
+	// The primary down: its last sample's rows still prove who is its
+	// own; the unlisted upstream's followers stay aside. A cluster that
+	// never saw a writer (replicas only) is left alone.
+	c.Hosts[0].Fails = 3
+	c.Decide(t0, stale, 3)
+	want = []Aside{NotAside, NotAside, NotAside, NotAside, AsideUnproven, AsideUnproven, AsideUnproven}
+	for i, w := range want[1:] {
+		if h := &c.Hosts[i+1]; h.Aside != w {
+			t.Errorf("primary down: %s: aside %v (note %q), want %v", h.Addr, h.Aside, h.Note, w)
+		}
+	}
+	only := &Cluster{Name: "main", Hosts: []Host{unlisted}}
+	only.Decide(t0, stale, 3)
+	if h := &only.Hosts[0]; h.Aside != NotAside {
+		t.Errorf("replicas-only cluster: aside %v (note %q)", h.Aside, h.Note)
+	}
+
 	// On timeline 2 the branch rule (history files, WAL senders) decides,
 	// as before.
+	c.Hosts[0].Fails = 0
 	for i := range c.Hosts {
 		c.Hosts[i].Timeline = 2
 	}
