@@ -142,7 +142,7 @@ func (c *pgChecker) admission(deadline time.Time) error {
 		c.startTrial(deadline) // a whole session start now and then (trial.go)
 		return nil
 	}
-	c.startAdmission(deadline, tryAdmission)
+	c.startAdmit(deadline)
 	c.reachTry, c.reachBound, c.reachSlowest = true, c.boundOf(deadline), c.lastRTT // its silence is judged as reach's
 	return nil
 }
@@ -178,7 +178,7 @@ func (c *pgChecker) reach(deadline time.Time) {
 			c.startTrial(deadline) // and past authentication, now and then (trial.go; R8-6)
 			return
 		}
-		c.startAdmission(deadline, tryAdmission)
+		c.startAdmit(deadline)
 		return
 	}
 	if c.reachRaw = c.startReach(); c.reachRaw != nil {
@@ -313,6 +313,20 @@ func (c *pgChecker) startAdmission(deadline time.Time, try func(context.Context,
 		done <- try(actx, cfg)
 	}()
 	c.admitting, c.admitStop = done, cancel
+}
+
+// startAdmit starts tryAdmission's attempt: on the shared poller
+// (admitpoll.go) when it may, else dialed on a goroutine of its own.
+func (c *pgChecker) startAdmit(deadline time.Time) {
+	timeout := time.Second
+	if !deadline.IsZero() {
+		timeout = time.Until(deadline)
+	}
+	if done, stop := startRawAdmission(c.config(), timeout); done != nil {
+		c.admitting, c.admitStop = done, stop
+		return
+	}
+	c.startAdmission(deadline, tryAdmission)
 }
 
 // The postmaster's status as line 8 of postmaster.pid has it, padded

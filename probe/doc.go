@@ -23,6 +23,8 @@
 //	facts.go      check: timeline history, the receiver's name
 //	senders.go    check: a primary's WAL senders, their names kept by pid
 //	admission.go  check: whether a server stopping smartly admits sessions
+//	admitpoll.go  check: the admission attempt on a socket of its own,
+//	              moved along by one poller of every host's (Linux)
 //	lingering.go  check: a writable server stopping while other sessions
 //	              remain, probed on until they end
 //	trial.go      check: now and then a whole session start, past authentication
@@ -36,7 +38,8 @@
 //	reach.go      check: a bare connect without a goroutine (Linux)
 //	reachcancel.go check: the bare connect as a cancel of the session's own
 //	              backend: no TLS handshake on a server with ssl on
-//	reachdial.go  check: elsewhere, every bare connect dialed
+//	reachdial.go  check: elsewhere, every bare connect and admission
+//	              attempt dialed
 //	dsn.go        check: the probe DSN, one connection config per host
 //	classify.go   classify: whether a failure proves the server not serving
 //	timelines.go  record: what a sample teaches of timeline histories

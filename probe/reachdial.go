@@ -28,3 +28,7 @@ func (*rawConnect) close() {}
 func (*rawConnect) handOver() (func(context.Context, *connConfig) error, time.Time) {
 	return nil, time.Time{}
 }
+
+// startRawAdmission is admitpoll.go's poller, Linux's alone: elsewhere
+// every admission attempt is dialed (tryAdmission).
+func startRawAdmission(*connConfig, time.Duration) (chan error, func()) { return nil, nil }
