@@ -74,6 +74,14 @@ type Hooks struct {
 	// each probe on a host's own tick (tick, tick_driven). Together they
 	// count every probe.
 	Probes func(cluster string, why ProbeCause, n int)
+	// ClusterProbes, when set, is called once for each cluster as the
+	// prober is made; the function it returns (nil: none) counts what
+	// Probes counts for that cluster, for the probes each round asks
+	// for (a tick that opens it, its replicas' probes, its closing
+	// probe), by a prober that keeps it rather than having the cluster
+	// found by name three times a round. Probes counts the rest (flux,
+	// refresh), and all of them when ClusterProbes is nil.
+	ClusterProbes func(cluster string) func(why ProbeCause, n int)
 	// FluxBegan is called once each time a cluster enters flux (an
 	// episode begins: flux.go), by the prober that publishes.
 	FluxBegan func(cluster string)
@@ -215,6 +223,9 @@ type Prober struct {
 	// Per host (flat index): the start of its last result, and when a
 	// round last kicked it (rounds.go).
 	answered, roundKicked []time.Time
+	// probesOf counts the probes of each cluster's rounds
+	// (Hooks.ClusterProbes); nil without that hook.
+	probesOf []func(why ProbeCause, n int)
 
 	reported   map[string]Remembered // what Hooks.Learned last heard (remember.go); aggregator's
 	reportedAt time.Time             // when Hooks.Learned last heard, with the running writers' positions (remember.go)
@@ -321,6 +332,12 @@ func New(cfg Config, table *zone.Table, newChecker NewCheckerFunc, log *slog.Log
 	p.wakeups = make([]atomic.Pointer[alarm], len(p.done))
 	p.answered, p.roundKicked = make([]time.Time, len(p.done)), make([]time.Time, len(p.done))
 	p.rounds = make([]*round, len(p.state))
+	if hook := cfg.Hooks.ClusterProbes; hook != nil {
+		p.probesOf = make([]func(ProbeCause, int), len(p.state))
+		for ci, c := range p.state {
+			p.probesOf[ci] = hook(c.Name)
+		}
+	}
 	p.forks = make([][]zone.TimelineFork, len(p.state))
 	p.restarts = make([][]zone.TimelineRestart, len(p.state))
 	p.flux = make([]flux, len(p.state))

@@ -48,7 +48,7 @@ func (p *Prober) advanceRound(r result) {
 		p.answered[flat] = r.started
 	}
 	if r.ticked {
-		p.asked(p.state[r.cluster].Name, p.tickCause(r), 1)
+		p.askedOf(r.cluster, p.tickCause(r), 1)
 	}
 	if p.last == nil || !p.last.Ready || r.err != nil {
 		return
@@ -76,7 +76,7 @@ func (p *Prober) advanceRound(r result) {
 		p.closing = append(p.closing, rd) // hold.go
 		// The closing probe is a light one (closing.go).
 		if p.kickClosing(rd.primary) {
-			p.asked(p.state[r.cluster].Name, ProbeClosing, 1)
+			p.askedOf(r.cluster, ProbeClosing, 1)
 		}
 	}
 }
@@ -90,7 +90,7 @@ func (p *Prober) openRound(ci int, c *zone.Cluster, primary int) {
 		rd.waiting = make([]bool, len(c.Hosts))
 	}
 	base, kicked := p.flatIndex(ci, 0), 0
-	defer func() { p.asked(c.Name, ProbeRound, kicked) }()
+	defer func() { p.askedOf(ci, ProbeRound, kicked) }()
 	for hi := range c.Hosts {
 		if c.Hosts[hi].Role != zone.RoleReplica {
 			continue
@@ -202,6 +202,21 @@ func (p *Prober) asked(cluster string, why ProbeCause, n int) {
 	if hook := p.cfg.Hooks.Probes; hook != nil && n > 0 {
 		hook(cluster, why, n)
 	}
+}
+
+// askedOf is asked of cluster ci, by the function Hooks.ClusterProbes
+// gave for it when there is one: the counts of every round.
+func (p *Prober) askedOf(ci int, why ProbeCause, n int) {
+	if n <= 0 {
+		return
+	}
+	if p.probesOf != nil {
+		if count := p.probesOf[ci]; count != nil {
+			count(why, n)
+		}
+		return
+	}
+	p.asked(p.state[ci].Name, why, n)
 }
 
 // tickCause is why r, a result of a probe on its host's tick, was one.

@@ -211,7 +211,7 @@ func (a *App) startProber(cfg *config.Config, active bool, remembered map[string
 	pcfg.MinRefreshGap = cfg.DNS.LSNRefreshMinGap
 	pcfg.FluxInterval, pcfg.FluxDuration = cfg.Probe.FluxInterval, cfg.Probe.FluxDuration
 	pcfg.Hooks.FluxProbes, pcfg.Hooks.FluxBegan = a.metrics.FluxProbes, a.metrics.FluxBegan
-	pcfg.Hooks.Probes = a.metrics.Probes
+	pcfg.Hooks.Probes, pcfg.Hooks.ClusterProbes = a.metrics.Probes, a.metrics.ClusterProbes
 	pcfg.Hooks.RefreshRound, pcfg.Hooks.RefreshCoalesced = a.metrics.RefreshRound, a.metrics.RefreshCoalesced
 	for _, c := range cfg.Clusters {
 		pcfg.Clusters = append(pcfg.Clusters, probe.ClusterConfig{Name: c.Name, Hosts: c.Hosts, AsyncOnly: c.AsyncOnly, SystemID: c.SystemID, MinTimeline: c.MinTimeline,

@@ -184,9 +184,24 @@ func (m *Metrics) FluxProbes(cluster string, hosts int) {
 
 // Probes counts n probes of cluster made for why (probe.Hooks.Probes).
 func (m *Metrics) Probes(cluster string, why probe.ProbeCause, n int) {
-	for i, c := range probeCauses {
-		if c == why {
-			m.fleet.cluster(cluster).probes[i].Add(uint64(max(n, 0)))
+	m.fleet.cluster(cluster).countProbes(why, n)
+}
+
+// ClusterProbes returns what counts the probes of cluster
+// (probe.Hooks.ClusterProbes): the prober keeps it for each cluster, so
+// that the three counts of each probe round (its tick, its replicas'
+// probes, its closing probe) find their counters without hashing the
+// cluster's name into a map (about 1% of pgdns's CPU at 1,000 hosts,
+// issue 28). It allocates nothing and takes no lock.
+func (m *Metrics) ClusterProbes(cluster string) func(why probe.ProbeCause, n int) {
+	return m.fleet.cluster(cluster).countProbes
+}
+
+func (c *clusterStats) countProbes(why probe.ProbeCause, n int) {
+	for i, w := range probeCauses {
+		if w == why {
+			c.probes[i].Add(uint64(max(n, 0)))
+			return
 		}
 	}
 }

@@ -152,3 +152,66 @@ func BenchmarkProbeDoneByName(b *testing.B) {
 		i++
 	}
 }
+
+// TestClusterProbes: the function the prober keeps for a cluster counts
+// its probes in the counters Probes finds by name, and allocates
+// nothing.
+func TestClusterProbes(t *testing.T) {
+	m := New(zone.NewTable())
+	count := m.ClusterProbes("main")
+	count(probe.ProbeRound, 2)
+	count(probe.ProbeClosing, 1)
+	m.Probes("main", probe.ProbeRound, 3)
+	out := scrape(t, m)
+	for _, want := range []string{
+		`pgdns_probes_total{cluster="main",why="round"} 5`,
+		`pgdns_probes_total{cluster="main",why="closing"} 1`,
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("no %s", want)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { count(probe.ProbeTick, 1) }); a != 0 {
+		t.Errorf("a count allocates %v times", a)
+	}
+}
+
+// BenchmarkClusterProbes: counting the probes of a round of one of 333
+// clusters (its tick, its replicas', its closing probe) by the function
+// the prober keeps for the cluster (ClusterProbes).
+func BenchmarkClusterProbes(b *testing.B) {
+	m := New(zone.NewTable())
+	clusters := make([]func(probe.ProbeCause, int), 333)
+	for i := range clusters {
+		clusters[i] = m.ClusterProbes(fmt.Sprintf("c%d", i))
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		count := clusters[i%len(clusters)]
+		count(probe.ProbeTick, 1)
+		count(probe.ProbeRound, 2)
+		count(probe.ProbeClosing, 1)
+		i++
+	}
+}
+
+// BenchmarkClusterProbesByName: the same by Probes, which finds the
+// cluster by name.
+func BenchmarkClusterProbesByName(b *testing.B) {
+	m := New(zone.NewTable())
+	clusters := make([]string, 333)
+	for i := range clusters {
+		clusters[i] = fmt.Sprintf("c%d", i)
+		m.Probes(clusters[i], probe.ProbeTick, 0)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		name := clusters[i%len(clusters)]
+		m.Probes(name, probe.ProbeTick, 1)
+		m.Probes(name, probe.ProbeRound, 2)
+		m.Probes(name, probe.ProbeClosing, 1)
+		i++
+	}
+}
