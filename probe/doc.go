@@ -62,7 +62,8 @@
 //	handover.go   hand-over at a reload: Activate, Knowledge, adopt
 //	orphans.go    hand-over: what is known of a renamed cluster
 //	siblings.go   hand-over and build: what clusters listing the same
-//	              servers share (timelines, forks)
+//	              servers share (timelines, forks, the rule 9 and 13
+//	              refusal windows), found by an index by identity
 //	remember.go   hand-over across a restart: Remembered, the state file's
 //	              entries, read at New (seed) and reported (Hooks.Learned)
 package probe
