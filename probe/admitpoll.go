@@ -391,7 +391,14 @@ func (a *rawAdmit) messages() (done bool, err error) {
 		a.r += 5 + n
 		switch typ {
 		case 'E':
-			return true, pgErrorOf(body)
+			// A refusal by pg_hba.conf is the server not serving, as
+			// tryAdmission judges it: the poller takes plaintext attempts
+			// only, with no TLS fallback to try before it counts.
+			e := pgErrorOf(body)
+			if hbaRefusal(e) {
+				return true, notServing{e}
+			}
+			return true, e
 		case 'R':
 			if len(body) < 4 {
 				return true, errors.New("a short authentication message")

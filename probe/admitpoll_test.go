@@ -135,6 +135,28 @@ func TestRawAdmissionOfAFullServer(t *testing.T) {
 	}
 }
 
+// A refusal by pg_hba.conf (a "reject" line for every client of the
+// probe's role) is the server not serving, on the poller as dialed
+// (tryAdmission's notServing): a host fenced by its hba file leaves the
+// answers at the attempt, not only at the next trial a minute later.
+// A wrong password stays not definitive either way.
+func TestRawAdmissionOfAnHBARefusal(t *testing.T) {
+	t.Parallel()
+	cl := pgtest.New(t, pgtest.Options{IPs: pgtest.Addrs(t).IPs(1),
+		HBA: []string{"host all fenced 127.0.0.0/8 reject"}})
+	node := cl.Nodes[0]
+	node.Exec(t, "CREATE ROLE fenced LOGIN")
+	fenced := pgCheckerOf(t, "user=fenced dbname=postgres sslmode=disable", node.Addr())
+	dialed := tryAdmission(context.Background(), fenced.config())
+	if !errors.Is(dialed, ErrNotServing) {
+		t.Fatalf("the dialed attempt refused by pg_hba.conf: %v, want not serving", dialed)
+	}
+	raw := rawAdmission(t, fenced, 10*time.Second)
+	if !errors.Is(raw, ErrNotServing) || !hbaRefusal(raw) {
+		t.Fatalf("the attempt on the poller refused by pg_hba.conf: %v, want not serving as dialed (%v)", raw, dialed)
+	}
+}
+
 // A server that accepts and never answers: no answer (noAnswer), not
 // definitive, at the attempt's bound; one that answers a postmaster's
 // fork failure is definitive; an attempt stopped ends at once. Over TLS
